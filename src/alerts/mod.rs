@@ -1,0 +1,8 @@
+//! Alert rules as data and their evaluator, fed by the same snapshots a
+//! scrape renders.
+
+pub mod eval;
+pub mod rules;
+
+pub use eval::{Alert, Evaluator, State, Transition};
+pub use rules::{Cmp, Expr, Rule, Severity, Signal};

@@ -1,0 +1,275 @@
+//! Flags in, a validated [`Config`] out. Every problem is one line that
+//! names the flag or file, and maps to exit code 2.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const USAGE: &str = "\
+gpu-exporter: a tiny Prometheus exporter for NVIDIA GPU fleets
+
+USAGE: gpu-exporter [FLAGS]
+
+  --web.listen-address ADDR   where to serve (default :9400; e.g. 127.0.0.1:9400, [::1]:0)
+  --web.telemetry-path PATH   path of the metrics (default /metrics)
+  --source NAME               where readings come from: sim (default sim)
+  --sim.scenario FILE         simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)
+  --collect.interval DUR      time between collections (default 1s; e.g. 500ms, 1s, 5m, 1h)
+  --log.level LEVEL           error, warn, info or debug (default info)
+  --once                      print the alert table from the simulator's replayed history and exit
+  --version                   print the version and exit
+  --help                      print this help and exit
+";
+
+/// A bad flag, value or file: one line, exit code 2.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+macro_rules! bad {
+    ($($arg:tt)*) => { ConfigError(format!($($arg)*)) };
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    Sim,
+}
+
+impl SourceKind {
+    fn parse(s: &str) -> Result<SourceKind, ConfigError> {
+        match s {
+            "sim" => Ok(SourceKind::Sim),
+            _ => Err(bad!("--source: unknown source {s:?} (expected sim)")),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub telemetry_path: String,
+    pub source: SourceKind,
+    pub scenario: Option<PathBuf>,
+    pub interval: Duration,
+    pub log_level: log::LevelFilter,
+    pub once: bool,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 9400)),
+            telemetry_path: "/metrics".into(),
+            source: SourceKind::Sim,
+            scenario: None,
+            interval: Duration::from_secs(1),
+            log_level: log::LevelFilter::Info,
+            once: false,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Command {
+    Run(Config),
+    Help,
+    Version,
+}
+
+pub fn parse_args<I>(args: I) -> Result<Command, ConfigError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    use lexopt::prelude::*;
+    let mut c = Config::default();
+    let mut p = lexopt::Parser::from_args(args);
+    loop {
+        let arg = p.next().map_err(|e| bad!("{e}"))?;
+        let Some(arg) = arg else { break };
+        let flag = match &arg {
+            Long(f) => format!("--{f}"),
+            Short(f) => format!("-{f}"),
+            Value(v) => return Err(bad!("unexpected argument {:?}", v.to_string_lossy())),
+        };
+        let mut value = || -> Result<String, ConfigError> {
+            // `--flag=value` and `--flag value` both arrive here.
+            let v = p.value().map_err(|_| bad!("{flag}: missing value"))?;
+            v.into_string()
+                .map_err(|v| bad!("{flag}: value is not UTF-8: {v:?}"))
+        };
+        match flag.as_str() {
+            "--help" | "-h" => return Ok(Command::Help),
+            "--version" => return Ok(Command::Version),
+            "--once" => c.once = true,
+            "--web.listen-address" => c.listen = parse_listen(&value()?)?,
+            "--web.telemetry-path" => {
+                let v = value()?;
+                if !v.starts_with('/') || v.len() > 256 || v.contains(['?', '#', ' ']) {
+                    return Err(bad!(
+                        "--web.telemetry-path: {v:?} must start with / and hold no '?', '#' or space"
+                    ));
+                }
+                c.telemetry_path = v;
+            }
+            "--source" => c.source = SourceKind::parse(&value()?)?,
+            "--sim.scenario" => c.scenario = Some(PathBuf::from(value()?)),
+            "--collect.interval" => {
+                let v = value()?;
+                c.interval = parse_duration(&v).map_err(|e| bad!("--collect.interval: {e}"))?;
+                if c.interval < Duration::from_millis(10) {
+                    return Err(bad!("--collect.interval: {v:?} is below the 10ms minimum"));
+                }
+            }
+            "--log.level" => {
+                let v = value()?;
+                c.log_level = match v.as_str() {
+                    "error" => log::LevelFilter::Error,
+                    "warn" => log::LevelFilter::Warn,
+                    "info" => log::LevelFilter::Info,
+                    "debug" => log::LevelFilter::Debug,
+                    _ => {
+                        return Err(bad!(
+                            "--log.level: unknown level {v:?} (expected error, warn, info or debug)"
+                        ));
+                    }
+                };
+            }
+            _ => return Err(bad!("unknown flag {flag} (see --help)")),
+        }
+    }
+    Ok(Command::Run(c))
+}
+
+/// `:9400` listens on every IPv4 interface, as node_exporter does.
+fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    if let Ok(a) = full.parse() {
+        return Ok(a);
+    }
+    // Host names resolve once, at start ("localhost:9400").
+    full.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| bad!("--web.listen-address: {s:?} is not HOST:PORT"))
+}
+
+/// Parses `500ms`, `1s`, `5m`, `1h`, `3d`: a whole number and one unit.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 500ms, 1s, 5m, 1h or 3d"))?;
+    let ms = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(format!("{s:?} has no unit of ms, s, m, h or d")),
+    };
+    n.checked_mul(ms)
+        .filter(|&ms| ms <= 365 * 86_400_000)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{s:?} is longer than a year"))
+}
+
+/// Spells a duration the way [`parse_duration`] reads it, in its largest
+/// exact unit (for PromQL and the log).
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, size) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1_000),
+    ] {
+        if ms >= size && ms.is_multiple_of(size) {
+            return format!("{}{unit}", ms / size);
+        }
+    }
+    format!("{ms}ms")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Config, ConfigError> {
+        match parse_args(args.iter().copied())? {
+            Command::Run(c) => Ok(c),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("3d"), Ok(Duration::from_secs(3 * 86400)));
+        for bad in [
+            "",
+            "s",
+            "1",
+            "1.5s",
+            "-1s",
+            "1 s",
+            "1w",
+            "99999999999999999999s",
+            "400d",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        for d in ["500ms", "1s", "90s", "5m", "1h", "3d"] {
+            assert_eq!(format_duration(parse_duration(d).unwrap()), d);
+        }
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        let c = run(&[]).unwrap();
+        assert_eq!(c.listen.to_string(), "0.0.0.0:9400");
+        assert_eq!(c.interval, Duration::from_secs(1));
+        let c = run(&[
+            "--web.listen-address",
+            "[::1]:0",
+            "--collect.interval=250ms",
+            "--once",
+        ])
+        .unwrap();
+        assert_eq!(c.listen.to_string(), "[::1]:0");
+        assert_eq!(c.interval, Duration::from_millis(250));
+        assert!(c.once);
+    }
+
+    #[test]
+    fn bad_flags_name_themselves() {
+        for (args, want) in [
+            (&["--nope"][..], "--nope"),
+            (&["--collect.interval", "fast"], "--collect.interval"),
+            (&["--collect.interval", "0s"], "--collect.interval"),
+            (&["--source", "dcgm"], "--source"),
+            (&["--web.listen-address", "nowhere"], "--web.listen-address"),
+            (&["--web.telemetry-path", "metrics"], "--web.telemetry-path"),
+            (&["--log.level", "loud"], "--log.level"),
+            (&["--sim.scenario"], "--sim.scenario"),
+            (&["stray"], "stray"),
+        ] {
+            let e = run(args).unwrap_err();
+            assert!(e.0.contains(want), "{args:?}: {e}");
+            assert!(!e.0.contains('\n'), "{e}");
+        }
+    }
+}

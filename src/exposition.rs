@@ -1,0 +1,765 @@
+//! Renders a snapshot as Prometheus text 0.0.4 or OpenMetrics 1.0.0 into a
+//! caller's buffer. Once the buffer has grown to fit, a render allocates
+//! nothing: numbers are spelled on the stack, labels escaped in place.
+
+use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, MigInstance, Readings, Snapshot, TxRx};
+use std::io::Write;
+use std::time::Instant;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    OpenMetrics,
+}
+
+impl Format {
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+
+    /// Picks the format from an `Accept` header by q-value. OpenMetrics
+    /// wins only when a range naming it ranks highest; anything else, a
+    /// missing header included, gets text 0.0.4.
+    pub fn negotiate(accept: Option<&[u8]>) -> Format {
+        let Some(accept) = accept else {
+            return Format::Text;
+        };
+        let mut best = (Format::Text, -1.0f32);
+        for range in accept.split(|&b| b == b',') {
+            let mut parts = range.split(|&b| b == b';').map(|p| p.trim_ascii());
+            let media = parts.next().unwrap_or_default();
+            let mut q = 1.0f32;
+            let mut version_ok = true;
+            for p in parts {
+                let (k, v) = match p.iter().position(|&b| b == b'=') {
+                    Some(i) => (p[..i].trim_ascii(), p[i + 1..].trim_ascii()),
+                    None => (p, &b""[..]),
+                };
+                if k.eq_ignore_ascii_case(b"q") {
+                    q = std::str::from_utf8(v)
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .filter(|q: &f32| (0.0..=1.0).contains(q))
+                        .unwrap_or(0.0);
+                } else if k.eq_ignore_ascii_case(b"version") {
+                    version_ok = v == b"1.0.0" || v == b"0.0.1";
+                }
+            }
+            let format =
+                if media.eq_ignore_ascii_case(b"application/openmetrics-text") && version_ok {
+                    Format::OpenMetrics
+                } else {
+                    Format::Text
+                };
+            // Ties keep the first range listed.
+            if q > 0.0 && q > best.1 {
+                best = (format, q);
+            }
+        }
+        best.0
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
+    /// `name_info` with value 1: a gauge in 0.0.4, `info` in OpenMetrics.
+    Info,
+}
+
+/// A metric family as the catalogue defines it. `name` is the family name
+/// without the `_total`/`_info` suffix its samples carry.
+#[derive(Debug)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub unit: Option<&'static str>,
+    pub help: &'static str,
+}
+
+impl Family {
+    fn suffix(&self) -> &'static str {
+        match self.kind {
+            Kind::Gauge => "",
+            Kind::Counter => "_total",
+            Kind::Info => "_info",
+        }
+    }
+
+    /// The name samples carry, e.g. `gpu_energy_joules_total`.
+    pub fn sample_name(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.name.as_bytes());
+        out.extend_from_slice(self.suffix().as_bytes());
+    }
+}
+
+const fn family(name: &'static str, kind: Kind, help: &'static str) -> Family {
+    // The unit is the name's last word where that is a base unit.
+    const UNITS: [&str; 7] = [
+        "celsius", "hertz", "watts", "ratio", "bytes", "joules", "seconds",
+    ];
+    let mut unit = None;
+    let mut i = 0;
+    while i < UNITS.len() {
+        if ends_with(name.as_bytes(), UNITS[i].as_bytes()) {
+            unit = Some(UNITS[i]);
+        }
+        i += 1;
+    }
+    Family {
+        name,
+        kind,
+        unit,
+        help,
+    }
+}
+
+const fn ends_with(s: &[u8], suffix: &[u8]) -> bool {
+    if s.len() <= suffix.len() || s[s.len() - suffix.len() - 1] != b'_' {
+        return false;
+    }
+    let mut i = 0;
+    while i < suffix.len() {
+        if s[s.len() - suffix.len() + i] != suffix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+use Kind::{Counter, Gauge, Info};
+
+/// An extra label after `gpu` and `uuid`.
+#[derive(Clone, Copy)]
+pub enum Extra<'a> {
+    None,
+    Str(&'static str, &'a str),
+    Num(&'static str, u32),
+}
+
+type Series = fn(&Readings, &mut dyn FnMut(Extra, f64));
+
+macro_rules! one {
+    ($field:ident) => {
+        |r: &Readings, f: &mut dyn FnMut(Extra, f64)| {
+            if let Some(v) = r.$field {
+                f(Extra::None, v)
+            }
+        }
+    };
+}
+
+fn directions(v: Option<TxRx>, f: &mut dyn FnMut(Extra, f64)) {
+    if let Some(v) = v {
+        f(Extra::Str("direction", "tx"), v.tx);
+        f(Extra::Str("direction", "rx"), v.rx);
+    }
+}
+
+pub static GPU_INFO: Family = family(
+    "gpu",
+    Info,
+    "GPU identity: product name, PCI bus id and driver version. Always 1.",
+);
+pub static GPU_UP: Family = family(
+    "gpu_up",
+    Gauge,
+    "1 if the GPU answers, 0 once it is lost (fallen off the bus, NVML GPU_IS_LOST).",
+);
+
+/// Every per-GPU (and per-MIG-instance) family after `gpu_info` and
+/// `gpu_up`, in output order, with how to read its series.
+pub static GPU_FAMILIES: [(Family, Series); 28] = [
+    (
+        family(
+            "gpu_temperature_celsius",
+            Gauge,
+            "GPU die temperature. Lags throttling; watch gpu_clocks_event_active too.",
+        ),
+        one!(temperature_celsius),
+    ),
+    (
+        family("gpu_memory_temperature_celsius", Gauge, "HBM temperature."),
+        one!(memory_temperature_celsius),
+    ),
+    (
+        family("gpu_sm_clock_hertz", Gauge, "Current SM clock."),
+        one!(sm_clock_hertz),
+    ),
+    (
+        family(
+            "gpu_sm_clock_max_hertz",
+            Gauge,
+            "Maximum SM clock; the current clock well below it means lost performance.",
+        ),
+        one!(sm_clock_max_hertz),
+    ),
+    (
+        family("gpu_memory_clock_hertz", Gauge, "Current memory clock."),
+        one!(memory_clock_hertz),
+    ),
+    (
+        family(
+            "gpu_clocks_event_active",
+            Gauge,
+            "1 while an NVML clock event reason holds clocks down. Thermal, hw slowdown and power brake are silent performance loss; sw_power_cap alone is normal under load.",
+        ),
+        |r, f| {
+            if let Some(mask) = r.clocks_event_mask {
+                for (i, reason) in CLOCK_EVENT_REASONS.iter().enumerate() {
+                    f(Extra::Str("reason", reason), ((mask >> i) & 1) as f64);
+                }
+            }
+        },
+    ),
+    (
+        family("gpu_power_usage_watts", Gauge, "Power draw."),
+        one!(power_usage_watts),
+    ),
+    (
+        family("gpu_power_limit_watts", Gauge, "Enforced power limit."),
+        one!(power_limit_watts),
+    ),
+    (
+        family(
+            "gpu_utilization_ratio",
+            Gauge,
+            "Fraction of time a kernel ran (nvidia-smi utilization.gpu). Misleading: one tiny kernel reads as 100%, so it says nothing about how busy the SMs are. Use gpu_sm_active_ratio; never alert on this.",
+        ),
+        one!(utilization_ratio),
+    ),
+    (
+        family(
+            "gpu_sm_active_ratio",
+            Gauge,
+            "Fraction of time SMs had at least one warp resident: the real saturation signal.",
+        ),
+        one!(sm_active_ratio),
+    ),
+    (
+        family(
+            "gpu_sm_occupancy_ratio",
+            Gauge,
+            "Resident warps as a fraction of the SMs' maximum.",
+        ),
+        one!(sm_occupancy_ratio),
+    ),
+    (
+        family(
+            "gpu_dram_active_ratio",
+            Gauge,
+            "Fraction of time the memory interface was busy: the bandwidth signal.",
+        ),
+        one!(dram_active_ratio),
+    ),
+    (
+        family("gpu_memory_total_bytes", Gauge, "Total device memory."),
+        one!(memory_total_bytes),
+    ),
+    (
+        family("gpu_memory_used_bytes", Gauge, "Device memory in use."),
+        one!(memory_used_bytes),
+    ),
+    (
+        family(
+            "gpu_memory_free_bytes",
+            Gauge,
+            "Device memory free. Free is not allocatable when it is fragmented; see gpu_memory_largest_free_bytes.",
+        ),
+        one!(memory_free_bytes),
+    ),
+    (
+        family(
+            "gpu_memory_reserved_bytes",
+            Gauge,
+            "Device memory reserved by the driver and firmware.",
+        ),
+        one!(memory_reserved_bytes),
+    ),
+    (
+        family(
+            "gpu_allocator_reserved_bytes",
+            Gauge,
+            "Memory the workload's caching allocator holds. Reserved minus allocated is cache.",
+        ),
+        one!(allocator_reserved_bytes),
+    ),
+    (
+        family(
+            "gpu_allocator_allocated_bytes",
+            Gauge,
+            "Memory the workload's tensors occupy. Rising steadily means a leak.",
+        ),
+        one!(allocator_allocated_bytes),
+    ),
+    (
+        family(
+            "gpu_memory_largest_free_bytes",
+            Gauge,
+            "Largest contiguous free block: the fragmentation early warning, before an OOM at 60% used.",
+        ),
+        one!(largest_free_bytes),
+    ),
+    (
+        family(
+            "gpu_xid_last_timestamp_seconds",
+            Gauge,
+            "Unix time of the last Xid error seen on this GPU.",
+        ),
+        one!(xid_last_timestamp_seconds),
+    ),
+    (
+        family(
+            "gpu_xid_errors",
+            Counter,
+            "Xid errors by code. Alert on increase(), never on the value. Critical codes are present at 0 until they happen.",
+        ),
+        |r, f| {
+            for &(code, n) in r.xid_errors.iter().flatten() {
+                f(Extra::Num("xid", code), n as f64);
+            }
+        },
+    ),
+    (
+        family(
+            "gpu_ecc_corrected_errors",
+            Counter,
+            "Corrected ECC errors (volatile).",
+        ),
+        one!(ecc_corrected_total),
+    ),
+    (
+        family(
+            "gpu_ecc_uncorrected_errors",
+            Counter,
+            "Uncorrected ECC errors (volatile). Any increase means a dying GPU: page.",
+        ),
+        one!(ecc_uncorrected_total),
+    ),
+    (
+        family(
+            "gpu_energy_joules",
+            Counter,
+            "Energy consumed since the driver loaded.",
+        ),
+        one!(energy_joules_total),
+    ),
+    (
+        family("gpu_pcie_bytes", Counter, "PCIe bytes moved, by direction."),
+        |r, f| directions(r.pcie_bytes_total, f),
+    ),
+    (
+        family(
+            "gpu_pcie_replay_errors",
+            Counter,
+            "PCIe replays: a flaky link or riser.",
+        ),
+        one!(pcie_replay_errors_total),
+    ),
+    (
+        family(
+            "gpu_nvlink_bytes",
+            Counter,
+            "NVLink bytes moved, by direction. Low during tensor parallelism means a topology problem.",
+        ),
+        |r, f| directions(r.nvlink_bytes_total, f),
+    ),
+    (
+        family(
+            "gpu_clocks_event_seconds",
+            Counter,
+            "Seconds clocks were held down, by reason.",
+        ),
+        |r, f| {
+            for (reason, s) in CLOCK_EVENT_REASONS.iter().zip(r.clocks_event_seconds_total) {
+                if let Some(s) = s {
+                    f(Extra::Str("reason", reason), s);
+                }
+            }
+        },
+    ),
+];
+
+pub static BUILD_INFO: Family = family(
+    "gpu_exporter_build",
+    Info,
+    "The exporter's version. Always 1.",
+);
+pub static SOURCE_INFO: Family = family(
+    "gpu_exporter_source",
+    Info,
+    "Where readings come from: sim, nvml or smi. Always 1.",
+);
+pub static COLLECT_DURATION: Family = family(
+    "gpu_exporter_collect_duration_seconds",
+    Gauge,
+    "How long the last collection took.",
+);
+pub static COLLECT_SUCCESS: Family = family(
+    "gpu_exporter_collect_success",
+    Gauge,
+    "1 if the last collection succeeded.",
+);
+pub static SNAPSHOT_AGE: Family = family(
+    "gpu_exporter_snapshot_age_seconds",
+    Gauge,
+    "Seconds since the served readings were collected.",
+);
+type ProcessReading = fn(&crate::snapshot::ProcessStats) -> Option<f64>;
+
+pub static PROCESS: [(Family, ProcessReading); 5] = [
+    (
+        family(
+            "process_cpu_seconds",
+            Counter,
+            "Total user and system CPU time spent in seconds.",
+        ),
+        |p| p.cpu_seconds_total,
+    ),
+    (
+        family(
+            "process_resident_memory_bytes",
+            Gauge,
+            "Resident memory size in bytes.",
+        ),
+        |p| p.resident_memory_bytes,
+    ),
+    (
+        family(
+            "process_open_fds",
+            Gauge,
+            "Number of open file descriptors.",
+        ),
+        |p| p.open_fds,
+    ),
+    (
+        family(
+            "process_max_fds",
+            Gauge,
+            "Maximum number of open file descriptors.",
+        ),
+        |p| p.max_fds,
+    ),
+    (
+        family(
+            "process_start_time_seconds",
+            Gauge,
+            "Start time of the process since unix epoch in seconds.",
+        ),
+        |p| p.start_time_seconds,
+    ),
+];
+
+/// Writes `snapshot` in `format` to `out`, after whatever `out` holds.
+pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u8>) {
+    let mut w = Writer {
+        out,
+        om: format == Format::OpenMetrics,
+    };
+    let gpus = &snapshot.gpus;
+
+    if !gpus.is_empty() {
+        w.head(&GPU_INFO);
+        for g in gpus {
+            w.name(&GPU_INFO);
+            w.gpu_labels(g.index, &g.uuid);
+            for (k, v) in [
+                ("model", &g.model),
+                ("pci_bus_id", &g.pci_bus_id),
+                ("driver_version", &g.driver_version),
+            ] {
+                w.label(k, v);
+            }
+            w.value(1.0);
+        }
+        w.head(&GPU_UP);
+        for g in gpus {
+            w.name(&GPU_UP);
+            w.gpu_labels(g.index, &g.uuid);
+            w.value(if g.up { 1.0 } else { 0.0 });
+        }
+    }
+    for (fam, series) in &GPU_FAMILIES {
+        let mut any = false;
+        each_target(gpus, |_, _, r| series(r, &mut |_, _| any = true));
+        if !any {
+            continue;
+        }
+        w.head(fam);
+        each_target(gpus, |g, mig, r| {
+            series(r, &mut |extra, v| {
+                w.name(fam);
+                match mig {
+                    None => w.gpu_labels(g.index, &g.uuid),
+                    Some(m) => {
+                        w.gpu_labels(g.index, &m.uuid);
+                        w.num_label("mig_instance", m.gpu_instance_id);
+                        w.label("mig_profile", &m.profile);
+                    }
+                }
+                match extra {
+                    Extra::None => {}
+                    Extra::Str(k, s) => w.label(k, s),
+                    Extra::Num(k, n) => w.num_label(k, n),
+                }
+                w.value(v);
+            })
+        });
+    }
+
+    w.head(&BUILD_INFO);
+    w.name(&BUILD_INFO);
+    w.open_label("version", env!("CARGO_PKG_VERSION"));
+    w.value(1.0);
+    w.head(&SOURCE_INFO);
+    w.name(&SOURCE_INFO);
+    w.open_label("source", snapshot.source);
+    w.value(1.0);
+    w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
+    w.scalar(&COLLECT_SUCCESS, if snapshot.success() { 1.0 } else { 0.0 });
+    let age = now
+        .saturating_duration_since(snapshot.published)
+        .as_secs_f64();
+    w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
+    for (fam, read) in &PROCESS {
+        if let Some(v) = read(&snapshot.process) {
+            w.scalar(fam, v);
+        }
+    }
+    if w.om {
+        w.out.extend_from_slice(b"# EOF\n");
+    }
+}
+
+/// Calls `f` for each GPU and then each of its MIG instances.
+fn each_target<'a>(
+    gpus: &'a [Gpu],
+    mut f: impl FnMut(&'a Gpu, Option<&'a MigInstance>, &'a Readings),
+) {
+    for g in gpus {
+        f(g, None, &g.readings);
+        for m in &g.mig {
+            f(g, Some(m), &m.readings);
+        }
+    }
+}
+
+struct Writer<'a> {
+    out: &'a mut Vec<u8>,
+    om: bool,
+}
+
+impl Writer<'_> {
+    fn put(&mut self, s: &str) {
+        self.out.extend_from_slice(s.as_bytes());
+    }
+
+    /// HELP, TYPE and (OpenMetrics only) UNIT for a family.
+    fn head(&mut self, f: &Family) {
+        let (kind, suffix) = match (f.kind, self.om) {
+            (Kind::Gauge, _) => ("gauge", ""),
+            (Kind::Counter, true) => ("counter", ""),
+            (Kind::Counter, false) => ("counter", "_total"),
+            (Kind::Info, true) => ("info", ""),
+            (Kind::Info, false) => ("gauge", "_info"),
+        };
+        for (line, rest) in [("# HELP ", None), ("# TYPE ", Some(kind))] {
+            self.put(line);
+            self.put(f.name);
+            self.put(suffix);
+            self.out.push(b' ');
+            match rest {
+                Some(kind) => self.put(kind),
+                None => escape(self.out, f.help, self.om),
+            }
+            self.out.push(b'\n');
+        }
+        if let (Some(unit), true) = (f.unit, self.om) {
+            self.put("# UNIT ");
+            self.put(f.name);
+            self.out.push(b' ');
+            self.put(unit);
+            self.out.push(b'\n');
+        }
+    }
+
+    fn name(&mut self, f: &Family) {
+        f.sample_name(self.out);
+    }
+
+    fn gpu_labels(&mut self, index: u32, uuid: &str) {
+        self.out.extend_from_slice(b"{gpu=\"");
+        write_u64(self.out, index as u64);
+        self.out.push(b'"');
+        self.label("uuid", uuid);
+    }
+
+    /// The first label, opening the set.
+    fn open_label(&mut self, k: &str, v: &str) {
+        self.out.push(b'{');
+        self.put(k);
+        self.out.extend_from_slice(b"=\"");
+        escape(self.out, v, true);
+        self.out.push(b'"');
+    }
+
+    fn label(&mut self, k: &str, v: &str) {
+        self.out.push(b',');
+        self.put(k);
+        self.out.extend_from_slice(b"=\"");
+        escape(self.out, v, true);
+        self.out.push(b'"');
+    }
+
+    fn num_label(&mut self, k: &str, n: u32) {
+        self.out.push(b',');
+        self.put(k);
+        self.out.extend_from_slice(b"=\"");
+        write_u64(self.out, n as u64);
+        self.out.push(b'"');
+    }
+
+    /// Closes the label set (if any) and writes the value. A label set
+    /// always ends in a quote and a bare name never does.
+    fn value(&mut self, v: f64) {
+        if self.out.last() == Some(&b'"') {
+            self.out.push(b'}');
+        }
+        self.out.push(b' ');
+        write_f64(self.out, v);
+        self.out.push(b'\n');
+    }
+
+    fn scalar(&mut self, f: &Family, v: f64) {
+        self.head(f);
+        self.name(f);
+        self.value(v);
+    }
+}
+
+/// Escapes `\`, newline and (in label values and OpenMetrics HELP) `"`.
+pub fn escape(out: &mut Vec<u8>, s: &str, quote: bool) {
+    for &b in s.as_bytes() {
+        match b {
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'"' if quote => out.extend_from_slice(b"\\\""),
+            _ => out.push(b),
+        }
+    }
+}
+
+pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&buf[i..]);
+}
+
+/// Go-compatible float spelling: exact integers (below 2^53) without a fraction, `NaN`,
+/// `+Inf`, `-Inf`, and Rust's shortest round-trip form otherwise.
+pub fn write_f64(out: &mut Vec<u8>, v: f64) {
+    if v.is_nan() {
+        out.extend_from_slice(b"NaN");
+    } else if v.is_infinite() {
+        out.extend_from_slice(if v > 0.0 { b"+Inf" } else { b"-Inf" });
+    } else if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        if v < 0.0 {
+            out.push(b'-');
+        }
+        write_u64(out, v.abs() as u64);
+    } else {
+        // Writing to a Vec with room cannot fail or allocate.
+        let _ = write!(out, "{v:?}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f(v: f64) -> String {
+        let mut out = Vec::new();
+        write_f64(&mut out, v);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn floats() {
+        assert_eq!(f(0.0), "0");
+        assert_eq!(f(-0.0), "0");
+        assert_eq!(f(71.0), "71");
+        assert_eq!(f(-3.0), "-3");
+        assert_eq!(f(1073741824.0), "1073741824");
+        assert_eq!(f(0.25), "0.25");
+        assert_eq!(f(1e15), "1000000000000000");
+        assert_eq!(f(1e16), "1e16");
+        assert_eq!(f(1.5e-7), "1.5e-7");
+        assert_eq!(f(f64::NAN), "NaN");
+        assert_eq!(f(f64::INFINITY), "+Inf");
+        assert_eq!(f(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(f(u64::MAX as f64), "1.8446744073709552e19");
+        for v in [0.1, 1e300, 5e-324, 123456.789, -2.5e20] {
+            assert_eq!(f(v).parse::<f64>().unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn escaping() {
+        let mut out = Vec::new();
+        escape(&mut out, "a\\b\"c\nd", true);
+        assert_eq!(out, br#"a\\b\"c\nd"#);
+        out.clear();
+        escape(&mut out, "a\\b\"c\nd", false);
+        assert_eq!(out, br#"a\\b"c\nd"#);
+    }
+
+    #[test]
+    fn units_follow_names() {
+        assert_eq!(GPU_FAMILIES[0].0.unit, Some("celsius"));
+        assert_eq!(GPU_UP.unit, None);
+        assert_eq!(COLLECT_SUCCESS.unit, None);
+        assert_eq!(SNAPSHOT_AGE.unit, Some("seconds"));
+        assert_eq!(PROCESS[0].0.unit, Some("seconds"));
+    }
+
+    #[test]
+    fn negotiation() {
+        use Format::*;
+        let cases: [(&[u8], Format); 12] = [
+            (b"application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1", OpenMetrics),
+            (b"application/openmetrics-text;version=1.0.0;q=0.5,application/openmetrics-text;version=0.0.1;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2", OpenMetrics),
+            (b"application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2", OpenMetrics),
+            (b"text/plain;version=0.0.4;q=0.9,application/openmetrics-text;q=0.5", Text),
+            (b"text/plain", Text),
+            (b"*/*", Text),
+            (b"", Text),
+            (b"garbage;;;==,", Text),
+            (b"application/openmetrics-text; version=1.0.0", OpenMetrics),
+            (b"application/openmetrics-text;version=2.0.0", Text),
+            (b"application/openmetrics-text;q=0", Text),
+            (b"APPLICATION/OpenMetrics-Text ; q=0.8, text/plain;q=0.7", OpenMetrics),
+        ];
+        for (accept, want) in cases {
+            assert_eq!(
+                Format::negotiate(Some(accept)),
+                want,
+                "{}",
+                String::from_utf8_lossy(accept)
+            );
+        }
+        assert_eq!(Format::negotiate(None), Text);
+    }
+}

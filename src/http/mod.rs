@@ -1,0 +1,8 @@
+//! HTTP/1.1 over httparse: the accept loop, one task per connection, and
+//! the routes. No framework.
+
+pub mod conn;
+pub mod router;
+pub mod server;
+
+pub use router::Context;

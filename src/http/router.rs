@@ -1,0 +1,172 @@
+//! Routes a parsed request to its response body. The body goes straight
+//! into the connection's reused buffer.
+
+use crate::collector::Latest;
+use crate::exposition::{self, Format};
+use std::io::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What every connection shares.
+pub struct Context {
+    pub latest: Arc<Latest>,
+    pub telemetry_path: String,
+    /// A snapshot older than this is stale for `/readyz`.
+    pub max_age: Duration,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Method {
+    Get,
+    Head,
+    Other,
+}
+
+pub struct Request<'a> {
+    pub method: Method,
+    /// The path without its query string.
+    pub path: &'a str,
+    pub accept: Option<&'a [u8]>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    Ok,
+    BadRequest,
+    NotFound,
+    MethodNotAllowed,
+    UriTooLong,
+    HeadersTooLarge,
+    Unavailable,
+}
+
+impl Status {
+    pub fn line(self) -> &'static str {
+        match self {
+            Status::Ok => "200 OK",
+            Status::BadRequest => "400 Bad Request",
+            Status::NotFound => "404 Not Found",
+            Status::MethodNotAllowed => "405 Method Not Allowed",
+            Status::UriTooLong => "414 URI Too Long",
+            Status::HeadersTooLarge => "431 Request Header Fields Too Large",
+            Status::Unavailable => "503 Service Unavailable",
+        }
+    }
+}
+
+pub struct Response {
+    pub status: Status,
+    pub content_type: &'static str,
+    /// Send `Allow: GET, HEAD` (with 405).
+    pub allow: bool,
+}
+
+const TEXT: &str = "text/plain; charset=utf-8";
+
+impl Response {
+    pub fn text(status: Status) -> Response {
+        Response {
+            status,
+            content_type: TEXT,
+            allow: false,
+        }
+    }
+}
+
+/// Writes the body for `req` after what `body` holds and says how to head it.
+pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
+    enum Route {
+        Metrics,
+        Landing,
+        Healthz,
+        Readyz,
+    }
+    let route = match req.path {
+        p if p == ctx.telemetry_path => Route::Metrics,
+        "/" => Route::Landing,
+        "/healthz" => Route::Healthz,
+        "/readyz" => Route::Readyz,
+        _ => {
+            body.extend_from_slice(b"404 page not found\n");
+            return Response::text(Status::NotFound);
+        }
+    };
+    if req.method == Method::Other {
+        body.extend_from_slice(b"method not allowed: use GET or HEAD\n");
+        return Response {
+            allow: true,
+            ..Response::text(Status::MethodNotAllowed)
+        };
+    }
+    match route {
+        Route::Metrics => {
+            let format = Format::negotiate(req.accept);
+            let published = ctx.latest.get();
+            exposition::render(&published.snapshot, format, Instant::now(), body);
+            Response {
+                status: Status::Ok,
+                content_type: format.content_type(),
+                allow: false,
+            }
+        }
+        Route::Healthz => {
+            body.extend_from_slice(b"ok\n");
+            Response::text(Status::Ok)
+        }
+        Route::Readyz => {
+            let published = ctx.latest.get();
+            let s = &published.snapshot;
+            let age = Instant::now().saturating_duration_since(s.published);
+            let status = match &s.error {
+                Some(e) => {
+                    let _ = writeln!(body, "not ready: last collection failed: {e}");
+                    Status::Unavailable
+                }
+                None if age > ctx.max_age => {
+                    let _ = writeln!(
+                        body,
+                        "not ready: readings are {:.1}s old (limit {:.1}s)",
+                        age.as_secs_f64(),
+                        ctx.max_age.as_secs_f64()
+                    );
+                    Status::Unavailable
+                }
+                None => {
+                    body.extend_from_slice(b"ok\n");
+                    Status::Ok
+                }
+            };
+            Response::text(status)
+        }
+        Route::Landing => {
+            body.extend_from_slice(
+                b"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>gpu-exporter</title></head>\n\
+                  <body><h1>gpu-exporter</h1>\n<p><a href=\"",
+            );
+            // Operator input: escaped like any other string on a page.
+            html_escape(body, &ctx.telemetry_path);
+            body.extend_from_slice(
+                b"\">Metrics</a> &middot; <a href=\"/healthz\">healthz</a> &middot; \
+                  <a href=\"/readyz\">readyz</a></p>\n</body></html>\n",
+            );
+            Response {
+                status: Status::Ok,
+                content_type: "text/html; charset=utf-8",
+                allow: false,
+            }
+        }
+    }
+}
+
+pub fn html_escape(out: &mut Vec<u8>, s: &str) {
+    for &b in s.as_bytes() {
+        match b {
+            b'&' => out.extend_from_slice(b"&amp;"),
+            b'<' => out.extend_from_slice(b"&lt;"),
+            b'>' => out.extend_from_slice(b"&gt;"),
+            b'"' => out.extend_from_slice(b"&quot;"),
+            b'\'' => out.extend_from_slice(b"&#39;"),
+            _ => out.push(b),
+        }
+    }
+}

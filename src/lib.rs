@@ -1,0 +1,116 @@
+//! gpu-exporter: source → snapshot → exposition / alerts → http.
+//!
+//! A collector thread reads the source and publishes complete snapshots;
+//! the HTTP side (one smol executor on the main thread) only ever renders
+//! the newest one, so a slow source never delays a scrape.
+
+pub mod alerts;
+pub mod collector;
+pub mod config;
+pub mod exposition;
+pub mod http;
+pub mod logger;
+pub mod process;
+pub mod snapshot;
+pub mod source;
+pub mod table;
+
+use collector::{Collector, Latest, unix_now};
+use config::{Config, ConfigError, SourceKind};
+use source::sim::{Scenario, Sim};
+use std::net::{SocketAddr, TcpListener};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug)]
+pub enum Error {
+    /// Bad flags, files or addresses: exit code 2.
+    Config(ConfigError),
+    /// Anything else that stops the exporter: exit code 1.
+    Runtime(String),
+}
+
+impl From<ConfigError> for Error {
+    fn from(e: ConfigError) -> Error {
+        Error::Config(e)
+    }
+}
+
+fn load_scenario(config: &Config) -> Result<Scenario, ConfigError> {
+    let Some(path) = &config.scenario else {
+        return Ok(Scenario::default_fleet());
+    };
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("--sim.scenario: cannot read {shown}: {e}")))?;
+    Scenario::parse(&text).map_err(|e| ConfigError(format!("--sim.scenario {shown}: {e}")))
+}
+
+fn bind(addr: SocketAddr) -> Result<TcpListener, ConfigError> {
+    TcpListener::bind(addr).map_err(|e| {
+        ConfigError(format!(
+            "--web.listen-address: cannot listen on {addr}: {e}"
+        ))
+    })
+}
+
+/// The URL to print: `localhost` for a wildcard address.
+fn url(addr: SocketAddr, path: &str) -> String {
+    match addr {
+        a if a.ip().is_unspecified() => format!("http://localhost:{}{path}", a.port()),
+        SocketAddr::V6(a) => format!("http://[{}]:{}{path}", a.ip(), a.port()),
+        SocketAddr::V4(a) => format!("http://{a}{path}"),
+    }
+}
+
+pub fn run(config: Config) -> Result<(), Error> {
+    // Everything that can be wrong with the configuration fails here,
+    // before anything starts.
+    let SourceKind::Sim = config.source;
+    let scenario = load_scenario(&config)?;
+    let listener = if config.once {
+        None
+    } else {
+        Some(bind(config.listen)?)
+    };
+
+    let t0 = unix_now();
+    let source = Box::new(Sim::new(scenario, t0));
+    log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
+    let evaluator = alerts::Evaluator::new(alerts::rules::defaults());
+    let mut collector = Collector::new(source, evaluator, config.interval);
+    collector.replay(t0);
+    let first = collector.collect_at(t0, false);
+    let table = table::render(&first, collector.evaluator());
+
+    let Some(listener) = listener else {
+        print!("{table}");
+        return Ok(());
+    };
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+    let listener = async_io::Async::new(listener).map_err(|e| Error::Runtime(e.to_string()))?;
+    log::info!(
+        "serving GPU metrics on {}",
+        url(addr, &config.telemetry_path)
+    );
+    print!("{table}");
+
+    let latest = Arc::new(Latest::new(first));
+    let for_collector = latest.clone();
+    std::thread::Builder::new()
+        .name("collector".into())
+        .spawn(move || collector.run(for_collector))
+        .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
+
+    let ctx = Rc::new(http::Context {
+        latest,
+        telemetry_path: config.telemetry_path,
+        max_age: (config.interval * 3).max(Duration::from_secs(5)),
+    });
+    let ex = smol::LocalExecutor::new();
+    smol::block_on(ex.run(http::server::serve(&ex, listener, ctx)));
+    Ok(())
+}

@@ -1,0 +1,28 @@
+use gpu_exporter::config::{self, Command};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let config = match config::parse_args(std::env::args_os().skip(1)) {
+        Ok(Command::Run(c)) => c,
+        Ok(Command::Help) => {
+            print!("{}", config::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Version) => {
+            println!("gpu-exporter {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => return fail(&e.to_string(), 2),
+    };
+    gpu_exporter::logger::init(config.log_level);
+    match gpu_exporter::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(gpu_exporter::Error::Config(e)) => fail(&e.to_string(), 2),
+        Err(gpu_exporter::Error::Runtime(e)) => fail(&e, 1),
+    }
+}
+
+fn fail(msg: &str, code: u8) -> ExitCode {
+    eprintln!("gpu-exporter: error: {msg}");
+    ExitCode::from(code)
+}

@@ -1,0 +1,174 @@
+//! The fleet model: plain data that a source publishes and every consumer
+//! (exposition, alerts, the status page) reads. No I/O handles live here.
+//!
+//! A reading a source cannot give is `None`, and its series is left out.
+//! Sentinel numbers (0xFFFFFFFF, -1) never get this far.
+
+use std::time::{Duration, Instant};
+
+/// NVML clock event reasons, in bit order: reason `i` is bit `1 << i`.
+pub const CLOCK_EVENT_REASONS: [&str; 9] = [
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+];
+
+/// Reasons that mean the GPU is losing performance it should have:
+/// hw slowdown, sw/hw thermal slowdown and power brake. `sw_power_cap`
+/// alone is normal under load and is not in this set.
+pub const THROTTLE_MASK: u64 = 0x8 | 0x20 | 0x40 | 0x80;
+
+/// Bit mask for a reason name, if it is one of [`CLOCK_EVENT_REASONS`].
+pub fn clock_event_bit(name: &str) -> Option<u64> {
+    CLOCK_EVENT_REASONS
+        .iter()
+        .position(|r| *r == name)
+        .map(|i| 1u64 << i)
+}
+
+/// Xid codes that usually mean hardware or driver trouble worth a page
+/// (see the README for where the list comes from).
+pub const CRITICAL_XIDS: [u32; 11] = [48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120];
+
+/// A value per direction, for PCIe and NVLink byte counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct TxRx {
+    pub tx: f64,
+    pub rx: f64,
+}
+
+/// Everything a source can read about one GPU (or MIG instance). Gauges
+/// and counters are in base units.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Readings {
+    pub temperature_celsius: Option<f64>,
+    pub memory_temperature_celsius: Option<f64>,
+    pub sm_clock_hertz: Option<f64>,
+    pub sm_clock_max_hertz: Option<f64>,
+    pub memory_clock_hertz: Option<f64>,
+    /// Active clock event reasons as the NVML bit mask.
+    pub clocks_event_mask: Option<u64>,
+    pub power_usage_watts: Option<f64>,
+    pub power_limit_watts: Option<f64>,
+    pub utilization_ratio: Option<f64>,
+    pub sm_active_ratio: Option<f64>,
+    pub sm_occupancy_ratio: Option<f64>,
+    pub dram_active_ratio: Option<f64>,
+    pub memory_total_bytes: Option<f64>,
+    pub memory_used_bytes: Option<f64>,
+    pub memory_free_bytes: Option<f64>,
+    pub memory_reserved_bytes: Option<f64>,
+    pub allocator_reserved_bytes: Option<f64>,
+    pub allocator_allocated_bytes: Option<f64>,
+    pub largest_free_bytes: Option<f64>,
+
+    /// Xid counts by code, sorted by code. `None` when the source cannot
+    /// see Xid at all; otherwise the critical codes are present (at 0 until
+    /// they happen) so that `increase()` sees the first one.
+    pub xid_errors: Option<Vec<(u32, u64)>>,
+    pub xid_last_timestamp_seconds: Option<f64>,
+    pub ecc_corrected_total: Option<f64>,
+    pub ecc_uncorrected_total: Option<f64>,
+    pub energy_joules_total: Option<f64>,
+    pub pcie_bytes_total: Option<TxRx>,
+    pub pcie_replay_errors_total: Option<f64>,
+    pub nvlink_bytes_total: Option<TxRx>,
+    /// Seconds spent under each reason in [`CLOCK_EVENT_REASONS`] order;
+    /// NVML reports violation time only for some of them.
+    pub clocks_event_seconds_total: [Option<f64>; 9],
+}
+
+impl Readings {
+    /// Sum of the critical Xid counters, if the source sees Xid.
+    pub fn critical_xid_total(&self) -> Option<f64> {
+        let xids = self.xid_errors.as_ref()?;
+        Some(
+            xids.iter()
+                .filter(|(code, _)| CRITICAL_XIDS.contains(code))
+                .map(|&(_, n)| n as f64)
+                .sum(),
+        )
+    }
+
+    /// Whether any reason in [`THROTTLE_MASK`] is active.
+    pub fn throttled(&self) -> Option<bool> {
+        self.clocks_event_mask.map(|m| m & THROTTLE_MASK != 0)
+    }
+}
+
+/// One MIG instance of a GPU. Its series carry the MIG UUID plus
+/// `mig_instance` and `mig_profile`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MigInstance {
+    pub uuid: String,
+    pub gpu_instance_id: u32,
+    pub profile: String,
+    pub readings: Readings,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Gpu {
+    pub index: u32,
+    pub uuid: String,
+    /// The product name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub model: String,
+    /// As NVML spells it: `00000000:3B:00.0`.
+    pub pci_bus_id: String,
+    pub driver_version: String,
+    /// False once the GPU is lost (NVML_ERROR_GPU_IS_LOST, or gone from
+    /// the source); its readings are then empty.
+    pub up: bool,
+    pub readings: Readings,
+    pub mig: Vec<MigInstance>,
+}
+
+/// The exporter's own process, read from /proc by the collector.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ProcessStats {
+    pub resident_memory_bytes: Option<f64>,
+    pub cpu_seconds_total: Option<f64>,
+    pub open_fds: Option<f64>,
+    pub max_fds: Option<f64>,
+    pub start_time_seconds: Option<f64>,
+}
+
+/// What one collection produced. The collector stamps timing and outcome.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub gpus: Vec<Gpu>,
+    /// `sim`, `nvml`, `smi`: the source that produced the fleet.
+    pub source: &'static str,
+    /// Unix time of the collection (the simulator's clock for `sim`).
+    pub at: f64,
+    /// Monotonic time the snapshot was published, for its age.
+    pub published: Instant,
+    pub collect_duration: Duration,
+    /// `None` when the collection succeeded; the reason otherwise. On
+    /// failure `gpus` holds the last good readings while they are fresh.
+    pub error: Option<String>,
+    pub process: ProcessStats,
+}
+
+impl Snapshot {
+    pub fn empty(source: &'static str) -> Snapshot {
+        Snapshot {
+            gpus: Vec::new(),
+            source,
+            at: 0.0,
+            published: Instant::now(),
+            collect_duration: Duration::ZERO,
+            error: Some("no collection has completed yet".into()),
+            process: ProcessStats::default(),
+        }
+    }
+
+    pub fn success(&self) -> bool {
+        self.error.is_none()
+    }
+}

@@ -1,0 +1,33 @@
+//! Sources read the fleet. Each one lives in its own file behind the small
+//! [`Source`] trait; blocking calls happen here, on the collector thread,
+//! never on a scrape.
+
+pub mod sim;
+
+use crate::snapshot::Gpu;
+use std::fmt;
+
+/// Why a collection failed. The message reaches the log and `/readyz`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceError(pub String);
+
+impl fmt::Display for SourceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+pub trait Source: Send {
+    /// The `source` label of `gpu_exporter_source_info`.
+    fn name(&self) -> &'static str;
+
+    /// Reads the whole fleet. `at` is the Unix time of this collection;
+    /// only the simulator uses it, as its clock.
+    fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError>;
+
+    /// Seconds of its own past the source can replay through the alert
+    /// evaluator before serving. Only the simulator has a past to replay.
+    fn history_seconds(&self) -> f64 {
+        0.0
+    }
+}
