@@ -1,0 +1,174 @@
+//! Scrape cost, measured side by side in one run:
+//! - render time per scrape into a reused buffer, for 1, 8 and 64 GPUs;
+//! - end-to-end scrape latency over loopback through the real binary,
+//!   next to a minimal blocking server sending the same bytes (the floor).
+//!
+//! `cargo bench --bench scrape`. Absolute times drift between machines;
+//! read the ratios.
+
+use gpu_exporter::exposition::{Format, render};
+use gpu_exporter::snapshot::Snapshot;
+use gpu_exporter::source::Source;
+use gpu_exporter::source::sim::{Scenario, Sim};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn scenario(gpus: usize) -> String {
+    let gpu = r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#;
+    format!(r#"{{"gpus":[{}]}}"#, vec![gpu; gpus].join(","))
+}
+
+fn snapshot(gpus: usize) -> Snapshot {
+    let mut sim = Sim::new(Scenario::parse(&scenario(gpus)).unwrap(), 1.8e9);
+    let mut s = Snapshot::empty("sim");
+    s.gpus = sim.collect(1.8e9).unwrap();
+    s.error = None;
+    s
+}
+
+fn bench_render() {
+    println!("render into a reused buffer (median of 5 runs)");
+    for gpus in [1, 8, 64] {
+        let s = snapshot(gpus);
+        for format in [Format::Text, Format::OpenMetrics] {
+            let mut buf = Vec::new();
+            let now = Instant::now();
+            render(&s, format, now, &mut buf);
+            let iters = 20_000 / gpus as u32 + 100;
+            let mut runs: Vec<Duration> = (0..5)
+                .map(|_| {
+                    let t = Instant::now();
+                    for _ in 0..iters {
+                        buf.clear();
+                        render(std::hint::black_box(&s), format, now, &mut buf);
+                    }
+                    t.elapsed() / iters
+                })
+                .collect();
+            runs.sort();
+            println!("  {gpus:>2} GPUs {format:<12?} {:>9.2?}  {:>6} bytes", runs[2], buf.len());
+        }
+    }
+}
+
+/// Scrapes `/metrics` `n` times over one keep-alive connection; returns
+/// sorted latencies.
+fn scrape(addr: &str, n: usize) -> Vec<Duration> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_nodelay(true).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut lat: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n").unwrap();
+            let mut got = 0;
+            let body_end = loop {
+                got += s.read(&mut buf[got..]).unwrap();
+                let head = &buf[..got];
+                if let Some(h) = head.windows(4).position(|w| w == b"\r\n\r\n") {
+                    let text = std::str::from_utf8(&head[..h]).unwrap();
+                    let len: usize = text
+                        .lines()
+                        .find_map(|l| l.strip_prefix("Content-Length: "))
+                        .unwrap()
+                        .parse()
+                        .unwrap();
+                    break h + 4 + len;
+                }
+            };
+            while got < body_end {
+                got += s.read(&mut buf[got..body_end]).unwrap();
+            }
+            t.elapsed()
+        })
+        .collect();
+    lat.sort();
+    lat
+}
+
+/// The floor: a blocking server that answers every request on a
+/// keep-alive connection with the same fixed bytes.
+fn floor_server(response: Vec<u8>) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(2) {
+            let mut s = s.unwrap();
+            s.set_nodelay(true).unwrap();
+            let mut buf = [0u8; 4096];
+            // One read is one request: the client sends each whole and
+            // waits for its answer.
+            while let Ok(1..) = s.read(&mut buf) {
+                if s.write_all(&response).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    addr
+}
+
+fn bench_end_to_end() {
+    let n = 3000;
+    println!("\nend to end over loopback, {n} scrapes on one keep-alive connection");
+    for gpus in [8, 64] {
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-bench-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{gpus}.json"));
+        std::fs::write(&path, scenario(gpus)).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_gpu-exporter"))
+            .args(["--web.listen-address", "127.0.0.1:0", "--sim.scenario"])
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let addr = BufReader::new(child.stderr.take().unwrap())
+            .lines()
+            .map_while(Result::ok)
+            .find_map(|l| {
+                l.split("serving GPU metrics on http://")
+                    .nth(1)
+                    .map(|u| u.split('/').next().unwrap().to_string())
+            })
+            .unwrap();
+        // The floor serves one real response, byte for byte.
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+        let mut response = Vec::new();
+        s.read_to_end(&mut response).unwrap();
+        let response = String::from_utf8(response).unwrap().replace("Connection: close\r\n", "");
+        let floor = floor_server(response.clone().into_bytes());
+        scrape(&addr, 200);
+        scrape(&floor, 200);
+        // Interleave halves so drift hits both alike.
+        let (mut ours, mut base) = (Vec::new(), Vec::new());
+        for _ in 0..2 {
+            ours.extend(scrape(&addr, n / 2));
+        }
+        base.extend(scrape(&floor, n));
+        ours.sort();
+        let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
+        println!(
+            "  {gpus:>2} GPUs ({} bytes): exporter p50 {:>8.1?} p99 {:>8.1?} | floor p50 {:>8.1?} p99 {:>8.1?} | p50 ratio {:.2}",
+            response.len(),
+            p(&ours, 0.5),
+            p(&ours, 0.99),
+            p(&base, 0.5),
+            p(&base, 0.99),
+            p(&ours, 0.5).as_secs_f64() / p(&base, 0.5).as_secs_f64()
+        );
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn main() {
+    // `cargo test --benches` runs this once as a smoke test.
+    if std::env::args().any(|a| a == "--bench") {
+        bench_render();
+        bench_end_to_end();
+    }
+}

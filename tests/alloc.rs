@@ -1,0 +1,104 @@
+//! A scrape renders into a reused buffer without touching the heap. A
+//! counting global allocator proves it. It counts only on a thread inside
+//! [`count`], so parallel tests and the harness don't disturb it.
+
+use gpu_exporter::exposition::{Format, render};
+use gpu_exporter::snapshot::Snapshot;
+use gpu_exporter::source::Source;
+use gpu_exporter::source::sim::{Scenario, Sim};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Instant;
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+    }
+}
+
+/// Heap allocations this thread made while running `f`.
+fn count(f: impl FnOnce()) -> usize {
+    ALLOCATIONS.with(|n| n.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCATIONS.with(Cell::get)
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn fleet(gpus: usize) -> Snapshot {
+    let scenario = if gpus == 4 {
+        Scenario::default_fleet()
+    } else {
+        let list = vec![r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#; gpus].join(",");
+        Scenario::parse(&format!(r#"{{"gpus":[{list}]}}"#)).unwrap()
+    };
+    let mut sim = Sim::new(scenario, 1.8e9);
+    let mut s = Snapshot::empty("sim");
+    sim.collect(1.8e9 - 600.0).unwrap();
+    s.gpus = sim.collect(1.8e9).unwrap();
+    s.error = None;
+    s.process = gpu_exporter::process::read_stats();
+    s
+}
+
+#[test]
+fn a_scrape_allocates_nothing_after_warm_up() {
+    for gpus in [1, 4, 64] {
+        let snapshot = fleet(gpus);
+        for format in [Format::Text, Format::OpenMetrics] {
+            let (mut buf, now) = (Vec::new(), Instant::now());
+            render(&snapshot, format, now, &mut buf);
+            let size = buf.len();
+            let allocations = count(|| {
+                for _ in 0..100 {
+                    buf.clear();
+                    render(&snapshot, format, now, &mut buf);
+                }
+            });
+            assert_eq!(allocations, 0, "{gpus} GPUs, {format:?}: {allocations} allocations");
+            assert_eq!(buf.len(), size);
+            assert!(size > gpus * 1000, "{size} bytes for {gpus} GPUs");
+        }
+    }
+}
+
+#[test]
+fn the_counter_counts() {
+    // Guards the test above against a counter that never moves.
+    let n = count(|| {
+        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(64));
+        drop(std::hint::black_box(v));
+    });
+    assert_eq!(n, 1);
+    // A render into an empty buffer has to grow it.
+    let snapshot = fleet(4);
+    assert!(count(|| render(&snapshot, Format::Text, Instant::now(), &mut Vec::new())) > 0);
+}

@@ -1,0 +1,72 @@
+use crate::common::{BIN, run, temp_file};
+use std::net::TcpListener;
+
+const SEED_TABLE: &str = "\
+== scrape + alert evaluation ==
+gpu 0: temp=71C clocks=1410MHz throttled=no  xid_rate=0  largest_free=18GB   OK
+gpu 1: temp=88C clocks=1100MHz throttled=YES xid_rate=0  largest_free=16GB   -> GPUThrottling
+gpu 2: temp=70C clocks=1410MHz throttled=no  xid_rate=2  largest_free=15GB   -> GPUXidErrors
+gpu 3: temp=69C clocks=1410MHz throttled=no  xid_rate=0  largest_free=1GB    -> KVFragmentationRisk
+
+alerts fired: GPUThrottling(gpu1), GPUXidErrors(gpu2), KVFragmentationRisk(gpu3)
+healthy gpu0 fired nothing.
+";
+
+#[test]
+fn once_prints_the_seed_table() {
+    let out = run(&["--once"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), SEED_TABLE);
+}
+
+#[test]
+fn once_with_a_scenario() {
+    let path = temp_file(
+        "healthy.json",
+        r#"{"gpus":[{"temperature_celsius":50},{"temperature_celsius":51,"clock_events":["sw_power_cap"]}]}"#,
+    );
+    let out = run(&["--once", "--sim.scenario", path.to_str().unwrap()]);
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // sw_power_cap alone is normal under load: nothing fires.
+    assert!(table.contains("gpu 1: temp=51C"), "{table}");
+    assert!(table.contains("alerts fired: none\nhealthy gpu0, gpu1 fired nothing.\n"), "{table}");
+}
+
+/// A bad configuration is one line on stderr naming it, and exit code 2.
+fn bad(args: &[&str], names: &str) {
+    let out = run(args);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains(names), "{args:?}: {err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn bad_configuration_exits_2() {
+    bad(&["--frobnicate"], "--frobnicate");
+    bad(&["--collect.interval", "soon"], "--collect.interval");
+    bad(&["--web.listen-address", "nowhere:x"], "--web.listen-address");
+    bad(&["--sim.scenario", "/nonexistent/scenario.json"], "/nonexistent/scenario.json");
+    let p = temp_file("bad.json", r#"{"gpus":[{"temperature_celsius":999}]}"#);
+    bad(&["--sim.scenario", p.to_str().unwrap()], "gpus[0].temperature_celsius");
+    let p = temp_file("broken.json", "{\"gpus\": [");
+    bad(&["--sim.scenario", p.to_str().unwrap()], "broken.json");
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    bad(&["--web.listen-address", &addr], "--web.listen-address");
+}
+
+#[test]
+fn help_and_version() {
+    let out = run(&["--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
+    for flag in ["--web.listen-address", "--web.telemetry-path", "--source", "--sim.scenario", "--collect.interval", "--log.level", "--once"] {
+        assert!(help.contains(flag), "{flag}");
+    }
+    let out = run(&["--version"]);
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("gpu-exporter {}\n", env!("CARGO_PKG_VERSION")));
+    assert!(BIN.ends_with("gpu-exporter"));
+}

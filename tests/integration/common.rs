@@ -1,0 +1,166 @@
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_gpu-exporter");
+
+/// The exporter running on a free loopback port; killed on drop.
+pub struct Exporter {
+    child: Child,
+    pub addr: SocketAddr,
+}
+
+impl Exporter {
+    pub fn start(args: &[&str]) -> Exporter {
+        let mut child = Command::new(BIN)
+            .args(["--web.listen-address", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn gpu-exporter");
+        // Read stderr on a thread until the serving line names the port.
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(url) = line.split("serving GPU metrics on http://").nth(1) {
+                    let _ = tx.send(url.split('/').next().unwrap().to_string());
+                }
+            }
+        });
+        let hostport = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("exporter logged its address");
+        Exporter { child, addr: hostport.parse().unwrap() }
+    }
+
+    pub fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(self.addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// One request on a fresh connection.
+    pub fn get(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        let mut s = self.connect();
+        send(&mut s, "GET", path, headers);
+        read_response(&mut s, true)
+    }
+
+    pub fn metrics(&self, accept: Option<&str>) -> Response {
+        let headers: Vec<_> = accept.iter().map(|a| ("Accept", *a)).collect();
+        self.get("/metrics", &headers)
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn send(s: &mut TcpStream, method: &str, path: &str, headers: &[(&str, &str)]) {
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Reads one response; `with_body` is false for HEAD.
+pub fn read_response(s: &mut TcpStream, with_body: bool) -> Response {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut byte).expect("read response head");
+        assert_eq!(n, 1, "connection closed mid-head: {:?}", String::from_utf8_lossy(&head));
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap();
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap();
+    assert!(status_line.starts_with("HTTP/1.1 "), "{status_line}");
+    let status = status_line[9..12].parse().unwrap();
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .map(|l| {
+            let (k, v) = l.split_once(": ").unwrap();
+            (k.to_string(), v.to_string())
+        })
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "Content-Length")
+        .expect("Content-Length is always set")
+        .1
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; if with_body { len } else { 0 }];
+    s.read_exact(&mut body).unwrap();
+    Response { status, headers, body: String::from_utf8(body).unwrap() }
+}
+
+/// Whether `tool` can run. Missing locally: skip with a reason. Missing
+/// in CI: fail.
+pub fn have(tool: &str, probe: &[&str]) -> bool {
+    let ok = Command::new(tool)
+        .args(probe)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{tool} is required in CI (.ci/run installs it)"
+        );
+        eprintln!("SKIP: {tool} is not installed");
+    }
+    ok
+}
+
+/// Runs `cmd args` with `input` on stdin.
+pub fn pipe(cmd: &str, args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(cmd)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+pub fn run(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("gpu-exporter-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, contents).unwrap();
+    path
+}

@@ -1,0 +1,122 @@
+use crate::common::{Exporter, read_response, send};
+use std::io::{Read, Write};
+
+#[test]
+fn routes() {
+    let e = Exporter::start(&[]);
+    let r = e.get("/", &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.header("Content-Type").unwrap().starts_with("text/html"));
+    assert!(r.body.contains("href=\"/metrics\""));
+    let r = e.get("/healthz", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+    let r = e.get("/readyz", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+    assert_eq!(e.get("/nope", &[]).status, 404);
+    assert_eq!(e.get("/metrics/", &[]).status, 404);
+    let r = e.get("/metrics?debug=1&x", &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("gpu_up{"));
+}
+
+#[test]
+fn methods() {
+    let e = Exporter::start(&[]);
+    for method in ["POST", "PUT", "DELETE", "OPTIONS"] {
+        let mut s = e.connect();
+        send(&mut s, method, "/metrics", &[("Content-Length", "0")]);
+        let r = read_response(&mut s, true);
+        assert_eq!(r.status, 405, "{method}");
+        assert_eq!(r.header("Allow"), Some("GET, HEAD"));
+    }
+    // HEAD: the same Content-Length as GET, and no body.
+    let get = e.get("/healthz", &[]);
+    let mut s = e.connect();
+    send(&mut s, "HEAD", "/healthz", &[]);
+    let head = read_response(&mut s, false);
+    assert_eq!(head.status, 200);
+    assert_eq!(head.header("Content-Length"), get.header("Content-Length"));
+    // The next bytes on the connection are the next response, not a body.
+    send(&mut s, "GET", "/healthz", &[]);
+    assert_eq!(read_response(&mut s, true).body, "ok\n");
+}
+
+#[test]
+fn keep_alive_and_pipelining() {
+    let e = Exporter::start(&[]);
+    let mut s = e.connect();
+    for _ in 0..3 {
+        send(&mut s, "GET", "/metrics", &[]);
+        let r = read_response(&mut s, true);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("Connection"), None);
+        assert_eq!(r.body.len(), r.header("Content-Length").unwrap().parse::<usize>().unwrap());
+    }
+    // Three requests in one write get three responses, in order.
+    s.write_all(
+        b"GET /healthz HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\nHEAD /metrics HTTP/1.1\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(read_response(&mut s, true).status, 200);
+    assert_eq!(read_response(&mut s, true).status, 404);
+    let head = read_response(&mut s, false);
+    assert_eq!(head.status, 200);
+    assert!(head.header("Content-Length").unwrap().parse::<usize>().unwrap() > 1000);
+}
+
+fn closed_after(e: &Exporter, request: &[u8]) -> (u16, bool) {
+    let mut s = e.connect();
+    s.write_all(request).unwrap();
+    let r = read_response(&mut s, true);
+    // Closed means EOF with nothing after the response, or a reset when
+    // the server closed with request bytes still unread.
+    let mut rest = Vec::new();
+    let closed = match s.read_to_end(&mut rest) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset && rest.is_empty(),
+    };
+    (r.status, closed)
+}
+
+#[test]
+fn connection_close_and_http10() {
+    let e = Exporter::start(&[]);
+    assert_eq!(closed_after(&e, b"GET /healthz HTTP/1.0\r\n\r\n"), (200, true));
+    assert_eq!(closed_after(&e, b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"), (200, true));
+    // HTTP/1.0 with keep-alive stays open and says so.
+    let mut s = e.connect();
+    s.write_all(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+    let r = read_response(&mut s, true);
+    assert_eq!(r.header("Connection"), Some("keep-alive"));
+    s.write_all(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut s, true).status, 200);
+}
+
+#[test]
+fn malformed_requests_get_400_and_close() {
+    let e = Exporter::start(&[]);
+    for req in [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        b"\x00\x00\x00\x00garbage\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nX-A: b\r\n folded\r\n\r\n",
+    ] {
+        // Exactly one response, then the close: no phantom second answer.
+        assert_eq!(closed_after(&e, req), (400, true), "{}", String::from_utf8_lossy(req));
+    }
+    let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(9000));
+    assert_eq!(closed_after(&e, long.as_bytes()), (414, true));
+    let many = format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(65));
+    assert_eq!(closed_after(&e, many.as_bytes()), (431, true));
+}
+
+#[test]
+fn telemetry_path_flag() {
+    let e = Exporter::start(&["--web.telemetry-path", "/gpu/metrics"]);
+    assert_eq!(e.get("/gpu/metrics", &[]).status, 200);
+    assert_eq!(e.get("/metrics", &[]).status, 404);
+    assert!(e.get("/", &[]).body.contains("href=\"/gpu/metrics\""));
+}
