@@ -48,7 +48,11 @@ fn bench_render() {
                 })
                 .collect();
             runs.sort();
-            println!("  {gpus:>2} GPUs {format:<12?} {:>9.2?}  {:>6} bytes", runs[2], buf.len());
+            println!(
+                "  {gpus:>2} GPUs {format:<12?} {:>9.2?}  {:>6} bytes",
+                runs[2],
+                buf.len()
+            );
         }
     }
 }
@@ -62,7 +66,8 @@ fn scrape(addr: &str, n: usize) -> Vec<Duration> {
     let mut lat: Vec<Duration> = (0..n)
         .map(|_| {
             let t = Instant::now();
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n").unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n")
+                .unwrap();
             let mut got = 0;
             let body_end = loop {
                 got += s.read(&mut buf[got..]).unwrap();
@@ -136,10 +141,13 @@ fn bench_end_to_end() {
             .unwrap();
         // The floor serves one real response, byte for byte.
         let mut s = TcpStream::connect(&addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+            .unwrap();
         let mut response = Vec::new();
         s.read_to_end(&mut response).unwrap();
-        let response = String::from_utf8(response).unwrap().replace("Connection: close\r\n", "");
+        let response = String::from_utf8(response)
+            .unwrap()
+            .replace("Connection: close\r\n", "");
         let floor = floor_server(response.clone().into_bytes());
         scrape(&addr, 200);
         scrape(&floor, 200);

@@ -57,7 +57,8 @@ fn fleet(gpus: usize) -> Snapshot {
     let scenario = if gpus == 4 {
         Scenario::default_fleet()
     } else {
-        let list = vec![r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#; gpus].join(",");
+        let list =
+            vec![r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#; gpus].join(",");
         Scenario::parse(&format!(r#"{{"gpus":[{list}]}}"#)).unwrap()
     };
     let mut sim = Sim::new(scenario, 1.8e9);
@@ -83,7 +84,10 @@ fn a_scrape_allocates_nothing_after_warm_up() {
                     render(&snapshot, format, now, &mut buf);
                 }
             });
-            assert_eq!(allocations, 0, "{gpus} GPUs, {format:?}: {allocations} allocations");
+            assert_eq!(
+                allocations, 0,
+                "{gpus} GPUs, {format:?}: {allocations} allocations"
+            );
             assert_eq!(buf.len(), size);
             assert!(size > gpus * 1000, "{size} bytes for {gpus} GPUs");
         }

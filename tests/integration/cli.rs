@@ -30,7 +30,10 @@ fn once_with_a_scenario() {
     assert_eq!(out.status.code(), Some(0));
     // sw_power_cap alone is normal under load: nothing fires.
     assert!(table.contains("gpu 1: temp=51C"), "{table}");
-    assert!(table.contains("alerts fired: none\nhealthy gpu0, gpu1 fired nothing.\n"), "{table}");
+    assert!(
+        table.contains("alerts fired: none\nhealthy gpu0, gpu1 fired nothing.\n"),
+        "{table}"
+    );
 }
 
 /// A bad configuration is one line on stderr naming it, and exit code 2.
@@ -47,10 +50,19 @@ fn bad(args: &[&str], names: &str) {
 fn bad_configuration_exits_2() {
     bad(&["--frobnicate"], "--frobnicate");
     bad(&["--collect.interval", "soon"], "--collect.interval");
-    bad(&["--web.listen-address", "nowhere:x"], "--web.listen-address");
-    bad(&["--sim.scenario", "/nonexistent/scenario.json"], "/nonexistent/scenario.json");
+    bad(
+        &["--web.listen-address", "nowhere:x"],
+        "--web.listen-address",
+    );
+    bad(
+        &["--sim.scenario", "/nonexistent/scenario.json"],
+        "/nonexistent/scenario.json",
+    );
     let p = temp_file("bad.json", r#"{"gpus":[{"temperature_celsius":999}]}"#);
-    bad(&["--sim.scenario", p.to_str().unwrap()], "gpus[0].temperature_celsius");
+    bad(
+        &["--sim.scenario", p.to_str().unwrap()],
+        "gpus[0].temperature_celsius",
+    );
     let p = temp_file("broken.json", "{\"gpus\": [");
     bad(&["--sim.scenario", p.to_str().unwrap()], "broken.json");
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -63,10 +75,21 @@ fn help_and_version() {
     let out = run(&["--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = String::from_utf8(out.stdout).unwrap();
-    for flag in ["--web.listen-address", "--web.telemetry-path", "--source", "--sim.scenario", "--collect.interval", "--log.level", "--once"] {
+    for flag in [
+        "--web.listen-address",
+        "--web.telemetry-path",
+        "--source",
+        "--sim.scenario",
+        "--collect.interval",
+        "--log.level",
+        "--once",
+    ] {
         assert!(help.contains(flag), "{flag}");
     }
     let out = run(&["--version"]);
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), format!("gpu-exporter {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        format!("gpu-exporter {}\n", env!("CARGO_PKG_VERSION"))
+    );
     assert!(BIN.ends_with("gpu-exporter"));
 }

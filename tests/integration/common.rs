@@ -34,7 +34,10 @@ impl Exporter {
         let hostport = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("exporter logged its address");
-        Exporter { child, addr: hostport.parse().unwrap() }
+        Exporter {
+            child,
+            addr: hostport.parse().unwrap(),
+        }
     }
 
     pub fn connect(&self) -> TcpStream {
@@ -94,7 +97,12 @@ pub fn read_response(s: &mut TcpStream, with_body: bool) -> Response {
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         let n = s.read(&mut byte).expect("read response head");
-        assert_eq!(n, 1, "connection closed mid-head: {:?}", String::from_utf8_lossy(&head));
+        assert_eq!(
+            n,
+            1,
+            "connection closed mid-head: {:?}",
+            String::from_utf8_lossy(&head)
+        );
         head.push(byte[0]);
     }
     let head = String::from_utf8(head).unwrap();
@@ -118,7 +126,11 @@ pub fn read_response(s: &mut TcpStream, with_body: bool) -> Response {
         .unwrap();
     let mut body = vec![0u8; if with_body { len } else { 0 }];
     s.read_exact(&mut body).unwrap();
-    Response { status, headers, body: String::from_utf8(body).unwrap() }
+    Response {
+        status,
+        headers,
+        body: String::from_utf8(body).unwrap(),
+    }
 }
 
 /// Whether `tool` can run. Missing locally: skip with a reason. Missing
@@ -149,7 +161,12 @@ pub fn pipe(cmd: &str, args: &[&str], input: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 

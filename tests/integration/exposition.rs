@@ -31,7 +31,11 @@ fn seed_golden_lines() {
     // gpu2's Xid 79 counter is rising; the others have none.
     let xid79 = |gpu: &str| {
         body.lines()
-            .find(|l| l.starts_with("gpu_xid_errors_total{") && l.contains(&format!("gpu=\"{gpu}\"")) && l.contains("xid=\"79\""))
+            .find(|l| {
+                l.starts_with("gpu_xid_errors_total{")
+                    && l.contains(&format!("gpu=\"{gpu}\""))
+                    && l.contains("xid=\"79\"")
+            })
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap()
@@ -41,7 +45,10 @@ fn seed_golden_lines() {
     // No sentinel numbers.
     for l in body.lines().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();
-        assert!(v != "4294967295" && v != "-1" && v != "18446744073709551615", "{l}");
+        assert!(
+            v != "4294967295" && v != "-1" && v != "18446744073709551615",
+            "{l}"
+        );
     }
 }
 
@@ -64,12 +71,18 @@ fn check_layout(body: &str, om: bool) {
             let name = l.split(['{', ' ']).next().unwrap();
             let family_of = |n: &str| {
                 if om {
-                    n.strip_suffix("_total").or(n.strip_suffix("_info")).unwrap_or(n).to_string()
+                    n.strip_suffix("_total")
+                        .or(n.strip_suffix("_info"))
+                        .unwrap_or(n)
+                        .to_string()
                 } else {
                     n.to_string()
                 }
             };
-            assert!(family_of(name) == current || (om && name == current), "{name} outside {current}");
+            assert!(
+                family_of(name) == current || (om && name == current),
+                "{name} outside {current}"
+            );
         }
     }
     assert!(seen.len() > 30, "{} families", seen.len());
@@ -96,10 +109,18 @@ fn both_formats_are_well_formed() {
 fn prometheus_accept_headers_get_openmetrics() {
     let e = Exporter::start(&[]);
     for accept in PROMETHEUS_ACCEPTS {
-        assert_eq!(e.metrics(Some(accept)).header("Content-Type"), Some(OM), "{accept}");
+        assert_eq!(
+            e.metrics(Some(accept)).header("Content-Type"),
+            Some(OM),
+            "{accept}"
+        );
     }
     for accept in ["text/plain", "*/*", "application/json", "nonsense;;q=x"] {
-        assert_eq!(e.metrics(Some(accept)).header("Content-Type"), Some(TEXT), "{accept}");
+        assert_eq!(
+            e.metrics(Some(accept)).header("Content-Type"),
+            Some(TEXT),
+            "{accept}"
+        );
     }
 }
 
@@ -128,14 +149,24 @@ print(len(families), sum(len(f.samples) for f in families))
 
 #[test]
 fn openmetrics_passes_the_reference_parser() {
-    if !have("python3", &["-c", "import prometheus_client.openmetrics.parser"]) {
+    if !have(
+        "python3",
+        &["-c", "import prometheus_client.openmetrics.parser"],
+    ) {
         return;
     }
     let e = Exporter::start(&[]);
     let body = e.metrics(Some(PROMETHEUS_ACCEPTS[2])).body;
     let out = pipe("python3", &["-c", OM_PARSE], &body);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "parser: {stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "parser: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let samples = body.lines().filter(|l| !l.starts_with('#')).count();
-    assert_eq!(stdout.split_whitespace().nth(1), Some(samples.to_string().as_str()));
+    assert_eq!(
+        stdout.split_whitespace().nth(1),
+        Some(samples.to_string().as_str())
+    );
 }

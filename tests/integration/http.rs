@@ -50,7 +50,13 @@ fn keep_alive_and_pipelining() {
         let r = read_response(&mut s, true);
         assert_eq!(r.status, 200);
         assert_eq!(r.header("Connection"), None);
-        assert_eq!(r.body.len(), r.header("Content-Length").unwrap().parse::<usize>().unwrap());
+        assert_eq!(
+            r.body.len(),
+            r.header("Content-Length")
+                .unwrap()
+                .parse::<usize>()
+                .unwrap()
+        );
     }
     // Three requests in one write get three responses, in order.
     s.write_all(
@@ -61,7 +67,13 @@ fn keep_alive_and_pipelining() {
     assert_eq!(read_response(&mut s, true).status, 404);
     let head = read_response(&mut s, false);
     assert_eq!(head.status, 200);
-    assert!(head.header("Content-Length").unwrap().parse::<usize>().unwrap() > 1000);
+    assert!(
+        head.header("Content-Length")
+            .unwrap()
+            .parse::<usize>()
+            .unwrap()
+            > 1000
+    );
 }
 
 fn closed_after(e: &Exporter, request: &[u8]) -> (u16, bool) {
@@ -82,14 +94,22 @@ fn closed_after(e: &Exporter, request: &[u8]) -> (u16, bool) {
 #[test]
 fn connection_close_and_http10() {
     let e = Exporter::start(&[]);
-    assert_eq!(closed_after(&e, b"GET /healthz HTTP/1.0\r\n\r\n"), (200, true));
-    assert_eq!(closed_after(&e, b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"), (200, true));
+    assert_eq!(
+        closed_after(&e, b"GET /healthz HTTP/1.0\r\n\r\n"),
+        (200, true)
+    );
+    assert_eq!(
+        closed_after(&e, b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"),
+        (200, true)
+    );
     // HTTP/1.0 with keep-alive stays open and says so.
     let mut s = e.connect();
-    s.write_all(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+    s.write_all(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
     let r = read_response(&mut s, true);
     assert_eq!(r.header("Connection"), Some("keep-alive"));
-    s.write_all(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").unwrap();
+    s.write_all(b"GET /healthz HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .unwrap();
     assert_eq!(read_response(&mut s, true).status, 200);
 }
 
@@ -105,7 +125,12 @@ fn malformed_requests_get_400_and_close() {
         b"GET /metrics HTTP/1.1\r\nX-A: b\r\n folded\r\n\r\n",
     ] {
         // Exactly one response, then the close: no phantom second answer.
-        assert_eq!(closed_after(&e, req), (400, true), "{}", String::from_utf8_lossy(req));
+        assert_eq!(
+            closed_after(&e, req),
+            (400, true),
+            "{}",
+            String::from_utf8_lossy(req)
+        );
     }
     let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(9000));
     assert_eq!(closed_after(&e, long.as_bytes()), (414, true));
