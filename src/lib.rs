@@ -108,7 +108,7 @@ pub fn run(config: Config) -> Result<(), Error> {
     let ctx = Rc::new(http::Context {
         latest,
         telemetry_path: config.telemetry_path,
-        max_age: (config.interval * 3).max(Duration::from_secs(5)),
+        max_age: config.interval * 3 + Duration::from_secs(1),
     });
     let ex = smol::LocalExecutor::new();
     smol::block_on(ex.run(http::server::serve(&ex, listener, ctx)));

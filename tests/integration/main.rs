@@ -4,4 +4,5 @@
 mod cli;
 mod common;
 mod exposition;
+mod faults;
 mod http;
