@@ -18,6 +18,8 @@ USAGE: gpu-exporter [FLAGS]
   --sim.scenario FILE         simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)
   --collect.interval DUR      time between collections (default 1s; e.g. 500ms, 1s, 5m, 1h)
   --log.level LEVEL           error, warn, info or debug (default info)
+  --alerts.runbook-base-url U prefix of each alert's runbook_url (default docs/runbooks/)
+  --print-rules               print the alert rules as a Prometheus rule file and exit
   --once                      print the alert table from the simulator's replayed history and exit
   --version                   print the version and exit
   --help                      print this help and exit
@@ -60,6 +62,8 @@ pub struct Config {
     pub interval: Duration,
     pub log_level: log::LevelFilter,
     pub once: bool,
+    pub print_rules: bool,
+    pub runbook_base: String,
 }
 
 impl Default for Config {
@@ -72,6 +76,8 @@ impl Default for Config {
             interval: Duration::from_secs(1),
             log_level: log::LevelFilter::Info,
             once: false,
+            print_rules: false,
+            runbook_base: "docs/runbooks/".into(),
         }
     }
 }
@@ -109,6 +115,8 @@ where
             "--help" | "-h" => return Ok(Command::Help),
             "--version" => return Ok(Command::Version),
             "--once" => c.once = true,
+            "--print-rules" => c.print_rules = true,
+            "--alerts.runbook-base-url" => c.runbook_base = value()?,
             "--web.listen-address" => c.listen = parse_listen(&value()?)?,
             "--web.telemetry-path" => {
                 let v = value()?;

@@ -68,6 +68,14 @@ pub fn run(config: Config) -> Result<(), Error> {
     // Everything that can be wrong with the configuration fails here,
     // before anything starts.
     let SourceKind::Sim = config.source;
+    let rules = alerts::rules::defaults();
+    if config.print_rules {
+        print!(
+            "{}",
+            alerts::promql::rule_file(&rules, &config.runbook_base)
+        );
+        return Ok(());
+    }
     let scenario = load_scenario(&config)?;
     let listener = if config.once {
         None
@@ -78,7 +86,7 @@ pub fn run(config: Config) -> Result<(), Error> {
     let t0 = unix_now();
     let source = Box::new(Sim::new(scenario, t0));
     log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
-    let evaluator = alerts::Evaluator::new(alerts::rules::defaults());
+    let evaluator = alerts::Evaluator::new(rules);
     let mut collector = Collector::new(source, evaluator, config.interval);
     collector.replay(t0);
     let first = collector.collect_at(t0, false);
@@ -108,6 +116,7 @@ pub fn run(config: Config) -> Result<(), Error> {
     let ctx = Rc::new(http::Context {
         latest,
         telemetry_path: config.telemetry_path,
+        runbook_base: config.runbook_base,
         max_age: config.interval * 3 + Duration::from_secs(1),
     });
     let ex = smol::LocalExecutor::new();

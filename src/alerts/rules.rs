@@ -96,6 +96,13 @@ pub struct Rule {
     pub summary: String,
 }
 
+impl Rule {
+    /// The runbook for this rule: `docs/runbooks/<name>.md` under `base`.
+    pub fn runbook_url(&self, base: &str) -> String {
+        format!("{base}{}.md", self.name)
+    }
+}
+
 const MIN: Duration = Duration::from_secs(60);
 
 /// The built-in rule set. Thresholds are documented in the README.

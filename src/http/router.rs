@@ -1,6 +1,7 @@
 //! Routes a parsed request to its response body. The body goes straight
 //! into the connection's reused buffer.
 
+use crate::alerts;
 use crate::collector::Latest;
 use crate::exposition::{self, Format};
 use std::io::Write;
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 pub struct Context {
     pub latest: Arc<Latest>,
     pub telemetry_path: String,
+    pub runbook_base: String,
     /// A snapshot older than this is stale for `/readyz`.
     pub max_age: Duration,
 }
@@ -80,12 +82,14 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         Landing,
         Healthz,
         Readyz,
+        Alerts,
     }
     let route = match req.path {
         p if p == ctx.telemetry_path => Route::Metrics,
         "/" => Route::Landing,
         "/healthz" => Route::Healthz,
         "/readyz" => Route::Readyz,
+        "/alerts" => Route::Alerts,
         _ => {
             body.extend_from_slice(b"404 page not found\n");
             return Response::text(Status::NotFound);
@@ -106,6 +110,15 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             Response {
                 status: Status::Ok,
                 content_type: format.content_type(),
+                allow: false,
+            }
+        }
+        Route::Alerts => {
+            let published = ctx.latest.get();
+            alerts::api::write_json(&published.alerts, &ctx.runbook_base, body);
+            Response {
+                status: Status::Ok,
+                content_type: "application/json",
                 allow: false,
             }
         }
@@ -146,8 +159,9 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             // Operator input: escaped like any other string on a page.
             html_escape(body, &ctx.telemetry_path);
             body.extend_from_slice(
-                b"\">Metrics</a> &middot; <a href=\"/healthz\">healthz</a> &middot; \
-                  <a href=\"/readyz\">readyz</a></p>\n</body></html>\n",
+                b"\">Metrics</a> &middot; <a href=\"/alerts\">Alerts</a> &middot; \
+                  <a href=\"/healthz\">healthz</a> &middot; <a href=\"/readyz\">readyz</a></p>\n\
+                  </body></html>\n",
             );
             Response {
                 status: Status::Ok,

@@ -6,3 +6,4 @@ mod common;
 mod exposition;
 mod faults;
 mod http;
+mod rules;
