@@ -1,6 +1,7 @@
 //! The collector thread: read the source, stamp the snapshot, evaluate the
 //! alerts, publish. Scrapes only ever read what was last published.
 
+use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Evaluator, Transition};
 use crate::process;
 use crate::snapshot::Snapshot;
@@ -59,12 +60,21 @@ impl Collector {
         &self.evaluator
     }
 
-    /// Runs the source's own past through the evaluator, one collection
-    /// per interval, ending just before `t0`, so alerts have settled.
+    /// Runs the source's own past through the evaluator, ending just
+    /// before `t0`, so alerts have settled: one collection a minute (the
+    /// long windows' checkpoint rate) up to the last [`FINE_LIMIT`], then
+    /// one per interval.
     pub fn replay(&mut self, t0: f64) {
         let span = self.source.history_seconds();
+        let fine = FINE_LIMIT.as_secs_f64().min(span);
         let step = self.interval.as_secs_f64();
-        let steps = (span / step).ceil() as u64;
+        let coarse = step.max(60.0);
+        let mut t = t0 - span;
+        while t < t0 - fine {
+            self.collect_at(t, true);
+            t += coarse;
+        }
+        let steps = (fine / step).ceil() as u64;
         for i in (1..=steps).rev() {
             self.collect_at(t0 - i as f64 * step, true);
         }
@@ -79,6 +89,7 @@ impl Collector {
             Ok(gpus) => {
                 let s = Snapshot {
                     gpus,
+                    models: self.source.models(),
                     source: self.source.name(),
                     at,
                     published: Instant::now(),
@@ -90,7 +101,9 @@ impl Collector {
                         process::read_stats()
                     },
                 };
-                self.last_good = Some(s.clone());
+                if !replaying {
+                    self.last_good = Some(s.clone());
+                }
                 s
             }
             Err(e) => {
@@ -101,16 +114,15 @@ impl Collector {
                     .last_good
                     .clone()
                     .unwrap_or_else(|| Snapshot::empty(self.source.name()));
+                s.at = at;
                 s.collect_duration = collect_duration;
                 s.error = Some(e.0);
                 s.process = process::read_stats();
                 s
             }
         };
-        if snapshot.success() {
-            let changes = self.evaluator.eval(&snapshot);
-            log_transitions(&changes, replaying);
-        }
+        let changes = self.evaluator.eval(&snapshot);
+        log_transitions(&changes, replaying);
         Published {
             alerts: self.evaluator.alerts(),
             snapshot,
@@ -137,9 +149,19 @@ impl Collector {
 
 fn log_transitions(changes: &[Transition], replaying: bool) {
     for c in changes {
+        let labels: Vec<String> = c
+            .subject
+            .labels()
+            .iter()
+            .map(|(k, v)| format!("{k}={v:?}"))
+            .collect();
         let msg = format_args!(
-            "alert {}{{gpu=\"{}\",uuid=\"{}\"}} {} -> {} value={}",
-            c.rule, c.gpu, c.uuid, c.from, c.to, c.value
+            "alert {}{{{}}} {} -> {} value={}",
+            c.rule,
+            labels.join(","),
+            c.from,
+            c.to,
+            c.value
         );
         if replaying {
             log::debug!("{msg} (replayed history)");

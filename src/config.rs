@@ -18,6 +18,7 @@ USAGE: gpu-exporter [FLAGS]
   --sim.scenario FILE         simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)
   --collect.interval DUR      time between collections (default 1s; e.g. 500ms, 1s, 5m, 1h)
   --log.level LEVEL           error, warn, info or debug (default info)
+  --rules.file FILE           alert rules to merge into the defaults by name, JSON
   --alerts.runbook-base-url U prefix of each alert's runbook_url (default docs/runbooks/)
   --print-rules               print the alert rules as a Prometheus rule file and exit
   --once                      print the alert table from the simulator's replayed history and exit
@@ -64,6 +65,7 @@ pub struct Config {
     pub once: bool,
     pub print_rules: bool,
     pub runbook_base: String,
+    pub rules_file: Option<PathBuf>,
 }
 
 impl Default for Config {
@@ -78,6 +80,7 @@ impl Default for Config {
             once: false,
             print_rules: false,
             runbook_base: "docs/runbooks/".into(),
+            rules_file: None,
         }
     }
 }
@@ -116,6 +119,7 @@ where
             "--version" => return Ok(Command::Version),
             "--once" => c.once = true,
             "--print-rules" => c.print_rules = true,
+            "--rules.file" => c.rules_file = Some(PathBuf::from(value()?)),
             "--alerts.runbook-base-url" => c.runbook_base = value()?,
             "--web.listen-address" => c.listen = parse_listen(&value()?)?,
             "--web.telemetry-path" => {

@@ -69,6 +69,8 @@ pub enum Kind {
     Counter,
     /// `name_info` with value 1: a gauge in 0.0.4, `info` in OpenMetrics.
     Info,
+    /// `name_bucket{le}`, `name_sum` and `name_count`.
+    Histogram,
 }
 
 /// A metric family as the catalogue defines it. `name` is the family name
@@ -84,7 +86,7 @@ pub struct Family {
 impl Family {
     fn suffix(&self) -> &'static str {
         match self.kind {
-            Kind::Gauge => "",
+            Kind::Gauge | Kind::Histogram => "",
             Kind::Counter => "_total",
             Kind::Info => "_info",
         }
@@ -385,6 +387,12 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
     ),
 ];
 
+pub static TTFT: Family = family(
+    "llm_ttft_seconds",
+    Kind::Histogram,
+    "Time to first token per request, by served model. The TTFT SLO counts a request as good when it is at most 0.3 s.",
+);
+
 pub static BUILD_INFO: Family = family(
     "gpu_exporter_build",
     Info,
@@ -512,6 +520,28 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
         });
     }
 
+    if !snapshot.models.is_empty() {
+        w.head(&TTFT);
+        for m in &snapshot.models {
+            let h = &m.ttft_seconds;
+            for &(le, n) in &h.buckets {
+                w.put(TTFT.name);
+                w.put("_bucket");
+                w.open_label("model_name", &m.name);
+                w.out.extend_from_slice(b",le=\"");
+                write_f64(w.out, le);
+                w.out.push(b'"');
+                w.value(n);
+            }
+            for (suffix, v) in [("_sum", h.sum), ("_count", h.count())] {
+                w.put(TTFT.name);
+                w.put(suffix);
+                w.open_label("model_name", &m.name);
+                w.value(v);
+            }
+        }
+    }
+
     w.head(&BUILD_INFO);
     w.name(&BUILD_INFO);
     w.open_label("version", env!("CARGO_PKG_VERSION"));
@@ -567,6 +597,7 @@ impl Writer<'_> {
             (Kind::Counter, false) => ("counter", "_total"),
             (Kind::Info, true) => ("info", ""),
             (Kind::Info, false) => ("gauge", "_info"),
+            (Kind::Histogram, _) => ("histogram", ""),
         };
         for (line, rest) in [("# HELP ", None), ("# TYPE ", Some(kind))] {
             self.put(line);

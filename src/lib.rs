@@ -47,6 +47,16 @@ fn load_scenario(config: &Config) -> Result<Scenario, ConfigError> {
     Scenario::parse(&text).map_err(|e| ConfigError(format!("--sim.scenario {shown}: {e}")))
 }
 
+fn load_rules(config: &Config) -> Result<Vec<alerts::Rule>, ConfigError> {
+    let Some(path) = &config.rules_file else {
+        return Ok(alerts::rules::defaults());
+    };
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("--rules.file: cannot read {shown}: {e}")))?;
+    alerts::file::load(&text).map_err(|e| ConfigError(format!("--rules.file {shown}: {e}")))
+}
+
 fn bind(addr: SocketAddr) -> Result<TcpListener, ConfigError> {
     TcpListener::bind(addr).map_err(|e| {
         ConfigError(format!(
@@ -68,7 +78,7 @@ pub fn run(config: Config) -> Result<(), Error> {
     // Everything that can be wrong with the configuration fails here,
     // before anything starts.
     let SourceKind::Sim = config.source;
-    let rules = alerts::rules::defaults();
+    let rules = load_rules(&config)?;
     if config.print_rules {
         print!(
             "{}",

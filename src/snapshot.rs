@@ -138,10 +138,50 @@ pub struct ProcessStats {
     pub start_time_seconds: Option<f64>,
 }
 
+/// Upper bounds of the `llm_ttft_seconds` buckets; 0.3 is the TTFT SLO's
+/// threshold, so it must stay one of them.
+pub const TTFT_BUCKETS: [f64; 10] = [0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0, 10.0, f64::INFINITY];
+
+/// The SLO's threshold: a request is good when its first token came
+/// within this many seconds.
+pub const TTFT_SLO_SECONDS: f64 = 0.3;
+
+/// A cumulative histogram, Prometheus style: `buckets[i]` counts
+/// observations at or below `bounds[i]`, the last bound being +Inf.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Histogram {
+    pub buckets: Vec<(f64, f64)>,
+    pub sum: f64,
+}
+
+impl Histogram {
+    pub fn count(&self) -> f64 {
+        self.buckets.last().map_or(0.0, |&(_, n)| n)
+    }
+
+    /// Observations at or below `le`, if `le` is a bucket bound.
+    pub fn at_or_below(&self, le: f64) -> Option<f64> {
+        self.buckets
+            .iter()
+            .find(|&&(b, _)| b == le)
+            .map(|&(_, n)| n)
+    }
+}
+
+/// Request metrics of one served model, labelled `model_name` as vLLM
+/// labels them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Model {
+    pub name: String,
+    pub ttft_seconds: Histogram,
+}
+
 /// What one collection produced. The collector stamps timing and outcome.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub gpus: Vec<Gpu>,
+    /// Request metrics of the models served on this node, when known.
+    pub models: Vec<Model>,
     /// `sim`, `nvml`, `smi`: the source that produced the fleet.
     pub source: &'static str,
     /// Unix time of the collection (the simulator's clock for `sim`).
@@ -159,6 +199,7 @@ impl Snapshot {
     pub fn empty(source: &'static str) -> Snapshot {
         Snapshot {
             gpus: Vec::new(),
+            models: Vec::new(),
             source,
             at: 0.0,
             published: Instant::now(),

@@ -1,21 +1,24 @@
 //! The seed lab's `== scrape + alert evaluation ==` table, from a published
-//! snapshot and its evaluator.
+//! snapshot and its evaluator, with the SLO verdicts in their own section.
 
-use crate::alerts::{Evaluator, Signal, State};
+use crate::alerts::rules::TTFT_OBJECTIVE;
+use crate::alerts::{Alert, Evaluator, Signal, State, Subject};
 use crate::collector::Published;
 use std::fmt::Write;
+use std::time::Duration;
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+const WINDOWS: [(&str, u64); 4] = [("5m", 300), ("1h", 3600), ("6h", 21_600), ("3d", 259_200)];
+
+fn firing<'a>(p: &'a Published, subject: &'a Subject) -> impl Iterator<Item = &'a Alert> {
+    p.alerts
+        .iter()
+        .filter(move |a| &a.subject == subject && a.state == State::Firing)
+}
 
 pub fn render(p: &Published, evaluator: &Evaluator) -> String {
     let mut out = String::from("== scrape + alert evaluation ==\n");
-    let firing = |gpu: u32| -> Vec<&str> {
-        p.alerts
-            .iter()
-            .filter(|a| a.gpu == gpu && a.state == State::Firing)
-            .map(|a| a.rule.name.as_str())
-            .collect()
-    };
+    let at = p.snapshot.at;
     let mut healthy = Vec::new();
     for g in &p.snapshot.gpus {
         let r = &g.readings;
@@ -29,10 +32,15 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
             Some(false) => "no",
             None => "-",
         };
-        let xid_rate = evaluator.increase(Signal::CriticalXid, &g.uuid, p.snapshot.at, 300.0);
-        let alerts = firing(g.index);
+        let subject = Subject::Gpu {
+            index: g.index,
+            uuid: g.uuid.clone(),
+        };
+        let xid_rate =
+            evaluator.increase(Signal::CriticalXid, &subject, at, Duration::from_secs(300));
+        let alerts: Vec<&str> = firing(p, &subject).map(|a| a.rule.name.as_str()).collect();
         let verdict = if alerts.is_empty() {
-            healthy.push(g.index);
+            healthy.push(format!("gpu{}", g.index));
             if g.up {
                 "OK".to_string()
             } else {
@@ -55,7 +63,11 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
         .alerts
         .iter()
         .filter(|a| a.state == State::Firing)
-        .map(|a| format!("{}(gpu{})", a.rule.name, a.gpu))
+        .filter_map(|a| match &a.subject {
+            Subject::Gpu { index, .. } => Some(format!("{}(gpu{index})", a.rule.name)),
+            Subject::Exporter => Some(format!("{}(exporter)", a.rule.name)),
+            Subject::Model(_) => None,
+        })
         .collect();
     let fired = if fired.is_empty() {
         "none".to_string()
@@ -63,12 +75,39 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
         fired.join(", ")
     };
     let _ = writeln!(out, "\nalerts fired: {fired}");
-    let names: Vec<String> = healthy.iter().map(|i| format!("gpu{i}")).collect();
-    match names.len() {
-        0 => out.push_str("no GPU is healthy.\n"),
-        _ => {
-            let _ = writeln!(out, "healthy {} fired nothing.", names.join(", "));
-        }
+    if healthy.is_empty() {
+        out.push_str("no GPU is healthy.\n");
+    } else {
+        let _ = writeln!(out, "healthy {} fired nothing.", healthy.join(", "));
+    }
+
+    if p.snapshot.models.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\n== SLO: {}% of requests get their first token within 300ms ==",
+        TTFT_OBJECTIVE * 100.0
+    );
+    for m in &p.snapshot.models {
+        let subject = Subject::Model(m.name.clone());
+        let burns: Vec<String> = WINDOWS
+            .iter()
+            .map(|&(name, secs)| {
+                let b =
+                    evaluator.burn_rate(&subject, at, Duration::from_secs(secs), TTFT_OBJECTIVE);
+                format!("{name}={}", b.map_or("-".into(), |b| format!("{b:.1}x")))
+            })
+            .collect();
+        let alerts: Vec<String> = firing(p, &subject)
+            .map(|a| format!("{} [{}]", a.rule.name, a.rule.severity.as_str()))
+            .collect();
+        let verdict = if alerts.is_empty() {
+            "OK".to_string()
+        } else {
+            format!("-> {}", alerts.join(", "))
+        };
+        let _ = writeln!(out, "model {}: burn {}  {verdict}", m.name, burns.join(" "));
     }
     out
 }

@@ -10,17 +10,18 @@ pub fn write_json(alerts: &[Alert], runbook_base: &str, out: &mut Vec<u8>) {
         if i > 0 {
             out.push(b',');
         }
-        let gpu = a.gpu.to_string();
         out.extend_from_slice(br#"{"labels":{"alertname":"#);
         string(out, &a.rule.name);
-        out.extend_from_slice(br#","gpu":"#);
-        string(out, &gpu);
-        out.extend_from_slice(br#","uuid":"#);
-        string(out, &a.uuid);
+        for (k, v) in a.subject.labels() {
+            out.push(b',');
+            string(out, k);
+            out.push(b':');
+            string(out, &v);
+        }
         out.extend_from_slice(br#","severity":"#);
         string(out, a.rule.severity.as_str());
         out.extend_from_slice(br#"},"annotations":{"summary":"#);
-        string(out, &a.rule.summary.replace("{{ $labels.gpu }}", &gpu));
+        string(out, &super::expand(&a.rule.summary, &a.subject, a.value));
         out.extend_from_slice(br#","runbook_url":"#);
         string(out, &a.rule.runbook_url(runbook_base));
         out.extend_from_slice(br#"},"state":"#);
@@ -104,7 +105,7 @@ mod tests {
     fn times_and_values() {
         assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00.000Z");
         assert_eq!(rfc3339(951_782_400.5), "2000-02-29T00:00:00.500Z");
-        assert_eq!(rfc3339(1_796_050_000.0), "2026-11-30T15:26:40.000Z");
+        assert_eq!(rfc3339(1_796_050_000.0), "2026-11-30T14:46:40.000Z");
         assert_eq!(go_exponent(1.0), "1e+00");
         assert_eq!(go_exponent(2.0066889632107023), "2.0066889632107023e+00");
         assert_eq!(go_exponent(0.0125), "1.25e-02");

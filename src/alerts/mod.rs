@@ -1,10 +1,35 @@
-//! Alert rules as data and their evaluator, fed by the same snapshots a
-//! scrape renders.
+//! Alert rules as data, their evaluator, the same rules as PromQL, and
+//! `/alerts`. The evaluator reads the same snapshots a scrape renders.
 
 pub mod api;
 pub mod eval;
+pub mod file;
 pub mod promql;
 pub mod rules;
 
 pub use eval::{Alert, Evaluator, State, Transition};
-pub use rules::{Cmp, Expr, Rule, Severity, Signal};
+pub use rules::{Cmp, Expr, Rule, Severity, Signal, Subject};
+
+impl Subject {
+    /// The labels an alert about this subject carries, after `alertname`.
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Subject::Exporter => Vec::new(),
+            Subject::Gpu { index, uuid } => {
+                vec![("gpu", index.to_string()), ("uuid", uuid.clone())]
+            }
+            Subject::Model(name) => vec![("model_name", name.clone())],
+        }
+    }
+}
+
+/// Expands the template variables a summary may use.
+pub fn expand(template: &str, subject: &Subject, value: f64) -> String {
+    let value = format!("{value:.3}");
+    let value = value.trim_end_matches('0').trim_end_matches('.');
+    let mut s = template.replace("{{ $value }}", value);
+    for (k, v) in subject.labels() {
+        s = s.replace(&format!("{{{{ $labels.{k} }}}}"), &v);
+    }
+    s
+}

@@ -1,14 +1,32 @@
 //! The same rules as PromQL: a Prometheus rule file that evaluates exactly
-//! what the exporter evaluates itself.
+//! what the exporter evaluates itself, plus the SLO recording rules.
 
-use super::rules::{Cmp, Expr, Rule, Signal};
+use super::rules::{Expr, Rule, Signal};
 use crate::config::format_duration;
 use crate::exposition::write_f64;
-use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, THROTTLE_MASK};
+use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, THROTTLE_MASK, TTFT_SLO_SECONDS};
 use std::fmt::Write;
+use std::time::Duration;
+
+/// The windows of the SLI error-ratio recording rules.
+pub const SLI_WINDOWS: [u64; 7] = [300, 1800, 3600, 7200, 21_600, 86_400, 259_200];
+
+fn num(v: f64) -> String {
+    let mut out = Vec::new();
+    write_f64(&mut out, v);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// The recorded TTFT error ratio over `window`.
+pub fn error_ratio(window: Duration) -> String {
+    format!(
+        "model_name:llm_ttft_slo_errors:ratio_rate{}",
+        format_duration(window)
+    )
+}
 
 impl Signal {
-    /// An instant vector with one sample per GPU (`gpu`, `uuid`).
+    /// An instant vector, one sample per subject.
     fn gauge(self) -> String {
         match self {
             Signal::Throttled => {
@@ -18,31 +36,41 @@ impl Signal {
                     .filter(|(i, _)| THROTTLE_MASK & (1 << i) != 0)
                     .map(|(_, r)| *r)
                     .collect();
-                format!(
-                    "max by (gpu, uuid) (gpu_clocks_event_active{{reason=~\"{}\"}})",
-                    reasons.join("|")
-                )
+                format!("max by (gpu, uuid) (gpu_clocks_event_active{{reason=~\"{}\"}})", reasons.join("|"))
             }
-            Signal::LargestFreeFraction => {
-                "(gpu_memory_largest_free_bytes / gpu_memory_total_bytes \
-                 and gpu_memory_used_bytes > 0)"
-                    .into()
+            Signal::LargestFreeRatio => {
+                "(gpu_memory_largest_free_bytes / gpu_memory_total_bytes and gpu_memory_used_bytes > 0)".into()
             }
             Signal::Up => "gpu_up".into(),
-            Signal::CriticalXid | Signal::EccUncorrected => {
-                format!("sum by (gpu, uuid) ({})", self.counter())
+            Signal::AllocatorAllocated => "gpu_allocator_allocated_bytes".into(),
+            Signal::Temperature => "gpu_temperature_celsius".into(),
+            Signal::CollectSuccess => "gpu_exporter_collect_success".into(),
+            Signal::CriticalXid | Signal::EccUncorrected | Signal::Requests | Signal::GoodRequests => {
+                format!("sum by ({}) ({})", self.by(), self.series())
             }
         }
     }
 
-    /// The counter selector summed by an `increase()`.
-    fn counter(self) -> String {
+    fn by(self) -> &'static str {
+        match self {
+            Signal::Requests | Signal::GoodRequests => "model_name",
+            _ => "gpu, uuid",
+        }
+    }
+
+    /// The raw series a range function reads.
+    fn series(self) -> String {
         match self {
             Signal::CriticalXid => {
                 let codes: Vec<String> = CRITICAL_XIDS.iter().map(u32::to_string).collect();
                 format!("gpu_xid_errors_total{{xid=~\"{}\"}}", codes.join("|"))
             }
             Signal::EccUncorrected => "gpu_ecc_uncorrected_errors_total".into(),
+            Signal::Requests => "llm_ttft_seconds_count".into(),
+            Signal::GoodRequests => format!(
+                "llm_ttft_seconds_bucket{{le=\"{}\"}}",
+                num(TTFT_SLO_SECONDS)
+            ),
             other => other.gauge(),
         }
     }
@@ -50,21 +78,42 @@ impl Signal {
 
 impl Rule {
     pub fn promql(&self) -> String {
-        let value = match self.expr {
-            Expr::Gauge(s) => s.gauge(),
-            Expr::Increase(s, w) => format!(
-                "sum by (gpu, uuid) (increase({}[{}]))",
-                s.counter(),
+        let cmp = |value: String| format!("{value} {} {}", self.cmp.as_str(), num(self.threshold));
+        let range = |f: &str, s: Signal, w: Duration| {
+            format!(
+                "sum by ({}) ({f}({}[{}]))",
+                s.by(),
+                s.series(),
                 format_duration(w)
-            ),
+            )
         };
-        let op = match self.cmp {
-            Cmp::Above => ">",
-            Cmp::Below => "<",
-        };
-        let mut threshold = Vec::new();
-        write_f64(&mut threshold, self.threshold);
-        format!("{value} {op} {}", String::from_utf8_lossy(&threshold))
+        match &self.expr {
+            Expr::Gauge(s) => cmp(s.gauge()),
+            &Expr::Increase(s, w) => cmp(range("increase", s, w)),
+            &Expr::Rate(s, w) => cmp(range("rate", s, w)),
+            &Expr::Deriv(s, w) => cmp(format!("deriv({}[{}])", s.gauge(), format_duration(w))),
+            Expr::BurnRate { objective, windows } => {
+                // 14.4 × (1 − 0.999) spelled 0.0144, not 0.014400000000000013.
+                let limit = |factor: f64| {
+                    num(format!("{:.12e}", factor * (1.0 - objective))
+                        .parse()
+                        .unwrap_or(f64::NAN))
+                };
+                let pairs: Vec<String> = windows
+                    .iter()
+                    .map(|b| {
+                        let limit = limit(b.factor);
+                        format!(
+                            "({} > {limit} and {} > {limit})",
+                            error_ratio(b.long),
+                            error_ratio(b.short)
+                        )
+                    })
+                    .collect();
+                pairs.join(" or ")
+            }
+            Expr::DriverVersionSkew => cmp("count(count by (driver_version) (gpu_info))".into()),
+        }
     }
 }
 
@@ -77,9 +126,31 @@ fn quoted(s: &str) -> String {
 pub fn rule_file(rules: &[Rule], runbook_base: &str) -> String {
     let mut y = String::from(
         "# Generated by `gpu-exporter --print-rules` from the exporter's own rule data.\n\
-         # The exporter evaluates these same rules itself; see README.md.\n\
-         groups:\n  - name: gpu-exporter\n    rules:\n",
+         # The exporter evaluates these same rules itself, except DriverVersionSkew,\n\
+         # which needs the whole fleet; see README.md.\n\
+         groups:\n  - name: gpu-exporter-slo\n    rules:\n",
     );
+    let good = Signal::GoodRequests;
+    let _ = writeln!(y, "      - record: model_name:llm_goodput_requests:rate5m");
+    let _ = writeln!(
+        y,
+        "        expr: {}",
+        quoted(&format!(
+            "sum by (model_name) (rate({}[5m]))",
+            good.series()
+        ))
+    );
+    for w in SLI_WINDOWS.map(Duration::from_secs) {
+        let d = format_duration(w);
+        let expr = format!(
+            "1 - (sum by (model_name) (rate({}[{d}])) / sum by (model_name) (rate({}[{d}])))",
+            good.series(),
+            Signal::Requests.series()
+        );
+        let _ = writeln!(y, "      - record: {}", error_ratio(w));
+        let _ = writeln!(y, "        expr: {}", quoted(&expr));
+    }
+    y.push_str("  - name: gpu-exporter\n    rules:\n");
     for r in rules {
         let _ = writeln!(y, "      - alert: {}", r.name);
         let _ = writeln!(y, "        expr: {}", quoted(&r.promql()));
@@ -128,6 +199,15 @@ mod tests {
         );
         assert_eq!(q("GPULost"), "gpu_up < 1");
         assert!(q("KVFragmentationRisk").ends_with("gpu_memory_used_bytes > 0) < 0.05"));
+        assert_eq!(
+            q("TTFTBudgetBurn"),
+            "(model_name:llm_ttft_slo_errors:ratio_rate1h > 0.0144 and model_name:llm_ttft_slo_errors:ratio_rate5m > 0.0144) or \
+             (model_name:llm_ttft_slo_errors:ratio_rate6h > 0.006 and model_name:llm_ttft_slo_errors:ratio_rate30m > 0.006)"
+        );
+        assert_eq!(
+            q("DriverVersionSkew"),
+            "count(count by (driver_version) (gpu_info)) > 1"
+        );
         assert!(!rule_file(&rules, "x/").contains("utilization"));
     }
 }

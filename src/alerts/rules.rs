@@ -1,10 +1,18 @@
-//! The rule data. Each rule reads one per-GPU [`Signal`], either as a gauge
-//! or as a counter's `increase()` over a window, and compares it.
+//! The rule data. A rule reads one [`Signal`] per subject (a GPU, a served
+//! model, or the exporter itself) through an [`Expr`], and compares it.
 
-use crate::snapshot::Gpu;
+use crate::snapshot::{Snapshot, TTFT_SLO_SECONDS};
 use std::time::Duration;
 
-/// A per-GPU number a rule can read from a snapshot.
+/// Who an alert is about; its labels.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subject {
+    Exporter,
+    Gpu { index: u32, uuid: String },
+    Model(String),
+}
+
+/// A number per subject that a rule can read from a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Signal {
     /// 1 while hw slowdown, sw/hw thermal slowdown or power brake is active.
@@ -14,42 +22,155 @@ pub enum Signal {
     /// The uncorrected ECC counter.
     EccUncorrected,
     /// Largest free block over total memory, while any memory is in use.
-    LargestFreeFraction,
+    LargestFreeRatio,
     /// 1 while the GPU answers.
     Up,
+    /// Bytes the workload's allocator has handed out.
+    AllocatorAllocated,
+    Temperature,
+    /// 1 when the last collection succeeded (the exporter's own).
+    CollectSuccess,
+    /// Requests served, per model (a counter: the TTFT histogram's count).
+    Requests,
+    /// Requests whose first token came within the SLO (a counter).
+    GoodRequests,
 }
 
 impl Signal {
-    pub fn read(self, g: &Gpu) -> Option<f64> {
-        let r = &g.readings;
+    pub const ALL: [Signal; 10] = [
+        Signal::Throttled,
+        Signal::CriticalXid,
+        Signal::EccUncorrected,
+        Signal::LargestFreeRatio,
+        Signal::Up,
+        Signal::AllocatorAllocated,
+        Signal::Temperature,
+        Signal::CollectSuccess,
+        Signal::Requests,
+        Signal::GoodRequests,
+    ];
+
+    /// Its name in rule files.
+    pub fn name(self) -> &'static str {
         match self {
-            Signal::Throttled => r.throttled().map(|t| if t { 1.0 } else { 0.0 }),
-            Signal::CriticalXid => r.critical_xid_total(),
-            Signal::EccUncorrected => r.ecc_uncorrected_total,
-            Signal::LargestFreeFraction => {
-                let (free, total, used) = (
-                    r.largest_free_bytes?,
-                    r.memory_total_bytes?,
-                    r.memory_used_bytes?,
-                );
-                (total > 0.0 && used > 0.0).then(|| free / total)
+            Signal::Throttled => "throttled",
+            Signal::CriticalXid => "critical_xid",
+            Signal::EccUncorrected => "ecc_uncorrected",
+            Signal::LargestFreeRatio => "largest_free_ratio",
+            Signal::Up => "up",
+            Signal::AllocatorAllocated => "allocator_allocated",
+            Signal::Temperature => "temperature",
+            Signal::CollectSuccess => "collect_success",
+            Signal::Requests => "requests",
+            Signal::GoodRequests => "good_requests",
+        }
+    }
+
+    pub fn is_counter(self) -> bool {
+        matches!(
+            self,
+            Signal::CriticalXid | Signal::EccUncorrected | Signal::Requests | Signal::GoodRequests
+        )
+    }
+
+    /// Each subject's value in `snap`; a subject that lacks the reading is
+    /// left out, as its series would be.
+    pub fn read(self, snap: &Snapshot, out: &mut Vec<(Subject, f64)>) {
+        let gpu_value = |g: &crate::snapshot::Gpu| {
+            let r = &g.readings;
+            match self {
+                Signal::Throttled => r.throttled().map(|t| if t { 1.0 } else { 0.0 }),
+                Signal::CriticalXid => r.critical_xid_total(),
+                Signal::EccUncorrected => r.ecc_uncorrected_total,
+                Signal::LargestFreeRatio => {
+                    let (free, total, used) = (
+                        r.largest_free_bytes?,
+                        r.memory_total_bytes?,
+                        r.memory_used_bytes?,
+                    );
+                    (total > 0.0 && used > 0.0).then(|| free / total)
+                }
+                Signal::Up => Some(if g.up { 1.0 } else { 0.0 }),
+                Signal::AllocatorAllocated => r.allocator_allocated_bytes,
+                Signal::Temperature => r.temperature_celsius,
+                _ => None,
             }
-            Signal::Up => Some(if g.up { 1.0 } else { 0.0 }),
+        };
+        match self {
+            Signal::CollectSuccess => {
+                out.push((Subject::Exporter, if snap.success() { 1.0 } else { 0.0 }))
+            }
+            Signal::Requests | Signal::GoodRequests => {
+                for m in &snap.models {
+                    let h = &m.ttft_seconds;
+                    let v = match self {
+                        Signal::Requests => Some(h.count()),
+                        _ => h.at_or_below(TTFT_SLO_SECONDS),
+                    };
+                    if let Some(v) = v {
+                        out.push((Subject::Model(m.name.clone()), v));
+                    }
+                }
+            }
+            _ => {
+                for g in &snap.gpus {
+                    if let Some(v) = gpu_value(g) {
+                        out.push((
+                            Subject::Gpu {
+                                index: g.index,
+                                uuid: g.uuid.clone(),
+                            },
+                            v,
+                        ));
+                    }
+                }
+            }
         }
     }
 }
 
+/// One pair of a multi-window burn-rate alert: both windows must burn the
+/// error budget faster than `factor`.
 #[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BurnWindow {
+    pub long: Duration,
+    pub short: Duration,
+    pub factor: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
+    /// The signal's current value.
     Gauge(Signal),
     /// Prometheus' `increase()` of a counter signal over the window.
     Increase(Signal, Duration),
+    /// Prometheus' `rate()`: the increase per second.
+    Rate(Signal, Duration),
+    /// Prometheus' `deriv()`: a gauge's least-squares slope per second.
+    Deriv(Signal, Duration),
+    /// The TTFT SLO's error budget burning: fires when any pair holds.
+    /// The value compared is the burn rate (error ratio over budget);
+    /// the threshold is unused.
+    BurnRate {
+        objective: f64,
+        windows: Vec<BurnWindow>,
+    },
+    /// Across the fleet, more than one driver version. Only Prometheus
+    /// sees the fleet, so only the printed rule file evaluates it.
+    DriverVersionSkew,
 }
 
 impl Expr {
-    pub fn signal(self) -> Signal {
+    /// Every (signal, window) the evaluator must keep history for.
+    pub fn windows(&self) -> Vec<(Signal, Duration)> {
         match self {
-            Expr::Gauge(s) | Expr::Increase(s, _) => s,
+            Expr::Increase(s, w) | Expr::Rate(s, w) | Expr::Deriv(s, w) => vec![(*s, *w)],
+            Expr::BurnRate { windows, .. } => windows
+                .iter()
+                .flat_map(|b| [b.long, b.short])
+                .flat_map(|w| [(Signal::Requests, w), (Signal::GoodRequests, w)])
+                .collect(),
+            Expr::Gauge(_) | Expr::DriverVersionSkew => Vec::new(),
         }
     }
 }
@@ -65,6 +186,13 @@ impl Cmp {
         match self {
             Cmp::Above => v > threshold,
             Cmp::Below => v < threshold,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cmp::Above => ">",
+            Cmp::Below => "<",
         }
     }
 }
@@ -93,17 +221,25 @@ pub struct Rule {
     pub for_: Duration,
     pub keep_firing_for: Duration,
     pub severity: Severity,
+    /// A Prometheus template; `{{ $labels.gpu }}`, `{{ $labels.model_name }}`
+    /// and `{{ $value }}` are expanded in `/alerts` too.
     pub summary: String,
+    /// The runbook's file name without `.md`; the rule's name by default.
+    pub runbook: String,
 }
 
 impl Rule {
-    /// The runbook for this rule: `docs/runbooks/<name>.md` under `base`.
+    /// The runbook for this rule: `<runbook>.md` under `base`.
     pub fn runbook_url(&self, base: &str) -> String {
-        format!("{base}{}.md", self.name)
+        format!("{base}{}.md", self.runbook)
     }
 }
 
 const MIN: Duration = Duration::from_secs(60);
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// The TTFT SLO: 99.9% of requests get their first token within 0.3 s.
+pub const TTFT_OBJECTIVE: f64 = 0.999;
 
 /// The built-in rule set. Thresholds are documented in the README.
 pub fn defaults() -> Vec<Rule> {
@@ -116,6 +252,12 @@ pub fn defaults() -> Vec<Rule> {
         keep_firing_for: Duration::ZERO,
         severity,
         summary: summary.into(),
+        runbook: name.into(),
+    };
+    let burn = |long, short, factor| BurnWindow {
+        long,
+        short,
+        factor,
     };
     vec![
         rule(
@@ -150,7 +292,7 @@ pub fn defaults() -> Vec<Rule> {
         ),
         rule(
             "KVFragmentationRisk",
-            Expr::Gauge(Signal::LargestFreeFraction),
+            Expr::Gauge(Signal::LargestFreeRatio),
             Cmp::Below,
             0.05,
             5 * MIN,
@@ -166,5 +308,60 @@ pub fn defaults() -> Vec<Rule> {
             Severity::Page,
             "GPU {{ $labels.gpu }} stopped answering",
         ),
+        rule(
+            "ExporterCollectFailing",
+            Expr::Gauge(Signal::CollectSuccess),
+            Cmp::Below,
+            1.0,
+            5 * MIN,
+            Severity::Ticket,
+            "gpu-exporter collections have failed for 5m; served readings are stale",
+        ),
+        rule(
+            "GPUMemoryLeak",
+            Expr::Deriv(Signal::AllocatorAllocated, HOUR),
+            Cmp::Above,
+            // 1 MiB a minute, held for 30m: steady growth, not a burst.
+            1024.0 * 1024.0 / 60.0,
+            30 * MIN,
+            Severity::Ticket,
+            "GPU {{ $labels.gpu }} allocator-allocated memory has grown steadily for an hour",
+        ),
+        rule(
+            "DriverVersionSkew",
+            Expr::DriverVersionSkew,
+            Cmp::Above,
+            1.0,
+            30 * MIN,
+            Severity::Ticket,
+            "More than one NVIDIA driver version is running across the fleet",
+        ),
+        rule(
+            "TTFTBudgetBurn",
+            Expr::BurnRate {
+                objective: TTFT_OBJECTIVE,
+                windows: vec![burn(HOUR, 5 * MIN, 14.4), burn(6 * HOUR, 30 * MIN, 6.0)],
+            },
+            Cmp::Above,
+            0.0,
+            2 * MIN,
+            Severity::Page,
+            "{{ $labels.model_name }} is burning its TTFT error budget fast ({{ $value }}x)",
+        ),
+        Rule {
+            runbook: "TTFTBudgetBurn".into(),
+            ..rule(
+                "TTFTBudgetBurnSlow",
+                Expr::BurnRate {
+                    objective: TTFT_OBJECTIVE,
+                    windows: vec![burn(72 * HOUR, 6 * HOUR, 1.0)],
+                },
+                Cmp::Above,
+                0.0,
+                15 * MIN,
+                Severity::Ticket,
+                "{{ $labels.model_name }} is spending its TTFT error budget faster than it earns it ({{ $value }}x)",
+            )
+        },
     ]
 }

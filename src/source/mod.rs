@@ -4,7 +4,7 @@
 
 pub mod sim;
 
-use crate::snapshot::Gpu;
+use crate::snapshot::{Gpu, Model};
 use std::fmt;
 
 /// Why a collection failed. The message reaches the log and `/readyz`.
@@ -24,6 +24,13 @@ pub trait Source: Send {
     /// Reads the whole fleet. `at` is the Unix time of this collection;
     /// only the simulator uses it, as its clock.
     fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError>;
+
+    /// Request metrics of the served models as of the last `collect`.
+    /// Real GPU sources don't see requests; the simulator does, so the SLO
+    /// rules have data.
+    fn models(&self) -> Vec<Model> {
+        Vec::new()
+    }
 
     /// Seconds of its own past the source can replay through the alert
     /// evaluator before serving. Only the simulator has a past to replay.

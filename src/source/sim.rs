@@ -8,7 +8,9 @@
 
 use super::{Source, SourceError};
 use crate::config::parse_duration;
-use crate::snapshot::{CRITICAL_XIDS, Gpu, Readings, TxRx, clock_event_bit};
+use crate::snapshot::{
+    CRITICAL_XIDS, Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TxRx, clock_event_bit,
+};
 use nanoserde::{DeJson, DeJsonErr, DeJsonErrReason};
 use std::time::Duration;
 
@@ -18,8 +20,17 @@ const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const MHZ: f64 = 1e6;
 
 /// How much past the simulator replays before serving: enough for every
-/// default rule's window plus its `for`.
-pub const HISTORY_SECONDS: f64 = 15.0 * 60.0;
+/// default rule's window plus its `for`, the 3-day SLO window included.
+pub const HISTORY_SECONDS: f64 = 3.0 * 86_400.0 + 3600.0;
+
+/// Periodic Xids start this long before serving, so the demo shows a
+/// rising counter rather than thousands of errors.
+const XID_LEAD_SECONDS: f64 = 15.0 * 60.0;
+
+/// Where a good request's TTFT falls (cumulative, for bounds up to the
+/// SLO's 0.3 s) and where a slow one's does (for bounds above it).
+const GOOD_SHAPE: [f64; 4] = [0.15, 0.55, 0.9, 1.0];
+const SLOW_SHAPE: [f64; 6] = [0.45, 0.8, 0.95, 0.99, 1.0, 1.0];
 
 /// The file's shape, as nanoserde reads it.
 #[allow(clippy::question_mark)] // in nanoserde's derived code
@@ -30,7 +41,17 @@ mod file {
     pub struct ScenarioFile {
         pub driver_version: Option<String>,
         pub gpus: Vec<GpuSpec>,
+        pub models: Option<Vec<ModelSpec>>,
         pub incidents: Option<Vec<IncidentSpec>>,
+    }
+
+    /// A served model: requests per second and the fraction of them
+    /// whose first token takes longer than the SLO's 0.3 s.
+    #[derive(DeJson)]
+    pub struct ModelSpec {
+        pub name: String,
+        pub requests_per_second: Option<f64>,
+        pub slow_fraction: Option<f64>,
     }
 
     /// One GPU; every field has a healthy default.
@@ -66,6 +87,9 @@ mod file {
     pub struct IncidentSpec {
         pub at: String,
         pub gpu: Option<u32>,
+        /// A served model whose `slow_fraction` changes.
+        pub model: Option<String>,
+        pub slow_fraction: Option<f64>,
         pub clock_events: Option<Vec<String>>,
         pub temperature_celsius: Option<f64>,
         pub sm_clock_mhz: Option<f64>,
@@ -81,7 +105,7 @@ mod file {
         pub fail: Option<String>,
     }
 }
-use file::{GpuSpec, IncidentSpec, ScenarioFile};
+use file::{GpuSpec, IncidentSpec, ModelSpec, ScenarioFile};
 
 #[derive(Clone, Debug, PartialEq)]
 struct GpuState {
@@ -116,8 +140,51 @@ struct GpuState {
 }
 
 #[derive(Clone, Debug, PartialEq)]
+struct ModelState {
+    name: String,
+    rps: f64,
+    slow: f64,
+    /// Requests at or below each of [`TTFT_BUCKETS`], accumulated.
+    buckets: [f64; TTFT_BUCKETS.len()],
+    sum: f64,
+}
+
+impl ModelState {
+    fn advance(&mut self, dt: f64) {
+        let (good, slow) = (self.rps * dt * (1.0 - self.slow), self.rps * dt * self.slow);
+        for (i, b) in self.buckets.iter_mut().enumerate() {
+            *b += match (
+                GOOD_SHAPE.get(i),
+                SLOW_SHAPE.get(i.wrapping_sub(GOOD_SHAPE.len())),
+            ) {
+                (Some(g), _) => good * g,
+                (None, Some(s)) => good + slow * s,
+                (None, None) => good + slow,
+            };
+        }
+        self.sum += good * 0.12 + slow * 0.9;
+    }
+
+    fn model(&self) -> Model {
+        Model {
+            name: self.name.clone(),
+            ttft_seconds: Histogram {
+                buckets: TTFT_BUCKETS
+                    .iter()
+                    .zip(self.buckets)
+                    .map(|(&le, n)| (le, n.floor()))
+                    .collect(),
+                sum: (self.sum * 1000.0).round() / 1000.0,
+            },
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
 enum Action {
     Gpu(usize, Box<GpuChange>),
+    /// A model's slow fraction changes.
+    Slow(usize, f64),
     Hang(Duration),
     Fail(f64),
 }
@@ -144,6 +211,7 @@ struct Incident {
 pub struct Scenario {
     driver_version: String,
     gpus: Vec<GpuState>,
+    models: Vec<ModelState>,
     incidents: Vec<Incident>,
 }
 
@@ -167,9 +235,22 @@ impl Scenario {
             .enumerate()
             .map(|(i, g)| gpu_state(g).map_err(|e| format!("gpus[{i}].{e}")))
             .collect::<Result<Vec<_>, _>>()?;
+        let models = file
+            .models
+            .iter()
+            .flatten()
+            .enumerate()
+            .map(|(i, m)| model_state(m).map_err(|e| format!("models[{i}].{e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, m) in models.iter().enumerate() {
+            if models[..i].iter().any(|o| o.name == m.name) {
+                return Err(format!("models[{i}].name: {:?} appears twice", m.name));
+            }
+        }
         let mut incidents = Vec::new();
         for (i, s) in file.incidents.iter().flatten().enumerate() {
-            incidents.push(incident(s, gpus.len()).map_err(|e| format!("incidents[{i}].{e}"))?);
+            incidents
+                .push(incident(s, gpus.len(), &models).map_err(|e| format!("incidents[{i}].{e}"))?);
         }
         // Stable: incidents at the same time keep their file order.
         incidents.sort_by(|a, b| a.at.total_cmp(&b.at));
@@ -177,13 +258,14 @@ impl Scenario {
         Ok(Scenario {
             driver_version,
             gpus,
+            models,
             incidents,
         })
     }
 }
 
 /// nanoserde's messages, reworded to name the field first.
-fn json_error(e: &DeJsonErr) -> String {
+pub fn json_error(e: &DeJsonErr) -> String {
     let at = format!("line {} column {}", e.line + 1, e.col + 1);
     match &e.msg {
         DeJsonErrReason::MissingKey(k) => format!("{k}: missing (at {at})"),
@@ -348,8 +430,35 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
     })
 }
 
-fn incident(s: &IncidentSpec, gpus: usize) -> Result<Incident, String> {
+fn model_state(m: &ModelSpec) -> Result<ModelState, String> {
+    if m.name.is_empty() || m.name.len() > 128 {
+        return Err("name: must be 1 to 128 characters".into());
+    }
+    Ok(ModelState {
+        name: m.name.clone(),
+        rps: check("requests_per_second", m.requests_per_second, 50.0, 0.0, 1e6)?,
+        slow: check("slow_fraction", m.slow_fraction, 0.0002, 0.0, 1.0)?,
+        buckets: [0.0; TTFT_BUCKETS.len()],
+        sum: 0.0,
+    })
+}
+
+fn incident(s: &IncidentSpec, gpus: usize, models: &[ModelState]) -> Result<Incident, String> {
     let at = duration("at", &s.at)?;
+    if let Some(name) = &s.model {
+        let i = models
+            .iter()
+            .position(|m| &m.name == name)
+            .ok_or_else(|| format!("model: {name:?} is not in the scenario's models"))?;
+        let slow = s
+            .slow_fraction
+            .ok_or("slow_fraction: missing; a model change needs it")?;
+        let slow = check("slow_fraction", Some(slow), 0.0, 0.0, 1.0)?;
+        return Ok(Incident {
+            at,
+            action: Action::Slow(i, slow),
+        });
+    }
     let change = GpuChange {
         events: s
             .clock_events
@@ -407,6 +516,7 @@ fn incident(s: &IncidentSpec, gpus: usize) -> Result<Incident, String> {
 pub struct Sim {
     scenario: Scenario,
     gpus: Vec<GpuState>,
+    models: Vec<ModelState>,
     /// Unix time serving starts; incidents count from here.
     t0: f64,
     /// Unix time of the previous collection.
@@ -419,6 +529,7 @@ impl Sim {
     pub fn new(scenario: Scenario, t0: f64) -> Sim {
         Sim {
             gpus: scenario.gpus.clone(),
+            models: scenario.models.clone(),
             scenario,
             t0,
             last: None,
@@ -427,8 +538,8 @@ impl Sim {
         }
     }
 
-    fn origin(&self) -> f64 {
-        self.t0 - HISTORY_SECONDS
+    fn xid_origin(&self) -> f64 {
+        self.t0 - XID_LEAD_SECONDS
     }
 
     fn advance(&mut self, at: f64) {
@@ -444,6 +555,9 @@ impl Sim {
                 }
             }
         }
+        for m in &mut self.models {
+            m.advance(dt);
+        }
         while let Some(inc) = self.scenario.incidents.get(self.next_incident) {
             if self.t0 + inc.at > at {
                 break;
@@ -455,6 +569,7 @@ impl Sim {
                     std::thread::sleep(*d);
                 }
                 Action::Fail(d) => self.failing_until = self.t0 + inc.at + d,
+                Action::Slow(i, slow) => self.models[*i].slow = *slow,
                 Action::Gpu(i, c) => {
                     let g = &mut self.gpus[*i];
                     g.events = c.events.unwrap_or(g.events);
@@ -489,9 +604,12 @@ impl Sim {
             return gpu;
         }
         let mut xids: Vec<(u32, u64)> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
-        let periodic = g
-            .periodic_xid
-            .map(|(code, every)| (code, ((at - self.origin()) / every).floor().max(0.0) as u64));
+        let periodic = g.periodic_xid.map(|(code, every)| {
+            (
+                code,
+                ((at - self.xid_origin()) / every).floor().max(0.0) as u64,
+            )
+        });
         for &(code, n) in g.xid_once.iter().chain(periodic.iter()) {
             match xids.iter_mut().find(|(c, _)| *c == code) {
                 Some((_, count)) => *count += n,
@@ -501,7 +619,7 @@ impl Sim {
         xids.sort_unstable();
         let last_xid = periodic
             .filter(|&(_, n)| n > 0)
-            .map(|(_, n)| self.origin() + n as f64 * g.periodic_xid.unwrap().1);
+            .map(|(_, n)| self.xid_origin() + n as f64 * g.periodic_xid.unwrap().1);
         gpu.readings = Readings {
             temperature_celsius: Some(g.temp),
             memory_temperature_celsius: Some(g.mem_temp),
@@ -560,6 +678,10 @@ impl Source for Sim {
             .enumerate()
             .map(|(i, g)| self.gpu(i, g, at))
             .collect())
+    }
+
+    fn models(&self) -> Vec<Model> {
+        self.models.iter().map(ModelState::model).collect()
     }
 
     fn history_seconds(&self) -> f64 {

@@ -16,7 +16,29 @@ healthy gpu0 fired nothing.
 fn once_prints_the_seed_table() {
     let out = run(&["--once"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(String::from_utf8(out.stdout).unwrap(), SEED_TABLE);
+    let table = String::from_utf8(out.stdout).unwrap();
+    let (seed, slo) = table.split_at(SEED_TABLE.len());
+    assert_eq!(seed, SEED_TABLE);
+    // The SLO section: one model burns its budget fast, one is healthy.
+    let lines: Vec<&str> = slo.lines().collect();
+    assert_eq!(
+        lines[1],
+        "== SLO: 99.9% of requests get their first token within 300ms =="
+    );
+    assert!(
+        lines[2].starts_with("model llama-3.1-70b-instruct: burn 5m=29."),
+        "{slo}"
+    );
+    assert!(
+        lines[2].ends_with("-> TTFTBudgetBurn [page], TTFTBudgetBurnSlow [ticket]"),
+        "{slo}"
+    );
+    assert!(
+        lines[3].starts_with("model mistral-7b-instruct: burn 5m=0.2x 1h=0.2x"),
+        "{slo}"
+    );
+    assert!(lines[3].ends_with("  OK"), "{slo}");
+    assert_eq!(lines.len(), 4);
 }
 
 #[test]

@@ -1,0 +1,295 @@
+//! `--rules.file`: JSON that merges into the default rules by name, or
+//! replaces them with `"replace": true`.
+
+use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal, defaults};
+use crate::config::parse_duration;
+use nanoserde::DeJson;
+use std::time::Duration;
+
+#[allow(clippy::question_mark)] // in nanoserde's derived code
+mod shape {
+    use nanoserde::DeJson;
+
+    #[derive(DeJson)]
+    pub struct RulesFile {
+        pub replace: Option<bool>,
+        pub rules: Vec<RuleSpec>,
+    }
+
+    #[derive(DeJson)]
+    pub struct RuleSpec {
+        pub name: String,
+        pub kind: Option<String>,
+        pub signal: Option<String>,
+        pub window: Option<String>,
+        pub op: Option<String>,
+        pub threshold: Option<f64>,
+        #[nserde(rename = "for")]
+        pub for_: Option<String>,
+        pub keep_firing_for: Option<String>,
+        pub severity: Option<String>,
+        pub summary: Option<String>,
+        pub runbook: Option<String>,
+        pub objective: Option<f64>,
+        pub windows: Option<Vec<WindowSpec>>,
+    }
+
+    #[derive(DeJson)]
+    pub struct WindowSpec {
+        pub long: String,
+        pub short: String,
+        pub factor: f64,
+    }
+}
+use shape::{RuleSpec, RulesFile};
+
+/// The default rules with `json` merged in; the error names the field.
+pub fn load(json: &str) -> Result<Vec<Rule>, String> {
+    let file = RulesFile::deserialize_json(json).map_err(|e| crate::source::sim::json_error(&e))?;
+    let mut rules = if file.replace == Some(true) {
+        Vec::new()
+    } else {
+        defaults()
+    };
+    for (i, spec) in file.rules.iter().enumerate() {
+        let base = rules.iter().position(|r| r.name == spec.name);
+        let rule = merge(spec, base.map(|b| &rules[b])).map_err(|e| format!("rules[{i}].{e}"))?;
+        match base {
+            Some(b) => rules[b] = rule,
+            None => rules.push(rule),
+        }
+    }
+    Ok(rules)
+}
+
+fn dur(field: &str, s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| format!("{field}: {e}"))
+}
+
+fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
+    let name = &spec.name;
+    if name.is_empty()
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(format!(
+            "name: {name:?} is not a valid alert name ([A-Za-z_][A-Za-z0-9_]*)"
+        ));
+    }
+    let signal = match &spec.signal {
+        Some(s) => Some(
+            Signal::ALL
+                .into_iter()
+                .find(|x| x.name() == s)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = Signal::ALL.iter().map(|x| x.name()).collect();
+                    format!(
+                        "signal: unknown signal {s:?} (expected one of {})",
+                        names.join(", ")
+                    )
+                })?,
+        ),
+        None => None,
+    };
+    let window = spec
+        .window
+        .as_deref()
+        .map(|w| dur("window", w))
+        .transpose()?;
+    let base_kind = base.map(|b| match b.expr {
+        Expr::Gauge(_) => "gauge",
+        Expr::Increase(..) => "increase",
+        Expr::Rate(..) => "rate",
+        Expr::Deriv(..) => "deriv",
+        Expr::BurnRate { .. } => "burn_rate",
+        Expr::DriverVersionSkew => "driver_version_skew",
+    });
+    let kind = spec
+        .kind
+        .as_deref()
+        .or(base_kind)
+        .ok_or("kind: missing for a new rule")?;
+    let base_signal = base.and_then(|b| match b.expr {
+        Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => Some(s),
+        _ => None,
+    });
+    let base_window = base.and_then(|b| match b.expr {
+        Expr::Increase(_, w) | Expr::Rate(_, w) | Expr::Deriv(_, w) => Some(w),
+        _ => None,
+    });
+    let need_signal = || {
+        signal
+            .or(base_signal)
+            .ok_or("signal: missing for this kind")
+    };
+    let need_window = || {
+        window
+            .or(base_window)
+            .ok_or("window: missing for this kind")
+    };
+    let expr = match kind {
+        "gauge" => Expr::Gauge(need_signal()?),
+        "increase" | "rate" | "deriv" => {
+            let s = need_signal()?;
+            if s.is_counter() != (kind != "deriv") {
+                return Err(format!(
+                    "signal: {} does not suit kind {kind} (increase and rate read counters, deriv reads gauges)",
+                    s.name()
+                ));
+            }
+            let w = need_window()?;
+            match kind {
+                "increase" => Expr::Increase(s, w),
+                "rate" => Expr::Rate(s, w),
+                _ => Expr::Deriv(s, w),
+            }
+        }
+        "burn_rate" => {
+            let (base_objective, base_windows) = match base.map(|b| &b.expr) {
+                Some(Expr::BurnRate { objective, windows }) => {
+                    (Some(*objective), Some(windows.clone()))
+                }
+                _ => (None, None),
+            };
+            let objective = spec
+                .objective
+                .or(base_objective)
+                .ok_or("objective: missing for burn_rate")?;
+            if !(objective > 0.0 && objective < 1.0) {
+                return Err(format!("objective: {objective} must be between 0 and 1"));
+            }
+            let windows = match &spec.windows {
+                Some(ws) => ws
+                    .iter()
+                    .enumerate()
+                    .map(|(j, w)| {
+                        let at = |e: String| format!("windows[{j}].{e}");
+                        let long = dur("long", &w.long).map_err(at)?;
+                        let short = dur("short", &w.short).map_err(at)?;
+                        if !(w.factor.is_finite() && w.factor > 0.0) || short > long {
+                            return Err(at(
+                                "factor: must be above 0, with short no longer than long".into(),
+                            ));
+                        }
+                        Ok(BurnWindow {
+                            long,
+                            short,
+                            factor: w.factor,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?,
+                None => base_windows.ok_or("windows: missing for burn_rate")?,
+            };
+            if windows.is_empty() {
+                return Err("windows: needs at least one pair".into());
+            }
+            Expr::BurnRate { objective, windows }
+        }
+        "driver_version_skew" => Expr::DriverVersionSkew,
+        other => {
+            return Err(format!(
+                "kind: unknown kind {other:?} (expected gauge, increase, rate, deriv or burn_rate)"
+            ));
+        }
+    };
+    let cmp = match spec.op.as_deref() {
+        Some(">") => Cmp::Above,
+        Some("<") => Cmp::Below,
+        Some(op) => return Err(format!("op: {op:?} is not > or <")),
+        None => base.map_or(Cmp::Above, |b| b.cmp),
+    };
+    let threshold = match (spec.threshold, base, &expr) {
+        (Some(t), _, _) if !t.is_finite() => {
+            return Err("threshold: must be a finite number".into());
+        }
+        (Some(t), _, _) => t,
+        (None, Some(b), _) => b.threshold,
+        (None, None, Expr::BurnRate { .. }) => 0.0,
+        (None, None, _) => return Err("threshold: missing for a new rule".into()),
+    };
+    let severity = match spec.severity.as_deref() {
+        Some("page") => Severity::Page,
+        Some("ticket") => Severity::Ticket,
+        Some(s) => return Err(format!("severity: {s:?} is not page or ticket")),
+        None => base
+            .map(|b| b.severity)
+            .ok_or("severity: missing for a new rule")?,
+    };
+    let keep = |field: &str, v: &Option<String>, old: Option<Duration>| match v {
+        Some(s) => dur(field, s),
+        None => Ok(old.unwrap_or(Duration::ZERO)),
+    };
+    Ok(Rule {
+        name: name.clone(),
+        expr,
+        cmp,
+        threshold,
+        for_: keep("for", &spec.for_, base.map(|b| b.for_))?,
+        keep_firing_for: keep(
+            "keep_firing_for",
+            &spec.keep_firing_for,
+            base.map(|b| b.keep_firing_for),
+        )?,
+        severity,
+        summary: spec
+            .summary
+            .clone()
+            .or_else(|| base.map(|b| b.summary.clone()))
+            .unwrap_or_default(),
+        runbook: spec
+            .runbook
+            .clone()
+            .or_else(|| base.map(|b| b.runbook.clone()))
+            .unwrap_or_else(|| name.clone()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(json: &str) -> String {
+        load(json).unwrap_err()
+    }
+
+    #[test]
+    fn merges_by_name_and_replaces() {
+        let rules = load(r#"{"rules":[{"name":"GPUThrottling","for":"10s"},
+            {"name":"HotGPU","kind":"gauge","signal":"temperature","op":">","threshold":85,"severity":"ticket"}]}"#)
+        .unwrap();
+        assert_eq!(rules.len(), defaults().len() + 1);
+        let t = rules.iter().find(|r| r.name == "GPUThrottling").unwrap();
+        assert_eq!(t.for_, Duration::from_secs(10));
+        assert_eq!(t.expr, Expr::Gauge(Signal::Throttled));
+        let hot = rules.last().unwrap();
+        assert_eq!(
+            (hot.expr.clone(), hot.threshold, hot.runbook.as_str()),
+            (Expr::Gauge(Signal::Temperature), 85.0, "HotGPU")
+        );
+        let only = load(r#"{"replace":true,"rules":[{"name":"Burn","kind":"burn_rate","objective":0.99,"windows":[{"long":"1h","short":"5m","factor":2}],"severity":"page"}]}"#).unwrap();
+        assert_eq!(only.len(), 1);
+        assert!(matches!(&only[0].expr, Expr::BurnRate { objective, .. } if *objective == 0.99));
+    }
+
+    #[test]
+    fn bad_files_name_the_field() {
+        assert!(err(r#"{"rules":[{"name":"X","kind":"gauge","signal":"temp","threshold":1,"severity":"page"}]}"#).starts_with("rules[0].signal"));
+        assert!(err(r#"{"rules":[{},{"name":"GPULost","for":"soon"}]}"#).contains("name"));
+        assert!(err(r#"{"rules":[{"name":"GPULost","for":"soon"}]}"#).starts_with("rules[0].for"));
+        assert!(
+            err(r#"{"rules":[{"name":"GPULost","severity":"urgent"}]}"#)
+                .starts_with("rules[0].severity")
+        );
+        assert!(
+            err(r#"{"rules":[{"name":"New","kind":"gauge","signal":"up","severity":"page"}]}"#)
+                .starts_with("rules[0].threshold")
+        );
+        assert!(err(r#"{"rules":[{"name":"New","kind":"increase","signal":"temperature","window":"5m","threshold":1,"severity":"page"}]}"#).starts_with("rules[0].signal"));
+        assert!(
+            err(r#"{"rules":[{"name":"bad name","kind":"gauge"}]}"#).starts_with("rules[0].name")
+        );
+        assert!(err(r#"{"rules":[{"name":"GPULost","op":"=="}]}"#).starts_with("rules[0].op"));
+        assert!(err(r#"{"rules":[{"name":"N","kind":"sometimes"}]}"#).starts_with("rules[0].kind"));
+        assert!(err(r#"{"rules":"#).contains("line 1"));
+    }
+}
