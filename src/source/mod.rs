@@ -3,6 +3,7 @@
 //! never on a scrape.
 
 pub mod sim;
+pub mod smi;
 
 use crate::snapshot::Gpu;
 use std::fmt;
