@@ -261,7 +261,7 @@ pub fn parse(csv: &str, queried: &[&str]) -> Result<Vec<Gpu>, String> {
         .enumerate()
         .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
         .filter(|(_, l)| !l.trim().is_empty());
-    let Some((_, first)) = lines.next() else {
+    let Some((first_no, first)) = lines.next() else {
         return Err("nvidia-smi printed nothing".into());
     };
     let first_cells = cells(first);
@@ -274,7 +274,7 @@ pub fn parse(csv: &str, queried: &[&str]) -> Result<Vec<Gpu>, String> {
         queried.iter().map(|q| canonical_field(q)).collect()
     };
     let rows = (!header)
-        .then_some((1, first))
+        .then_some((first_no, first))
         .into_iter()
         .chain(lines)
         // A repeated header (outputs of several runs concatenated) is no GPU.
@@ -518,7 +518,13 @@ impl Smi {
                 }
             }
         };
-        let left = || deadline.saturating_duration_since(Instant::now());
+        // The child has exited, so its pipes are closing: a short grace past
+        // the deadline only covers a run that ended right at it.
+        let left = || {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(500))
+        };
         let out = stdout.recv_timeout(left()).unwrap_or_default();
         if status.success() {
             return String::from_utf8(out)
@@ -833,6 +839,12 @@ mod tests {
             assert_eq!(g.readings.utilization_ratio, Some(0.0));
         }
 
+        // Word-like values are not mistaken for a header.
+        let g = one("P0, Enabled\n", &["pstate", "display_mode"]);
+        assert_eq!(g.index, 0);
+        let g = one("3, 45\n", &["index", "temperature.gpu"]);
+        assert_eq!((g.index, g.readings.temperature_celsius), (3, Some(45.0)));
+
         // Without the list there is nothing to map the columns by.
         assert!(parse(GPU_UTILS, &[]).unwrap_err().contains("no CSV header"));
         // A wrong list is caught by the column count.
@@ -1006,6 +1018,11 @@ mod tests {
                 "No devices were found\n",
                 &["index", "uuid"],
                 "line 1: not CSV: No devices were found",
+            ),
+            (
+                "\n\n0, GPU-a, 1\n",
+                &["index", "uuid"],
+                "line 3: 3 values for 2 columns",
             ),
             (
                 "index, temperature.gpu\nx, 40\n",
