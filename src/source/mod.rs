@@ -2,7 +2,9 @@
 //! [`Source`] trait; blocking calls happen here, on the collector thread,
 //! never on a scrape.
 
+pub mod kmsg;
 pub mod sim;
+pub mod smi;
 
 use crate::snapshot::{Gpu, Model};
 use std::fmt;

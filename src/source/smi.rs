@@ -1,0 +1,1237 @@
+//! The nvidia-smi source: runs `nvidia-smi --query-gpu=... --format=csv,nounits`
+//! and parses its CSV. For hosts where NVML cannot be loaded but the tool
+//! runs.
+//!
+//! The parsing half ([`parse`], [`supported_fields`], [`canonical_field`],
+//! the value helpers) is pure and never panics, so fuzz targets can call it;
+//! the running half ([`Smi`]) owns the child process and its timeout.
+//!
+//! What nvidia-smi cannot tell (Xid, GPM ratios, allocator figures, energy,
+//! PCIe/NVLink bytes) stays `None`.
+
+use super::{Source, SourceError};
+use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The `--query-gpu` fields we ask for, in the newer (driver 535+) spelling.
+/// [`supported_fields`] drops those the installed driver does not list and
+/// swaps in `clocks_throttle_reasons.*` on older drivers.
+///
+/// There is no `clocks_event_reasons.display_clock_setting` query field (it
+/// is only in `nvidia-smi -q`); its bit 0x100 still arrives through
+/// `clocks_event_reasons.active`. Only five reasons have violation-time
+/// counters (`clocks_event_reasons_counters.*`, in µs).
+pub const FIELDS: &[&str] = &[
+    "index",
+    "uuid",
+    "name",
+    "pci.bus_id",
+    "driver_version",
+    "temperature.gpu",
+    "temperature.memory",
+    "clocks.current.sm",
+    "clocks.max.sm",
+    "clocks.current.memory",
+    "clocks_event_reasons.active",
+    "clocks_event_reasons.gpu_idle",
+    "clocks_event_reasons.applications_clocks_setting",
+    "clocks_event_reasons.sw_power_cap",
+    "clocks_event_reasons.hw_slowdown",
+    "clocks_event_reasons.sync_boost",
+    "clocks_event_reasons.sw_thermal_slowdown",
+    "clocks_event_reasons.hw_thermal_slowdown",
+    "clocks_event_reasons.hw_power_brake_slowdown",
+    "clocks_event_reasons_counters.sw_power_cap",
+    "clocks_event_reasons_counters.sync_boost",
+    "clocks_event_reasons_counters.sw_thermal_slowdown",
+    "clocks_event_reasons_counters.hw_thermal_slowdown",
+    "clocks_event_reasons_counters.hw_power_brake_slowdown",
+    "power.draw",
+    "enforced.power.limit",
+    "power.limit",
+    "utilization.gpu",
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "memory.reserved",
+    "ecc.errors.corrected.volatile.total",
+    "ecc.errors.uncorrected.volatile.total",
+];
+
+/// The pre-535 spelling of the `clocks_event_reasons.*` fields.
+const THROTTLE_FIELDS: &[&str] = &[
+    "clocks_throttle_reasons.active",
+    "clocks_throttle_reasons.gpu_idle",
+    "clocks_throttle_reasons.applications_clocks_setting",
+    "clocks_throttle_reasons.sw_power_cap",
+    "clocks_throttle_reasons.hw_slowdown",
+    "clocks_throttle_reasons.sync_boost",
+    "clocks_throttle_reasons.sw_thermal_slowdown",
+    "clocks_throttle_reasons.hw_thermal_slowdown",
+    "clocks_throttle_reasons.hw_power_brake_slowdown",
+];
+
+/// Query aliases (`--help-query-gpu` lists them as `"a" or "b"`) and the
+/// name nvidia-smi prints in the header for them.
+const ALIASES: &[(&str, &str)] = &[
+    ("gpu_name", "name"),
+    ("gpu_serial", "serial"),
+    ("gpu_uuid", "uuid"),
+    ("gpu_bus_id", "pci.bus_id"),
+    ("clocks.gr", "clocks.current.graphics"),
+    ("clocks.sm", "clocks.current.sm"),
+    ("clocks.mem", "clocks.current.memory"),
+    ("clocks.video", "clocks.current.video"),
+    ("clocks.max.gr", "clocks.max.graphics"),
+    ("clocks.max.mem", "clocks.max.memory"),
+];
+
+const MIB: f64 = 1024.0 * 1024.0;
+const MHZ: f64 = 1e6;
+
+/// The one name a column goes by, whatever spelling produced it: drops a
+/// ` [unit]` suffix, resolves aliases, and maps the old
+/// `clocks_throttle_reasons` prefix to `clocks_event_reasons`.
+pub fn canonical_field(name: &str) -> String {
+    let name = name.trim();
+    let name = match name.split_once(" [") {
+        Some((field, unit)) if unit.ends_with(']') => field.trim(),
+        _ => name,
+    };
+    if let Some(rest) = name.strip_prefix("clocks_throttle_reasons.") {
+        return format!("clocks_event_reasons.{rest}");
+    }
+    ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == name)
+        .map_or(name, |(_, canonical)| canonical)
+        .to_string()
+}
+
+/// The fields of [`FIELDS`] this driver knows, given its
+/// `nvidia-smi --help-query-gpu` output. One unknown field fails the whole
+/// query, so a field the help does not name is left out; the
+/// clock-event fields fall back to the `clocks_throttle_reasons.*` spelling
+/// when only that one is listed.
+pub fn supported_fields(help_query_gpu_output: &str) -> Vec<&'static str> {
+    // Field names are the quoted words on lines that start with a quote
+    // (`"name" or "gpu_name"`). Descriptions quote values too ("Enabled"),
+    // but those never equal a field we want.
+    let known: HashSet<&str> = help_query_gpu_output
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('"'))
+        .flat_map(|l| l.split('"').skip(1).step_by(2))
+        .collect();
+    FIELDS
+        .iter()
+        .filter_map(|&field| {
+            if known.contains(field) {
+                return Some(field);
+            }
+            let reason = field.strip_prefix("clocks_event_reasons.")?;
+            THROTTLE_FIELDS
+                .iter()
+                .copied()
+                .find(|old| old.strip_prefix("clocks_throttle_reasons.") == Some(reason))
+                .filter(|old| known.contains(old))
+        })
+        .collect()
+}
+
+/// True for the spellings nvidia-smi uses for "no value": `[N/A]`,
+/// `[Not Supported]`, `[Unknown Error]`, ... (any bracketed text), a bare
+/// `N/A`, and an empty cell.
+pub fn is_missing(cell: &str) -> bool {
+    let cell = cell.trim();
+    cell.is_empty() || cell == "N/A" || (cell.starts_with('[') && cell.ends_with(']'))
+}
+
+/// A number with an optional unit (`250.00 W`, `250.00`). A unit other than
+/// `unit`, a missing value or anything that is not a finite number is
+/// `None`.
+pub fn parse_number(cell: &str, unit: &str) -> Option<f64> {
+    let cell = cell.trim();
+    if is_missing(cell) {
+        return None;
+    }
+    let number = match cell.split_once(' ') {
+        Some((n, u)) if u.trim() == unit => n,
+        Some(_) => return None,
+        None => cell,
+    };
+    number.parse::<f64>().ok().filter(|v| v.is_finite())
+}
+
+/// A hex bit mask such as `0x0000000000000040`.
+pub fn parse_mask(cell: &str) -> Option<u64> {
+    let hex = cell.trim().strip_prefix("0x")?;
+    if hex.is_empty() || hex.len() > 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// `Active`/`Not Active`, `Enabled`/`Disabled`, `Yes`/`No`, `On`/`Off`.
+pub fn parse_flag(cell: &str) -> Option<bool> {
+    match cell.trim() {
+        "Active" | "Enabled" | "Yes" | "On" => Some(true),
+        "Not Active" | "Disabled" | "No" | "Off" => Some(false),
+        _ => None,
+    }
+}
+
+/// A performance state `P0` (fastest) to `P15`.
+pub fn parse_pstate(cell: &str) -> Option<u8> {
+    let n = cell.trim().strip_prefix('P')?;
+    if n.is_empty() || n.len() > 2 || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse::<u8>().ok().filter(|&p| p <= 15)
+}
+
+fn cells(line: &str) -> Vec<&str> {
+    line.split(',').map(str::trim).collect()
+}
+
+/// Whether a line reads as the CSV header: either exactly the queried
+/// fields, or every cell shaped like a field name (a letter, then letters,
+/// digits, `_` and `.`, then an optional ` [unit]`) with at least one
+/// holding a `.` or being one of [`FIELDS`]. Value rows fail this: numbers
+/// start with a digit, names and UUIDs hold spaces or dashes, `[N/A]` a
+/// bracket.
+fn is_header(cells: &[&str], queried: &[&str]) -> bool {
+    if !queried.is_empty()
+        && cells.len() == queried.len()
+        && cells
+            .iter()
+            .zip(queried)
+            .all(|(c, q)| canonical_field(c) == canonical_field(q))
+    {
+        return true;
+    }
+    let name_shaped = |c: &str| {
+        let name = match c.split_once(" [") {
+            Some((n, u)) if u.ends_with(']') => n,
+            _ => c,
+        };
+        let mut bytes = name.bytes();
+        bytes.next().is_some_and(|b| b.is_ascii_alphabetic())
+            && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    };
+    cells.iter().all(|c| name_shaped(c))
+        && cells.iter().any(|c| {
+            let c = canonical_field(c);
+            c.contains('.') || FIELDS.contains(&c.as_str())
+        })
+}
+
+/// How rows of one GPU are recognised in `-l` loop output.
+#[derive(PartialEq)]
+enum Key {
+    Index(u32),
+    Uuid(String),
+    Row(usize),
+}
+
+/// Parses `--query-gpu` CSV output into GPUs, with or without header and
+/// units.
+///
+/// With a header, columns map by their (canonical) header name and
+/// `queried` is not needed; without one, they map by `queried`, which must
+/// then list exactly the fields asked for.
+///
+/// Loop output (`-l N`: one header, rows repeated) keeps the LAST row of
+/// each GPU, the newest reading. Rows belong to the same GPU when they
+/// share an `index` (else a `uuid`); with neither column every row is a
+/// GPU of its own. GPUs come back sorted by index; without an `index`
+/// column a GPU's index is its order of first appearance.
+///
+/// Structural problems (no rows, a row with the wrong number of values, an
+/// unreadable index) are an `Err` of one line; an unreadable or missing
+/// value leaves its reading `None`.
+pub fn parse(csv: &str, queried: &[&str]) -> Result<Vec<Gpu>, String> {
+    let mut lines = csv
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
+        .filter(|(_, l)| !l.trim().is_empty());
+    let Some((first_no, first)) = lines.next() else {
+        return Err("nvidia-smi printed nothing".into());
+    };
+    let first_cells = cells(first);
+    let header = is_header(&first_cells, queried);
+    let columns: Vec<String> = if header {
+        first_cells.iter().map(|c| canonical_field(c)).collect()
+    } else if queried.is_empty() {
+        return Err("no CSV header and no queried field list to map the columns by".into());
+    } else {
+        queried.iter().map(|q| canonical_field(q)).collect()
+    };
+    let rows = (!header)
+        .then_some((first_no, first))
+        .into_iter()
+        .chain(lines)
+        // A repeated header (outputs of several runs concatenated) is no GPU.
+        .filter(|(_, l)| !(header && *l == first));
+    let row = Row::new(&columns);
+    let mut gpus: Vec<(Key, Gpu)> = Vec::new();
+    for (line_no, line) in rows {
+        let values = cells(line);
+        if values.len() != columns.len() {
+            if values.len() == 1 {
+                return Err(format!("line {line_no}: not CSV: {}", clip(line)));
+            }
+            return Err(format!(
+                "line {line_no}: {} values for {} columns",
+                values.len(),
+                columns.len()
+            ));
+        }
+        let (key, mut gpu) = row
+            .gpu(&values, gpus.len())
+            .map_err(|e| format!("line {line_no}: {e}"))?;
+        match gpus.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, old)) => {
+                gpu.index = old.index;
+                *old = gpu;
+            }
+            None => gpus.push((key, gpu)),
+        }
+    }
+    if gpus.is_empty() {
+        return Err("nvidia-smi printed a header but no GPU rows".into());
+    }
+    let mut gpus: Vec<Gpu> = gpus.into_iter().map(|(_, g)| g).collect();
+    gpus.sort_by_key(|g| g.index);
+    Ok(gpus)
+}
+
+/// At most 120 characters of untrusted text, for an error message.
+fn clip(s: &str) -> String {
+    let mut out: String = s.chars().take(120).collect();
+    if out.len() < s.len() {
+        out.push_str("...");
+    }
+    out
+}
+
+/// Column positions of the fields a row turns into readings.
+struct Row {
+    index: Option<usize>,
+    uuid: Option<usize>,
+    name: Option<usize>,
+    bus_id: Option<usize>,
+    driver: Option<usize>,
+    temp: Option<usize>,
+    mem_temp: Option<usize>,
+    sm_clock: Option<usize>,
+    sm_clock_max: Option<usize>,
+    mem_clock: Option<usize>,
+    mask: Option<usize>,
+    /// `clocks_event_reasons.<reason>` columns, in bit order.
+    reasons: [Option<usize>; 9],
+    /// `clocks_event_reasons_counters.<reason>` columns, in bit order.
+    counters: [Option<usize>; 9],
+    power: Option<usize>,
+    enforced_limit: Option<usize>,
+    limit: Option<usize>,
+    util: Option<usize>,
+    mem_total: Option<usize>,
+    mem_used: Option<usize>,
+    mem_free: Option<usize>,
+    mem_reserved: Option<usize>,
+    ecc_corrected: Option<usize>,
+    ecc_uncorrected: Option<usize>,
+}
+
+impl Row {
+    fn new(columns: &[String]) -> Row {
+        let col = |name: &str| columns.iter().position(|c| c == name);
+        Row {
+            index: col("index"),
+            uuid: col("uuid"),
+            name: col("name"),
+            bus_id: col("pci.bus_id"),
+            driver: col("driver_version"),
+            temp: col("temperature.gpu"),
+            mem_temp: col("temperature.memory"),
+            sm_clock: col("clocks.current.sm"),
+            sm_clock_max: col("clocks.max.sm"),
+            mem_clock: col("clocks.current.memory"),
+            mask: col("clocks_event_reasons.active"),
+            reasons: CLOCK_EVENT_REASONS.map(|r| col(&format!("clocks_event_reasons.{r}"))),
+            counters: CLOCK_EVENT_REASONS
+                .map(|r| col(&format!("clocks_event_reasons_counters.{r}"))),
+            power: col("power.draw"),
+            enforced_limit: col("enforced.power.limit"),
+            limit: col("power.limit"),
+            util: col("utilization.gpu"),
+            mem_total: col("memory.total"),
+            mem_used: col("memory.used"),
+            mem_free: col("memory.free"),
+            mem_reserved: col("memory.reserved"),
+            ecc_corrected: col("ecc.errors.corrected.volatile.total"),
+            ecc_uncorrected: col("ecc.errors.uncorrected.volatile.total"),
+        }
+    }
+
+    fn gpu(&self, values: &[&str], position: usize) -> Result<(Key, Gpu), String> {
+        let cell = |c: Option<usize>| c.and_then(|i| values.get(i)).copied();
+        let text = |c: Option<usize>| {
+            cell(c)
+                .filter(|v| !is_missing(v))
+                .unwrap_or_default()
+                .to_string()
+        };
+        let num = |c: Option<usize>, unit: &str| cell(c).and_then(|v| parse_number(v, unit));
+        let uuid = text(self.uuid);
+        let (key, index) = match cell(self.index) {
+            Some(v) => {
+                let i = v
+                    .parse::<u32>()
+                    .map_err(|_| format!("index {:?} is not a GPU index", clip(v)))?;
+                (Key::Index(i), i)
+            }
+            None if !uuid.is_empty() => (Key::Uuid(uuid.clone()), position as u32),
+            None => (Key::Row(position), position as u32),
+        };
+        // The mask column when it reads; otherwise the per-reason columns,
+        // when at least one of them reads.
+        let from_reasons = self
+            .reasons
+            .iter()
+            .zip(CLOCK_EVENT_REASONS)
+            .filter_map(|(&c, r)| Some((parse_flag(cell(c)?)?, clock_event_bit(r)?)))
+            .fold(None, |m: Option<u64>, (on, bit)| {
+                Some(m.unwrap_or(0) | if on { bit } else { 0 })
+            });
+        let clocks_event_mask = cell(self.mask).and_then(parse_mask).or(from_reasons);
+        let readings = Readings {
+            temperature_celsius: num(self.temp, "C"),
+            memory_temperature_celsius: num(self.mem_temp, "C"),
+            sm_clock_hertz: num(self.sm_clock, "MHz").map(|v| v * MHZ),
+            sm_clock_max_hertz: num(self.sm_clock_max, "MHz").map(|v| v * MHZ),
+            memory_clock_hertz: num(self.mem_clock, "MHz").map(|v| v * MHZ),
+            clocks_event_mask,
+            power_usage_watts: num(self.power, "W"),
+            power_limit_watts: num(self.enforced_limit, "W").or(num(self.limit, "W")),
+            utilization_ratio: num(self.util, "%").map(|v| v / 100.0),
+            memory_total_bytes: num(self.mem_total, "MiB").map(|v| v * MIB),
+            memory_used_bytes: num(self.mem_used, "MiB").map(|v| v * MIB),
+            memory_free_bytes: num(self.mem_free, "MiB").map(|v| v * MIB),
+            memory_reserved_bytes: num(self.mem_reserved, "MiB").map(|v| v * MIB),
+            ecc_corrected_total: num(self.ecc_corrected, ""),
+            ecc_uncorrected_total: num(self.ecc_uncorrected, ""),
+            clocks_event_seconds_total: self.counters.map(|c| num(c, "us").map(|v| v / 1e6)),
+            ..Readings::default()
+        };
+        let gpu = Gpu {
+            index,
+            uuid,
+            model: text(self.name),
+            pci_bus_id: text(self.bus_id),
+            driver_version: text(self.driver),
+            up: true,
+            readings,
+            mig: Vec::new(),
+        };
+        Ok((key, gpu))
+    }
+}
+
+/// Most bytes read from one nvidia-smi run; a full query is ~10 KiB a GPU.
+const OUTPUT_LIMIT: u64 = 16 << 20;
+
+/// The nvidia-smi source. Each collection runs one nvidia-smi with a hard
+/// timeout; the first also asks `--help-query-gpu` which fields to query.
+pub struct Smi {
+    path: PathBuf,
+    timeout: Duration,
+    /// What [`supported_fields`] chose; asked again after a query fails on
+    /// an invalid field (a driver upgrade).
+    fields: Option<Vec<&'static str>>,
+    /// A timed-out nvidia-smi that SIGKILL has not ended yet (a process
+    /// blocked in the driver dies only when the driver lets go). No new one
+    /// starts until it is gone, so hung runs never pile up.
+    stuck: Option<Child>,
+}
+
+impl Smi {
+    pub fn new(path: PathBuf, timeout: Duration) -> Smi {
+        Smi {
+            path,
+            timeout,
+            fields: None,
+            stuck: None,
+        }
+    }
+
+    /// Runs nvidia-smi with `args`; its stdout on success.
+    fn run(&mut self, args: &[&str]) -> Result<String, SourceError> {
+        let err = |m: String| SourceError(format!("smi: {m}"));
+        if let Some(old) = &mut self.stuck {
+            match old.try_wait() {
+                Ok(None) => {
+                    return Err(err(format!(
+                        "nvidia-smi (pid {}) killed after timing out has not exited yet; not starting another",
+                        old.id()
+                    )));
+                }
+                Ok(Some(_)) | Err(_) => self.stuck = None,
+            }
+        }
+        let mut child = Command::new(&self.path)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| err(format!("cannot run {}: {e}", self.path.display())))?;
+        let deadline = Instant::now() + self.timeout;
+        // Readers drain the pipes so a big output cannot block the child.
+        // They are never joined: a grandchild may hold a pipe open past the
+        // deadline, and waiting on it would defeat the timeout.
+        let stdout = drain(child.stdout.take());
+        let stderr = drain(child.stderr.take());
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Ok(None) => {
+                    self.kill(child);
+                    return Err(err(format!(
+                        "nvidia-smi did not finish within {:?}; killed it",
+                        self.timeout
+                    )));
+                }
+                Err(e) => {
+                    self.kill(child);
+                    return Err(err(format!("waiting for nvidia-smi: {e}")));
+                }
+            }
+        };
+        // The child has exited, so its pipes are closing: a short grace past
+        // the deadline only covers a run that ended right at it.
+        let left = || {
+            deadline
+                .saturating_duration_since(Instant::now())
+                .max(Duration::from_millis(500))
+        };
+        let out = stdout.recv_timeout(left()).unwrap_or_default();
+        if status.success() {
+            return String::from_utf8(out)
+                .map_err(|_| err("nvidia-smi printed something that is not UTF-8".into()));
+        }
+        let errout = stderr.recv_timeout(left()).unwrap_or_default();
+        let message = [errout, out]
+            .iter()
+            .flat_map(|b| {
+                String::from_utf8_lossy(b)
+                    .lines()
+                    .map(str::to_string)
+                    .collect::<Vec<_>>()
+            })
+            .find(|l| !l.trim().is_empty())
+            .map(|l| clip(l.trim()))
+            .unwrap_or_else(|| "no message".into());
+        Err(err(format!("nvidia-smi failed ({status}): {message}")))
+    }
+
+    /// SIGKILL, then reap for up to a second; one that outlives that is kept
+    /// in `stuck`.
+    fn kill(&mut self, mut child: Child) {
+        let _ = child.kill();
+        for _ in 0..100 {
+            if !matches!(child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        log::warn!(
+            "smi: nvidia-smi (pid {}) survived SIGKILL for 1s",
+            child.id()
+        );
+        self.stuck = Some(child);
+    }
+}
+
+/// Reads a pipe to its end (at most [`OUTPUT_LIMIT`]) on a thread.
+fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
+    if let Some(pipe) = pipe {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            let _ = pipe.take(OUTPUT_LIMIT).read_to_end(&mut buf);
+            let _ = tx.send(buf);
+        });
+    }
+    rx
+}
+
+impl Source for Smi {
+    fn name(&self) -> &'static str {
+        "smi"
+    }
+
+    fn collect(&mut self, _at: f64) -> Result<Vec<Gpu>, SourceError> {
+        let fields = match self.fields.clone() {
+            Some(f) => f,
+            None => {
+                let help = self.run(&["--help-query-gpu"])?;
+                let f = supported_fields(&help);
+                if f.is_empty() {
+                    return Err(SourceError(
+                        "smi: nvidia-smi --help-query-gpu lists none of the fields we read".into(),
+                    ));
+                }
+                self.fields = Some(f.clone());
+                f
+            }
+        };
+        let query = format!("--query-gpu={}", fields.join(","));
+        let csv = match self.run(&[&query, "--format=csv,nounits"]) {
+            Ok(csv) => csv,
+            Err(e) => {
+                if e.0.contains("not a valid field") {
+                    self.fields = None;
+                }
+                return Err(e);
+            }
+        };
+        parse(&csv, &fields).map_err(|e| SourceError(format!("smi: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/tests/fixtures/nvidia-smi/",
+                $name
+            ))
+        };
+    }
+
+    const H100_IDLE: &str = fixture!("querygpu_h100-80gb-hbm3_590.48.01_idle.csv");
+    const H100_MIG: &str = fixture!("querygpu_h100-80gb-hbm3-MIG_590.48.01_load.csv");
+    const RTX4080: &str = fixture!("querygpu_rtx4080super_595.71.05_load.csv");
+    const RTX2080S_WIN: &str = fixture!("querygpu_rtx2080super_windows-wddm_610.62_idle.csv");
+    const THROTTLE: &str = fixture!("querygpu_rtx2080super_465.27_throttle-naming.csv");
+    const P100: &str = fixture!("querygpu_tesla-p100-pcie-16gb_csv-nounits_netdata.csv");
+    const V100_LOOP: &str = fixture!("querygpu_v100-32gb_loop-l5_aau-aicloud-docs.csv");
+    const GTX770: &str =
+        fixture!("querygpu_gtx770_windows_noheader_not-supported_Megaminer-235.csv");
+    const I3_NA: &str = fixture!("querygpu_unknown-2GB_noheader-nounits_NA_i3pystatus-776.csv");
+    const I3_NS: &str = fixture!(
+        "querygpu_unknown-2GB_noheader-nounits_not-supported-olddriver_i3pystatus-776.csv"
+    );
+    const MINDMINER: &str =
+        fixture!("querygpu_rtx2080ti_windows-442.19_nounits_unknown-error_MindMiner-627.csv");
+    const GPU_UTILS: &str =
+        fixture!("querygpu_rtx2080_440.64_noheader-nounits_bare-NA_gpu-utils-83.csv");
+
+    // Queried field lists of the headerless fixtures, from SOURCES.md.
+    const GTX770_FIELDS: &[&str] = &[
+        "gpu_name",
+        "utilization.gpu",
+        "utilization.memory",
+        "temperature.gpu",
+        "power.draw",
+        "power.limit",
+        "fan.speed",
+        "pstate",
+        "clocks.current.graphics",
+        "clocks.current.memory",
+        "power.max_limit",
+        "power.default_limit",
+    ];
+    const I3_FIELDS: &[&str] = &[
+        "memory.total",
+        "memory.free",
+        "memory.used",
+        "temperature.gpu",
+        "fan.speed",
+        "utilization.gpu",
+        "utilization.memory",
+    ];
+    const GPU_UTILS_FIELDS: &[&str] = &[
+        "power.limit",
+        "power.min_limit",
+        "power.max_limit",
+        "memory.total",
+        "vbios_version",
+        "driver_version",
+        "name",
+        "gpu_uuid",
+        "power.draw",
+        "temperature.gpu",
+        "temperature.memory",
+        "clocks.current.graphics",
+        "clocks.sm",
+        "clocks.mem",
+        "utilization.gpu",
+        "utilization.memory",
+        "fan.speed",
+        "pcie.link.width.current",
+        "pstate",
+    ];
+
+    /// Every fixture in tests/fixtures/nvidia-smi, with the field list to
+    /// give `parse` (empty where the file has a header).
+    const ALL: &[(&str, &str, &[&str])] = &[
+        ("h100 idle", H100_IDLE, &[]),
+        ("h100 mig", H100_MIG, &[]),
+        ("rtx4080", RTX4080, &[]),
+        ("rtx2080s windows", RTX2080S_WIN, &[]),
+        ("throttle naming", THROTTLE, &[]),
+        ("p100", P100, &[]),
+        ("v100 loop", V100_LOOP, &[]),
+        ("gtx770", GTX770, GTX770_FIELDS),
+        ("i3 N/A", I3_NA, I3_FIELDS),
+        ("i3 not supported", I3_NS, I3_FIELDS),
+        ("mindminer", MINDMINER, &[]),
+        ("gpu-utils", GPU_UTILS, GPU_UTILS_FIELDS),
+    ];
+
+    fn one(csv: &str, queried: &[&str]) -> Gpu {
+        let mut gpus = parse(csv, queried).unwrap();
+        assert_eq!(gpus.len(), 1);
+        gpus.remove(0)
+    }
+
+    #[test]
+    fn every_fixture_parses_into_one_gpu() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nvidia-smi");
+        let on_disk = std::fs::read_dir(dir).unwrap().count();
+        assert_eq!(on_disk, ALL.len(), "a fixture file is not in ALL");
+        for (what, csv, queried) in ALL {
+            let gpus = parse(csv, queried).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(gpus.len(), 1, "{what}");
+            assert!(gpus[0].up, "{what}");
+            assert_eq!(gpus[0].readings.xid_errors, None, "{what}");
+        }
+    }
+
+    #[test]
+    fn h100_idle_reads_every_field() {
+        let g = one(H100_IDLE, &[]);
+        assert_eq!(g.index, 0);
+        assert_eq!(g.model, "NVIDIA H100 80GB HBM3");
+        assert_eq!(g.uuid, "GPU-00000000-0000-0000-0000-000000000000");
+        assert_eq!(g.pci_bus_id, "00000000:00:09.0");
+        assert_eq!(g.driver_version, "590.48.01");
+        let r = &g.readings;
+        assert_eq!(r.temperature_celsius, Some(41.0));
+        assert_eq!(r.memory_temperature_celsius, Some(48.0));
+        assert_eq!(r.sm_clock_hertz, Some(345e6));
+        assert_eq!(r.sm_clock_max_hertz, Some(1980e6));
+        assert_eq!(r.memory_clock_hertz, Some(2619e6));
+        assert_eq!(r.clocks_event_mask, Some(0x1));
+        assert_eq!(r.throttled(), Some(false));
+        assert_eq!(r.power_usage_watts, Some(69.85));
+        assert_eq!(r.power_limit_watts, Some(700.0));
+        assert_eq!(r.utilization_ratio, Some(0.0));
+        assert_eq!(r.memory_total_bytes, Some(81559.0 * MIB));
+        assert_eq!(r.memory_total_bytes, Some(85_520_809_984.0));
+        assert_eq!(r.memory_used_bytes, Some(0.0));
+        assert_eq!(r.memory_free_bytes, Some(81081.0 * MIB));
+        assert_eq!(r.memory_reserved_bytes, Some(479.0 * MIB));
+        assert_eq!(r.ecc_corrected_total, Some(0.0));
+        assert_eq!(r.ecc_uncorrected_total, Some(0.0));
+        // Counters exist for sw_power_cap, sync_boost, sw/hw thermal and
+        // power brake only.
+        let have: Vec<bool> = r
+            .clocks_event_seconds_total
+            .iter()
+            .map(Option::is_some)
+            .collect();
+        assert_eq!(
+            have,
+            [false, false, true, false, true, true, true, true, false]
+        );
+        assert_eq!(r.clocks_event_seconds_total[2], Some(0.0));
+    }
+
+    #[test]
+    fn mig_and_consumer_cards() {
+        let g = one(H100_MIG, &[]);
+        // utilization.gpu is [N/A] under MIG.
+        assert_eq!(g.readings.utilization_ratio, None);
+        assert_eq!(g.readings.temperature_celsius, Some(53.0));
+        assert_eq!(g.readings.memory_used_bytes, Some(11125.0 * MIB));
+        assert_eq!(g.readings.power_usage_watts, Some(433.78));
+        assert_eq!(g.readings.clocks_event_mask, Some(0));
+
+        let g = one(RTX4080, &[]);
+        assert_eq!(g.model, "NVIDIA GeForce RTX 4080 SUPER");
+        assert_eq!(g.readings.utilization_ratio, Some(0.07));
+        assert_eq!(g.readings.memory_temperature_celsius, None); // bare N/A
+        assert_eq!(g.readings.ecc_corrected_total, None); // [N/A]
+        assert_eq!(g.readings.memory_clock_hertz, Some(11251e6));
+        assert_eq!(g.readings.sm_clock_max_hertz, Some(3165e6));
+
+        let g = one(RTX2080S_WIN, &[]);
+        assert_eq!(g.readings.memory_total_bytes, Some(8192.0 * MIB));
+        assert_eq!(g.readings.temperature_celsius, Some(40.0));
+        assert_eq!(g.readings.clocks_event_mask, Some(0x1));
+    }
+
+    #[test]
+    fn old_throttle_naming() {
+        let g = one(THROTTLE, &[]);
+        assert_eq!(g.driver_version, "465.27");
+        assert_eq!(g.readings.clocks_event_mask, Some(0x1));
+        assert_eq!(g.readings.temperature_celsius, Some(32.0));
+        assert_eq!(g.readings.memory_temperature_celsius, None);
+        assert_eq!(g.readings.memory_total_bytes, Some(7979.0 * MIB));
+        assert_eq!(g.readings.power_limit_watts, Some(250.0));
+        assert_eq!(g.readings.ecc_uncorrected_total, None);
+        assert_eq!(g.readings.clocks_event_seconds_total, [None; 9]);
+
+        // Per-reason columns in the old spelling build the mask too.
+        let csv = "index, clocks_throttle_reasons.gpu_idle, clocks_throttle_reasons.hw_slowdown\n\
+                   0, Not Active, Active\n";
+        assert_eq!(one(csv, &[]).readings.clocks_event_mask, Some(0x8));
+    }
+
+    #[test]
+    fn headerless_fixtures_map_by_the_queried_list() {
+        let g = one(GPU_UTILS, GPU_UTILS_FIELDS);
+        assert_eq!(g.model, "GeForce RTX 2080");
+        assert_eq!(g.uuid, "GPU-22b2c6ac-2d49-4863-197c-9c469071178a");
+        assert_eq!(g.driver_version, "440.64");
+        assert_eq!(g.readings.power_limit_watts, Some(200.0));
+        assert_eq!(g.readings.memory_total_bytes, Some(7979.0 * MIB));
+        assert_eq!(g.readings.power_usage_watts, Some(176.98));
+        assert_eq!(g.readings.temperature_celsius, Some(45.0));
+        assert_eq!(g.readings.memory_temperature_celsius, None);
+        // Aliases clocks.sm and clocks.mem.
+        assert_eq!(g.readings.sm_clock_hertz, Some(1965e6));
+        assert_eq!(g.readings.memory_clock_hertz, Some(7199e6));
+        assert_eq!(g.readings.utilization_ratio, Some(0.86));
+
+        let g = one(GTX770, GTX770_FIELDS);
+        assert_eq!(g.index, 0);
+        assert_eq!(g.model, "GeForce GTX 770");
+        assert_eq!(g.readings.utilization_ratio, None); // [Not Supported]
+        assert_eq!(g.readings.power_usage_watts, None);
+        assert_eq!(g.readings.temperature_celsius, Some(52.0));
+        assert_eq!(g.readings.memory_clock_hertz, None);
+
+        for csv in [I3_NA, I3_NS] {
+            let g = one(csv, I3_FIELDS);
+            assert_eq!(g.readings.memory_total_bytes, Some(2004.0 * MIB));
+            assert_eq!(g.readings.memory_free_bytes, Some(2004.0 * MIB));
+            assert_eq!(g.readings.memory_used_bytes, Some(0.0));
+            assert_eq!(g.readings.temperature_celsius, Some(44.0));
+            assert_eq!(g.readings.utilization_ratio, Some(0.0));
+        }
+
+        // Word-like values are not mistaken for a header.
+        let g = one("P0, Enabled\n", &["pstate", "display_mode"]);
+        assert_eq!(g.index, 0);
+        let g = one("3, 45\n", &["index", "temperature.gpu"]);
+        assert_eq!((g.index, g.readings.temperature_celsius), (3, Some(45.0)));
+
+        // Without the list there is nothing to map the columns by.
+        assert!(parse(GPU_UTILS, &[]).unwrap_err().contains("no CSV header"));
+        // A wrong list is caught by the column count.
+        assert!(
+            parse(GPU_UTILS, I3_FIELDS)
+                .unwrap_err()
+                .contains("19 values for 7 columns")
+        );
+    }
+
+    #[test]
+    fn nounits_header_and_odd_layouts() {
+        // nounits, no trailing newline, no index column.
+        let g = one(P100, &[]);
+        assert_eq!(g.index, 0);
+        assert_eq!(g.model, "Tesla P100-PCIE-16GB");
+        assert_eq!(g.readings.memory_reserved_bytes, Some(103.0 * MIB));
+        assert_eq!(g.readings.memory_total_bytes, None); // not queried
+        assert_eq!(g.readings.temperature_celsius, Some(37.0));
+        assert_eq!(g.readings.sm_clock_hertz, Some(405e6));
+        assert_eq!(g.readings.power_usage_watts, Some(28.16));
+
+        // A blank line after the header; [Unknown Error] in a column we skip.
+        let g = one(MINDMINER, &[]);
+        assert_eq!(g.model, "GeForce RTX 2080 Ti");
+        assert_eq!(g.readings.utilization_ratio, Some(1.0));
+        assert_eq!(g.readings.power_limit_watts, Some(210.0));
+        assert_eq!(g.readings.memory_clock_hertz, Some(6800e6));
+    }
+
+    #[test]
+    fn loop_output_keeps_the_last_row_per_gpu() {
+        let g = one(V100_LOOP, &[]);
+        assert_eq!(g.readings.utilization_ratio, Some(0.98));
+        assert_eq!(g.readings.memory_total_bytes, Some(32480.0 * MIB));
+        assert_eq!(g.readings.memory_used_bytes, Some(30994.0 * MIB));
+
+        let csv = "index, temperature.gpu, memory.total [MiB]\n\
+                   1, 50, 100 MiB\n0, 40, 100 MiB\n1, 51, 100 MiB\n\
+                   index, temperature.gpu, memory.total [MiB]\n0, 41, [N/A]\n";
+        let gpus = parse(csv, &[]).unwrap();
+        let got: Vec<_> = gpus
+            .iter()
+            .map(|g| {
+                (
+                    g.index,
+                    g.readings.temperature_celsius,
+                    g.readings.memory_total_bytes,
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [(0, Some(41.0), None), (1, Some(51.0), Some(100.0 * MIB))]
+        );
+
+        // No index: rows of one uuid are one GPU, indexed by first sighting.
+        let csv = "uuid, temperature.gpu\nGPU-a, 1\nGPU-b, 2\nGPU-a, 3\n";
+        let got: Vec<_> = parse(csv, &[])
+            .unwrap()
+            .iter()
+            .map(|g| (g.index, g.uuid.clone(), g.readings.temperature_celsius))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (0, "GPU-a".into(), Some(3.0)),
+                (1, "GPU-b".into(), Some(2.0))
+            ]
+        );
+    }
+
+    #[test]
+    fn header_aliases_and_units() {
+        let csv = "gpu_name, gpu_uuid, gpu_bus_id, clocks.sm [MHz], clocks.mem [MHz], \
+                   utilization.gpu [%], power.draw [W], temperature.gpu\n\
+                   NVIDIA A100, GPU-x, 00000000:3B:00.0, 1410 MHz, 1215 MHz, 35 %, 250.00 W, 45 C\r\n";
+        let g = one(csv, &[]);
+        assert_eq!(g.model, "NVIDIA A100");
+        assert_eq!(g.uuid, "GPU-x");
+        assert_eq!(g.pci_bus_id, "00000000:3B:00.0");
+        assert_eq!(g.readings.sm_clock_hertz, Some(1410e6));
+        assert_eq!(g.readings.memory_clock_hertz, Some(1215e6));
+        assert_eq!(g.readings.utilization_ratio, Some(0.35));
+        assert_eq!(g.readings.power_usage_watts, Some(250.0));
+        assert_eq!(g.readings.temperature_celsius, Some(45.0));
+    }
+
+    #[test]
+    fn clock_event_mask_sources() {
+        // From the per-reason columns when there is no mask column.
+        let csv = "index, clocks_event_reasons.hw_slowdown, clocks_event_reasons.sw_thermal_slowdown, \
+                   clocks_event_reasons.gpu_idle\n0, Active, Active, Not Active\n";
+        let r = one(csv, &[]).readings;
+        assert_eq!(r.clocks_event_mask, Some(0x28));
+        assert_eq!(r.throttled(), Some(true));
+        // The mask column wins when it reads; reasons fill in when it does not.
+        let csv = "index, clocks_event_reasons.active, clocks_event_reasons.hw_slowdown\n\
+                   0, 0x0000000000000040, Not Active\n1, [N/A], Active\n2, [N/A], [N/A]\n";
+        let masks: Vec<_> = parse(csv, &[])
+            .unwrap()
+            .iter()
+            .map(|g| g.readings.clocks_event_mask)
+            .collect();
+        assert_eq!(masks, [Some(0x40), Some(0x8), None]);
+    }
+
+    #[test]
+    fn missing_value_spellings_are_none() {
+        for missing in [
+            "[N/A]",
+            "N/A",
+            "[Not Supported]",
+            "[Insufficient Permissions]",
+            "[Unknown Error]",
+            "[Function Not Found]",
+            "[Requested functionality has been deprecated]",
+            "",
+        ] {
+            let csv = format!(
+                "index, temperature.gpu, clocks_event_reasons.active, name\n0, {missing}, {missing}, {missing}\n"
+            );
+            let g = one(&csv, &[]);
+            assert_eq!(g.readings.temperature_celsius, None, "{missing}");
+            assert_eq!(g.readings.clocks_event_mask, None, "{missing}");
+            assert_eq!(g.model, "", "{missing}");
+        }
+    }
+
+    #[test]
+    fn value_helpers() {
+        assert_eq!(parse_number("250.00 W", "W"), Some(250.0));
+        assert_eq!(parse_number("250.00", "W"), Some(250.0));
+        assert_eq!(parse_number("250.00 MHz", "W"), None);
+        assert_eq!(parse_number("-5 C", "C"), Some(-5.0));
+        for bad in ["inf", "NaN", "1e999", "12abc", "0x10", "W", " ", "1 2 W"] {
+            assert_eq!(parse_number(bad, "W"), None, "{bad}");
+        }
+        assert_eq!(parse_mask("0x0000000000000040"), Some(0x40));
+        assert_eq!(parse_mask("0x00000000000001FF"), Some(0x1ff));
+        for bad in ["0x", "40", "0x00000000000000040", "0xZZ", "0x-1", "[N/A]"] {
+            assert_eq!(parse_mask(bad), None, "{bad}");
+        }
+        assert_eq!(parse_flag("Enabled"), Some(true));
+        assert_eq!(parse_flag("Disabled"), Some(false));
+        assert_eq!(parse_flag("Yes"), Some(true));
+        assert_eq!(parse_flag("No"), Some(false));
+        assert_eq!(parse_flag("Active"), Some(true));
+        assert_eq!(parse_flag("Not Active"), Some(false));
+        assert_eq!(parse_flag("[N/A]"), None);
+        assert_eq!(parse_pstate("P0"), Some(0));
+        assert_eq!(parse_pstate("P8"), Some(8));
+        assert_eq!(parse_pstate("P12"), Some(12));
+        for bad in ["P", "P16", "P-1", "P+1", "P123", "8", "[N/A]", "p0"] {
+            assert_eq!(parse_pstate(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn structural_errors_are_one_line() {
+        let cases: &[(&str, &[&str], &str)] = &[
+            ("", &[], "printed nothing"),
+            ("\n\r\n  \n", &[], "printed nothing"),
+            ("index, temperature.gpu\n", &[], "no GPU rows"),
+            (
+                "index, temperature.gpu\n0, 1, 2\n",
+                &[],
+                "line 2: 3 values for 2 columns",
+            ),
+            (
+                "No devices were found\n",
+                &["index", "uuid"],
+                "line 1: not CSV: No devices were found",
+            ),
+            (
+                "\n\n0, GPU-a, 1\n",
+                &["index", "uuid"],
+                "line 3: 3 values for 2 columns",
+            ),
+            (
+                "index, temperature.gpu\nx, 40\n",
+                &[],
+                "line 2: index \"x\" is not a GPU index",
+            ),
+            (
+                "index, temperature.gpu\n-1, 40\n",
+                &[],
+                "is not a GPU index",
+            ),
+            ("\u{0}\u{1}garbage\u{7f}", &[], "no CSV header"),
+        ];
+        for (csv, queried, want) in cases {
+            let e = parse(csv, queried).unwrap_err();
+            assert!(e.contains(want), "{csv:?}: {e}");
+            assert!(!e.contains('\n'), "{csv:?}: {e}");
+        }
+        let long = format!("{}\n", "é".repeat(500));
+        let e = parse(&long, &["index", "uuid"]).unwrap_err();
+        assert!(e.len() < 400, "{e}");
+    }
+
+    #[test]
+    fn never_panics_on_cut_or_mangled_fixtures() {
+        for (_, csv, queried) in ALL {
+            let cuts = csv.char_indices().map(|(i, _)| i).step_by(3);
+            for cut in cuts {
+                let _ = parse(&csv[..cut], queried);
+                let _ = parse(&csv[cut..], queried);
+                let _ = parse(&csv[cut..], &[]);
+            }
+            let mangled: String = csv
+                .chars()
+                .enumerate()
+                .map(|(i, c)| match i % 11 {
+                    0 => ',',
+                    5 => '[',
+                    7 => '\u{2603}',
+                    _ => c,
+                })
+                .collect();
+            let _ = parse(&mangled, queried);
+        }
+    }
+
+    const HELP_NEW: &str = r#"List of valid properties to query for the switch "--query-gpu":
+
+"index"
+Zero based index of the GPU. Can change at each boot.
+
+"name" or "gpu_name"
+The official product name of the GPU.
+
+"display_mode"
+"Enabled" indicates an attached display. "Disabled" indicates otherwise.
+
+"clocks_event_reasons.active" or "clocks_throttle_reasons.active"
+Bitmask of active clock event reasons.
+
+"clocks_event_reasons.hw_slowdown" or "clocks_throttle_reasons.hw_slowdown"
+HW Slowdown is engaged.
+
+"temperature.gpu"
+ Core GPU temperature. in degrees C.
+"#;
+
+    const HELP_OLD: &str = r#"List of valid properties to query for the switch "--query-gpu=":
+
+"index"
+Zero based index of the GPU.
+
+"clocks_throttle_reasons.active"
+Bitmask of active clock throttle reasons.
+
+"clocks_throttle_reasons.sw_thermal_slowdown"
+SW Thermal capping algorithm is reducing clocks.
+
+"memory.total"
+Total installed GPU memory.
+"#;
+
+    #[test]
+    fn supported_fields_follow_the_driver() {
+        // In FIELDS order; "display_mode" and the quoted values are not ours.
+        assert_eq!(
+            supported_fields(HELP_NEW),
+            [
+                "index",
+                "name",
+                "temperature.gpu",
+                "clocks_event_reasons.active",
+                "clocks_event_reasons.hw_slowdown"
+            ]
+        );
+        assert_eq!(
+            supported_fields(HELP_OLD),
+            [
+                "index",
+                "clocks_throttle_reasons.active",
+                "clocks_throttle_reasons.sw_thermal_slowdown",
+                "memory.total"
+            ]
+        );
+        assert_eq!(supported_fields(""), Vec::<&str>::new());
+        assert_eq!(
+            supported_fields("\"Enabled\"\n\"0: Default\"\n"),
+            Vec::<&str>::new()
+        );
+    }
+
+    /// A fresh directory for fake nvidia-smi scripts.
+    fn temp_dir(what: &str) -> PathBuf {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let dir = std::env::temp_dir().join(format!(
+            "gpu-exporter-smi-{what}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn script(dir: &std::path::Path, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let path = dir.join("nvidia-smi");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    // One test for every run of a fake nvidia-smi: spawning while another
+    // test thread still has a freshly written script open fails with
+    // ETXTBSY, so these stay on one thread.
+    #[test]
+    fn runner_with_fake_nvidia_smi() {
+        let dir = temp_dir("runner");
+        let fixture = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/nvidia-smi/querygpu_rtx2080super_465.27_throttle-naming.csv"
+        );
+        let help = dir.join("help.txt");
+        std::fs::write(&help, HELP_OLD).unwrap();
+        let args = dir.join("args");
+        let good = script(
+            &dir,
+            &format!(
+                "echo \"$@\" >> '{args}'\ncase \"$1\" in\n\
+                 --help-query-gpu) cat '{help}' ;;\n\
+                 --query-gpu=*) cat '{fixture}' ;;\n\
+                 *) echo \"unexpected $1\" >&2; exit 2 ;;\nesac\n",
+                args = args.display(),
+                help = help.display(),
+            ),
+        );
+        let mut smi = Smi::new(good, Duration::from_secs(5));
+        assert_eq!(smi.name(), "smi");
+        let gpus = smi.collect(0.0).unwrap();
+        assert_eq!(gpus.len(), 1);
+        assert_eq!(gpus[0].readings.temperature_celsius, Some(32.0));
+        assert_eq!(gpus[0].readings.clocks_event_mask, Some(0x1));
+        smi.collect(0.0).unwrap();
+        // Help asked once; the query uses the old spelling this driver knows.
+        let calls = std::fs::read_to_string(&args).unwrap();
+        assert_eq!(
+            calls,
+            "--help-query-gpu\n\
+             --query-gpu=index,clocks_throttle_reasons.active,clocks_throttle_reasons.sw_thermal_slowdown,memory.total --format=csv,nounits\n\
+             --query-gpu=index,clocks_throttle_reasons.active,clocks_throttle_reasons.sw_thermal_slowdown,memory.total --format=csv,nounits\n"
+        );
+
+        // Hangs on the query: killed at the timeout, and the next
+        // collection starts a new run rather than waiting on the old one.
+        let hang = script(
+            &dir,
+            &format!(
+                "case \"$1\" in --help-query-gpu) cat '{}' ;; *) sleep 30 ;; esac\n",
+                help.display()
+            ),
+        );
+        let mut smi = Smi::new(hang, Duration::from_secs(1));
+        for _ in 0..2 {
+            let start = Instant::now();
+            let e = smi.collect(0.0).unwrap_err();
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{:?}",
+                start.elapsed()
+            );
+            assert!(e.0.contains("did not finish within 1s"), "{e}");
+            assert!(smi.stuck.is_none());
+        }
+
+        // A failing nvidia-smi: its message, one line.
+        let fail = script(
+            &dir,
+            "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'\nexit 9\n",
+        );
+        let e = Smi::new(fail, Duration::from_secs(5))
+            .collect(0.0)
+            .unwrap_err();
+        assert!(e.0.contains("could not communicate"), "{e}");
+        assert!(e.0.contains("exit status: 9"), "{e}");
+
+        let e = Smi::new(dir.join("missing"), Duration::from_secs(5))
+            .collect(0.0)
+            .unwrap_err();
+        assert!(e.0.contains("cannot run"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
