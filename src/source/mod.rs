@@ -2,6 +2,7 @@
 //! [`Source`] trait; blocking calls happen here, on the collector thread,
 //! never on a scrape.
 
+pub mod nvml;
 pub mod sim;
 
 use crate::snapshot::Gpu;
