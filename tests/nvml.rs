@@ -131,6 +131,11 @@ impl Spec {
     fn rx_kbps(&self) -> u64 {
         3000 + self.i
     }
+    /// GPM percentages: SM active, SM occupancy, DRAM active.
+    fn gpm(&self) -> [f64; 3] {
+        let i = self.i as f64;
+        [10.0 * i + 1.5, 5.0 * i + 2.25, 3.0 * i + 0.5]
+    }
 
     fn json(&self) -> String {
         let i = self.i;
@@ -141,7 +146,8 @@ impl Spec {
             "utilization":{{"gpu":{u},"memory":30}},
             "memory":{{"total":85520809984,"reserved":536870912,"free":{free},"used":{used}}},
             "ecc_corrected":{i},"ecc_uncorrected":{unc},"pcie_tx_kbps":{tx},"pcie_rx_kbps":{rx},
-            "pcie_replay":{rep}}}"#,
+            "pcie_replay":{rep},
+            "gpm":{{"sm_active":{g0},"sm_occupancy":{g1},"dram_active":{g2}}}}}"#,
             uuid = self.uuid(),
             bus = self.bus_id(),
             t = self.temperature(),
@@ -156,11 +162,14 @@ impl Spec {
             tx = self.tx_kbps(),
             rx = self.rx_kbps(),
             rep = 7 * i,
+            g0 = self.gpm()[0],
+            g1 = self.gpm()[1],
+            g2 = self.gpm()[2],
         )
     }
 
     /// Checks every reading the source takes from NVML, except the PCIe
-    /// counter, which depends on timing.
+    /// counter and GPM, which depend on timing.
     fn check(&self, g: &Gpu) {
         let i = self.i;
         let r = &g.readings;
@@ -213,9 +222,16 @@ impl Spec {
         assert_eq!(r.xid_last_timestamp_seconds, None, "{at}");
         // What NVML is not asked for stays absent.
         assert_eq!(r.memory_temperature_celsius, None, "{at}");
-        assert_eq!(r.sm_active_ratio, None, "{at}");
         assert_eq!(r.nvlink_bytes_total, None, "{at}");
+        assert_eq!(r.clocks_event_seconds_total, [None; 9], "{at}");
         assert!(g.mig.is_empty(), "{at}");
+    }
+
+    /// GPM needs a previous sample: none on a GPU's first collection.
+    fn check_gpm(&self, r: &Readings, first: bool) {
+        let expected = self.gpm().map(|pc| (!first).then_some(pc / 100.0));
+        let got = [r.sm_active_ratio, r.sm_occupancy_ratio, r.dram_active_ratio];
+        assert_eq!(got, expected, "GPU {} gpm", self.i);
     }
 }
 
@@ -254,6 +270,8 @@ fn eight_gpus_report_every_reading_in_base_units() {
         let spec = Spec { i: i as u64 };
         spec.check(g1);
         spec.check(g2);
+        spec.check_gpm(&g1.readings, true);
+        spec.check_gpm(&g2.readings, false);
         // The rate integrates from 0: the source's interval lies between
         // the test's inner and outer measurements of it.
         assert_eq!(g1.readings.pcie_bytes_total, Some(TxRx::default()));
@@ -286,11 +304,16 @@ fn mig_instances_carry_their_own_memory() {
         "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
         "mig":[
           {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
-           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}},
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960},
+           "gpm":{"sm_active":75.0,"sm_occupancy":30.0,"dram_active":12.5}},
           {"name":"NVIDIA H100 80GB HBM3 MIG 4g.40gb","uuid":"MIG-bbbb","gpu_instance_id":2}
         ]}"#;
     let f = Fixture::new("mig", &scenario(&[mig.to_string(), Spec { i: 1 }.json()]));
     let mut nvml = f.open();
+    let first = collect(&mut nvml);
+    assert_eq!(first[0].mig.len(), 2);
+    assert_eq!(first[0].mig[0].readings.sm_active_ratio, None);
+    std::thread::sleep(Duration::from_millis(150));
     let gpus = collect(&mut nvml);
     assert_eq!(gpus.len(), 2);
 
@@ -311,6 +334,10 @@ fn mig_instances_carry_their_own_memory() {
         memory_reserved_bytes: Some(0.0),
         memory_free_bytes: Some(40000000000.0),
         memory_used_bytes: Some(2949672960.0),
+        // GPM per GPU instance, between the two collections.
+        sm_active_ratio: Some(0.75),
+        sm_occupancy_ratio: Some(0.30),
+        dram_active_ratio: Some(0.125),
         ..Readings::default()
     };
     assert_eq!(m.readings, expected);
@@ -376,6 +403,8 @@ fn unsupported_readings_are_absent_not_sentinels() {
 fn an_old_driver_without_newer_symbols_still_reports() {
     let f = Fixture::build("old-driver", &full_fleet(2), true);
     let mut nvml = f.open();
+    collect(&mut nvml);
+    std::thread::sleep(Duration::from_millis(150));
     let gpus = collect(&mut nvml);
     assert_eq!(gpus.len(), 2);
     for (i, g) in gpus.iter().enumerate() {
@@ -393,6 +422,8 @@ fn an_old_driver_without_newer_symbols_still_reports() {
         // No nvmlDeviceGetTotalEnergyConsumption, no nvmlEventSetWait_v2.
         assert_eq!(r.energy_joules_total, None);
         assert_eq!(r.xid_errors, None);
+        // No GPM calls at all, even with two samples' time.
+        spec.check_gpm(r, true);
         assert_eq!(r.power_usage_watts, Some(spec.power_mw() as f64 / 1000.0));
     }
 }

@@ -24,14 +24,16 @@
 //!     "pcie_tx_kbps": 1000, "pcie_rx_kbps": 2000, "pcie_replay": 0,
 //!     "lost_after_collections": 1, "lost_after_ms": 5000,
 //!     "mig": [ { "name": "... MIG 3g.40gb", "uuid": "MIG-...", "gpu_instance_id": 1,
-//!                "memory": { ... } } ],
+//!                "memory": { ... }, "gpm": { ... } } ],
+//!     "gpm": { "sm_active": 50.0, "sm_occupancy": 25.0, "dram_active": 40.0 },
 //!     "events": true, "xids": [79, 48] } ] }
 //! ```
 //!
 //! A "collection" is one `nvmlDeviceGetCount_v2` call. A lost GPU answers
 //! GPU_IS_LOST to every call on it. `hang` sleeps the first call of that
 //! name once. `xids` are queued when the GPU registers for Xid events and
-//! handed out one per `nvmlEventSetWait_v2`.
+//! handed out one per `nvmlEventSetWait_v2`. GPM metrics (percentages)
+//! come from the scenario of the device both samples were taken of.
 //!
 //! This is test support: every pointer argument is trusted to be what
 //! nvml.h says it is (null ones are refused).
@@ -113,6 +115,14 @@ mod scenario {
         pub mig: Option<Vec<Mig>>,
         pub events: Option<bool>,
         pub xids: Option<Vec<u64>>,
+        pub gpm: Option<Gpm>,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct Gpm {
+        pub sm_active: f64,
+        pub sm_occupancy: f64,
+        pub dram_active: f64,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -135,6 +145,7 @@ mod scenario {
         pub uuid: String,
         pub gpu_instance_id: u32,
         pub memory: Option<Memory>,
+        pub gpm: Option<Gpm>,
     }
 }
 use scenario::{Gpu, Mig, Scenario};
@@ -182,6 +193,35 @@ pub struct EventData {
     compute_instance_id: c_uint,
 }
 
+#[repr(C)]
+pub struct GpmSupport {
+    version: c_uint,
+    is_supported_device: c_uint,
+}
+
+#[repr(C)]
+pub struct GpmMetric {
+    metric_id: c_uint,
+    nvml_return: Ret,
+    value: f64,
+    short_name: *mut c_char,
+    long_name: *mut c_char,
+    unit: *mut c_char,
+}
+
+/// nvmlGpmMetricsGet_t up to its `metrics` array, which holds
+/// `num_metrics` entries.
+#[repr(C)]
+pub struct GpmMetricsGet {
+    version: c_uint,
+    num_metrics: c_uint,
+    sample1: *mut c_void,
+    sample2: *mut c_void,
+    metrics: [GpmMetric; 0],
+}
+
+const _: () = assert!(size_of::<GpmMetric>() == 40);
+const _: () = assert!(std::mem::offset_of!(GpmMetricsGet, metrics) == 24);
 const _: () = assert!(size_of::<PciInfo>() == 68);
 const _: () = assert!(size_of::<MemoryV2>() == 0x28);
 const _: () = assert!(size_of::<EventData>() == 32);
@@ -194,6 +234,9 @@ struct Fake {
     hang_done: bool,
     sets: HashMap<usize, VecDeque<(usize, u64)>>,
     next_set: usize,
+    /// GPM sample buffers: what each was last taken of (GPU, MIG slot).
+    samples: HashMap<usize, Option<(usize, Option<usize>)>>,
+    next_sample: usize,
 }
 
 impl Fake {
@@ -280,6 +323,8 @@ fn init() -> Ret {
         hang_done: false,
         sets: HashMap::new(),
         next_set: 1,
+        samples: HashMap::new(),
+        next_sample: 1,
     });
     SUCCESS
 }
@@ -915,4 +960,173 @@ pub extern "C" fn nvmlEventSetFree(set: EventSet) -> Ret {
         Some(_) => SUCCESS,
         None => INVALID_ARGUMENT,
     }
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlGpmQueryDeviceSupport(dev: Device, support: *mut GpmSupport) -> Ret {
+    on_device("nvmlGpmQueryDeviceSupport", dev, |_, t| {
+        if support.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        // SAFETY: support points at the caller's struct (nvml.h).
+        if unsafe { (*support).version } != 1 {
+            return Err(ARGUMENT_VERSION_MISMATCH);
+        }
+        let g = t.gpu()?;
+        let any_mig = g.mig.iter().flatten().any(|m| m.gpm.is_some());
+        let out = GpmSupport {
+            version: 1,
+            is_supported_device: c_uint::from(g.gpm.is_some() || any_mig),
+        };
+        // SAFETY: an out-pointer (nvml.h).
+        unsafe { put(support, out) }
+    })
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlGpmSampleAlloc(sample: *mut *mut c_void) -> Ret {
+    let mut state = lock();
+    let Some(f) = state.as_mut() else {
+        return UNINITIALIZED;
+    };
+    let id = f.next_sample;
+    // SAFETY: an out-pointer (nvml.h).
+    if let Err(e) = unsafe { put(sample, std::ptr::without_provenance_mut(id)) } {
+        return e;
+    }
+    f.next_sample += 1;
+    f.samples.insert(id, None);
+    SUCCESS
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmSampleFree(sample: *mut c_void) -> Ret {
+    let mut state = lock();
+    let Some(f) = state.as_mut() else {
+        return UNINITIALIZED;
+    };
+    match f.samples.remove(&sample.addr()) {
+        Some(_) => SUCCESS,
+        None => INVALID_ARGUMENT,
+    }
+}
+
+/// Records that `sample` now holds a sample of `of`.
+fn record_sample(sample: *mut c_void, of: (usize, Option<usize>)) -> Ret {
+    let mut state = lock();
+    let Some(f) = state.as_mut() else {
+        return UNINITIALIZED;
+    };
+    match f.samples.get_mut(&sample.addr()) {
+        Some(slot) => {
+            *slot = Some(of);
+            SUCCESS
+        }
+        None => INVALID_ARGUMENT,
+    }
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmSampleGet(dev: Device, sample: *mut c_void) -> Ret {
+    let mut of = None;
+    let r = on_device("nvmlGpmSampleGet", dev, |gi, t| {
+        supported(t.gpu()?.gpm)?;
+        of = Some((gi, None));
+        Ok(())
+    });
+    match of {
+        Some(of) if r == SUCCESS => record_sample(sample, of),
+        _ => r,
+    }
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub extern "C" fn nvmlGpmMigSampleGet(
+    dev: Device,
+    gpu_instance_id: c_uint,
+    sample: *mut c_void,
+) -> Ret {
+    let mut of = None;
+    let r = on_device("nvmlGpmMigSampleGet", dev, |gi, t| {
+        let instances = supported(t.gpu()?.mig.as_ref())?;
+        let (mi, m) = instances
+            .iter()
+            .enumerate()
+            .find(|(_, m)| m.gpu_instance_id == gpu_instance_id)
+            .ok_or(NOT_FOUND)?;
+        supported(m.gpm)?;
+        of = Some((gi, Some(mi)));
+        Ok(())
+    });
+    match of {
+        Some(of) if r == SUCCESS => record_sample(sample, of),
+        _ => r,
+    }
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlGpmMetricsGet(query: *mut GpmMetricsGet) -> Ret {
+    if query.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let state = lock();
+    let Some(f) = state.as_ref() else {
+        return UNINITIALIZED;
+    };
+    // SAFETY: query points at the caller's struct (nvml.h).
+    let (version, n, s1, s2) = unsafe {
+        let q = &*query;
+        (q.version, q.num_metrics, q.sample1, q.sample2)
+    };
+    if version != 1 {
+        return ARGUMENT_VERSION_MISMATCH;
+    }
+    let (Some(Some(a)), Some(Some(b))) = (f.samples.get(&s1.addr()), f.samples.get(&s2.addr()))
+    else {
+        return INVALID_ARGUMENT;
+    };
+    if a != b || s1 == s2 {
+        return INVALID_ARGUMENT;
+    }
+    let (gi, mi) = *a;
+    if f.lost(gi) {
+        return GPU_IS_LOST;
+    }
+    let Some(g) = f.scenario.gpus.get(gi) else {
+        return INVALID_ARGUMENT;
+    };
+    let gpm = match mi {
+        None => g.gpm,
+        Some(mi) => g.mig.as_ref().and_then(|m| m.get(mi)).and_then(|m| m.gpm),
+    };
+    let Some(gpm) = gpm else {
+        return NOT_SUPPORTED;
+    };
+    for i in 0..n as usize {
+        // SAFETY: the caller's array holds num_metrics entries (nvml.h).
+        let m = unsafe {
+            &mut *std::ptr::addr_of_mut!((*query).metrics)
+                .cast::<GpmMetric>()
+                .add(i)
+        };
+        let value = match m.metric_id {
+            2 => Some(gpm.sm_active),
+            3 => Some(gpm.sm_occupancy),
+            10 => Some(gpm.dram_active),
+            _ => None,
+        };
+        m.nvml_return = if value.is_some() {
+            SUCCESS
+        } else {
+            NOT_SUPPORTED
+        };
+        m.value = value.unwrap_or(0.0);
+    }
+    SUCCESS
 }

@@ -21,15 +21,22 @@
 //! counts them by GPU UUID; counts survive re-initialisation. GPUs that
 //! cannot deliver events leave `xid_errors` `None` for another reader.
 //!
-//! Not read: GPM metrics (SM active/occupancy, DRAM active), NVLink,
-//! memory temperature and clock event durations stay `None`.
+//! GPM (Hopper and later): SM active, SM occupancy and DRAM active are
+//! computed between this collection's sample and the previous one, for
+//! GPUs and MIG instances alike; the first collection has none.
+//!
+//! Not read: NVLink, memory temperature and clock event durations stay
+//! `None`.
 
 mod ffi;
 
 use super::{Source, SourceError};
 use crate::collector::unix_now;
 use crate::snapshot::{CRITICAL_XIDS, Gpu, MigInstance, Readings, TxRx};
-use ffi::{CLOCK_MEM, CLOCK_SM, Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, Library};
+use ffi::{
+    CLOCK_MEM, CLOCK_SM, Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, GPM_DRAM_BW_UTIL,
+    GPM_SM_OCCUPANCY, GPM_SM_UTIL, GpmSample, Library,
+};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +48,11 @@ pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// Bytes per NVML PCIe throughput "KB".
 const PCIE_KB: f64 = 1024.0;
+
+/// GPM wants its two samples at least this far apart.
+const GPM_MIN_INTERVAL: Duration = Duration::from_millis(100);
+/// SM active, SM occupancy, DRAM active, in [`Readings`] order.
+const GPM_METRICS: [u32; 3] = [GPM_SM_UTIL, GPM_SM_OCCUPANCY, GPM_DRAM_BW_UTIL];
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -90,6 +102,81 @@ struct Session {
     driver_version: String,
     /// Set up by the first collection of the session.
     xid: Option<XidWatch>,
+    /// GPM samples by GPU or MIG UUID.
+    gpm: HashMap<String, GpmSlot>,
+}
+
+enum GpmSlot {
+    Unsupported,
+    Sampling {
+        /// The previous sample and when it was taken.
+        last: Option<(Instant, GpmSample)>,
+        /// A buffer to reuse for the next sample.
+        spare: Option<GpmSample>,
+    },
+}
+
+impl GpmSlot {
+    fn new(supported: bool) -> GpmSlot {
+        if supported {
+            GpmSlot::Sampling {
+                last: None,
+                spare: None,
+            }
+        } else {
+            GpmSlot::Unsupported
+        }
+    }
+
+    /// Takes a sample with `take` and returns the GPM metrics since the
+    /// previous one, as ratios.
+    fn advance(
+        &mut self,
+        lib: &Arc<Library>,
+        p: &mut Probe,
+        take: impl FnOnce(&mut GpmSample) -> Result<(), Error>,
+    ) -> [Option<f64>; 3] {
+        let mut out = [None; 3];
+        let GpmSlot::Sampling { last, spare } = self else {
+            return out;
+        };
+        if last
+            .as_ref()
+            .is_some_and(|(t, _)| t.elapsed() < GPM_MIN_INTERVAL)
+        {
+            return out;
+        }
+        let sample = match spare.take() {
+            Some(s) => Some(s),
+            None => p.get("gpm sample alloc", || GpmSample::alloc(lib.clone())),
+        };
+        let Some(mut sample) = sample else {
+            return out;
+        };
+        if p.get("gpm sample", || take(&mut sample)).is_none() {
+            *spare = Some(sample);
+            *last = None;
+            return out;
+        }
+        let taken = Instant::now();
+        if let Some((_, earlier)) = last.take() {
+            let values = p.get("gpm metrics", || {
+                sample.metrics_since(&earlier, &GPM_METRICS)
+            });
+            for (o, v) in out.iter_mut().zip(values.into_iter().flatten()) {
+                *o = v.ok().map(|percent| percent / 100.0);
+            }
+            *spare = Some(earlier);
+        }
+        *last = Some((taken, sample));
+        out
+    }
+}
+
+fn set_gpm(r: &mut Readings, [sm_active, sm_occupancy, dram_active]: [Option<f64>; 3]) {
+    r.sm_active_ratio = sm_active;
+    r.sm_occupancy_ratio = sm_occupancy;
+    r.dram_active_ratio = dram_active;
 }
 
 /// The GPUs the session's Xid thread watches. Dropping it stops the
@@ -196,6 +283,7 @@ impl Nvml {
                     lib: Arc::new(lib),
                     driver_version,
                     xid: None,
+                    gpm: HashMap::new(),
                 });
                 Ok(())
             }
@@ -259,7 +347,7 @@ impl Source for Nvml {
         }
         let mut gpus = Vec::with_capacity(devices.len());
         for (index, device) in devices {
-            let mut gpu = read_gpu(index, device, &mut self.pcie);
+            let mut gpu = read_gpu(index, device, &lib, &mut self.pcie, &mut session.gpm);
             if gpu.up {
                 self.identities.insert(
                     index,
@@ -341,7 +429,9 @@ fn milli(v: f64) -> f64 {
 fn read_gpu(
     index: u32,
     device: Result<Device<'_>, Error>,
+    lib: &Arc<Library>,
     pcie: &mut HashMap<String, PcieCounter>,
+    gpm: &mut HashMap<String, GpmSlot>,
 ) -> Gpu {
     let down = |why: Error| {
         if why != Error::GPU_IS_LOST {
@@ -395,24 +485,34 @@ fn read_gpu(
 
     let tx = p.get("pcie tx", || d.pcie_throughput(false));
     let rx = p.get("pcie rx", || d.pcie_throughput(true));
-    let counter = pcie.entry(uuid.clone()).or_default();
     r.pcie_bytes_total = match (tx, rx) {
         (Some(tx), Some(rx)) => {
             let rate = TxRx {
                 tx: f64::from(tx) * PCIE_KB,
                 rx: f64::from(rx) * PCIE_KB,
             };
+            let counter = pcie.entry(uuid.clone()).or_default();
             Some(counter.advance(Instant::now(), rate))
         }
         // Not integrated across a gap: the counter resumes where it was.
         _ => {
-            counter.last = None;
+            if let Some(counter) = pcie.get_mut(&uuid) {
+                counter.last = None;
+            }
             None
         }
     };
 
+    let gpm_supported = p.get("gpm support", || d.gpm_supported()) == Some(true);
+    if !p.lost {
+        let slot = gpm
+            .entry(uuid.clone())
+            .or_insert_with(|| GpmSlot::new(gpm_supported));
+        set_gpm(&mut r, slot.advance(lib, &mut p, |s| s.take(d)));
+    }
+
     let mig = if p.get("mig mode", || d.mig_enabled()) == Some(true) {
-        read_mig(d, &mut p)
+        read_mig(d, &mut p, lib, gpm, gpm_supported)
     } else {
         Vec::new()
     };
@@ -443,7 +543,13 @@ fn set_memory(r: &mut Readings, m: Option<ffi::Memory>) {
 
 /// The MIG devices of a GPU in MIG mode. NVML refuses most readings on
 /// them; those stay `None`.
-fn read_mig(d: Device<'_>, p: &mut Probe) -> Vec<MigInstance> {
+fn read_mig(
+    d: Device<'_>,
+    p: &mut Probe,
+    lib: &Arc<Library>,
+    gpm: &mut HashMap<String, GpmSlot>,
+    gpm_supported: bool,
+) -> Vec<MigInstance> {
     let slots = p
         .get("max mig devices", || d.max_mig_devices())
         .unwrap_or(0);
@@ -466,6 +572,13 @@ fn read_mig(d: Device<'_>, p: &mut Probe) -> Vec<MigInstance> {
             ..Readings::default()
         };
         set_memory(&mut readings, p.get("mig memory", || m.memory()));
+        let slot = gpm
+            .entry(uuid.clone())
+            .or_insert_with(|| GpmSlot::new(gpm_supported));
+        set_gpm(
+            &mut readings,
+            slot.advance(lib, p, |s| s.take_mig(d, gpu_instance_id)),
+        );
         out.push(MigInstance {
             uuid,
             gpu_instance_id,

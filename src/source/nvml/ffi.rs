@@ -29,6 +29,7 @@ unsafe extern "C" {
 type Ret = c_uint;
 type RawDevice = *mut c_void;
 type RawEventSet = *mut c_void;
+type RawGpmSample = *mut c_void;
 
 /// An `nvmlReturn_t` other than SUCCESS.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +148,42 @@ struct EventData {
     compute_instance_id: c_uint,
 }
 
+#[repr(C)]
+struct GpmSupport {
+    version: c_uint,
+    is_supported_device: c_uint,
+}
+const GPM_SUPPORT_VERSION: c_uint = 1;
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GpmMetric {
+    metric_id: c_uint,
+    nvml_return: Ret,
+    value: f64,
+    short_name: *mut c_char,
+    long_name: *mut c_char,
+    unit: *mut c_char,
+}
+
+/// nvml.h sizes `metrics` by NVML_GPM_METRIC_MAX, which grows between
+/// releases (98, 210, 333, ...). Only `numMetrics` entries are used, but
+/// the buffer is made larger than any release so far in case a driver
+/// touches the whole array of its own size.
+const GPM_METRIC_CAPACITY: usize = 1024;
+
+#[repr(C)]
+struct GpmMetricsGet {
+    version: c_uint,
+    num_metrics: c_uint,
+    sample1: RawGpmSample,
+    sample2: RawGpmSample,
+    metrics: [GpmMetric; GPM_METRIC_CAPACITY],
+}
+const GPM_METRICS_GET_VERSION: c_uint = 1;
+
+const _: () = assert!(size_of::<GpmMetric>() == 40);
+const _: () = assert!(std::mem::offset_of!(GpmMetricsGet, metrics) == 24);
 const _: () = assert!(size_of::<PciInfo>() == 68);
 const _: () = assert!(MEMORY_V2 == 0x0200_0028);
 const _: () = assert!(size_of::<EventData>() == 32);
@@ -227,6 +264,12 @@ functions! {
     register_events = "nvmlDeviceRegisterEvents" fn(RawDevice, c_ulonglong, RawEventSet);
     event_wait = "nvmlEventSetWait_v2" fn(RawEventSet, *mut EventData, c_uint);
     event_set_free = "nvmlEventSetFree" fn(RawEventSet);
+    gpm_query_support = "nvmlGpmQueryDeviceSupport" fn(RawDevice, *mut GpmSupport);
+    gpm_sample_alloc = "nvmlGpmSampleAlloc" fn(*mut RawGpmSample);
+    gpm_sample_free = "nvmlGpmSampleFree" fn(RawGpmSample);
+    gpm_sample_get = "nvmlGpmSampleGet" fn(RawDevice, RawGpmSample);
+    gpm_mig_sample_get = "nvmlGpmMigSampleGet" fn(RawDevice, c_uint, RawGpmSample);
+    gpm_metrics_get = "nvmlGpmMetricsGet" fn(*mut GpmMetricsGet);
 }
 
 /// A `dlopen` handle, closed on drop.
@@ -588,6 +631,19 @@ impl<'a> Device<'a> {
     pub fn supported_event_types(&self) -> Result<u64, Error> {
         self.u64_of(self.fns().event_types)
     }
+
+    /// Whether GPM metrics can be read (Hopper and later).
+    pub fn gpm_supported(&self) -> Result<bool, Error> {
+        let f = present(self.fns().gpm_query_support)?;
+        let mut s = GpmSupport {
+            version: GPM_SUPPORT_VERSION,
+            is_supported_device: 0,
+        };
+        // SAFETY: a live handle of this library; s is the v1 struct with
+        // its version set.
+        check(unsafe { f(self.raw, &mut s) })?;
+        Ok(s.is_supported_device != 0)
+    }
 }
 
 pub const EVENT_XID_CRITICAL_ERROR: u64 = 0x8;
@@ -663,6 +719,108 @@ impl Drop for EventSet {
         if let Some(free) = self.lib.fns.event_set_free {
             // SAFETY: the set came from nvmlEventSetCreate of this library,
             // which is still loaded (self.lib), and is not used again.
+            unsafe { free(self.raw) };
+        }
+    }
+}
+
+/// GPM metric ids (nvml.h `NVML_GPM_METRIC_*`); values are percentages.
+pub const GPM_SM_UTIL: u32 = 2;
+pub const GPM_SM_OCCUPANCY: u32 = 3;
+pub const GPM_DRAM_BW_UTIL: u32 = 10;
+
+/// A GPM sample buffer, freed on drop. Metrics come from two samples of
+/// the same device taken some time apart.
+pub struct GpmSample {
+    raw: RawGpmSample,
+    lib: Arc<Library>,
+}
+
+// SAFETY: an opaque buffer handle NVML lets any thread use; GpmSample
+// owns it alone and keeps its library alive.
+unsafe impl Send for GpmSample {}
+
+impl GpmSample {
+    /// FUNCTION_NOT_FOUND when the library lacks any GPM call, so a
+    /// sample that exists can always be taken, compared and freed.
+    pub fn alloc(lib: Arc<Library>) -> Result<GpmSample, Error> {
+        let fns = &lib.fns;
+        present(fns.gpm_sample_free)?;
+        present(fns.gpm_sample_get)?;
+        present(fns.gpm_metrics_get)?;
+        let f = present(fns.gpm_sample_alloc)?;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; the library is initialised.
+        check(unsafe { f(&mut raw) })?;
+        Ok(GpmSample { raw, lib })
+    }
+
+    /// Takes a sample of a whole GPU.
+    pub fn take(&mut self, device: Device<'_>) -> Result<(), Error> {
+        if !std::ptr::eq(device.lib, &*self.lib) {
+            return Err(Error::INVALID_ARGUMENT);
+        }
+        let f = present(self.lib.fns.gpm_sample_get)?;
+        // SAFETY: a live device and sample buffer, both of this library.
+        check(unsafe { f(device.raw, self.raw) })
+    }
+
+    /// Takes a sample of one GPU instance of a GPU in MIG mode.
+    pub fn take_mig(&mut self, gpu: Device<'_>, gpu_instance_id: u32) -> Result<(), Error> {
+        if !std::ptr::eq(gpu.lib, &*self.lib) {
+            return Err(Error::INVALID_ARGUMENT);
+        }
+        let f = present(self.lib.fns.gpm_mig_sample_get)?;
+        // SAFETY: a live device and sample buffer, both of this library.
+        check(unsafe { f(gpu.raw, gpu_instance_id, self.raw) })
+    }
+
+    /// The metrics `ids` between `earlier` and this sample, each with its
+    /// own outcome.
+    pub fn metrics_since(
+        &self,
+        earlier: &GpmSample,
+        ids: &[u32],
+    ) -> Result<Vec<Result<f64, Error>>, Error> {
+        if !std::ptr::eq(&*earlier.lib, &*self.lib) || ids.len() > GPM_METRIC_CAPACITY {
+            return Err(Error::INVALID_ARGUMENT);
+        }
+        let f = present(self.lib.fns.gpm_metrics_get)?;
+        let blank = GpmMetric {
+            metric_id: 0,
+            nvml_return: 0,
+            value: 0.0,
+            short_name: std::ptr::null_mut(),
+            long_name: std::ptr::null_mut(),
+            unit: std::ptr::null_mut(),
+        };
+        let mut query = Box::new(GpmMetricsGet {
+            version: GPM_METRICS_GET_VERSION,
+            num_metrics: ids.len() as c_uint,
+            sample1: earlier.raw,
+            sample2: self.raw,
+            metrics: [blank; GPM_METRIC_CAPACITY],
+        });
+        for (m, &id) in query.metrics.iter_mut().zip(ids) {
+            m.metric_id = id;
+        }
+        // SAFETY: query is the v1 struct with its version, count and two
+        // live samples of this library set; the names NVML may point at
+        // are not read.
+        check(unsafe { f(&mut *query) })?;
+        Ok(query.metrics[..ids.len()]
+            .iter()
+            .map(|m| check(m.nvml_return).map(|()| m.value))
+            .collect())
+    }
+}
+
+impl Drop for GpmSample {
+    fn drop(&mut self) {
+        if let Some(free) = self.lib.fns.gpm_sample_free {
+            // SAFETY: the buffer came from nvmlGpmSampleAlloc of this
+            // library, which is still loaded (self.lib), and is not used
+            // again.
             unsafe { free(self.raw) };
         }
     }
