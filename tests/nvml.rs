@@ -523,6 +523,34 @@ fn init_failure_is_retried_with_backoff_until_it_succeeds() {
 }
 
 #[test]
+fn a_failing_device_count_drops_the_session_and_reinitialises() {
+    let text = full_fleet(1).replacen(
+        '{',
+        r#"{"count_error":{"after_collections":1,"code":999},"#,
+        1,
+    );
+    let f = Fixture::new("reinit", &text);
+    let mut nvml = f.open_with(Options {
+        retry_first: Duration::from_millis(400),
+        event_wait: Duration::from_millis(20),
+        ..Options::default()
+    });
+    Spec { i: 0 }.check(&collect(&mut nvml)[0]);
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(
+        e.0.contains("nvmlDeviceGetCount_v2: NVML_ERROR_UNKNOWN (999)"),
+        "{e}"
+    );
+    // Not retried before its time...
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(e.0.contains("retrying in"), "{e}");
+    // ...and then NVML is shut down and initialised afresh, which resets
+    // the fake's collection count.
+    std::thread::sleep(Duration::from_millis(450));
+    Spec { i: 0 }.check(&collect(&mut nvml)[0]);
+}
+
+#[test]
 fn an_explicit_library_path_that_does_not_exist_is_a_configuration_error() {
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-dir/libnvidia-ml.so.1");
     let e = Nvml::open(Some(&path)).err().expect("an error");

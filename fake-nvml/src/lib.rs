@@ -14,6 +14,7 @@
 //! ```json
 //! { "init_error": 9, "driver_version": "550.90.07",
 //!   "hang": { "call": "nvmlDeviceGetPowerUsage", "ms": 1500 },
+//!   "count_error": { "after_collections": 2, "code": 999 },
 //!   "gpus": [ { "name": "...", "uuid": "GPU-...", "bus_id": "00000000:3B:00.0",
 //!     "temperature": 40, "sm_clock_mhz": 1980, "memory_clock_mhz": 2619,
 //!     "sm_clock_max_mhz": 1980, "clocks_event_reasons": 4,
@@ -81,7 +82,17 @@ mod scenario {
         pub init_error: Option<u32>,
         pub driver_version: Option<String>,
         pub hang: Option<Hang>,
+        /// nvmlDeviceGetCount_v2 fails with `code` once more than
+        /// `after_collections` collections happened since init, as when
+        /// the driver goes away under a running exporter.
+        pub count_error: Option<CountError>,
         pub gpus: Vec<Gpu>,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct CountError {
+        pub after_collections: u64,
+        pub code: u32,
     }
 
     #[derive(DeJson, Clone)]
@@ -492,6 +503,11 @@ pub unsafe extern "C" fn nvmlDeviceGetCount_v2(count: *mut c_uint) -> Ret {
         return UNINITIALIZED;
     };
     f.collections += 1;
+    if let Some(e) = f.scenario.count_error
+        && f.collections > e.after_collections
+    {
+        return e.code;
+    }
     let n = f.scenario.gpus.len() as c_uint;
     // SAFETY: an out-pointer (nvml.h).
     match unsafe { put(count, n) } {

@@ -49,6 +49,9 @@ pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 /// Bytes per NVML PCIe throughput "KB".
 const PCIE_KB: f64 = 1024.0;
 
+/// The longest wait between retries, whatever the options say.
+const MAX_RETRY: Duration = Duration::from_secs(24 * 3600);
+
 /// GPM wants its two samples at least this far apart.
 const GPM_MIN_INTERVAL: Duration = Duration::from_millis(100);
 /// SM active, SM occupancy, DRAM active, in [`Readings`] order.
@@ -92,8 +95,8 @@ enum State {
     Down {
         reason: String,
         next_try: Instant,
-        /// The wait that led to `next_try`; zero before the first failure.
-        delay: Duration,
+        /// The wait that led to `next_try`; `None` before any failure.
+        delay: Option<Duration>,
     },
 }
 
@@ -256,7 +259,7 @@ impl Nvml {
             state: State::Down {
                 reason: "not connected yet".into(),
                 next_try: Instant::now(),
-                delay: Duration::ZERO,
+                delay: None,
             },
             identities: HashMap::new(),
             pcie: HashMap::new(),
@@ -294,17 +297,19 @@ impl Nvml {
     /// Drops any session and schedules the next attempt.
     fn go_down(&mut self, reason: String) -> SourceError {
         let delay = match &self.state {
-            State::Down { delay, .. } if !delay.is_zero() => {
-                delay.saturating_mul(2).min(self.options.retry_max)
-            }
+            State::Down {
+                delay: Some(delay), ..
+            } => delay.saturating_mul(2),
             _ => self.options.retry_first,
         };
+        // Capped at a day too, so that adding it to now cannot overflow.
+        let delay = delay.min(self.options.retry_max).min(MAX_RETRY);
         log::warn!("source nvml: {reason}; retrying in {delay:?}");
         let error = SourceError(format!("{reason}; retrying in {delay:?}"));
         self.state = State::Down {
             reason,
             next_try: Instant::now() + delay,
-            delay,
+            delay: Some(delay),
         };
         error
     }
@@ -434,8 +439,9 @@ fn read_gpu(
     gpm: &mut HashMap<String, GpmSlot>,
 ) -> Gpu {
     let down = |why: Error| {
+        // Shown as up = false; a warning every collection would be noise.
         if why != Error::GPU_IS_LOST {
-            log::warn!("source nvml: GPU {index}: {why}");
+            log::debug!("source nvml: GPU {index}: {why}");
         }
         Gpu {
             index,
