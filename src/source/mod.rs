@@ -3,6 +3,7 @@
 //! never on a scrape.
 
 pub mod kmsg;
+pub mod nvml;
 pub mod sim;
 pub mod smi;
 

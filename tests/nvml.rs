@@ -1,0 +1,575 @@
+//! The NVML source against the fake libnvidia-ml (fake-nvml/), through the
+//! real dlopen path.
+//!
+//! Each test copies the fake into a directory of its own as
+//! `libnvidia-ml.so.1` next to a `scenario.json`, which the fake reads from
+//! the directory it was loaded from. Copies are distinct files, so the
+//! loader gives each test its own instance with its own state, and tests
+//! run in parallel without touching the process environment.
+
+use gpu_exporter::snapshot::{CRITICAL_XIDS, Gpu, Readings, TxRx};
+use gpu_exporter::source::Source;
+use gpu_exporter::source::nvml::{Nvml, Options};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Builds fake-nvml into a target directory of its own (so the build never
+/// waits on the lock `cargo test` holds) and returns the library's path.
+fn build_fake(old_driver: bool) -> PathBuf {
+    let variant = if old_driver { "old-driver" } else { "current" };
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-nvml-{variant}"));
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "--offline",
+            "--quiet",
+            "-p",
+            "fake-nvml",
+            "--target-dir",
+        ])
+        .arg(&target);
+    if old_driver {
+        cmd.args(["--features", "old-driver"]);
+    }
+    let out = cmd.output().expect("cannot run cargo to build fake-nvml");
+    assert!(
+        out.status.success(),
+        "building fake-nvml ({variant}) failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lib = target.join("debug").join("libnvidia_ml.so");
+    assert!(lib.exists(), "{} was not built", lib.display());
+    lib
+}
+
+fn fake_library(old_driver: bool) -> &'static Path {
+    static CURRENT: OnceLock<PathBuf> = OnceLock::new();
+    static OLD: OnceLock<PathBuf> = OnceLock::new();
+    let cell = if old_driver { &OLD } else { &CURRENT };
+    cell.get_or_init(|| build_fake(old_driver))
+}
+
+/// A directory holding a copy of the fake and its scenario.
+struct Fixture {
+    dir: PathBuf,
+    lib: PathBuf,
+}
+
+impl Fixture {
+    fn new(name: &str, scenario: &str) -> Fixture {
+        Fixture::build(name, scenario, false)
+    }
+
+    fn build(name: &str, scenario: &str, old_driver: bool) -> Fixture {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nvml-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let lib = dir.join("libnvidia-ml.so.1");
+        std::fs::copy(fake_library(old_driver), &lib).unwrap();
+        let f = Fixture { dir, lib };
+        f.set_scenario(scenario);
+        f
+    }
+
+    fn set_scenario(&self, scenario: &str) {
+        std::fs::write(self.dir.join("scenario.json"), scenario).unwrap();
+    }
+
+    fn open(&self) -> Nvml {
+        self.open_with(Options {
+            event_wait: Duration::from_millis(50),
+            ..Options::default()
+        })
+    }
+
+    fn open_with(&self, options: Options) -> Nvml {
+        Nvml::open_with(Some(&self.lib), options).expect("the fake library exists")
+    }
+}
+
+/// One GPU's values, each derived from its index so that a reading put on
+/// the wrong GPU or in the wrong unit shows.
+struct Spec {
+    i: u64,
+}
+
+impl Spec {
+    fn uuid(&self) -> String {
+        format!("GPU-{:08x}-1111-2222-3333-444455556666", self.i)
+    }
+    fn bus_id(&self) -> String {
+        format!("00000000:{:02X}:00.0", 0x18 + self.i * 0x10)
+    }
+    fn temperature(&self) -> u64 {
+        40 + self.i
+    }
+    fn sm_mhz(&self) -> u64 {
+        1400 + 10 * self.i
+    }
+    fn mask(&self) -> u64 {
+        [0x0, 0x1, 0x4, 0x8, 0x20, 0x40, 0x80, 0x104][self.i as usize % 8]
+    }
+    fn power_mw(&self) -> u64 {
+        300_000 + 1_500 * self.i
+    }
+    fn energy_mj(&self) -> u64 {
+        1_000_000_000 + 12_345 * self.i
+    }
+    fn util(&self) -> u64 {
+        10 * self.i + 5
+    }
+    fn used(&self) -> u64 {
+        (self.i + 1) << 32
+    }
+    fn tx_kbps(&self) -> u64 {
+        1000 * (self.i + 1)
+    }
+    fn rx_kbps(&self) -> u64 {
+        3000 + self.i
+    }
+    /// GPM percentages: SM active, SM occupancy, DRAM active.
+    fn gpm(&self) -> [f64; 3] {
+        let i = self.i as f64;
+        [10.0 * i + 1.5, 5.0 * i + 2.25, 3.0 * i + 0.5]
+    }
+
+    fn json(&self) -> String {
+        let i = self.i;
+        format!(
+            r#"{{"name":"NVIDIA H100 80GB HBM3","uuid":"{uuid}","bus_id":"{bus}",
+            "temperature":{t},"sm_clock_mhz":{sm},"memory_clock_mhz":2619,"sm_clock_max_mhz":1980,
+            "clocks_event_reasons":{mask},"power_mw":{p},"power_limit_mw":700000,"energy_mj":{e},
+            "utilization":{{"gpu":{u},"memory":30}},
+            "memory":{{"total":85520809984,"reserved":536870912,"free":{free},"used":{used}}},
+            "ecc_corrected":{i},"ecc_uncorrected":{unc},"pcie_tx_kbps":{tx},"pcie_rx_kbps":{rx},
+            "pcie_replay":{rep},
+            "gpm":{{"sm_active":{g0},"sm_occupancy":{g1},"dram_active":{g2}}}}}"#,
+            uuid = self.uuid(),
+            bus = self.bus_id(),
+            t = self.temperature(),
+            sm = self.sm_mhz(),
+            mask = self.mask(),
+            p = self.power_mw(),
+            e = self.energy_mj(),
+            u = self.util(),
+            free = 85520809984 - 536870912 - self.used(),
+            used = self.used(),
+            unc = i % 2,
+            tx = self.tx_kbps(),
+            rx = self.rx_kbps(),
+            rep = 7 * i,
+            g0 = self.gpm()[0],
+            g1 = self.gpm()[1],
+            g2 = self.gpm()[2],
+        )
+    }
+
+    /// Checks every reading the source takes from NVML, except the PCIe
+    /// counter and GPM, which depend on timing.
+    fn check(&self, g: &Gpu) {
+        let i = self.i;
+        let r = &g.readings;
+        let at = format!("GPU {i}");
+        assert_eq!(g.index as u64, i, "{at}");
+        assert!(g.up, "{at}");
+        assert_eq!(g.uuid, self.uuid(), "{at}");
+        assert_eq!(g.model, "NVIDIA H100 80GB HBM3", "{at}");
+        assert_eq!(g.pci_bus_id, self.bus_id(), "{at}");
+        assert_eq!(g.driver_version, "550.54.15", "{at}");
+        assert_eq!(
+            r.temperature_celsius,
+            Some(self.temperature() as f64),
+            "{at}"
+        );
+        assert_eq!(r.sm_clock_hertz, Some(self.sm_mhz() as f64 * 1e6), "{at}");
+        assert_eq!(r.sm_clock_max_hertz, Some(1980e6), "{at}");
+        assert_eq!(r.memory_clock_hertz, Some(2619e6), "{at}");
+        assert_eq!(r.clocks_event_mask, Some(self.mask()), "{at}");
+        assert_eq!(
+            r.power_usage_watts,
+            Some(self.power_mw() as f64 / 1000.0),
+            "{at}"
+        );
+        assert_eq!(r.power_limit_watts, Some(700.0), "{at}");
+        assert_eq!(
+            r.energy_joules_total,
+            Some(self.energy_mj() as f64 / 1000.0),
+            "{at}"
+        );
+        assert_eq!(
+            r.utilization_ratio,
+            Some(self.util() as f64 / 100.0),
+            "{at}"
+        );
+        assert_eq!(r.memory_total_bytes, Some(85520809984.0), "{at}");
+        assert_eq!(r.memory_reserved_bytes, Some(536870912.0), "{at}");
+        assert_eq!(r.memory_used_bytes, Some(self.used() as f64), "{at}");
+        assert_eq!(
+            r.memory_free_bytes,
+            Some((85520809984 - 536870912 - self.used()) as f64),
+            "{at}"
+        );
+        assert_eq!(r.ecc_corrected_total, Some(i as f64), "{at}");
+        assert_eq!(r.ecc_uncorrected_total, Some((i % 2) as f64), "{at}");
+        assert_eq!(r.pcie_replay_errors_total, Some(7.0 * i as f64), "{at}");
+        // No Xid happened, but the critical codes are there at 0.
+        let zeros: Vec<_> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
+        assert_eq!(r.xid_errors.as_ref(), Some(&zeros), "{at}");
+        assert_eq!(r.xid_last_timestamp_seconds, None, "{at}");
+        // What NVML is not asked for stays absent.
+        assert_eq!(r.memory_temperature_celsius, None, "{at}");
+        assert_eq!(r.nvlink_bytes_total, None, "{at}");
+        assert_eq!(r.clocks_event_seconds_total, [None; 9], "{at}");
+        assert!(g.mig.is_empty(), "{at}");
+    }
+
+    /// GPM needs a previous sample: none on a GPU's first collection.
+    fn check_gpm(&self, r: &Readings, first: bool) {
+        let expected = self.gpm().map(|pc| (!first).then_some(pc / 100.0));
+        let got = [r.sm_active_ratio, r.sm_occupancy_ratio, r.dram_active_ratio];
+        assert_eq!(got, expected, "GPU {} gpm", self.i);
+    }
+}
+
+fn scenario(gpus: &[String]) -> String {
+    format!(
+        r#"{{"driver_version":"550.54.15","gpus":[{}]}}"#,
+        gpus.join(",")
+    )
+}
+
+fn full_fleet(n: u64) -> String {
+    scenario(&(0..n).map(|i| Spec { i }.json()).collect::<Vec<_>>())
+}
+
+fn collect(nvml: &mut Nvml) -> Vec<Gpu> {
+    nvml.collect(0.0).expect("collect")
+}
+
+#[test]
+fn eight_gpus_report_every_reading_in_base_units() {
+    let f = Fixture::new("eight", &full_fleet(8));
+    let mut nvml = f.open();
+    assert_eq!(nvml.name(), "nvml");
+
+    let a = Instant::now();
+    let first = collect(&mut nvml);
+    let b = Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    let c = Instant::now();
+    let second = collect(&mut nvml);
+    let d = Instant::now();
+
+    assert_eq!(first.len(), 8);
+    assert_eq!(second.len(), 8);
+    for (i, (g1, g2)) in first.iter().zip(&second).enumerate() {
+        let spec = Spec { i: i as u64 };
+        spec.check(g1);
+        spec.check(g2);
+        spec.check_gpm(&g1.readings, true);
+        spec.check_gpm(&g2.readings, false);
+        // The rate integrates from 0: the source's interval lies between
+        // the test's inner and outer measurements of it.
+        assert_eq!(g1.readings.pcie_bytes_total, Some(TxRx::default()));
+        let total = g2.readings.pcie_bytes_total.expect("pcie counter");
+        let (short, long) = ((c - b).as_secs_f64(), (d - a).as_secs_f64());
+        let tx = spec.tx_kbps() as f64 * 1024.0;
+        let rx = spec.rx_kbps() as f64 * 1024.0;
+        assert!(
+            tx * short <= total.tx && total.tx <= tx * long,
+            "GPU {i} tx {total:?}"
+        );
+        assert!(
+            rx * short <= total.rx && total.rx <= rx * long,
+            "GPU {i} rx {total:?}"
+        );
+    }
+}
+
+#[test]
+fn zero_gpus_is_an_empty_fleet() {
+    let f = Fixture::new("zero", r#"{"gpus":[]}"#);
+    let mut nvml = f.open();
+    assert_eq!(nvml.collect(0.0), Ok(vec![]));
+}
+
+#[test]
+fn mig_instances_carry_their_own_memory() {
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","temperature":50,
+        "utilization":{"gpu":99,"memory":99},
+        "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
+        "mig":[
+          {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960},
+           "gpm":{"sm_active":75.0,"sm_occupancy":30.0,"dram_active":12.5}},
+          {"name":"NVIDIA H100 80GB HBM3 MIG 4g.40gb","uuid":"MIG-bbbb","gpu_instance_id":2}
+        ]}"#;
+    let f = Fixture::new("mig", &scenario(&[mig.to_string(), Spec { i: 1 }.json()]));
+    let mut nvml = f.open();
+    let first = collect(&mut nvml);
+    assert_eq!(first[0].mig.len(), 2);
+    assert_eq!(first[0].mig[0].readings.sm_active_ratio, None);
+    std::thread::sleep(Duration::from_millis(150));
+    let gpus = collect(&mut nvml);
+    assert_eq!(gpus.len(), 2);
+
+    let g = &gpus[0];
+    assert!(g.up);
+    assert_eq!(g.uuid, "GPU-mig-parent");
+    assert_eq!(g.readings.temperature_celsius, Some(50.0));
+    // NVML refuses utilisation on a GPU in MIG mode: absent, not 0 or 99.
+    assert_eq!(g.readings.utilization_ratio, None);
+    assert_eq!(g.mig.len(), 2);
+
+    let m = &g.mig[0];
+    assert_eq!(m.uuid, "MIG-aaaa");
+    assert_eq!(m.gpu_instance_id, 1);
+    assert_eq!(m.profile, "3g.40gb");
+    let expected = Readings {
+        memory_total_bytes: Some(42949672960.0),
+        memory_reserved_bytes: Some(0.0),
+        memory_free_bytes: Some(40000000000.0),
+        memory_used_bytes: Some(2949672960.0),
+        // GPM per GPU instance, between the two collections.
+        sm_active_ratio: Some(0.75),
+        sm_occupancy_ratio: Some(0.30),
+        dram_active_ratio: Some(0.125),
+        ..Readings::default()
+    };
+    assert_eq!(m.readings, expected);
+
+    let m = &g.mig[1];
+    assert_eq!((m.uuid.as_str(), m.gpu_instance_id), ("MIG-bbbb", 2));
+    assert_eq!(m.profile, "4g.40gb");
+    // Memory not supported on this one: nothing is zero-filled.
+    assert_eq!(m.readings, Readings::default());
+
+    Spec { i: 1 }.check(&gpus[1]);
+}
+
+#[test]
+fn a_lost_gpu_goes_down_while_the_others_keep_reporting() {
+    let mut gpus: Vec<_> = (0..3).map(|i| Spec { i }.json()).collect();
+    gpus[1] = gpus[1].replacen('{', r#"{"lost_after_collections":1,"#, 1);
+    let f = Fixture::new("lost", &scenario(&gpus));
+    let mut nvml = f.open();
+
+    let before = collect(&mut nvml);
+    for (i, g) in before.iter().enumerate() {
+        Spec { i: i as u64 }.check(g);
+    }
+    for _ in 0..2 {
+        let after = collect(&mut nvml);
+        assert_eq!(after.len(), 3);
+        Spec { i: 0 }.check(&after[0]);
+        Spec { i: 2 }.check(&after[2]);
+        let lost = &after[1];
+        assert!(!lost.up);
+        assert_eq!(lost.readings, Readings::default());
+        assert!(lost.mig.is_empty());
+        // Still labelled as the GPU it was.
+        assert_eq!(lost.index, 1);
+        assert_eq!(lost.uuid, Spec { i: 1 }.uuid());
+        assert_eq!(lost.pci_bus_id, Spec { i: 1 }.bus_id());
+        assert_eq!(lost.driver_version, "550.54.15");
+    }
+}
+
+#[test]
+fn unsupported_readings_are_absent_not_sentinels() {
+    let sparse = r#"{"uuid":"GPU-sparse","temperature":33,"events":false}"#;
+    let f = Fixture::new("unsupported", &scenario(&[sparse.to_string()]));
+    let mut nvml = f.open();
+    for _ in 0..2 {
+        let gpus = collect(&mut nvml);
+        assert_eq!(gpus.len(), 1);
+        let g = &gpus[0];
+        assert!(g.up);
+        assert_eq!(g.uuid, "GPU-sparse");
+        let expected = Readings {
+            temperature_celsius: Some(33.0),
+            ..Readings::default()
+        };
+        // Including xid_errors: no events, so another reader may fill it.
+        assert_eq!(g.readings, expected);
+    }
+}
+
+#[test]
+fn an_old_driver_without_newer_symbols_still_reports() {
+    let f = Fixture::build("old-driver", &full_fleet(2), true);
+    let mut nvml = f.open();
+    collect(&mut nvml);
+    std::thread::sleep(Duration::from_millis(150));
+    let gpus = collect(&mut nvml);
+    assert_eq!(gpus.len(), 2);
+    for (i, g) in gpus.iter().enumerate() {
+        let spec = Spec { i: i as u64 };
+        let r = &g.readings;
+        assert!(g.up);
+        assert_eq!(g.uuid, spec.uuid());
+        assert_eq!(r.temperature_celsius, Some(spec.temperature() as f64));
+        // From nvmlDeviceGetCurrentClocksThrottleReasons instead.
+        assert_eq!(r.clocks_event_mask, Some(spec.mask()));
+        // From nvmlDeviceGetMemoryInfo (v1): reserved is counted as used.
+        assert_eq!(r.memory_total_bytes, Some(85520809984.0));
+        assert_eq!(r.memory_reserved_bytes, None);
+        assert_eq!(r.memory_used_bytes, Some((spec.used() + 536870912) as f64));
+        // No nvmlDeviceGetTotalEnergyConsumption, no nvmlEventSetWait_v2.
+        assert_eq!(r.energy_joules_total, None);
+        assert_eq!(r.xid_errors, None);
+        // No GPM calls at all, even with two samples' time.
+        spec.check_gpm(r, true);
+        assert_eq!(r.power_usage_watts, Some(spec.power_mw() as f64 / 1000.0));
+    }
+}
+
+#[test]
+fn a_hung_call_delays_the_collection_but_it_completes() {
+    let text = full_fleet(2).replacen(
+        '{',
+        r#"{"hang":{"call":"nvmlDeviceGetPowerUsage","ms":1500},"#,
+        1,
+    );
+    let f = Fixture::new("hang", &text);
+    let mut nvml = f.open();
+    let started = Instant::now();
+    let gpus = collect(&mut nvml);
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    Spec { i: 0 }.check(&gpus[0]);
+    Spec { i: 1 }.check(&gpus[1]);
+    // It hung once; the next collection is quick.
+    let started = Instant::now();
+    let gpus = collect(&mut nvml);
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    assert_eq!(gpus.len(), 2);
+}
+
+#[test]
+fn xid_events_are_counted_per_gpu_and_code() {
+    let mut gpus: Vec<_> = (0..3).map(|i| Spec { i }.json()).collect();
+    gpus[0] = gpus[0].replacen('{', r#"{"xids":[79,13,79,48],"#, 1);
+    gpus[2] = gpus[2].replacen('{', r#"{"events":false,"#, 1);
+    let f = Fixture::new("xid", &scenario(&gpus));
+    let start = gpu_exporter::collector::unix_now();
+    let mut nvml = f.open();
+
+    let mut expected: Vec<(u32, u64)> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
+    expected.push((13, 1));
+    expected.sort();
+    for (code, n) in expected.iter_mut() {
+        *n = match code {
+            48 => 1,
+            79 => 2,
+            _ => *n,
+        };
+    }
+    // Events arrive on the Xid thread; wait for all four.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let gpus = loop {
+        let gpus = collect(&mut nvml);
+        if gpus[0].readings.xid_errors.as_ref() == Some(&expected) || Instant::now() > deadline {
+            break gpus;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(gpus[0].readings.xid_errors.as_ref(), Some(&expected));
+    let last = gpus[0]
+        .readings
+        .xid_last_timestamp_seconds
+        .expect("a timestamp");
+    assert!(start <= last && last <= gpu_exporter::collector::unix_now());
+
+    let zeros: Vec<_> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
+    assert_eq!(gpus[1].readings.xid_errors, Some(zeros));
+    assert_eq!(gpus[1].readings.xid_last_timestamp_seconds, None);
+    assert_eq!(gpus[2].readings.xid_errors, None);
+    // Nothing else about GPU 2 suffers from its lack of events.
+    assert_eq!(gpus[2].readings.temperature_celsius, Some(42.0));
+}
+
+#[test]
+fn init_failure_is_retried_with_backoff_until_it_succeeds() {
+    let f = Fixture::new("init", r#"{"init_error":9,"gpus":[]}"#);
+    let mut nvml = f.open_with(Options {
+        retry_first: Duration::from_millis(300),
+        retry_max: Duration::from_secs(5),
+        ..Options::default()
+    });
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(e.0.contains("DRIVER_NOT_LOADED (9)"), "{e}");
+
+    // The retry after the first wait fails too, and the wait doubles.
+    std::thread::sleep(Duration::from_millis(350));
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(
+        e.0.contains("DRIVER_NOT_LOADED") && e.0.contains("600ms"),
+        "{e}"
+    );
+
+    // The driver is fixed, but the next try is not due yet.
+    f.set_scenario(&full_fleet(1));
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(e.0.contains("DRIVER_NOT_LOADED"), "{e}");
+
+    std::thread::sleep(Duration::from_millis(650));
+    let gpus = collect(&mut nvml);
+    assert_eq!(gpus.len(), 1);
+    Spec { i: 0 }.check(&gpus[0]);
+}
+
+#[test]
+fn a_failing_device_count_drops_the_session_and_reinitialises() {
+    let text = full_fleet(1).replacen(
+        '{',
+        r#"{"count_error":{"after_collections":1,"code":999},"#,
+        1,
+    );
+    let f = Fixture::new("reinit", &text);
+    let mut nvml = f.open_with(Options {
+        retry_first: Duration::from_millis(400),
+        event_wait: Duration::from_millis(20),
+        ..Options::default()
+    });
+    Spec { i: 0 }.check(&collect(&mut nvml)[0]);
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(
+        e.0.contains("nvmlDeviceGetCount_v2: NVML_ERROR_UNKNOWN (999)"),
+        "{e}"
+    );
+    // Not retried before its time...
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(e.0.contains("retrying in"), "{e}");
+    // ...and then NVML is shut down and initialised afresh, which resets
+    // the fake's collection count.
+    std::thread::sleep(Duration::from_millis(450));
+    Spec { i: 0 }.check(&collect(&mut nvml)[0]);
+}
+
+#[test]
+fn an_explicit_library_path_that_does_not_exist_is_a_configuration_error() {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-dir/libnvidia-ml.so.1");
+    let e = Nvml::open(Some(&path)).err().expect("an error");
+    assert!(e.contains(&path.display().to_string()), "{e}");
+}
+
+#[test]
+fn a_file_that_is_not_a_library_fails_collections_without_panicking() {
+    let f = Fixture::new("not-a-library", "{}");
+    let mut nvml = Nvml::open(Some(&f.dir.join("scenario.json"))).expect("the file exists");
+    let e = nvml.collect(0.0).unwrap_err();
+    assert!(e.0.contains("scenario.json"), "{e}");
+}
+
+#[test]
+fn the_default_library_constructs_with_or_without_a_driver() {
+    let mut nvml = Nvml::open(None).expect("no path to be wrong");
+    // Ok on a machine with NVIDIA's driver; elsewhere an error naming it.
+    if let Err(e) = nvml.collect(0.0) {
+        assert!(e.0.contains("libnvidia-ml.so.1"), "{e}");
+    }
+}
