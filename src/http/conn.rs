@@ -2,7 +2,7 @@
 //! each in order (keep-alive and pipelining), close on errors.
 //!
 //! A response is built in one buffer: the body is rendered after
-//! [`HEAD_ROOM`] bytes, then the head is written right-aligned in front of
+//! `HEAD_ROOM` bytes, then the head is written right-aligned in front of
 //! it, and the whole goes out in one write.
 
 use super::router::{self, Context, Method, Request, Response, Status};
@@ -10,6 +10,7 @@ use async_io::Async;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use std::io::{Cursor, Write};
 use std::net::TcpStream;
+use std::ops::Range;
 use std::rc::Rc;
 
 /// The most a request head may take.
@@ -99,44 +100,64 @@ fn parse(buf: &[u8]) -> Parsed<'_> {
     )
 }
 
+/// A response built in the output buffer.
+#[derive(Debug, PartialEq)]
+pub struct Answer {
+    /// Bytes of input the request took.
+    pub consumed: usize,
+    pub keep_alive: bool,
+    /// Where the response lies in the output buffer.
+    pub range: Range<usize>,
+}
+
+/// The pure core of a connection: parses one request from `buf`, routes
+/// it and builds the whole response in `out`. `None` until a whole request
+/// head has arrived.
+pub fn answer(buf: &[u8], ctx: &Context, out: &mut Vec<u8>) -> Option<Answer> {
+    let parsed = parse(buf);
+    out.clear();
+    out.resize(HEAD_ROOM, 0);
+    let (resp, consumed, keep, head_only, http10) = match parsed {
+        Parsed::Partial => return None,
+        Parsed::Reject(status) => {
+            out.extend_from_slice(status.line().as_bytes());
+            out.push(b'\n');
+            (Response::text(status), buf.len(), false, false, false)
+        }
+        Parsed::Request(req, f) => {
+            let resp = router::route(&req, ctx, out);
+            (
+                resp,
+                f.consumed,
+                f.keep_alive,
+                req.method == Method::Head,
+                f.http10,
+            )
+        }
+    };
+    let start = write_head(out, &resp, keep, http10);
+    let end = if head_only { HEAD_ROOM } else { out.len() };
+    Some(Answer {
+        consumed,
+        keep_alive: keep,
+        range: start..end,
+    })
+}
+
 pub async fn serve(mut stream: Async<TcpStream>, ctx: Rc<Context>) {
     let mut inbuf = vec![0u8; MAX_HEAD];
     let mut out: Vec<u8> = Vec::new();
     let mut filled = 0;
     loop {
-        if filled > 0 {
-            let (resp, consumed, keep, head_only, http10) = match parse(&inbuf[..filled]) {
-                Parsed::Partial => (None, 0, true, false, false),
-                Parsed::Reject(status) => {
-                    out.clear();
-                    out.resize(HEAD_ROOM, 0);
-                    out.extend_from_slice(status.line().as_bytes());
-                    out.push(b'\n');
-                    (Some(Response::text(status)), filled, false, false, false)
-                }
-                Parsed::Request(req, f) => {
-                    out.clear();
-                    out.resize(HEAD_ROOM, 0);
-                    let resp = router::route(&req, &ctx, &mut out);
-                    (
-                        Some(resp),
-                        f.consumed,
-                        f.keep_alive,
-                        req.method == Method::Head,
-                        f.http10,
-                    )
-                }
-            };
-            if let Some(resp) = resp {
-                let start = write_head(&mut out, &resp, keep, http10);
-                let end = if head_only { HEAD_ROOM } else { out.len() };
-                if stream.write_all(&out[start..end]).await.is_err() || !keep {
-                    return;
-                }
-                inbuf.copy_within(consumed..filled, 0);
-                filled -= consumed;
-                continue;
+        if filled > 0
+            && let Some(a) = answer(&inbuf[..filled], &ctx, &mut out)
+        {
+            if stream.write_all(&out[a.range]).await.is_err() || !a.keep_alive {
+                return;
             }
+            inbuf.copy_within(a.consumed..filled, 0);
+            filled -= a.consumed;
+            continue;
         }
         match stream.read(&mut inbuf[filled..]).await {
             Ok(0) | Err(_) => return,
