@@ -14,7 +14,13 @@ USAGE: gpu-exporter [FLAGS]
 
   --web.listen-address ADDR   where to serve (default :9400; e.g. 127.0.0.1:9400, [::1]:0)
   --web.telemetry-path PATH   path of the metrics (default /metrics)
-  --source NAME               where readings come from: sim (default sim)
+  --source NAME               where readings come from: auto, nvml, smi or sim (default auto:
+                              NVML if it loads, else nvidia-smi if present, else the simulator)
+  --nvml.library PATH         the NVML library to load (default libnvidia-ml.so.1 via the loader)
+  --smi.path PATH             the nvidia-smi to run (default nvidia-smi on PATH)
+  --smi.timeout DUR           kill a hung nvidia-smi after this long (default 5s)
+  --xid.kmsg PATH             kernel log to read Xid from when the source cannot (default /dev/kmsg
+                              when readable, which needs CAP_SYSLOG; an empty PATH turns it off)
   --sim.scenario FILE         simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)
   --collect.interval DUR      time between collections (default 1s; e.g. 500ms, 1s, 5m, 1h)
   --log.level LEVEL           error, warn, info or debug (default info)
@@ -42,14 +48,22 @@ macro_rules! bad {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
+    Auto,
+    Nvml,
+    Smi,
     Sim,
 }
 
 impl SourceKind {
     fn parse(s: &str) -> Result<SourceKind, ConfigError> {
         match s {
+            "auto" => Ok(SourceKind::Auto),
+            "nvml" => Ok(SourceKind::Nvml),
+            "smi" => Ok(SourceKind::Smi),
             "sim" => Ok(SourceKind::Sim),
-            _ => Err(bad!("--source: unknown source {s:?} (expected sim)")),
+            _ => Err(bad!(
+                "--source: unknown source {s:?} (expected auto, nvml, smi or sim)"
+            )),
         }
     }
 }
@@ -59,6 +73,11 @@ pub struct Config {
     pub listen: SocketAddr,
     pub telemetry_path: String,
     pub source: SourceKind,
+    pub nvml_library: Option<PathBuf>,
+    pub smi_path: PathBuf,
+    pub smi_timeout: Duration,
+    /// `None`: /dev/kmsg when readable; `Some("")`: off.
+    pub xid_kmsg: Option<PathBuf>,
     pub scenario: Option<PathBuf>,
     pub interval: Duration,
     pub log_level: log::LevelFilter,
@@ -73,7 +92,11 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 9400)),
             telemetry_path: "/metrics".into(),
-            source: SourceKind::Sim,
+            source: SourceKind::Auto,
+            nvml_library: None,
+            smi_path: PathBuf::from("nvidia-smi"),
+            smi_timeout: Duration::from_secs(5),
+            xid_kmsg: None,
             scenario: None,
             interval: Duration::from_secs(1),
             log_level: log::LevelFilter::Info,
@@ -87,7 +110,7 @@ impl Default for Config {
 
 #[derive(Debug)]
 pub enum Command {
-    Run(Config),
+    Run(Box<Config>),
     Help,
     Version,
 }
@@ -133,6 +156,16 @@ where
             }
             "--source" => c.source = SourceKind::parse(&value()?)?,
             "--sim.scenario" => c.scenario = Some(PathBuf::from(value()?)),
+            "--nvml.library" => c.nvml_library = Some(PathBuf::from(value()?)),
+            "--smi.path" => c.smi_path = PathBuf::from(value()?),
+            "--smi.timeout" => {
+                c.smi_timeout =
+                    parse_duration(&value()?).map_err(|e| bad!("--smi.timeout: {e}"))?;
+                if c.smi_timeout.is_zero() {
+                    return Err(bad!("--smi.timeout: must be above 0"));
+                }
+            }
+            "--xid.kmsg" => c.xid_kmsg = Some(PathBuf::from(value()?)),
             "--collect.interval" => {
                 let v = value()?;
                 c.interval = parse_duration(&v).map_err(|e| bad!("--collect.interval: {e}"))?;
@@ -157,7 +190,7 @@ where
             _ => return Err(bad!("unknown flag {flag} (see --help)")),
         }
     }
-    Ok(Command::Run(c))
+    Ok(Command::Run(Box::new(c)))
 }
 
 /// `:9400` listens on every IPv4 interface, as node_exporter does.
@@ -221,7 +254,7 @@ mod tests {
 
     fn run(args: &[&str]) -> Result<Config, ConfigError> {
         match parse_args(args.iter().copied())? {
-            Command::Run(c) => Ok(c),
+            Command::Run(c) => Ok(*c),
             other => panic!("{other:?}"),
         }
     }

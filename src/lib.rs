@@ -17,8 +17,12 @@ pub mod table;
 
 use collector::{Collector, Latest, unix_now};
 use config::{Config, ConfigError, SourceKind};
+use source::kmsg::KernelLogXid;
 use source::sim::{Scenario, Sim};
+use source::smi::Smi;
+use source::{Augmented, Source};
 use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -45,6 +49,72 @@ fn load_scenario(config: &Config) -> Result<Scenario, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("--sim.scenario: cannot read {shown}: {e}")))?;
     Scenario::parse(&text).map_err(|e| ConfigError(format!("--sim.scenario {shown}: {e}")))
+}
+
+/// The source the flags ask for; `auto` takes NVML if it loads, else
+/// nvidia-smi if it is there, else the simulator, loudly.
+fn build_source(
+    config: &Config,
+    scenario: Scenario,
+    t0: f64,
+) -> Result<Box<dyn Source>, ConfigError> {
+    let nvml = || {
+        source::nvml::Nvml::open(config.nvml_library.as_deref())
+            .map_err(|e| ConfigError(format!("--nvml.library: {e}")))
+    };
+    let smi = || Smi::new(config.smi_path.clone(), config.smi_timeout);
+    let inner: Box<dyn Source> = match config.source {
+        SourceKind::Sim => Box::new(Sim::new(scenario, t0)),
+        SourceKind::Nvml => Box::new(nvml()?),
+        SourceKind::Smi => Box::new(smi()),
+        SourceKind::Auto => {
+            let n = nvml()?;
+            if n.connected() {
+                Box::new(n)
+            } else if find_program(&config.smi_path).is_some() {
+                log::info!(
+                    "source auto: NVML did not load; using {}",
+                    config.smi_path.display()
+                );
+                Box::new(smi())
+            } else {
+                log::warn!("source auto: neither NVML nor nvidia-smi is here");
+                Box::new(Sim::new(scenario, t0))
+            }
+        }
+    };
+    if inner.name() == "sim" {
+        log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
+        return Ok(inner);
+    }
+    let xid = match &config.xid_kmsg {
+        Some(p) if p.as_os_str().is_empty() => None,
+        Some(p) => {
+            std::fs::File::open(p).map_err(|e| {
+                ConfigError(format!("--xid.kmsg: cannot read {}: {e}", p.display()))
+            })?;
+            Some(KernelLogXid::new(p))
+        }
+        None => match std::fs::File::open("/dev/kmsg") {
+            Ok(_) => Some(KernelLogXid::new("/dev/kmsg")),
+            Err(e) => {
+                log::info!("xid: not reading /dev/kmsg ({e}); it needs CAP_SYSLOG");
+                None
+            }
+        },
+    };
+    Ok(Box::new(Augmented { inner, xid }))
+}
+
+/// Where `program` would run from: itself if it names a path, else the
+/// first match on PATH.
+fn find_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
 }
 
 fn load_rules(config: &Config) -> Result<Vec<alerts::Rule>, ConfigError> {
@@ -77,7 +147,6 @@ fn url(addr: SocketAddr, path: &str) -> String {
 pub fn run(config: Config) -> Result<(), Error> {
     // Everything that can be wrong with the configuration fails here,
     // before anything starts.
-    let SourceKind::Sim = config.source;
     let rules = load_rules(&config)?;
     if config.print_rules {
         print!(
@@ -94,8 +163,8 @@ pub fn run(config: Config) -> Result<(), Error> {
     };
 
     let t0 = unix_now();
-    let source = Box::new(Sim::new(scenario, t0));
-    log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
+    let source = build_source(&config, scenario, t0)?;
+    let simulated = source.name() == "sim";
     let evaluator = alerts::Evaluator::new(rules);
     let mut collector = Collector::new(source, evaluator, config.interval);
     collector.replay(t0);
@@ -114,7 +183,9 @@ pub fn run(config: Config) -> Result<(), Error> {
         "serving GPU metrics on {}",
         url(addr, &config.telemetry_path)
     );
-    print!("{table}");
+    if simulated {
+        print!("{table}");
+    }
 
     let latest = Arc::new(Latest::new(first));
     let for_collector = latest.clone();

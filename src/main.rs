@@ -15,7 +15,7 @@ fn main() -> ExitCode {
         Err(e) => return fail(&e.to_string(), 2),
     };
     gpu_exporter::logger::init(config.log_level);
-    match gpu_exporter::run(config) {
+    match gpu_exporter::run(*config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(gpu_exporter::Error::Config(e)) => fail(&e.to_string(), 2),
         Err(gpu_exporter::Error::Runtime(e)) => fail(&e, 1),

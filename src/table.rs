@@ -75,7 +75,9 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
         fired.join(", ")
     };
     let _ = writeln!(out, "\nalerts fired: {fired}");
-    if healthy.is_empty() {
+    if p.snapshot.gpus.is_empty() {
+        out.push_str("no GPUs in the fleet.\n");
+    } else if healthy.is_empty() {
         out.push_str("no GPU is healthy.\n");
     } else {
         let _ = writeln!(out, "healthy {} fired nothing.", healthy.join(", "));

@@ -10,75 +10,19 @@
 use gpu_exporter::snapshot::{CRITICAL_XIDS, Gpu, Readings, TxRx};
 use gpu_exporter::source::Source;
 use gpu_exporter::source::nvml::{Nvml, Options};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// Builds fake-nvml into a target directory of its own (so the build never
-/// waits on the lock `cargo test` holds) and returns the library's path.
-fn build_fake(old_driver: bool) -> PathBuf {
-    let variant = if old_driver { "old-driver" } else { "current" };
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-nvml-{variant}"));
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--offline",
-            "--quiet",
-            "-p",
-            "fake-nvml",
-            "--target-dir",
-        ])
-        .arg(&target);
-    if old_driver {
-        cmd.args(["--features", "old-driver"]);
-    }
-    let out = cmd.output().expect("cannot run cargo to build fake-nvml");
-    assert!(
-        out.status.success(),
-        "building fake-nvml ({variant}) failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let lib = target.join("debug").join("libnvidia_ml.so");
-    assert!(lib.exists(), "{} was not built", lib.display());
-    lib
+#[path = "support/fake_nvml.rs"]
+mod fake_nvml;
+use fake_nvml::Fixture;
+
+trait Open {
+    fn open(&self) -> Nvml;
+    fn open_with(&self, options: Options) -> Nvml;
 }
 
-fn fake_library(old_driver: bool) -> &'static Path {
-    static CURRENT: OnceLock<PathBuf> = OnceLock::new();
-    static OLD: OnceLock<PathBuf> = OnceLock::new();
-    let cell = if old_driver { &OLD } else { &CURRENT };
-    cell.get_or_init(|| build_fake(old_driver))
-}
-
-/// A directory holding a copy of the fake and its scenario.
-struct Fixture {
-    dir: PathBuf,
-    lib: PathBuf,
-}
-
-impl Fixture {
-    fn new(name: &str, scenario: &str) -> Fixture {
-        Fixture::build(name, scenario, false)
-    }
-
-    fn build(name: &str, scenario: &str, old_driver: bool) -> Fixture {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nvml-{name}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let lib = dir.join("libnvidia-ml.so.1");
-        std::fs::copy(fake_library(old_driver), &lib).unwrap();
-        let f = Fixture { dir, lib };
-        f.set_scenario(scenario);
-        f
-    }
-
-    fn set_scenario(&self, scenario: &str) {
-        std::fs::write(self.dir.join("scenario.json"), scenario).unwrap();
-    }
-
+impl Open for Fixture {
     fn open(&self) -> Nvml {
         self.open_with(Options {
             event_wait: Duration::from_millis(50),

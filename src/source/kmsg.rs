@@ -553,6 +553,50 @@ pub fn read_records<R: Read>(reader: &mut R, counter: &mut XidCounter) -> io::Re
     Ok(records)
 }
 
+/// Fills in Xid from the kernel log for GPUs whose source could not see
+/// them (`xid_errors` is `None`): every GPU under `smi`, and GPUs without
+/// NVML event support under `nvml`.
+pub struct KernelLogXid {
+    reader: KmsgReader,
+    counter: XidCounter,
+    failing: bool,
+}
+
+impl KernelLogXid {
+    pub fn new(path: impl Into<PathBuf>) -> KernelLogXid {
+        let mut counter = XidCounter::new();
+        if let Some(boot) = boot_time() {
+            counter.set_boot_time(boot);
+        }
+        KernelLogXid {
+            reader: KmsgReader::new(path),
+            counter,
+            failing: false,
+        }
+    }
+
+    /// Reads what is new in the log and fills in the GPUs' Xid counters.
+    pub fn apply(&mut self, gpus: &mut [crate::snapshot::Gpu]) {
+        match self.reader.read_into(&mut self.counter) {
+            Ok(_) => self.failing = false,
+            Err(e) => {
+                // Once per outage, not once per collection.
+                if !self.failing {
+                    log::warn!("xid: cannot read {}: {e}", self.reader.path().display());
+                }
+                self.failing = true;
+            }
+        }
+        for g in gpus
+            .iter_mut()
+            .filter(|g| g.up && g.readings.xid_errors.is_none())
+        {
+            g.readings.xid_errors = Some(self.counter.counts_with_critical(&g.pci_bus_id));
+            g.readings.xid_last_timestamp_seconds = self.counter.last_timestamp(&g.pci_bus_id);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -41,3 +41,31 @@ pub trait Source: Send {
         0.0
     }
 }
+
+/// A source plus what fills the gaps it leaves: Xid from the kernel log.
+pub struct Augmented {
+    pub inner: Box<dyn Source>,
+    pub xid: Option<kmsg::KernelLogXid>,
+}
+
+impl Source for Augmented {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {
+        let mut gpus = self.inner.collect(at)?;
+        if let Some(xid) = &mut self.xid {
+            xid.apply(&mut gpus);
+        }
+        Ok(gpus)
+    }
+
+    fn models(&self) -> Vec<Model> {
+        self.inner.models()
+    }
+
+    fn history_seconds(&self) -> f64 {
+        self.inner.history_seconds()
+    }
+}

@@ -270,6 +270,11 @@ impl Nvml {
         Ok(nvml)
     }
 
+    /// Whether NVML loaded and initialised (so far).
+    pub fn connected(&self) -> bool {
+        matches!(self.state, State::Up(_))
+    }
+
     /// Loads and initialises NVML, or records why not and when to retry.
     fn connect(&mut self) -> Result<(), SourceError> {
         match Library::open(&self.library) {

@@ -14,8 +14,10 @@ pub struct Exporter {
 
 impl Exporter {
     pub fn start(args: &[&str]) -> Exporter {
+        // The simulator unless a test says otherwise (a later flag wins),
+        // so a machine with a GPU runs the same tests.
         let mut child = Command::new(BIN)
-            .args(["--web.listen-address", "127.0.0.1:0"])
+            .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -170,8 +172,13 @@ pub fn pipe(cmd: &str, args: &[&str], input: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
+/// Runs the binary to completion, on the simulator unless `args` say otherwise.
 pub fn run(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
+    Command::new(BIN)
+        .args(["--source", "sim"])
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {

@@ -7,3 +7,4 @@ mod exposition;
 mod faults;
 mod http;
 mod rules;
+mod sources;

@@ -1,0 +1,303 @@
+//! The real binary on each real source: NVML through the fake
+//! libnvidia-ml and the real dlopen path, nvidia-smi through a fake
+//! script, Xid from a kernel log, and `auto` choosing between them.
+
+#[path = "../support/fake_nvml.rs"]
+mod fake_nvml;
+
+use crate::common::{Exporter, have, pipe, run};
+use fake_nvml::Fixture;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+fn value(body: &str, prefix: &str) -> Option<f64> {
+    body.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+fn gpu(i: u32, extra: &str) -> String {
+    format!(
+        r#"{{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd","bus_id":"00000000:{:02X}:00.0",
+        "temperature":{},"sm_clock_mhz":1980,"memory_clock_mhz":2619,"sm_clock_max_mhz":1980,
+        "clocks_event_reasons":4,"power_mw":350000,"power_limit_mw":700000,"energy_mj":123456,
+        "memory":{{"total":85520809984,"reserved":536870912,"free":40000000000,"used":44983939072}},
+        "ecc_corrected":0,"ecc_uncorrected":0,"pcie_tx_kbps":1000,"pcie_rx_kbps":2000,"pcie_replay":0{extra}}}"#,
+        0x18 + i,
+        50 + i
+    )
+}
+
+fn fleet(gpus: &[String]) -> String {
+    format!(
+        r#"{{"driver_version":"550.54.15","gpus":[{}]}}"#,
+        gpus.join(",")
+    )
+}
+
+/// Polls `/metrics` until `done` holds, for at most `limit`.
+fn wait_for(e: &Exporter, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + limit;
+    loop {
+        let body = e.metrics(None).body;
+        if done(&body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting; last scrape:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn nvml_args(f: &Fixture) -> Vec<String> {
+    let lib = f.lib.to_str().unwrap().to_string();
+    [
+        "--source",
+        "nvml",
+        "--nvml.library",
+        &lib,
+        "--xid.kmsg",
+        "",
+        "--collect.interval",
+        "200ms",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+fn start(args: &[String]) -> Exporter {
+    Exporter::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+#[test]
+fn nvml_fleet_through_the_binary() {
+    let gpus: Vec<String> = (0..4)
+        .map(|i| gpu(i, if i == 2 { r#","xids":[79,79]"# } else { "" }))
+        .collect();
+    let f = Fixture::new("bin-fleet", &fleet(&gpus));
+    let e = start(&nvml_args(&f));
+    let body = wait_for(&e, Duration::from_secs(10), |b| {
+        value(
+            b,
+            "gpu_xid_errors_total{gpu=\"2\",uuid=\"GPU-00000002-aaaa-bbbb-cccc-dddddddddddd\",xid=\"79\"}",
+        ) == Some(2.0)
+    });
+    for i in 0..4 {
+        let t = value(&body, &format!("gpu_temperature_celsius{{gpu=\"{i}\""));
+        assert_eq!(t, Some(50.0 + i as f64), "gpu {i}");
+    }
+    assert!(body.contains("gpu_exporter_source_info{source=\"nvml\"} 1"));
+    assert!(body.contains("driver_version=\"550.54.15\""));
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(1.0));
+    assert_eq!(
+        value(
+            &body,
+            "gpu_clocks_event_active{gpu=\"0\",uuid=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",reason=\"sw_power_cap\"}"
+        ),
+        Some(1.0)
+    );
+    // Not supported by the scenario: absent, never a sentinel.
+    assert!(!body.contains("gpu_utilization_ratio{"));
+    if have("promtool", &["--version"]) {
+        let out = pipe("promtool", &["check", "metrics"], &body);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn a_driver_that_is_not_loaded_never_stops_the_server() {
+    let f = Fixture::new("bin-noinit", r#"{"init_error":9,"gpus":[]}"#);
+    let e = start(&nvml_args(&f));
+    let body = e.metrics(None).body;
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(0.0));
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+    let r = e.get("/readyz", &[]);
+    assert_eq!(r.status, 503);
+    assert!(r.body.contains("DRIVER_NOT_LOADED"), "{}", r.body);
+    // The driver arrives: the retry with backoff picks it up.
+    f.set_scenario(&fleet(&[gpu(0, "")]));
+    let body = wait_for(&e, Duration::from_secs(15), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(1.0)
+    });
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
+}
+
+#[test]
+fn a_hung_or_lost_gpu_leaves_metrics_answering() {
+    let gpus = [gpu(0, ""), gpu(1, r#","lost_after_collections":3"#)];
+    let text = fleet(&gpus).replacen(
+        '{',
+        r#"{"hang":{"call":"nvmlDeviceGetPowerUsage","ms":4000},"#,
+        1,
+    );
+    let f = Fixture::new("bin-hang", &text);
+    let e = start(&nvml_args(&f));
+    // The first collection hangs in NVML: scrapes answer at once anyway.
+    let t = Instant::now();
+    let body = e.metrics(None).body;
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(body.contains("gpu_exporter_snapshot_age_seconds"));
+    // After the hang, GPU 1 is lost; GPU 0 keeps reporting.
+    let body = wait_for(&e, Duration::from_secs(15), |b| {
+        value(b, "gpu_up{gpu=\"1\"") == Some(0.0)
+    });
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
+    assert!(body.contains("gpu_temperature_celsius{gpu=\"0\""));
+    assert!(!body.contains("gpu_temperature_celsius{gpu=\"1\""));
+}
+
+#[test]
+fn zero_gpus_is_a_healthy_empty_fleet() {
+    let f = Fixture::new("bin-zero", r#"{"gpus":[]}"#);
+    let e = start(&nvml_args(&f));
+    let body = wait_for(&e, Duration::from_secs(10), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(1.0)
+    });
+    assert!(!body.contains("gpu_up{"));
+    assert_eq!(e.get("/readyz", &[]).status, 200);
+}
+
+#[test]
+fn an_explicit_library_that_does_not_exist_is_bad_configuration() {
+    let out = run(&[
+        "--source",
+        "nvml",
+        "--nvml.library",
+        "/nonexistent/libnvidia-ml.so.1",
+        "--once",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains("--nvml.library") && err.contains("/nonexistent/libnvidia-ml.so.1"),
+        "{err}"
+    );
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.starts_with("gpu-exporter: error"))
+            .count(),
+        1,
+        "{err}"
+    );
+}
+
+const HELP: &str = r#"List of valid properties to query for the switch "--query-gpu":
+
+"index"
+Zero based index of the GPU.
+
+"uuid"
+UUID.
+
+"pci.bus_id"
+Bus id.
+
+"temperature.gpu"
+Core GPU temperature.
+"#;
+
+/// A fake nvidia-smi printing `csv` for queries, in a directory of its own.
+fn fake_smi(name: &str, csv: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("smi-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("help.txt"), HELP).unwrap();
+    std::fs::write(dir.join("out.csv"), csv).unwrap();
+    let script = dir.join("nvidia-smi");
+    let body = format!(
+        "#!/bin/sh\ncase \"$1\" in --help-query-gpu) cat '{0}/help.txt' ;; *) cat '{0}/out.csv' ;; esac\n",
+        dir.display()
+    );
+    // Written under another name and renamed, so no writer holds it open
+    // when it runs (ETXTBSY).
+    std::fs::write(dir.join("tmp"), body).unwrap();
+    std::fs::set_permissions(dir.join("tmp"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(dir.join("tmp"), &script).unwrap();
+    script
+}
+
+#[test]
+fn auto_picks_nvidia_smi_and_xid_comes_from_the_kernel_log() {
+    let smi = fake_smi(
+        "auto",
+        "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-aaaa, 00000000:9B:00.0, 44\n1, GPU-bbbb, 00000000:9C:00.0, 45\n",
+    );
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("smi-auto/dmesg.txt");
+    std::fs::write(
+        &log,
+        "[ 100.1] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n\
+         [ 100.2] NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n\
+         [ 100.3] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n",
+    )
+    .unwrap();
+    // No NVML on this machine: auto falls through to nvidia-smi.
+    let e = Exporter::start(&[
+        "--source",
+        "auto",
+        "--smi.path",
+        smi.to_str().unwrap(),
+        "--nvml.library",
+        "libnvidia-ml-not-here.so.1",
+        "--xid.kmsg",
+        log.to_str().unwrap(),
+    ]);
+    let body = e.metrics(None).body;
+    assert!(
+        body.contains("gpu_exporter_source_info{source=\"smi\"} 1"),
+        "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "gpu_temperature_celsius{gpu=\"1\",uuid=\"GPU-bbbb\"}"
+        ),
+        Some(45.0)
+    );
+    assert_eq!(
+        value(
+            &body,
+            "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",xid=\"79\"}"
+        ),
+        Some(2.0)
+    );
+    assert_eq!(
+        value(
+            &body,
+            "gpu_xid_errors_total{gpu=\"1\",uuid=\"GPU-bbbb\",xid=\"79\"}"
+        ),
+        Some(0.0)
+    );
+    assert!(!body.contains("xid=\"20034\""));
+}
+
+#[test]
+fn auto_with_nothing_falls_back_to_the_simulator_loudly() {
+    let out = std::process::Command::new(crate::common::BIN)
+        .args([
+            "--once",
+            "--source",
+            "auto",
+            "--smi.path",
+            "/nonexistent/nvidia-smi",
+            "--nvml.library",
+            "libnvidia-ml-not-here.so.1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("SIMULATED"), "{err}");
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("GPUThrottling(gpu1)")
+    );
+}
