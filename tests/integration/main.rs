@@ -6,5 +6,6 @@ mod common;
 mod exposition;
 mod faults;
 mod http;
+mod prometheus;
 mod rules;
 mod sources;
