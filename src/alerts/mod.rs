@@ -25,11 +25,23 @@ impl Subject {
 
 /// Expands the template variables a summary may use.
 pub fn expand(template: &str, subject: &Subject, value: f64) -> String {
-    let value = format!("{value:.3}");
-    let value = value.trim_end_matches('0').trim_end_matches('.');
-    let mut s = template.replace("{{ $value }}", value);
+    let plain = format!("{value:.3}");
+    let plain = plain.trim_end_matches('0').trim_end_matches('.');
+    let mut s = template
+        .replace("{{ $value }}", plain)
+        .replace("{{ printf \"%.1f\" $value }}", &format!("{value:.1}"));
     for (k, v) in subject.labels() {
         s = s.replace(&format!("{{{{ $labels.{k} }}}}"), &v);
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn templates_expand_like_prometheus() {
+        let s = super::Subject::Model("m".into());
+        let t = "{{ $labels.model_name }}: {{ printf \"%.1f\" $value }}x, {{ $value }}";
+        assert_eq!(super::expand(t, &s, 30.000000000000025), "m: 30.0x, 30");
+    }
 }

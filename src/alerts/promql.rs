@@ -93,18 +93,18 @@ impl Rule {
             &Expr::Rate(s, w) => cmp(range("rate", s, w)),
             &Expr::Deriv(s, w) => cmp(format!("deriv({}[{}])", s.gauge(), format_duration(w))),
             Expr::BurnRate { objective, windows } => {
-                // 14.4 × (1 − 0.999) spelled 0.0144, not 0.014400000000000013.
-                let limit = |factor: f64| {
-                    num(format!("{:.12e}", factor * (1.0 - objective))
-                        .parse()
-                        .unwrap_or(f64::NAN))
-                };
+                // The value is the burn rate itself, as the exporter reports
+                // it: the error ratio over the budget. 1 − 0.999 is spelled
+                // 0.001, not 0.0010000000000000009.
+                let budget = num(format!("{:.12e}", 1.0 - objective)
+                    .parse()
+                    .unwrap_or(f64::NAN));
                 let pairs: Vec<String> = windows
                     .iter()
                     .map(|b| {
-                        let limit = limit(b.factor);
+                        let f = num(b.factor);
                         format!(
-                            "({} > {limit} and {} > {limit})",
+                            "({} / {budget} > {f} and {} / {budget} > {f})",
                             error_ratio(b.long),
                             error_ratio(b.short)
                         )
@@ -201,8 +201,8 @@ mod tests {
         assert!(q("KVFragmentationRisk").ends_with("gpu_memory_used_bytes > 0) < 0.05"));
         assert_eq!(
             q("TTFTBudgetBurn"),
-            "(model_name:llm_ttft_slo_errors:ratio_rate1h > 0.0144 and model_name:llm_ttft_slo_errors:ratio_rate5m > 0.0144) or \
-             (model_name:llm_ttft_slo_errors:ratio_rate6h > 0.006 and model_name:llm_ttft_slo_errors:ratio_rate30m > 0.006)"
+            "(model_name:llm_ttft_slo_errors:ratio_rate1h / 0.001 > 14.4 and model_name:llm_ttft_slo_errors:ratio_rate5m / 0.001 > 14.4) or \
+             (model_name:llm_ttft_slo_errors:ratio_rate6h / 0.001 > 6 and model_name:llm_ttft_slo_errors:ratio_rate30m / 0.001 > 6)"
         );
         assert_eq!(
             q("DriverVersionSkew"),

@@ -221,8 +221,8 @@ pub struct Rule {
     pub for_: Duration,
     pub keep_firing_for: Duration,
     pub severity: Severity,
-    /// A Prometheus template; `{{ $labels.gpu }}`, `{{ $labels.model_name }}`
-    /// and `{{ $value }}` are expanded in `/alerts` too.
+    /// A Prometheus template; `{{ $labels.<name> }}`, `{{ $value }}` and
+    /// `{{ printf "%.1f" $value }}` are expanded in `/alerts` too.
     pub summary: String,
     /// The runbook's file name without `.md`; the rule's name by default.
     pub runbook: String,
@@ -346,7 +346,7 @@ pub fn defaults() -> Vec<Rule> {
             0.0,
             2 * MIN,
             Severity::Page,
-            "{{ $labels.model_name }} is burning its TTFT error budget fast ({{ $value }}x)",
+            "{{ $labels.model_name }} is burning its TTFT error budget fast ({{ printf \"%.1f\" $value }}x)",
         ),
         Rule {
             runbook: "TTFTBudgetBurn".into(),
@@ -360,7 +360,7 @@ pub fn defaults() -> Vec<Rule> {
                 0.0,
                 15 * MIN,
                 Severity::Ticket,
-                "{{ $labels.model_name }} is spending its TTFT error budget faster than it earns it ({{ $value }}x)",
+                "{{ $labels.model_name }} is spending its TTFT error budget faster than it earns it ({{ printf \"%.1f\" $value }}x)",
             )
         },
     ]

@@ -1,0 +1,282 @@
+//! The promtool unit tests of the generated rules
+//! (`tests/promtool/rules.test.yml`), replayed through the exporter's own
+//! evaluator: the same input series, the same evaluation times, the same
+//! expected alerts and summaries. One file of cases, two evaluators, equal
+//! verdicts.
+//!
+//! The parser reads the subset of YAML that file uses, one construct per
+//! line; anything else is an error, so the file cannot drift out of what
+//! this test understands.
+
+use gpu_exporter::alerts::{Evaluator, State, Subject, expand, rules::defaults};
+use gpu_exporter::snapshot::{Gpu, Histogram, Model, Readings, Snapshot, clock_event_bit};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+struct Series {
+    name: String,
+    labels: BTreeMap<String, String>,
+    values: Vec<Option<f64>>,
+}
+
+#[derive(Default)]
+struct Check {
+    at: u64,
+    alertname: String,
+    /// (who, summary): who is `gpu<N>`, a model name, or `exporter`.
+    expected: BTreeSet<(String, String)>,
+}
+
+#[derive(Default)]
+struct Group {
+    interval: u64,
+    series: Vec<Series>,
+    checks: Vec<Check>,
+}
+
+fn minutes(s: &str) -> u64 {
+    s.strip_suffix('m')
+        .and_then(|m| m.parse::<u64>().ok())
+        .expect("a duration in minutes")
+        * 60
+}
+
+fn unquote(s: &str) -> &str {
+    s.trim().trim_matches('\'').trim_matches('"')
+}
+
+/// `a+bxn`, `axn`, `_` and plain numbers, as promtool expands them.
+fn expand_values(text: &str) -> Vec<Option<f64>> {
+    let mut out = Vec::new();
+    for token in text.split_whitespace() {
+        if token == "_" {
+            out.push(None);
+        } else if let Some((start, n)) = token.split_once('x') {
+            let n: usize = n.parse().unwrap();
+            let (a, b) = match start[1..].find(['+', '-']) {
+                Some(i) => {
+                    let (a, b) = start.split_at(i + 1);
+                    (a.parse::<f64>().unwrap(), b.parse::<f64>().unwrap())
+                }
+                None => (start.parse::<f64>().unwrap(), 0.0),
+            };
+            out.extend((0..=n).map(|i| Some(a + b * i as f64)));
+        } else {
+            out.push(Some(token.parse().unwrap()));
+        }
+    }
+    out
+}
+
+fn parse_selector(s: &str) -> (String, BTreeMap<String, String>) {
+    let Some((name, rest)) = s.split_once('{') else {
+        return (s.to_string(), BTreeMap::new());
+    };
+    let labels = rest
+        .trim_end_matches('}')
+        .split(',')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap();
+            (k.to_string(), unquote(v).to_string())
+        })
+        .collect();
+    (name.to_string(), labels)
+}
+
+/// `{severity: page, gpu: "1", uuid: GPU-1}` to who the alert is about.
+fn who(labels: &str) -> String {
+    let map: BTreeMap<&str, &str> = labels
+        .trim_matches(|c| c == '{' || c == '}')
+        .split(',')
+        .filter_map(|kv| kv.split_once(':'))
+        .map(|(k, v)| (k.trim(), unquote(v)))
+        .collect();
+    match (map.get("gpu"), map.get("model_name")) {
+        (Some(g), _) => format!("gpu{g}"),
+        (_, Some(m)) => m.to_string(),
+        _ => "exporter".into(),
+    }
+}
+
+fn parse(text: &str) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut pending_who: Option<String> = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.trim();
+        let group = groups.last_mut();
+        let fail = || panic!("rules.test.yml line {}: not understood: {raw}", n + 1);
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if let Some(i) = line.strip_prefix("- interval:") {
+            groups.push(Group {
+                interval: minutes(i.trim()),
+                ..Group::default()
+            });
+        } else if let Some(s) = line.strip_prefix("- series:") {
+            let (name, labels) = parse_selector(unquote(s));
+            group.unwrap().series.push(Series {
+                name,
+                labels,
+                values: Vec::new(),
+            });
+        } else if let Some(v) = line.strip_prefix("values:") {
+            group.unwrap().series.last_mut().unwrap().values = expand_values(unquote(v));
+        } else if let Some(t) = line.strip_prefix("- eval_time:") {
+            group.unwrap().checks.push(Check {
+                at: minutes(t.trim()),
+                ..Check::default()
+            });
+        } else if let Some(a) = line.strip_prefix("alertname:") {
+            group.unwrap().checks.last_mut().unwrap().alertname = a.trim().to_string();
+        } else if let Some(l) = line.strip_prefix("- exp_labels:") {
+            pending_who = Some(who(l.trim()));
+        } else if let Some(s) = line.strip_prefix("summary:") {
+            let check = group.unwrap().checks.last_mut().unwrap();
+            check
+                .expected
+                .insert((pending_who.take().unwrap(), s.trim().to_string()));
+        } else if [
+            "rule_files:",
+            "evaluation_interval:",
+            "tests:",
+            "input_series:",
+            "alert_rule_test:",
+            "exp_alerts:",
+            "exp_annotations:",
+            "runbook_url:",
+            "- ../",
+        ]
+        .iter()
+        .any(|p| line.starts_with(p))
+        {
+            // Structure, or what the evaluator has no say in.
+        } else {
+            fail();
+        }
+    }
+    groups
+}
+
+/// The snapshot the input series describe at step `k`.
+fn snapshot(series: &[Series], k: usize, at: f64) -> Snapshot {
+    let mut s = Snapshot::empty("sim");
+    s.at = at;
+    s.published = Instant::now();
+    s.error = None;
+    let mut gpus: BTreeMap<u32, Gpu> = BTreeMap::new();
+    let mut models: BTreeMap<String, Model> = BTreeMap::new();
+    for x in series {
+        let Some(v) = x.values.get(k).copied().flatten() else {
+            continue;
+        };
+        let label = |k: &str| x.labels.get(k).cloned().unwrap_or_default();
+        if x.name == "gpu_exporter_collect_success" {
+            s.error = (v != 1.0).then(|| "failing".into());
+            continue;
+        }
+        if let Some(model) = x.labels.get("model_name") {
+            let m = models.entry(model.clone()).or_insert_with(|| Model {
+                name: model.clone(),
+                ttft_seconds: Histogram::default(),
+            });
+            let bound = match x.name.as_str() {
+                "llm_ttft_seconds_count" => f64::INFINITY,
+                "llm_ttft_seconds_bucket" => label("le").parse().unwrap(),
+                other => panic!("no mapping for {other}"),
+            };
+            m.ttft_seconds.buckets.push((bound, v));
+            m.ttft_seconds.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+            continue;
+        }
+        let index: u32 = label("gpu").parse().unwrap();
+        let g = gpus.entry(index).or_insert_with(|| Gpu {
+            index,
+            uuid: label("uuid"),
+            up: true,
+            ..Gpu::default()
+        });
+        let r: &mut Readings = &mut g.readings;
+        match x.name.as_str() {
+            "gpu_clocks_event_active" => {
+                let bit = clock_event_bit(&label("reason")).unwrap();
+                let mask = r.clocks_event_mask.get_or_insert(0);
+                if v == 1.0 {
+                    *mask |= bit;
+                }
+            }
+            "gpu_xid_errors_total" => {
+                let xids = r.xid_errors.get_or_insert_with(Vec::new);
+                xids.push((label("xid").parse().unwrap(), v as u64));
+                xids.sort_unstable();
+            }
+            "gpu_ecc_uncorrected_errors_total" => r.ecc_uncorrected_total = Some(v),
+            "gpu_memory_largest_free_bytes" => r.largest_free_bytes = Some(v),
+            "gpu_memory_total_bytes" => r.memory_total_bytes = Some(v),
+            "gpu_memory_used_bytes" => r.memory_used_bytes = Some(v),
+            "gpu_allocator_allocated_bytes" => r.allocator_allocated_bytes = Some(v),
+            "gpu_up" => g.up = v == 1.0,
+            other => panic!("no mapping for {other}"),
+        }
+    }
+    s.gpus = gpus.into_values().collect();
+    s.models = models.into_values().collect();
+    s
+}
+
+#[test]
+fn the_exporter_reaches_promtools_verdicts() {
+    let text = include_str!("promtool/rules.test.yml");
+    let groups = parse(text);
+    assert!(groups.len() >= 8, "{} groups", groups.len());
+    let mut checked = 0;
+    for (g, group) in groups.iter().enumerate() {
+        let mut e = Evaluator::new(defaults());
+        let last = group.checks.iter().map(|c| c.at).max().unwrap();
+        let mut step = 0;
+        while step * group.interval <= last {
+            let at = (step * group.interval) as f64;
+            e.eval(&snapshot(&group.series, step as usize, at));
+            for check in group
+                .checks
+                .iter()
+                .filter(|c| c.at == step * group.interval)
+            {
+                let got: BTreeSet<(String, String)> = e
+                    .alerts()
+                    .iter()
+                    .filter(|a| a.state == State::Firing && a.rule.name == check.alertname)
+                    .map(|a| {
+                        let who = match &a.subject {
+                            Subject::Gpu { index, .. } => format!("gpu{index}"),
+                            Subject::Model(m) => m.clone(),
+                            Subject::Exporter => "exporter".into(),
+                        };
+                        (who, expand(&a.rule.summary, &a.subject, a.value))
+                    })
+                    .collect();
+                assert_eq!(
+                    got, check.expected,
+                    "group {g}, {} at {}s",
+                    check.alertname, check.at
+                );
+                checked += 1;
+            }
+            step += 1;
+        }
+    }
+    assert!(checked >= 15, "{checked} checks");
+}
+
+#[test]
+fn values_expand_like_promtool() {
+    assert_eq!(expand_values("0+2x3"), [0.0, 2.0, 4.0, 6.0].map(Some));
+    assert_eq!(
+        expand_values("5x2 _ 1"),
+        [Some(5.0), Some(5.0), Some(5.0), None, Some(1.0)]
+    );
+    assert_eq!(expand_values("10-1x2"), [10.0, 9.0, 8.0].map(Some));
+    assert_eq!(who(r#"{severity: page, gpu: "1", uuid: GPU-1}"#), "gpu1");
+    assert_eq!(who("{severity: ticket}"), "exporter");
+}
