@@ -169,6 +169,11 @@ pub fn run(config: Config) -> Result<(), Error> {
     let mut collector = Collector::new(source, evaluator, config.interval);
     collector.replay(t0);
     let first = collector.collect_at(t0, false);
+    log::info!(
+        "alerts: {} rules; their history holds {} bytes",
+        collector.evaluator().rules().len(),
+        collector.evaluator().history_bytes()
+    );
     let table = table::render(&first, collector.evaluator());
 
     let Some(listener) = listener else {

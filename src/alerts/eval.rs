@@ -3,8 +3,9 @@
 //! multi-window burn rates, and the inactive → pending → firing → resolved
 //! machine with `for` and `keep_firing_for`.
 //!
-//! History is bounded: windows up to [`FINE_LIMIT`] read every collection;
-//! longer ones (1h, 6h, 1d, 3d) read one checkpoint a minute.
+//! History is bounded by the rules' windows, never by uptime, in three
+//! tiers (see [`TIERS`]): windows up to 15m read every collection, up to 6h
+//! one checkpoint a minute, longer ones (1d, 3d) one every five minutes.
 
 use super::rules::{Expr, Rule, Signal, Subject};
 use crate::snapshot::Snapshot;
@@ -12,9 +13,20 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Windows up to this long read every sample; longer ones read checkpoints.
-pub const FINE_LIMIT: Duration = Duration::from_secs(15 * 60);
-const CHECKPOINT_SECONDS: f64 = 60.0;
+/// History tiers: windows up to the limit read samples spaced this many
+/// seconds apart (0: every collection).
+pub const TIERS: [(Duration, f64); 3] = [
+    (Duration::from_secs(15 * 60), 0.0),
+    (Duration::from_secs(6 * 3600), 60.0),
+    (Duration::MAX, 300.0),
+];
+
+/// Windows up to this long read every collection.
+pub const FINE_LIMIT: Duration = TIERS[0].0;
+
+fn tier(window: Duration) -> usize {
+    TIERS.iter().position(|&(limit, _)| window <= limit).unwrap_or(TIERS.len() - 1)
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum State {
@@ -67,20 +79,13 @@ pub struct Transition {
 
 type Samples = VecDeque<(f64, f64)>;
 
-/// One signal's history for one subject.
+/// One signal's history for one subject, per tier; a tier keeps the
+/// first sample of each of its spacing's periods.
 #[derive(Default)]
-struct Track {
-    fine: Samples,
-    /// The first sample of each minute.
-    coarse: Samples,
-}
+struct Track([Samples; TIERS.len()]);
 
-/// How long each signal's history must reach back.
-#[derive(Clone, Copy, Default)]
-struct Spans {
-    fine: f64,
-    coarse: f64,
-}
+/// How far back each tier of a signal's history must reach (0: unused).
+type Spans = [f64; TIERS.len()];
 
 pub struct Evaluator {
     rules: Vec<Arc<Rule>>,
@@ -94,12 +99,8 @@ impl Evaluator {
     pub fn new(rules: Vec<Rule>) -> Evaluator {
         let mut spans: HashMap<Signal, Spans> = HashMap::new();
         for (signal, w) in rules.iter().flat_map(|r| r.expr.windows()) {
-            let s = spans.entry(signal).or_default();
-            if w <= FINE_LIMIT {
-                s.fine = s.fine.max(w.as_secs_f64());
-            } else {
-                s.coarse = s.coarse.max(w.as_secs_f64());
-            }
+            let span = &mut spans.entry(signal).or_default()[tier(w)];
+            *span = span.max(w.as_secs_f64());
         }
         Evaluator {
             rules: rules.into_iter().map(Arc::new).collect(),
@@ -119,7 +120,8 @@ impl Evaluator {
         let per = std::mem::size_of::<(f64, f64)>();
         self.tracks
             .values()
-            .map(|t| (t.fine.capacity() + t.coarse.capacity()) * per)
+            .flat_map(|t| &t.0)
+            .map(|s| s.capacity() * per)
             .sum()
     }
 
@@ -131,46 +133,30 @@ impl Evaluator {
             signal.read(snap, &mut values);
             for (subject, v) in values.drain(..) {
                 let track = self.tracks.entry((signal, subject)).or_default();
-                if spans.fine > 0.0 {
-                    track.fine.push_back((t, v));
-                }
-                let minute = |ts: f64| (ts / CHECKPOINT_SECONDS).floor();
-                if spans.coarse > 0.0
-                    && track
-                        .coarse
-                        .back()
-                        .is_none_or(|&(ts, _)| minute(t) > minute(ts))
-                {
-                    track.coarse.push_back((t, v));
+                for ((samples, &span), &(_, spacing)) in track.0.iter_mut().zip(spans).zip(&TIERS) {
+                    let period = |ts: f64| if spacing > 0.0 { (ts / spacing).floor() } else { ts };
+                    if span > 0.0 && samples.back().is_none_or(|&(ts, _)| period(t) > period(ts)) {
+                        samples.push_back((t, v));
+                    }
                 }
             }
         }
-        // Trim to the spans (one checkpoint more, for the window's edge),
-        // and forget subjects that have had no sample for the whole span.
+        // Trim each tier to its span (windows are left-open, as in
+        // Prometheus), and forget subjects with no sample left.
         let spans = &self.spans;
         self.tracks.retain(|(signal, _), track| {
-            let s = spans[signal];
-            while track.fine.front().is_some_and(|&(ts, _)| ts <= t - s.fine) {
-                track.fine.pop_front();
+            for (samples, &span) in track.0.iter_mut().zip(&spans[signal]) {
+                while samples.front().is_some_and(|&(ts, _)| ts <= t - span) {
+                    samples.pop_front();
+                }
             }
-            while track
-                .coarse
-                .get(1)
-                .is_some_and(|&(ts, _)| ts <= t - s.coarse)
-            {
-                track.coarse.pop_front();
-            }
-            !track.fine.is_empty() || !track.coarse.is_empty()
+            track.0.iter().any(|s| !s.is_empty())
         });
     }
 
     fn samples(&self, signal: Signal, subject: &Subject, window: Duration) -> Option<&Samples> {
         let track = self.tracks.get(&(signal, subject.clone()))?;
-        Some(if window <= FINE_LIMIT {
-            &track.fine
-        } else {
-            &track.coarse
-        })
+        Some(&track.0[tier(window)])
     }
 
     /// `increase()` of a counter signal over `window` ending at `t`.
