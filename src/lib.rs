@@ -9,6 +9,7 @@ pub mod collector;
 pub mod config;
 pub mod exposition;
 pub mod http;
+pub mod json_keys;
 pub mod logger;
 pub mod process;
 pub mod snapshot;

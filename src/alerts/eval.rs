@@ -25,7 +25,10 @@ pub const TIERS: [(Duration, f64); 3] = [
 pub const FINE_LIMIT: Duration = TIERS[0].0;
 
 fn tier(window: Duration) -> usize {
-    TIERS.iter().position(|&(limit, _)| window <= limit).unwrap_or(TIERS.len() - 1)
+    TIERS
+        .iter()
+        .position(|&(limit, _)| window <= limit)
+        .unwrap_or(TIERS.len() - 1)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,7 +137,13 @@ impl Evaluator {
             for (subject, v) in values.drain(..) {
                 let track = self.tracks.entry((signal, subject)).or_default();
                 for ((samples, &span), &(_, spacing)) in track.0.iter_mut().zip(spans).zip(&TIERS) {
-                    let period = |ts: f64| if spacing > 0.0 { (ts / spacing).floor() } else { ts };
+                    let period = |ts: f64| {
+                        if spacing > 0.0 {
+                            (ts / spacing).floor()
+                        } else {
+                            ts
+                        }
+                    };
                     if span > 0.0 && samples.back().is_none_or(|&(ts, _)| period(t) > period(ts)) {
                         samples.push_back((t, v));
                     }

@@ -43,9 +43,32 @@ mod shape {
 }
 use shape::{RuleSpec, RulesFile};
 
+/// Every key a rules file may hold; anything else is a typo to report.
+const RULES_KEYS: &[&str] = &[
+    "replace",
+    "rules",
+    "rules[].name",
+    "rules[].kind",
+    "rules[].signal",
+    "rules[].window",
+    "rules[].op",
+    "rules[].threshold",
+    "rules[].for",
+    "rules[].keep_firing_for",
+    "rules[].severity",
+    "rules[].summary",
+    "rules[].runbook",
+    "rules[].objective",
+    "rules[].windows",
+    "rules[].windows[].long",
+    "rules[].windows[].short",
+    "rules[].windows[].factor",
+];
+
 /// The default rules with `json` merged in; the error names the field.
 pub fn load(json: &str) -> Result<Vec<Rule>, String> {
     let file = RulesFile::deserialize_json(json).map_err(|e| crate::source::sim::json_error(&e))?;
+    crate::json_keys::reject_unknown(json, RULES_KEYS)?;
     let mut rules = if file.replace == Some(true) {
         Vec::new()
     } else {
@@ -291,5 +314,9 @@ mod tests {
         assert!(err(r#"{"rules":[{"name":"GPULost","op":"=="}]}"#).starts_with("rules[0].op"));
         assert!(err(r#"{"rules":[{"name":"N","kind":"sometimes"}]}"#).starts_with("rules[0].kind"));
         assert!(err(r#"{"rules":"#).contains("line 1"));
+        assert_eq!(
+            err(r#"{"rules":[{"name":"GPULost","fro":"1m"}]}"#),
+            "rules[0].fro: unknown field"
+        );
     }
 }

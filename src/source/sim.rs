@@ -32,6 +32,53 @@ const XID_LEAD_SECONDS: f64 = 15.0 * 60.0;
 const GOOD_SHAPE: [f64; 4] = [0.15, 0.55, 0.9, 1.0];
 const SLOW_SHAPE: [f64; 6] = [0.45, 0.8, 0.95, 0.99, 1.0, 1.0];
 
+/// Every key a scenario may hold; anything else is a typo to report.
+const SCENARIO_KEYS: &[&str] = &[
+    "driver_version",
+    "gpus",
+    "gpus[].model",
+    "gpus[].memory_total_gib",
+    "gpus[].memory_used_gib",
+    "gpus[].temperature_celsius",
+    "gpus[].memory_temperature_celsius",
+    "gpus[].sm_clock_mhz",
+    "gpus[].sm_clock_max_mhz",
+    "gpus[].memory_clock_mhz",
+    "gpus[].clock_events",
+    "gpus[].power_watts",
+    "gpus[].power_limit_watts",
+    "gpus[].utilization_percent",
+    "gpus[].sm_active",
+    "gpus[].sm_occupancy",
+    "gpus[].dram_active",
+    "gpus[].largest_free_gib",
+    "gpus[].allocator_reserved_gib",
+    "gpus[].allocator_allocated_gib",
+    "gpus[].pcie_bytes_per_second",
+    "gpus[].nvlink_bytes_per_second",
+    "gpus[].xid",
+    "gpus[].xid_every",
+    "models",
+    "models[].name",
+    "models[].requests_per_second",
+    "models[].slow_fraction",
+    "incidents",
+    "incidents[].at",
+    "incidents[].gpu",
+    "incidents[].model",
+    "incidents[].slow_fraction",
+    "incidents[].clock_events",
+    "incidents[].temperature_celsius",
+    "incidents[].sm_clock_mhz",
+    "incidents[].largest_free_gib",
+    "incidents[].allocator_allocated_gib",
+    "incidents[].lost",
+    "incidents[].xid",
+    "incidents[].count",
+    "incidents[].hang",
+    "incidents[].fail",
+];
+
 /// The file's shape, as nanoserde reads it.
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {
@@ -223,6 +270,7 @@ impl Scenario {
     /// Reads a scenario; the error names the bad field.
     pub fn parse(json: &str) -> Result<Scenario, String> {
         let file = ScenarioFile::deserialize_json(json).map_err(|e| json_error(&e))?;
+        crate::json_keys::reject_unknown(json, SCENARIO_KEYS)?;
         if file.gpus.is_empty() || file.gpus.len() > 64 {
             return Err(format!(
                 "gpus: {} GPUs; a scenario holds 1 to 64",
@@ -776,6 +824,10 @@ mod tests {
                 .starts_with("incidents[0].gpu")
         );
         assert!(err(r#"{"gpus":[{"temperature_celsius":"hot"}]}"#).contains("line 1"));
+        assert_eq!(
+            err(r#"{"gpus":[{},{"temprature_celsius":80}]}"#),
+            "gpus[1].temprature_celsius: unknown field"
+        );
         let many = format!(r#"{{"gpus":[{}]}}"#, vec!["{}"; 65].join(","));
         assert!(err(&many).starts_with("gpus: 65"));
     }
