@@ -282,6 +282,40 @@ fn daemonset_and_sidecar_are_locked_down() {
         r#""metrics""#,
     );
     assert_known_flags(&list(&m, &format!("{c}.args")));
+    // Pod Security admission would reject the pods if the namespace enforced
+    // a level that forbids the added capabilities.
+    const BASELINE_CAPS: [&str; 13] = [
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    ];
+    let added = list(&m, &format!("{c}.securityContext.capabilities.add"));
+    let levels = ["privileged", "baseline", "restricted"];
+    let strictest = if added
+        .iter()
+        .any(|a| !BASELINE_CAPS.contains(&a.trim_matches('"')))
+    {
+        0
+    } else if added.iter().any(|a| *a != r#""NET_BIND_SERVICE""#) {
+        1
+    } else {
+        2
+    };
+    let needed = &levels[..=strictest];
+    let level = m
+        .get("Namespace/gpu-exporter.metadata.labels.pod-security.kubernetes.io/enforce")
+        .map_or("restricted", |l| l.trim_matches('"')); // the strictest a cluster may default to
+    assert!(needed.contains(&level), "enforce={level} rejects {added:?}");
 
     // The sidecar: the pod owns one GPU, the exporter is held to the same
     // contract but has no readiness probe (it would gate the server).
