@@ -3,6 +3,7 @@
 
 mod cli;
 mod common;
+mod deploy;
 mod exposition;
 mod faults;
 mod http;

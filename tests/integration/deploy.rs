@@ -1,0 +1,1061 @@
+//! The deploy/ artifacts: Kubernetes manifests, the systemd unit and the
+//! Grafana dashboard, checked offline with the tools that will consume them
+//! (kubernetes-validate, systemd-analyze, promtool, a real Prometheus).
+
+use crate::common::{BIN, Exporter, have, run};
+use nanoserde::DeJson;
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const K8S: &str = "deploy/kubernetes";
+const RULES: &str = "deploy/prometheus/gpu-exporter-rules.yml";
+const UNIT: &str = "deploy/systemd/gpu-exporter.service";
+const DASHBOARD: &str = "deploy/grafana/gpu-fleet.json";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A fresh directory for one test, removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(tag: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+// ---------------------------------------------------------------- YAML ----
+
+/// Flattens YAML documents to `Kind/name.path<TAB>json` lines. List items
+/// that have a `name` are keyed by it (`containers[gpu-exporter]`), others
+/// by index, so the assertions below read like paths.
+const FLATTEN: &str = r#"
+import json, sys, yaml
+def walk(path, v):
+    if isinstance(v, dict):
+        for k, x in v.items():
+            yield from walk(f"{path}.{k}", x)
+    elif isinstance(v, list):
+        for i, x in enumerate(v):
+            key = x.get("name") if isinstance(x, dict) else None
+            yield from walk(f"{path}[{key if isinstance(key, str) else i}]", x)
+    else:
+        yield path, json.dumps(v)
+for f in sys.argv[1:]:
+    for doc in yaml.safe_load_all(open(f)):
+        if doc:
+            for p, v in walk(f"{doc['kind']}/{doc['metadata']['name']}", doc):
+                print(f"{p}\t{v}")
+"#;
+
+type Flat = BTreeMap<String, String>;
+
+/// The flattened manifests, or None where python3 with PyYAML is missing
+/// (skipped locally, a failure in CI).
+fn flatten(files: &[&str]) -> Option<Flat> {
+    if !have("python3", &["-c", "import yaml"]) {
+        return None;
+    }
+    let out = Command::new("python3")
+        .args(["-c", FLATTEN])
+        .args(files.iter().map(|f| root().join(K8S).join(f)))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let mut flat = Flat::new();
+    for line in String::from_utf8(out.stdout).unwrap().lines() {
+        let (k, v) = line.split_once('\t').unwrap();
+        assert!(
+            flat.insert(k.to_string(), v.to_string()).is_none(),
+            "{k} twice"
+        );
+    }
+    Some(flat)
+}
+
+fn get<'a>(m: &'a Flat, key: &str) -> &'a str {
+    m.get(key)
+        .unwrap_or_else(|| panic!("{key} is missing"))
+        .as_str()
+}
+
+fn expect(m: &Flat, key: &str, json: &str) {
+    assert_eq!(get(m, key), json, "{key}");
+}
+
+/// A list of scalars, as JSON values.
+fn list<'a>(m: &'a Flat, key: &str) -> Vec<&'a str> {
+    (0..)
+        .map_while(|i| m.get(&format!("{key}[{i}]")))
+        .map(String::as_str)
+        .collect()
+}
+
+/// A flat map (labels, selectors) under `prefix`, key -> JSON value.
+fn map<'a>(m: &'a Flat, prefix: &str) -> BTreeMap<&'a str, &'a str> {
+    let prefix = format!("{prefix}.");
+    m.iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix(&prefix)?, v.as_str())))
+        .collect()
+}
+
+/// The security and resource contract of an exporter container, the same
+/// in the DaemonSet and the sidecar.
+fn assert_hardened(m: &Flat, c: &str) {
+    expect(m, &format!("{c}.image"), r#""gpu-exporter:0.1.0""#);
+    let sc = format!("{c}.securityContext");
+    expect(m, &format!("{sc}.runAsNonRoot"), "true");
+    expect(m, &format!("{sc}.runAsUser"), "65534");
+    expect(m, &format!("{sc}.readOnlyRootFilesystem"), "true");
+    expect(m, &format!("{sc}.allowPrivilegeEscalation"), "false");
+    expect(
+        m,
+        &format!("{sc}.seccompProfile.type"),
+        r#""RuntimeDefault""#,
+    );
+    assert!(!m.contains_key(&format!("{sc}.privileged")), "{sc}");
+    let caps = format!("{sc}.capabilities");
+    assert_eq!(list(m, &format!("{caps}.drop")), [r#""ALL""#], "{caps}");
+    assert_eq!(list(m, &format!("{caps}.add")), [r#""SYSLOG""#], "{caps}");
+    expect(m, &format!("{c}.resources.limits.memory"), r#""16Mi""#);
+    expect(m, &format!("{c}.resources.requests.memory"), r#""16Mi""#);
+    expect(m, &format!("{c}.resources.requests.cpu"), r#""10m""#);
+    expect(
+        m,
+        &format!("{c}.livenessProbe.httpGet.path"),
+        r#""/healthz""#,
+    );
+    expect(
+        m,
+        &format!("{c}.livenessProbe.httpGet.port"),
+        r#""metrics""#,
+    );
+    expect(
+        m,
+        &format!("{c}.env[NVIDIA_VISIBLE_DEVICES].value"),
+        r#""all""#,
+    );
+    expect(m, &format!("{c}.ports[metrics].containerPort"), "9400");
+    let args = list(m, &format!("{c}.args")).join(" ");
+    assert!(args.contains(r#""--source" "nvml""#), "{args}");
+    assert!(
+        args.contains(r#""--web.listen-address=:9400""#),
+        "{args}: the port must match containerPort"
+    );
+}
+
+/// Each `--flag` in `args` is one the exporter knows, except the NVML
+/// flags that are still being written.
+fn assert_known_flags(args: &[&str]) {
+    let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    for arg in args {
+        let arg = arg.trim_matches('"');
+        let Some(flag) = arg.strip_prefix("--") else {
+            continue;
+        };
+        let flag = flag.split('=').next().unwrap();
+        if ["nvml.library", "xid.kmsg"].contains(&flag) {
+            continue;
+        }
+        assert!(
+            help.contains(&format!("--{flag} ")),
+            "--{flag} is not in --help"
+        );
+    }
+}
+
+#[test]
+fn kubernetes_manifests_validate_offline() {
+    // kubernetes-validate ships the OpenAPI schemas of each release and
+    // reads nothing from the network. --strict rejects unknown fields.
+    if !have("python3", &["-m", "kubernetes_validate", "--version"]) {
+        return;
+    }
+    let validate = |files: &[PathBuf], stdin: Option<&str>| {
+        let mut child = Command::new("python3")
+            .args(["-m", "kubernetes_validate"])
+            .args(["-k", "1.29.0", "-k", "1.33.0", "--strict", "--quiet"])
+            .args(files)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+        drop(input);
+        child.wait_with_output().unwrap()
+    };
+    let files: Vec<_> = ["daemonset.yaml", "service.yaml", "sidecar-example.yaml"]
+        .iter()
+        .map(|f| root().join(K8S).join(f))
+        .collect();
+    let out = validate(&files, None);
+    // --quiet prints only failures and warnings; a kind without a schema is
+    // a warning, so any output fails.
+    assert!(
+        out.status.success() && text(&out).is_empty(),
+        "{}",
+        text(&out)
+    );
+    // The same validator rejects a misspelt field, so the pass above means
+    // something.
+    let broken = read(&format!("{K8S}/daemonset.yaml"))
+        .replace("readOnlyRootFilesystem", "readOnlyRootFileSystem");
+    let out = validate(&[PathBuf::from("-")], Some(&broken));
+    assert!(
+        !out.status.success() && text(&out).contains("readOnlyRootFileSystem"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn daemonset_and_sidecar_are_locked_down() {
+    let Some(m) = flatten(&["daemonset.yaml", "sidecar-example.yaml"]) else {
+        return;
+    };
+    expect(&m, "Namespace/gpu-exporter.apiVersion", r#""v1""#);
+    let ds = "DaemonSet/gpu-exporter";
+    expect(&m, &format!("{ds}.metadata.namespace"), r#""gpu-exporter""#);
+    let pod = format!("{ds}.spec.template.spec");
+    expect(&m, &format!("{pod}.runtimeClassName"), r#""nvidia""#);
+    expect(&m, &format!("{pod}.automountServiceAccountToken"), "false");
+    expect(
+        &m,
+        &format!("{pod}.nodeSelector.nvidia.com/gpu.present"),
+        r#""true""#,
+    );
+    for host in ["hostNetwork", "hostPID", "hostIPC"] {
+        assert!(!m.contains_key(&format!("{pod}.{host}")), "{host}");
+    }
+    let tolerates_gpu_taint = (0..)
+        .map_while(|i| {
+            let t = format!("{pod}.tolerations[{i}]");
+            m.get(&format!("{t}.operator")).map(|op| (t, op))
+        })
+        .any(|(t, op)| {
+            op == r#""Exists""#
+                && m.get(&format!("{t}.key")).map(String::as_str) == Some(r#""nvidia.com/gpu""#)
+                && m.get(&format!("{t}.effect")).map(String::as_str) == Some(r#""NoSchedule""#)
+        });
+    assert!(
+        tolerates_gpu_taint,
+        "no nvidia.com/gpu Exists/NoSchedule toleration"
+    );
+    let c = format!("{pod}.containers[gpu-exporter]");
+    assert_hardened(&m, &c);
+    expect(
+        &m,
+        &format!("{c}.readinessProbe.httpGet.path"),
+        r#""/readyz""#,
+    );
+    expect(
+        &m,
+        &format!("{c}.readinessProbe.httpGet.port"),
+        r#""metrics""#,
+    );
+    assert_known_flags(&list(&m, &format!("{c}.args")));
+    // Pod Security admission would reject the pods if the namespace enforced
+    // a level that forbids the added capabilities.
+    const BASELINE_CAPS: [&str; 13] = [
+        "AUDIT_WRITE",
+        "CHOWN",
+        "DAC_OVERRIDE",
+        "FOWNER",
+        "FSETID",
+        "KILL",
+        "MKNOD",
+        "NET_BIND_SERVICE",
+        "SETFCAP",
+        "SETGID",
+        "SETPCAP",
+        "SETUID",
+        "SYS_CHROOT",
+    ];
+    let added = list(&m, &format!("{c}.securityContext.capabilities.add"));
+    let levels = ["privileged", "baseline", "restricted"];
+    let strictest = if added
+        .iter()
+        .any(|a| !BASELINE_CAPS.contains(&a.trim_matches('"')))
+    {
+        0
+    } else if added.iter().any(|a| *a != r#""NET_BIND_SERVICE""#) {
+        1
+    } else {
+        2
+    };
+    let needed = &levels[..=strictest];
+    let level = m
+        .get("Namespace/gpu-exporter.metadata.labels.pod-security.kubernetes.io/enforce")
+        .map_or("restricted", |l| l.trim_matches('"')); // the strictest a cluster may default to
+    assert!(needed.contains(&level), "enforce={level} rejects {added:?}");
+
+    // The sidecar: the pod owns one GPU, the exporter is held to the same
+    // contract but has no readiness probe (it would gate the server).
+    let pod = "Pod/llm-server.spec";
+    expect(&m, &format!("{pod}.runtimeClassName"), r#""nvidia""#);
+    expect(&m, &format!("{pod}.automountServiceAccountToken"), "false");
+    expect(
+        &m,
+        &format!("{pod}.containers[llm-server].resources.limits.nvidia.com/gpu"),
+        "1",
+    );
+    let c = format!("{pod}.containers[gpu-exporter]");
+    assert_hardened(&m, &c);
+    assert!(!m.contains_key(&format!("{c}.readinessProbe.httpGet.path")));
+    assert_known_flags(&list(&m, &format!("{c}.args")));
+}
+
+#[test]
+fn service_and_servicemonitor_select_the_daemonset() {
+    let Some(m) = flatten(&["daemonset.yaml", "service.yaml", "servicemonitor.yaml"]) else {
+        return;
+    };
+    let pod_labels = map(&m, "DaemonSet/gpu-exporter.spec.template.metadata.labels");
+    let svc = "Service/gpu-exporter";
+    expect(
+        &m,
+        &format!("{svc}.metadata.namespace"),
+        r#""gpu-exporter""#,
+    );
+    expect(&m, &format!("{svc}.spec.clusterIP"), r#""None""#);
+    expect(&m, &format!("{svc}.spec.ports[metrics].port"), "9400");
+    expect(
+        &m,
+        &format!("{svc}.spec.ports[metrics].targetPort"),
+        r#""metrics""#,
+    );
+    let selector = map(&m, &format!("{svc}.spec.selector"));
+    assert!(!selector.is_empty());
+    for (k, v) in &selector {
+        assert_eq!(pod_labels.get(k), Some(v), "Service selects {k}={v}");
+    }
+
+    // ServiceMonitor is a CRD: no schema offline, so check its shape.
+    let sm = "ServiceMonitor/gpu-exporter";
+    expect(
+        &m,
+        &format!("{sm}.apiVersion"),
+        r#""monitoring.coreos.com/v1""#,
+    );
+    expect(&m, &format!("{sm}.kind"), r#""ServiceMonitor""#);
+    expect(&m, &format!("{sm}.metadata.namespace"), r#""gpu-exporter""#);
+    let svc_labels = map(&m, &format!("{svc}.metadata.labels"));
+    let match_labels = map(&m, &format!("{sm}.spec.selector.matchLabels"));
+    assert!(!match_labels.is_empty());
+    for (k, v) in &match_labels {
+        assert_eq!(svc_labels.get(k), Some(v), "ServiceMonitor selects {k}={v}");
+    }
+    assert!(
+        list(&m, &format!("{sm}.spec.namespaceSelector.matchNames")).contains(&r#""gpu-exporter""#)
+    );
+    expect(&m, &format!("{sm}.spec.endpoints[0].port"), r#""metrics""#);
+    expect(&m, &format!("{sm}.spec.endpoints[0].interval"), r#""15s""#);
+    expect(&m, &format!("{sm}.spec.endpoints[0].path"), r#""/metrics""#);
+}
+
+#[test]
+fn prometheusrule_wraps_the_generated_rules() {
+    let committed = read(&format!("{K8S}/prometheusrule.yaml"));
+    let out = Command::new("sh")
+        .arg(root().join(K8S).join("generate-prometheusrule.sh"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        out.stdout == committed.as_bytes(),
+        "{K8S}/prometheusrule.yaml is stale: run {K8S}/generate-prometheusrule.sh > {K8S}/prometheusrule.yaml"
+    );
+
+    let Some(m) = flatten(&["prometheusrule.yaml"]) else {
+        return;
+    };
+    let pr = "PrometheusRule/gpu-exporter";
+    expect(
+        &m,
+        &format!("{pr}.apiVersion"),
+        r#""monitoring.coreos.com/v1""#,
+    );
+    expect(&m, &format!("{pr}.metadata.namespace"), r#""gpu-exporter""#);
+    // spec.groups must be the rule file's groups, value for value.
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sys, yaml\n\
+             a = yaml.safe_load(open(sys.argv[1]))['spec']['groups']\n\
+             b = yaml.safe_load(open(sys.argv[2]))['groups']\n\
+             sys.exit('spec.groups != groups') if a != b else print(sum(len(g['rules']) for g in b))",
+        ])
+        .arg(root().join(K8S).join("prometheusrule.yaml"))
+        .arg(root().join(RULES))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let rules = read(RULES);
+    let expected = rules
+        .lines()
+        .filter(|l| {
+            let l = l.trim_start();
+            l.starts_with("- record: ") || l.starts_with("- alert: ")
+        })
+        .count();
+    assert!(expected >= 18, "{expected}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        expected.to_string()
+    );
+}
+
+// ------------------------------------------------------------- systemd ----
+
+/// The unit's directives, key -> values in order, comments left out.
+fn directives(unit: &str) -> BTreeMap<&str, Vec<&str>> {
+    let mut d: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for l in unit.lines().map(str::trim) {
+        if let Some((k, v)) = l.split_once('=').filter(|_| !l.starts_with('#')) {
+            d.entry(k).or_default().push(v);
+        }
+    }
+    d
+}
+
+#[test]
+fn systemd_unit_is_hardened_and_verifies() {
+    let unit = read(UNIT);
+    let d = directives(&unit);
+    let one = |k: &str| -> &str {
+        match d.get(k).map(Vec::as_slice) {
+            Some([v]) => v,
+            other => panic!("{k}: {other:?}"),
+        }
+    };
+    assert_eq!(
+        one("ExecStart"),
+        "/usr/local/bin/gpu-exporter --source nvml"
+    );
+    for (k, v) in [
+        ("DynamicUser", "yes"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateTmp", "yes"),
+        ("NoNewPrivileges", "yes"),
+        ("MemoryMax", "16M"),
+        ("Restart", "on-failure"),
+        ("CapabilityBoundingSet", "CAP_SYSLOG"),
+        ("AmbientCapabilities", "CAP_SYSLOG"),
+        ("ProtectKernelModules", "yes"),
+        ("RestrictAddressFamilies", "AF_INET AF_INET6 AF_UNIX"),
+    ] {
+        assert_eq!(one(k), v, "{k}");
+    }
+    assert!(d.contains_key("RestartSec"));
+    let allowed = &d["DeviceAllow"];
+    for dev in ["/dev/nvidiactl rw", "/dev/nvidia-uvm rw", "char-nvidia* rw"] {
+        assert!(allowed.contains(&dev), "DeviceAllow={dev}");
+    }
+    // Each would cut NVML off from /dev/nvidia* or /proc/driver/nvidia, or
+    // the Xid fallback off from /dev/kmsg.
+    for k in [
+        "PrivateDevices",
+        "ProcSubset",
+        "ProtectKernelLogs",
+        "PrivateUsers",
+    ] {
+        assert!(!d.contains_key(k), "{k}= breaks NVML or kmsg");
+    }
+    let args: Vec<_> = one("ExecStart").split(' ').collect();
+    assert_known_flags(&args);
+
+    if !have("systemd-analyze", &["--version"]) {
+        return;
+    }
+    // verify checks that ExecStart exists, so point a copy at the binary
+    // under test. It warns on stderr and still exits 0, so output fails.
+    let dir = TempDir::new("systemd");
+    let verify = |unit: &str| {
+        let path = dir.0.join("gpu-exporter.service");
+        std::fs::write(&path, unit).unwrap();
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&path)
+            .output()
+            .unwrap();
+        (out.status.success(), text(&out))
+    };
+    let local = unit.replace(
+        "ExecStart=/usr/local/bin/gpu-exporter",
+        &format!("ExecStart={BIN}"),
+    );
+    assert_ne!(local, unit);
+    let (ok, out) = verify(&local);
+    assert!(ok && out.is_empty(), "{out}");
+    // A misspelt directive is reported, so the empty output above counts.
+    let (_, out) = verify(&local.replace("ProtectHome=", "ProtectHomes="));
+    assert!(out.contains("ProtectHomes"), "{out}");
+
+    // Keep the hardening from eroding: systemd's own exposure score.
+    let path = dir.0.join("gpu-exporter.service");
+    std::fs::write(&path, &local).unwrap();
+    let out = Command::new("systemd-analyze")
+        .args(["security", "--offline=yes", "--no-pager"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    let score: f64 = report
+        .split("Overall exposure level for gpu-exporter.service: ")
+        .nth(1)
+        .and_then(|s| s.split(' ').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no exposure level in {report}"));
+    assert!(score <= 3.0, "exposure {score} > 3.0:\n{report}");
+}
+
+// ------------------------------------------------------------- Grafana ----
+
+/// The parts of the dashboard the tests read; nanoserde skips the rest.
+#[allow(clippy::question_mark)] // in nanoserde's derived code
+mod grafana {
+    use nanoserde::DeJson;
+
+    #[derive(DeJson)]
+    pub struct Dashboard {
+        #[nserde(rename = "schemaVersion")]
+        pub schema_version: u32,
+        pub uid: String,
+        pub templating: Templating,
+        pub panels: Vec<Panel>,
+    }
+
+    #[derive(DeJson)]
+    pub struct Templating {
+        pub list: Vec<Var>,
+    }
+
+    #[derive(DeJson)]
+    pub struct Var {
+        pub name: String,
+        #[nserde(rename = "type")]
+        pub kind: String,
+        pub definition: Option<String>,
+        pub datasource: Option<Datasource>,
+    }
+
+    #[derive(DeJson)]
+    pub struct Datasource {
+        #[nserde(rename = "type")]
+        pub kind: String,
+        pub uid: String,
+    }
+
+    #[derive(DeJson)]
+    pub struct Panel {
+        pub id: u32,
+        pub title: String,
+        pub description: String,
+        pub datasource: Datasource,
+        pub targets: Vec<Target>,
+    }
+
+    #[derive(DeJson)]
+    pub struct Target {
+        #[nserde(rename = "refId")]
+        pub ref_id: String,
+        pub expr: String,
+        pub datasource: Datasource,
+    }
+}
+use grafana::Dashboard;
+
+fn dashboard() -> Dashboard {
+    Dashboard::deserialize_json(&read(DASHBOARD)).expect("dashboard JSON")
+}
+
+/// Every (panel title, refId, expr) of the dashboard.
+fn queries(d: &Dashboard) -> Vec<(String, String, String)> {
+    d.panels
+        .iter()
+        .flat_map(|p| {
+            p.targets
+                .iter()
+                .map(|t| (p.title.clone(), t.ref_id.clone(), t.expr.clone()))
+        })
+        .collect()
+}
+
+/// Substitutes the dashboard's variables as Grafana would: `instance` and
+/// `gpu` as regexes of their selected values, the interval macros as
+/// durations. Anything left starting with `$` is a variable nobody defines.
+fn expand(expr: &str, instance: &str, gpu: &str) -> String {
+    let e = expr
+        .replace("${instance}", instance)
+        .replace("$instance", instance)
+        .replace("${gpu}", gpu)
+        .replace("$gpu", gpu)
+        .replace("$__rate_interval", "1m")
+        .replace("$__interval", "15s")
+        .replace("$__range", "1h");
+    assert!(!e.contains('$'), "undefined variable in {expr}");
+    e
+}
+
+/// A regex matching exactly `values`, escaped for a PromQL string, the way
+/// Grafana renders a multi-value variable.
+fn regex_of(values: &[String]) -> String {
+    let escaped: Vec<String> = values
+        .iter()
+        .map(|v| {
+            v.chars()
+                .map(|c| {
+                    if ".+*?()|[]{}^$\\".contains(c) {
+                        format!(r"\\{c}")
+                    } else {
+                        c.to_string()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    match escaped.as_slice() {
+        [one] => one.clone(),
+        many => format!("({})", many.join("|")),
+    }
+}
+
+const NOT_METRICS: [&str; 20] = [
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "count",
+    "group",
+    "stddev",
+    "stdvar",
+    "topk",
+    "bottomk",
+    "quantile",
+    "count_values",
+    "and",
+    "or",
+    "unless",
+    "bool",
+    "offset",
+    "inf",
+    "nan",
+    "atan2",
+];
+
+/// The metric names a PromQL expression reads: identifiers outside label
+/// matchers, strings, ranges and grouping lists that are not functions,
+/// aggregations or keywords.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let b = expr.as_bytes();
+    let mut names = BTreeSet::new();
+    let mut i = 0;
+    // Index just past the matching `close`, skipping string literals.
+    let skip = |mut i: usize, close: u8| {
+        while i < b.len() && b[i] != close {
+            if b[i] == b'"' || b[i] == b'\'' {
+                let q = b[i];
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            i += 1;
+        }
+        i + 1
+    };
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b':';
+    while i < b.len() {
+        match b[i] {
+            b'{' => i = skip(i + 1, b'}'),
+            b'[' => i = skip(i + 1, b']'),
+            b'"' | b'\'' => i = skip(i + 1, b[i]),
+            c if c.is_ascii_digit() || c == b'.' => {
+                while i < b.len() && (word(b[i]) || b[i] == b'.') {
+                    i += 1;
+                }
+            }
+            c if word(c) => {
+                let start = i;
+                while i < b.len() && word(b[i]) {
+                    i += 1;
+                }
+                let w = &expr[start..i];
+                let mut next = i;
+                while next < b.len() && b[next] == b' ' {
+                    next += 1;
+                }
+                let call = b.get(next) == Some(&b'(');
+                if [
+                    "by",
+                    "without",
+                    "on",
+                    "ignoring",
+                    "group_left",
+                    "group_right",
+                ]
+                .contains(&w)
+                {
+                    if call {
+                        i = skip(next + 1, b')');
+                    }
+                } else if !call && !NOT_METRICS.contains(&w) {
+                    names.insert(w.to_string());
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    names
+}
+
+#[test]
+fn metric_names_reads_promql() {
+    let names = |e| metric_names(e).into_iter().collect::<Vec<_>>();
+    assert_eq!(
+        names(r#"sum by (xid) (increase(gpu_xid_errors_total{gpu=~"a|b",instance="x{y}"}[5m]))"#),
+        ["gpu_xid_errors_total"]
+    );
+    assert_eq!(
+        names("1 - a:b:c / 0.001 and on (gpu) up > 1e3 or max(b offset 5m)"),
+        ["a:b:c", "b", "up"]
+    );
+}
+
+#[test]
+fn dashboard_is_wired_to_its_variables() {
+    let d = dashboard();
+    assert!(
+        (36..=41).contains(&d.schema_version),
+        "{}",
+        d.schema_version
+    );
+    assert!(!d.uid.is_empty());
+    let var = |name: &str| {
+        d.templating
+            .list
+            .iter()
+            .find(|v| v.name == name)
+            .unwrap_or_else(|| panic!("no ${name} variable"))
+    };
+    assert_eq!(var("datasource").kind, "datasource");
+    // nanoserde can't type `query` (a string here, an object elsewhere).
+    assert!(read(DASHBOARD).contains(r#""query": "prometheus""#));
+    for name in ["instance", "gpu"] {
+        let v = var(name);
+        assert_eq!(v.kind, "query");
+        assert!(
+            v.definition
+                .as_deref()
+                .unwrap()
+                .starts_with("label_values(")
+        );
+        assert_eq!(v.datasource.as_ref().unwrap().uid, "${datasource}");
+    }
+    let mut ids = BTreeSet::new();
+    let mut used = BTreeSet::new();
+    for p in &d.panels {
+        assert!(ids.insert(p.id), "panel id {} twice", p.id);
+        assert!(!p.description.is_empty(), "{} has no description", p.title);
+        assert_eq!(p.datasource.kind, "prometheus", "{}", p.title);
+        assert_eq!(p.datasource.uid, "${datasource}", "{}", p.title);
+        assert!(!p.targets.is_empty(), "{} has no query", p.title);
+        for t in &p.targets {
+            assert_eq!(t.datasource.uid, "${datasource}", "{}", p.title);
+            let names = metric_names(&t.expr);
+            assert!(!names.is_empty(), "{}: no metric in {}", p.title, t.expr);
+            // Per-GPU panels follow the variables; the SLO rules are
+            // per model and carry neither label.
+            if names.iter().any(|n| n.starts_with("gpu_")) {
+                for sel in [r#"instance=~"$instance""#, r#"gpu=~"$gpu""#] {
+                    assert!(t.expr.contains(sel), "{}: {} lacks {sel}", p.title, t.expr);
+                }
+            }
+            used.extend(names);
+        }
+    }
+    for metric in [
+        "gpu_temperature_celsius",
+        "gpu_clocks_event_active",
+        "gpu_xid_errors_total",
+        "gpu_ecc_uncorrected_errors_total",
+        "gpu_memory_largest_free_bytes",
+        "gpu_memory_total_bytes",
+        "gpu_allocator_reserved_bytes",
+        "gpu_allocator_allocated_bytes",
+        "gpu_sm_active_ratio",
+        "gpu_utilization_ratio",
+        "gpu_power_usage_watts",
+        "gpu_power_limit_watts",
+        "model_name:llm_ttft_slo_errors:ratio_rate5m",
+        "model_name:llm_ttft_slo_errors:ratio_rate3d",
+        "model_name:llm_goodput_requests:rate5m",
+    ] {
+        assert!(used.contains(metric), "no panel shows {metric}");
+    }
+}
+
+#[test]
+fn dashboard_queries_parse() {
+    if !have("promtool", &["--version"]) {
+        return;
+    }
+    // promtool parses PromQL only inside rule files: one recording rule per
+    // query.
+    let qs = queries(&dashboard());
+    let mut file = String::from("groups:\n  - name: dashboard\n    rules:\n");
+    for (i, (_, _, expr)) in qs.iter().enumerate() {
+        let expr = expand(expr, "127.0.0.1:9400", "0").replace('\'', "''");
+        file.push_str(&format!(
+            "      - record: dashboard:query{i}\n        expr: '{expr}'\n"
+        ));
+    }
+    let dir = TempDir::new("dashboard-rules");
+    let path = dir.0.join("dashboard.rules.yml");
+    std::fs::write(&path, &file).unwrap();
+    let out = Command::new("promtool")
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert!(out.status.success(), "{report}\n{file}");
+    assert!(
+        report.contains(&format!("SUCCESS: {} rules found", qs.len())),
+        "{report}"
+    );
+}
+
+#[test]
+fn dashboard_metrics_exist() {
+    let e = Exporter::start(&[]);
+    let body = e.metrics(None).body;
+    let mut known: BTreeSet<String> = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| l.split(['{', ' ']).next().unwrap().to_string())
+        .collect();
+    assert!(known.contains("gpu_temperature_celsius"), "{body}");
+    known.extend(
+        read(RULES)
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- record: "))
+            .map(str::to_string),
+    );
+    for (title, ref_id, expr) in queries(&dashboard()) {
+        for name in metric_names(&expr) {
+            assert!(
+                known.contains(&name),
+                "{title}/{ref_id}: {name} is neither exported nor recorded"
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------- Prometheus ----
+
+/// A Prometheus server on a free loopback port; killed (and its data
+/// removed) on drop, panics included.
+struct Prometheus {
+    child: Child,
+    addr: SocketAddr,
+    dir: TempDir,
+}
+
+impl Prometheus {
+    fn start(target: SocketAddr) -> Prometheus {
+        let dir = TempDir::new("prometheus");
+        let config = format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
+             rule_files:\n  - '{}'\n\
+             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{target}']\n",
+            root().join(RULES).display()
+        );
+        std::fs::write(dir.0.join("prometheus.yml"), config).unwrap();
+        // Free now; a race for it shows as Prometheus exiting, reported below.
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let log = std::fs::File::create(dir.0.join("log")).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!(
+                "--config.file={}",
+                dir.0.join("prometheus.yml").display()
+            ))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.0.join("data").display()
+            ))
+            .arg(format!("--web.listen-address={addr}"))
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn prometheus");
+        Prometheus { child, addr, dir }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.0.join("log")).unwrap_or_default()
+    }
+
+    /// GET `target`; None while the server is not answering yet.
+    fn get(&mut self, target: &str) -> Option<(u16, String)> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("prometheus exited ({status}):\n{}", self.log());
+        }
+        let mut s = TcpStream::connect_timeout(&self.addr, Duration::from_secs(2)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        // HTTP/1.0: the answer is never chunked and ends at close.
+        write!(s, "GET {target} HTTP/1.0\r\nHost: {}\r\n\r\n", self.addr).ok()?;
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).ok()?;
+        let (head, body) = raw.split_once("\r\n\r\n")?;
+        Some((head.get(9..12)?.parse().ok()?, body.to_string()))
+    }
+
+    /// A successful API answer's body, parsed; None while not ready.
+    fn api<T: DeJson>(&mut self, target: &str) -> Option<T> {
+        let (status, body) = self.get(target)?;
+        if status == 503 {
+            return None; // still starting
+        }
+        assert_eq!(status, 200, "{target}: {body}");
+        Some(T::deserialize_json(&body).unwrap_or_else(|e| panic!("{target}: {e}: {body}")))
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(DeJson)]
+struct LabelValues {
+    data: Vec<String>,
+}
+
+#[derive(DeJson)]
+struct QueryAnswer {
+    data: QueryData,
+}
+
+#[derive(DeJson)]
+struct QueryData {
+    result: Vec<Series>,
+}
+
+#[derive(DeJson)]
+struct Series {
+    #[allow(dead_code)] // only counted; `value` mixes types and is skipped
+    metric: BTreeMap<String, String>,
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+#[test]
+fn dashboard_queries_return_data_from_prometheus() {
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let d = dashboard();
+    let exporter = Exporter::start(&[]);
+    let mut prom = Prometheus::start(exporter.addr);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let wait = |what: &str, prom: &Prometheus| {
+        assert!(
+            Instant::now() < deadline,
+            "no data within 40s: {what}\n{}",
+            prom.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+
+    // The variables, resolved as Grafana would: label_values(selector,
+    // label) through the series API, each after the ones it uses.
+    let mut instance = String::new();
+    let mut gpu = String::new();
+    for name in ["instance", "gpu"] {
+        let v = d.templating.list.iter().find(|v| v.name == name).unwrap();
+        let def = v.definition.as_deref().unwrap();
+        let (selector, label) = def
+            .strip_prefix("label_values(")
+            .and_then(|s| s.strip_suffix(')'))
+            .and_then(|s| s.rsplit_once(','))
+            .unwrap_or_else(|| panic!("{def}"));
+        let target = format!(
+            "/api/v1/label/{}/values?match[]={}",
+            label.trim(),
+            urlencode(&expand(selector, &instance, &gpu))
+        );
+        let values = loop {
+            match prom.api::<LabelValues>(&target) {
+                Some(v) if !v.data.is_empty() => break v.data,
+                _ => wait(def, &prom),
+            }
+        };
+        match name {
+            "instance" => {
+                assert_eq!(values, [exporter.addr.to_string()]);
+                instance = regex_of(&values);
+            }
+            _ => {
+                assert_eq!(values, ["0", "1", "2", "3"]);
+                gpu = regex_of(&values);
+            }
+        }
+    }
+
+    // Every panel query: rates need two scrapes and the recording rules an
+    // evaluation, so poll until each has answered with data once.
+    for (title, ref_id, expr) in queries(&d) {
+        let expr = expand(&expr, &instance, &gpu);
+        let target = format!("/api/v1/query?query={}", urlencode(&expr));
+        while prom
+            .api::<QueryAnswer>(&target)
+            .is_none_or(|a| a.data.result.is_empty())
+        {
+            wait(&format!("{title}/{ref_id}: {expr}"), &prom);
+        }
+    }
+}
