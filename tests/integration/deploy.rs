@@ -170,8 +170,7 @@ fn assert_hardened(m: &Flat, c: &str) {
     );
 }
 
-/// Each `--flag` in `args` is one the exporter knows, except the NVML
-/// flags that are still being written.
+/// Each `--flag` in `args` is one the exporter knows.
 fn assert_known_flags(args: &[&str]) {
     let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
     for arg in args {
@@ -180,9 +179,6 @@ fn assert_known_flags(args: &[&str]) {
             continue;
         };
         let flag = flag.split('=').next().unwrap();
-        if ["nvml.library", "xid.kmsg"].contains(&flag) {
-            continue;
-        }
         assert!(
             help.contains(&format!("--{flag} ")),
             "--{flag} is not in --help"
