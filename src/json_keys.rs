@@ -1,39 +1,32 @@
+//! A strict pass over a JSON document before nanoserde reads it.
+//!
 //! nanoserde skips keys it does not know, so a misspelt field would be
-//! ignored without a word. This walks a JSON document's object keys so a
-//! reader can reject the ones it does not know, by name.
+//! ignored without a word; and its skipping code panics or loops on some
+//! malformed input (`{"x":}`, `{"x":[`). So every document is first walked
+//! here: it must be plain JSON (no comments, no trailing commas, nothing
+//! after the value), and every object key must be one the reader knows.
+//! nanoserde then only ever sees valid JSON with known keys.
 
-/// Every object key with its path (`gpus[2].xid_every`), in document
-/// order. Structure errors are left to the real
-/// parser: the walk stops at the first thing it does not understand.
-fn keys(json: &str) -> Vec<String> {
+/// Checks `json` is valid JSON whose keys (by path, with `[]` for any
+/// array index) are all in `allowed`; the error names the first problem.
+pub fn check(json: &str, allowed: &[&str]) -> Result<(), String> {
     let mut w = Walk {
         s: json.as_bytes(),
         i: 0,
-        out: Vec::new(),
+        keys: Vec::new(),
     };
-    w.value(String::new(), 0);
-    w.out
-}
-
-/// The first key of `json` whose path is not in `allowed` (written with
-/// bare `[]` for any index), as an error that names it.
-pub fn reject_unknown(json: &str, allowed: &[&str]) -> Result<(), String> {
-    let pattern = |k: &str| {
-        let mut p = String::with_capacity(k.len());
-        let mut in_index = false;
-        for c in k.chars() {
-            in_index = match c {
-                '[' => true,
-                ']' => false,
-                _ => in_index,
-            };
-            if !(in_index && c.is_ascii_digit()) {
-                p.push(c);
-            }
-        }
-        p
+    let valid = w.value(String::new(), 0).is_some() && {
+        w.skip_ws();
+        w.i == w.s.len()
     };
-    match keys(json)
+    if !valid {
+        let before = &json.as_bytes()[..w.i.min(json.len())];
+        let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+        return Err(format!("line {line} column {column}: not valid JSON"));
+    }
+    match w
+        .keys
         .into_iter()
         .find(|k| !allowed.contains(&pattern(k).as_str()))
     {
@@ -42,10 +35,27 @@ pub fn reject_unknown(json: &str, allowed: &[&str]) -> Result<(), String> {
     }
 }
 
+/// `gpus[2].xid` as `gpus[].xid`.
+fn pattern(key: &str) -> String {
+    let mut p = String::with_capacity(key.len());
+    let mut in_index = false;
+    for c in key.chars() {
+        in_index = match c {
+            '[' => true,
+            ']' => false,
+            _ => in_index,
+        };
+        if !(in_index && c.is_ascii_digit()) {
+            p.push(c);
+        }
+    }
+    p
+}
+
 struct Walk<'a> {
     s: &'a [u8],
     i: usize,
-    out: Vec<String>,
+    keys: Vec<String>,
 }
 
 /// Deeper than this is no file of ours; stop rather than recurse on.
@@ -53,7 +63,7 @@ const MAX_DEPTH: usize = 32;
 
 impl Walk<'_> {
     fn skip_ws(&mut self) {
-        while self.s.get(self.i).is_some_and(u8::is_ascii_whitespace) {
+        while self.s.get(self.i).is_some_and(|b| b" \t\r\n".contains(b)) {
             self.i += 1;
         }
     }
@@ -63,21 +73,67 @@ impl Walk<'_> {
         self.s.get(self.i).copied()
     }
 
+    fn eat(&mut self, b: u8) -> Option<()> {
+        (self.peek()? == b).then(|| self.i += 1)
+    }
+
     fn string(&mut self) -> Option<String> {
-        self.i += 1; // the opening quote
+        self.eat(b'"')?;
         let start = self.i;
-        while let Some(&c) = self.s.get(self.i) {
-            match c {
-                b'\\' => self.i += 2,
-                b'"' => {
-                    let text = String::from_utf8_lossy(self.s.get(start..self.i)?).into_owned();
+        loop {
+            match *self.s.get(self.i)? {
+                b'"' => break,
+                b'\\' => {
                     self.i += 1;
-                    return Some(text);
+                    match *self.s.get(self.i)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                        b'u' => {
+                            let hex = self.s.get(self.i + 1..self.i + 5)?;
+                            hex.iter().all(u8::is_ascii_hexdigit).then_some(())?;
+                            self.i += 4;
+                        }
+                        _ => return None,
+                    }
                 }
-                _ => self.i += 1,
+                c if c < 0x20 => return None,
+                _ => {}
             }
+            self.i += 1;
         }
-        None
+        let text = std::str::from_utf8(&self.s[start..self.i])
+            .ok()?
+            .to_string();
+        self.i += 1;
+        Some(text)
+    }
+
+    fn number(&mut self) -> Option<()> {
+        let digits = |w: &mut Self| {
+            let start = w.i;
+            while w.s.get(w.i).is_some_and(u8::is_ascii_digit) {
+                w.i += 1;
+            }
+            (w.i > start).then_some(())
+        };
+        if self.s.get(self.i) == Some(&b'-') {
+            self.i += 1;
+        }
+        match self.s.get(self.i)? {
+            b'0' => self.i += 1,
+            _ => digits(self)?,
+        }
+        if self.s.get(self.i) == Some(&b'.') {
+            self.i += 1;
+            digits(self)?;
+        }
+        if matches!(self.s.get(self.i), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.s.get(self.i), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            digits(self)?;
+        }
+        Some(())
     }
 
     fn value(&mut self, path: String, depth: usize) -> Option<()> {
@@ -87,24 +143,24 @@ impl Walk<'_> {
         match self.peek()? {
             b'{' => {
                 self.i += 1;
+                if self.eat(b'}').is_some() {
+                    return Some(());
+                }
                 loop {
+                    let key = self.string()?;
+                    let key = if path.is_empty() {
+                        key
+                    } else {
+                        format!("{path}.{key}")
+                    };
+                    self.keys.push(key.clone());
+                    self.eat(b':')?;
+                    self.value(key, depth + 1)?;
                     match self.peek()? {
+                        b',' => self.i += 1,
                         b'}' => {
                             self.i += 1;
                             return Some(());
-                        }
-                        b',' => self.i += 1,
-                        b'"' => {
-                            let key = self.string()?;
-                            let key = if path.is_empty() {
-                                key
-                            } else {
-                                format!("{path}.{key}")
-                            };
-                            self.out.push(key.clone());
-                            (self.peek()? == b':').then_some(())?;
-                            self.i += 1;
-                            self.value(key, depth + 1)?;
                         }
                         _ => return None,
                     }
@@ -112,33 +168,31 @@ impl Walk<'_> {
             }
             b'[' => {
                 self.i += 1;
-                let mut n = 0;
-                loop {
+                if self.eat(b']').is_some() {
+                    return Some(());
+                }
+                for n in 0.. {
+                    self.value(format!("{path}[{n}]"), depth + 1)?;
                     match self.peek()? {
+                        b',' => self.i += 1,
                         b']' => {
                             self.i += 1;
                             return Some(());
                         }
-                        b',' => self.i += 1,
-                        _ => {
-                            self.value(format!("{path}[{n}]"), depth + 1)?;
-                            n += 1;
-                        }
+                        _ => return None,
                     }
                 }
+                None
             }
             b'"' => self.string().map(drop),
-            _ => {
-                // A number or literal: up to the next delimiter.
-                while self
-                    .s
-                    .get(self.i)
-                    .is_some_and(|c| !b",]} \t\r\n".contains(c))
-                {
-                    self.i += 1;
-                }
+            b't' | b'f' | b'n' => {
+                let word = ["true", "false", "null"]
+                    .into_iter()
+                    .find(|w| self.s[self.i..].starts_with(w.as_bytes()))?;
+                self.i += word.len();
                 Some(())
             }
+            _ => self.number(),
         }
     }
 }
@@ -147,35 +201,58 @@ impl Walk<'_> {
 mod tests {
     use super::*;
 
+    const KEYS: &[&str] = &["gpus", "gpus[].temperature", "gpus[].clock_events", "n"];
+
     #[test]
-    fn paths() {
-        let k = keys(r#"{"a": 1, "b": [{"c": "x\"}", "d": [1, {"e": null}]}], "f": {"g": true}}"#);
-        assert_eq!(k, ["a", "b", "b[0].c", "b[0].d", "b[0].d[1].e", "f", "f.g"]);
+    fn known_keys_pass() {
+        let ok = r#" {"gpus": [{"temperature": -1.5e3, "clock_events": ["a\"b", "\u00e9"]}, {}], "n": null} "#;
+        assert_eq!(check(ok, KEYS), Ok(()));
+        assert_eq!(check("{}", KEYS), Ok(()));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
         assert_eq!(
-            reject_unknown(
-                r#"{"gpus":[{},{"tempreature":1}]}"#,
-                &["gpus", "gpus[].temperature"]
-            ),
+            check(r#"{"gpus":[{},{"tempreature":1}]}"#, KEYS),
             Err("gpus[1].tempreature: unknown field".into())
         );
-        assert!(
-            reject_unknown(
-                r#"{"gpus":[{"temperature":1}]}"#,
-                &["gpus", "gpus[].temperature"]
-            )
-            .is_ok()
+        assert_eq!(
+            check(r#"{"gpus":[],"x":{"y":1}}"#, KEYS),
+            Err("x: unknown field".into())
         );
-        // Broken input stops the walk; the real parser reports it.
+    }
+
+    #[test]
+    fn anything_but_plain_json_is_refused() {
         for bad in [
             "",
             "{",
-            "{\"a\"",
-            "[[[[",
-            "{\"a\":}",
+            "{\"n\"",
+            "{\"n\":}",
+            "{\"n\":[",
+            "{\"n\":1,}",
+            "[1,]",
+            "{\"n\":1} x",
+            "{/**/}",
+            "{\"n\":01}",
+            "{\"n\":1.}",
+            "{\"n\":.5}",
+            "{\"n\":tru}",
+            "{\"n\":\"\\q\"}",
+            "{\"n\":\"a\nb\"}",
+            "{'n':1}",
             "\u{0}",
-            &"[".repeat(10_000),
+            "{\"n\":NaN}",
+            "{\"n\":+1}",
         ] {
-            let _ = keys(bad);
+            let e = check(bad, KEYS).unwrap_err();
+            assert!(e.contains("not valid JSON"), "{bad:?}: {e}");
         }
+        assert_eq!(
+            check("{\n  \"n\": }", KEYS),
+            Err("line 2 column 8: not valid JSON".into())
+        );
+        let deep = "[".repeat(10_000);
+        assert!(check(&deep, KEYS).is_err());
     }
 }

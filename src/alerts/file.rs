@@ -67,8 +67,8 @@ const RULES_KEYS: &[&str] = &[
 
 /// The default rules with `json` merged in; the error names the field.
 pub fn load(json: &str) -> Result<Vec<Rule>, String> {
+    crate::json_keys::check(json, RULES_KEYS)?;
     let file = RulesFile::deserialize_json(json).map_err(|e| crate::source::sim::json_error(&e))?;
-    crate::json_keys::reject_unknown(json, RULES_KEYS)?;
     let mut rules = if file.replace == Some(true) {
         Vec::new()
     } else {
