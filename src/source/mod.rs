@@ -6,6 +6,7 @@ pub mod kmsg;
 pub mod nvml;
 pub mod sim;
 pub mod smi;
+pub mod workload;
 
 use crate::snapshot::{Gpu, Model};
 use std::fmt;
