@@ -290,7 +290,12 @@ impl WorkloadStats {
             let parsed = match &meta {
                 Err(e) => Err(format!("unreadable: {e}")),
                 Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
-                Ok(m) => read(path, m.len()),
+                Ok(m) => match fs::File::open(path) {
+                    // Deleted since the stat: gone, not bad.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                    Err(e) => Err(format!("unreadable: {e}")),
+                    Ok(file) => read(file, m.len()),
+                },
             };
             let mtime = meta
                 .ok()
@@ -372,13 +377,12 @@ fn fill(r: &mut Readings, sum: &Sum) {
     }
 }
 
-/// A file's text, bounded even if it grows between the stat and the read.
-fn read(path: &Path, len: u64) -> Result<Stats, String> {
+/// A file's stats, its text bounded even if it grows after the stat.
+fn read(file: fs::File, len: u64) -> Result<Stats, String> {
     let too_big = |n: u64| format!("{n} bytes; a stats file is at most {MAX_FILE_BYTES}");
     if len > MAX_FILE_BYTES {
         return Err(too_big(len));
     }
-    let file = fs::File::open(path).map_err(|e| format!("unreadable: {e}"))?;
     let mut text = String::new();
     file.take(MAX_FILE_BYTES + 1)
         .read_to_string(&mut text)
@@ -1025,7 +1029,9 @@ mod tests {
         assert_eq!((out.applied, out.rejected, out.warnings), (1, 1, 1));
         assert_eq!(gpus[0].readings.allocator_reserved_bytes, gib(1));
         assert_eq!(w.apply(t, &mut fleet()).warnings, 0);
-        assert!(read(&d.0.join("over.json"), MAX_FILE_BYTES).is_err());
+        // One that grew past the limit since its stat is refused too.
+        let grown = fs::File::open(d.0.join("over.json")).unwrap();
+        assert!(read(grown, MAX_FILE_BYTES).unwrap_err().contains("at most"));
     }
 
     #[test]
