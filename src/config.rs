@@ -21,6 +21,8 @@ USAGE: gpu-exporter [FLAGS]
   --smi.timeout DUR           kill a hung nvidia-smi after this long (default 5s)
   --xid.kmsg PATH             kernel log to read Xid from when the source cannot (default /dev/kmsg
                               when readable, which needs CAP_SYSLOG; an empty PATH turns it off)
+  --workload.stats-dir DIR    read workload allocator stats from JSON files here (see README)
+  --workload.max-age DUR      ignore stats files older than this (default 30s)
   --sim.scenario FILE         simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)
   --collect.interval DUR      time between collections (default 1s; e.g. 500ms, 1s, 5m, 1h)
   --log.level LEVEL           error, warn, info or debug (default info)
@@ -78,6 +80,8 @@ pub struct Config {
     pub smi_timeout: Duration,
     /// `None`: /dev/kmsg when readable; `Some("")`: off.
     pub xid_kmsg: Option<PathBuf>,
+    pub workload_dir: Option<PathBuf>,
+    pub workload_max_age: Duration,
     pub scenario: Option<PathBuf>,
     pub interval: Duration,
     pub log_level: log::LevelFilter,
@@ -97,6 +101,8 @@ impl Default for Config {
             smi_path: PathBuf::from("nvidia-smi"),
             smi_timeout: Duration::from_secs(5),
             xid_kmsg: None,
+            workload_dir: None,
+            workload_max_age: Duration::from_secs(30),
             scenario: None,
             interval: Duration::from_secs(1),
             log_level: log::LevelFilter::Info,
@@ -166,6 +172,11 @@ where
                 }
             }
             "--xid.kmsg" => c.xid_kmsg = Some(PathBuf::from(value()?)),
+            "--workload.stats-dir" => c.workload_dir = Some(PathBuf::from(value()?)),
+            "--workload.max-age" => {
+                c.workload_max_age =
+                    parse_duration(&value()?).map_err(|e| bad!("--workload.max-age: {e}"))?;
+            }
             "--collect.interval" => {
                 let v = value()?;
                 c.interval = parse_duration(&v).map_err(|e| bad!("--collect.interval: {e}"))?;

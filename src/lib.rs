@@ -21,6 +21,7 @@ use config::{Config, ConfigError, SourceKind};
 use source::kmsg::KernelLogXid;
 use source::sim::{Scenario, Sim};
 use source::smi::Smi;
+use source::workload::WorkloadStats;
 use source::{Augmented, Source};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -104,7 +105,21 @@ fn build_source(
             }
         },
     };
-    Ok(Box::new(Augmented { inner, xid }))
+    let workload = match &config.workload_dir {
+        Some(dir) if !dir.is_dir() => {
+            return Err(ConfigError(format!(
+                "--workload.stats-dir: {} is not a directory",
+                dir.display()
+            )));
+        }
+        Some(dir) => Some(WorkloadStats::new(dir.clone(), config.workload_max_age)),
+        None => None,
+    };
+    Ok(Box::new(Augmented {
+        inner,
+        xid,
+        workload,
+    }))
 }
 
 /// Where `program` would run from: itself if it names a path, else the

@@ -6,6 +6,7 @@ pub mod kmsg;
 pub mod nvml;
 pub mod sim;
 pub mod smi;
+pub mod workload;
 
 use crate::snapshot::{Gpu, Model};
 use std::fmt;
@@ -42,10 +43,12 @@ pub trait Source: Send {
     }
 }
 
-/// A source plus what fills the gaps it leaves: Xid from the kernel log.
+/// A real source plus what fills the gaps it leaves: Xid from the kernel
+/// log, and allocator stats from the workloads.
 pub struct Augmented {
     pub inner: Box<dyn Source>,
     pub xid: Option<kmsg::KernelLogXid>,
+    pub workload: Option<workload::WorkloadStats>,
 }
 
 impl Source for Augmented {
@@ -57,6 +60,10 @@ impl Source for Augmented {
         let mut gpus = self.inner.collect(at)?;
         if let Some(xid) = &mut self.xid {
             xid.apply(&mut gpus);
+        }
+        // Real sources collect at wall-clock time, which file ages need.
+        if let Some(w) = &mut self.workload {
+            w.apply(at, &mut gpus);
         }
         Ok(gpus)
     }

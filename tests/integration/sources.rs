@@ -301,3 +301,50 @@ fn auto_with_nothing_falls_back_to_the_simulator_loudly() {
             .contains("GPUThrottling(gpu1)")
     );
 }
+
+#[test]
+fn workload_allocator_stats_join_the_nvml_readings() {
+    let f = Fixture::new("bin-workload", &fleet(&[gpu(0, ""), gpu(1, "")]));
+    let dir = f.dir.join("stats");
+    std::fs::create_dir_all(&dir).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    for (pid, allocated) in [(1, 20_000_000_000u64), (2, 5_000_000_000)] {
+        let doc = format!(
+            r#"{{"gpu_uuid":"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd","pid":{pid},"timestamp":{now},
+            "reserved_bytes":30000000000,"allocated_bytes":{allocated},"largest_free_bytes":1000000000}}"#
+        );
+        std::fs::write(dir.join(format!("{pid}.json")), doc).unwrap();
+    }
+    let mut args = nvml_args(&f);
+    args.extend(["--workload.stats-dir".into(), dir.to_str().unwrap().into()]);
+    let e = start(&args);
+    let body = wait_for(&e, Duration::from_secs(10), |b| {
+        b.contains("gpu_allocator_allocated_bytes{")
+    });
+    let g0 = "{gpu=\"0\",uuid=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\"}";
+    // Two processes on GPU 0: summed.
+    assert_eq!(
+        value(&body, &format!("gpu_allocator_allocated_bytes{g0}")),
+        Some(25e9)
+    );
+    assert_eq!(
+        value(&body, &format!("gpu_allocator_reserved_bytes{g0}")),
+        Some(60e9)
+    );
+    // GPU 1 has no workload file: nothing made up.
+    assert!(!body.contains("gpu_allocator_allocated_bytes{gpu=\"1\""));
+    let out = run(&[
+        "--source",
+        "nvml",
+        "--nvml.library",
+        f.lib.to_str().unwrap(),
+        "--workload.stats-dir",
+        "/nonexistent/stats",
+        "--once",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--workload.stats-dir"));
+}

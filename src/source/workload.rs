@@ -1,0 +1,1102 @@
+//! Workload allocator stats: what NVML cannot see. The caching allocator of
+//! a process (PyTorch's, say) knows how much it reserved, how much its
+//! tensors occupy and how fragmented its pool is; the process writes that
+//! to a small JSON file in a directory (`--workload.stats-dir`), and
+//! [`WorkloadStats::apply`] lays it over the readings a source collected.
+//!
+//! # Files
+//!
+//! One file per process and GPU, named `*.json`, written atomically (write a
+//! temporary file, then rename it over the old one). Names starting with `.`
+//! or ending in `.tmp` are never read, so the temporary file can sit in the
+//! same directory. Each file is one JSON object:
+//!
+//! ```json
+//! {"gpu_uuid": "GPU-5f1e…", "pid": 4242, "reserved_bytes": 68719476736,
+//!  "allocated_bytes": 60129542144, "largest_free_bytes": 2147483648,
+//!  "timestamp": 1764500000.5}
+//! ```
+//!
+//! - `gpu_uuid`: the GPU (`GPU-…`) or MIG instance (`MIG-…`) as NVML spells
+//!   it, or the bare UUID without that prefix, as
+//!   `torch.cuda.get_device_properties(i).uuid` prints it.
+//! - `reserved_bytes`, `allocated_bytes`: `reserved_bytes.all.current` and
+//!   `allocated_bytes.all.current` of `torch.cuda.memory_stats()`.
+//! - `largest_free_bytes`: the largest inactive block in the process's pool
+//!   (from `torch.cuda.memory_snapshot()`), 0 when there is none.
+//! - `pid` (optional): for the log only; never a label.
+//! - `timestamp` (optional): Unix seconds of the reading; the file's mtime
+//!   otherwise.
+//!
+//! Byte counts are whole numbers from 0 to 2^53, with allocated and largest
+//! free at most reserved. Other keys with scalar values are ignored, so a
+//! writer may add context; nested values are refused.
+//!
+//! # Several processes on one GPU
+//!
+//! Reserved and allocated are summed. The largest free block is the largest
+//! allocation that *every* reporting process can still make without an
+//! out-of-memory error. A process can serve its next allocation from a free
+//! block of its own pool, or from a fresh segment out of the device's free
+//! memory `D` (NVML's `memory_free_bytes`); pools are private, so one
+//! process's cache never serves another. Its headroom is `max(own largest
+//! free, D)`, and the GPU's is the smallest of those: `max(D, MIN over
+//! processes of largest free)`.
+//!
+//! - MAX over processes would hide the fragmented process: the one that
+//!   OOMs is the one with no big block left, whatever its neighbours hold.
+//! - MIN without `D` would cry wolf: a process whose pool is simply full
+//!   (allocated equals reserved, normal after warm-up) reads 0 while the
+//!   device has plenty left for a new segment.
+//!
+//! Without `D` from the source, `largest_free_bytes` is left as the source
+//! gave it. PyTorch also frees its own wholly free segments and retries on
+//! OOM; counting those would add to `D`, so the figure errs low, towards an
+//! early warning.
+//!
+//! # Rules
+//!
+//! - A file whose timestamp is more than `max_age` old is stale and ignored
+//!   (a process that exits leaves its file behind; delete it on exit to drop
+//!   its numbers sooner). One more than `max_age` in the future is refused:
+//!   milliseconds written as seconds.
+//! - A file that is not valid, bigger than [`MAX_FILE_BYTES`], or names no
+//!   GPU of the fleet is skipped and logged once; again only once it changes
+//!   (path, size, mtime and inode). The others still apply.
+//! - At most [`MAX_FILES`] files are read per collection (which ones is up
+//!   to the directory's order), and at most [`MAX_ENTRIES`] names looked at.
+//! - A missing or unreadable directory is logged once and changes nothing.
+//! - Files of a lost GPU (`up == false`) are not applied: its readings stay
+//!   empty.
+
+use super::sim::json_error;
+use crate::snapshot::{Gpu, Readings};
+use nanoserde::{DeJsonState, DeJsonTok};
+use std::collections::{HashMap, HashSet};
+use std::fs;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, UNIX_EPOCH};
+
+/// Older readings are stale.
+pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
+/// A stats file is ~200 bytes; anything near this is not one.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+/// Files read per collection: more processes than that on one node is a
+/// leak of files, not a workload.
+pub const MAX_FILES: usize = 1024;
+/// Directory entries looked at per collection, temporary files included,
+/// so a directory flooded with other names cannot stall the collector.
+pub const MAX_ENTRIES: usize = 8 * MAX_FILES;
+/// Byte counts stay exact as `f64` up to here; no GPU holds 8 PiB.
+const MAX_BYTES: u64 = 1 << 53;
+const MAX_UUID_LEN: usize = 128;
+
+/// One process's allocator on one GPU, as its file states it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stats {
+    pub gpu_uuid: String,
+    pub pid: Option<u32>,
+    pub reserved_bytes: u64,
+    pub allocated_bytes: u64,
+    pub largest_free_bytes: u64,
+    /// Unix seconds; `None` means the file's mtime.
+    pub timestamp: Option<f64>,
+}
+
+/// What one [`WorkloadStats::apply`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// Fresh files laid over a GPU or MIG instance.
+    pub applied: usize,
+    /// Files older than `max_age`.
+    pub stale: usize,
+    /// Files skipped as bad (invalid, too big, unknown GPU, future time),
+    /// whether logged now or before.
+    pub rejected: usize,
+    /// Problems logged by this call. Each is logged once, until it changes:
+    /// a file's new version, the directory failing anew, the limit reached
+    /// anew.
+    pub warnings: usize,
+}
+
+/// Reads the stats directory on every collection; remembers each file's
+/// parse by version so an unchanged file is neither re-read nor re-logged.
+pub struct WorkloadStats {
+    dir: PathBuf,
+    max_age: f64,
+    files: HashMap<PathBuf, Seen>,
+    dir_failed: bool,
+    limit_hit: bool,
+}
+
+struct Seen {
+    version: Version,
+    mtime: f64,
+    parsed: Result<Stats, String>,
+    /// Whether this version's problem has been logged.
+    logged: bool,
+}
+
+/// What identifies a version of a file: a rename over it changes the inode
+/// even within one mtime tick.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct Version {
+    len: u64,
+    mtime_s: i64,
+    mtime_ns: i64,
+    ino: u64,
+}
+
+/// Where a file's numbers go: a GPU, or one of its MIG instances.
+type Target = (usize, Option<usize>);
+
+struct Sum {
+    reserved: u64,
+    allocated: u64,
+    min_largest_free: u64,
+}
+
+impl WorkloadStats {
+    pub fn new(dir: PathBuf, max_age: Duration) -> WorkloadStats {
+        WorkloadStats {
+            dir,
+            max_age: max_age.as_secs_f64(),
+            files: HashMap::new(),
+            dir_failed: false,
+            limit_hit: false,
+        }
+    }
+
+    /// Reads the directory and fills `allocator_reserved_bytes`,
+    /// `allocator_allocated_bytes` and `largest_free_bytes` of every GPU or
+    /// MIG instance with a fresh file (see the module doc for how several
+    /// combine). Others keep what the source gave. `now` is the wall clock
+    /// in Unix seconds, as files are stamped: not the simulator's replayed
+    /// past, against which every file would be in the future.
+    pub fn apply(&mut self, now: f64, gpus: &mut [Gpu]) -> Outcome {
+        let mut out = Outcome::default();
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => {
+                self.dir_failed = false;
+                entries
+            }
+            Err(e) => {
+                if !self.dir_failed {
+                    self.dir_failed = true;
+                    out.warnings += 1;
+                    log::warn!("workload stats: {:?}: {e}", self.dir);
+                }
+                return out;
+            }
+        };
+
+        let mut present = HashSet::new();
+        let mut sums: HashMap<Target, Sum> = HashMap::new();
+        let mut limit_hit = false;
+        let max_age = self.max_age;
+        for (n, entry) in entries.enumerate() {
+            if n >= MAX_ENTRIES {
+                limit_hit = true;
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            if !name.ends_with(".json") || name.starts_with('.') {
+                continue;
+            }
+            if present.len() >= MAX_FILES {
+                limit_hit = true;
+                break;
+            }
+            let path = entry.path();
+            let Some(seen) = self.look(&path) else {
+                continue; // gone since the listing: renamed over or deleted
+            };
+            present.insert(path.clone());
+            let target = match judge(seen, now, max_age, gpus) {
+                Verdict::Fresh(target) => target,
+                Verdict::Stale => {
+                    out.stale += 1;
+                    continue;
+                }
+                Verdict::Bad(why) => {
+                    out.rejected += 1;
+                    if !seen.logged {
+                        seen.logged = true;
+                        out.warnings += 1;
+                        log::warn!("workload stats: {path:?}: {why}");
+                    }
+                    continue;
+                }
+            };
+            // A lost GPU's readings stay empty; its files are not bad.
+            if !gpus.get(target.0).is_some_and(|g| g.up) {
+                continue;
+            }
+            let Ok(s) = &seen.parsed else { continue };
+            out.applied += 1;
+            let sum = sums.entry(target).or_insert(Sum {
+                reserved: 0,
+                allocated: 0,
+                min_largest_free: u64::MAX,
+            });
+            // At most MAX_FILES addends of at most 2^53: no overflow.
+            sum.reserved += s.reserved_bytes;
+            sum.allocated += s.allocated_bytes;
+            sum.min_largest_free = sum.min_largest_free.min(s.largest_free_bytes);
+        }
+        if limit_hit && !self.limit_hit {
+            out.warnings += 1;
+            log::warn!(
+                "workload stats: {:?}: more than {MAX_FILES} files or {MAX_ENTRIES} entries; reading only the first",
+                self.dir
+            );
+        }
+        self.limit_hit = limit_hit;
+        self.files.retain(|p, _| present.contains(p));
+
+        for ((g, m), sum) in sums {
+            let Some(gpu) = gpus.get_mut(g) else { continue };
+            let r = match m {
+                None => &mut gpu.readings,
+                Some(m) => match gpu.mig.get_mut(m) {
+                    Some(mig) => &mut mig.readings,
+                    None => continue,
+                },
+            };
+            fill(r, &sum);
+        }
+        out
+    }
+
+    /// The file's current version, parsed at most once. `None` when the
+    /// file has gone.
+    fn look(&mut self, path: &Path) -> Option<&mut Seen> {
+        let meta = match fs::metadata(path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            meta => meta,
+        };
+        // An unstattable file is one version (all zero; no file has inode 0).
+        let version = meta.as_ref().map_or(Version::default(), |m| Version {
+            len: m.len(),
+            mtime_s: m.mtime(),
+            mtime_ns: m.mtime_nsec(),
+            ino: m.ino(),
+        });
+        if self.files.get(path).is_none_or(|s| s.version != version) {
+            let parsed = match &meta {
+                Err(e) => Err(format!("unreadable: {e}")),
+                Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
+                Ok(m) => match fs::File::open(path) {
+                    // Deleted since the stat: gone, not bad.
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                    Err(e) => Err(format!("unreadable: {e}")),
+                    Ok(file) => read(file, m.len()),
+                },
+            };
+            let mtime = meta
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+                .map_or(0.0, |d| d.as_secs_f64());
+            let seen = Seen {
+                version,
+                mtime,
+                parsed,
+                logged: false,
+            };
+            self.files.insert(path.to_path_buf(), seen);
+        }
+        self.files.get_mut(path)
+    }
+}
+
+enum Verdict {
+    Fresh(Target),
+    Stale,
+    Bad(String),
+}
+
+fn judge(seen: &Seen, now: f64, max_age: f64, gpus: &[Gpu]) -> Verdict {
+    let s = match &seen.parsed {
+        Ok(s) => s,
+        Err(e) => return Verdict::Bad(e.clone()),
+    };
+    let (at, what) = match s.timestamp {
+        Some(t) => (t, "timestamp"),
+        None => (seen.mtime, "mtime"),
+    };
+    if now - at > max_age {
+        return Verdict::Stale;
+    }
+    if at - now > max_age {
+        return Verdict::Bad(format!(
+            "{what}: {at} is {:.0}s in the future; Unix seconds expected",
+            at - now
+        ));
+    }
+    match target(gpus, &s.gpu_uuid) {
+        Some(t) => Verdict::Fresh(t),
+        None => Verdict::Bad(format!(
+            "gpu_uuid: no GPU or MIG instance {:?} here",
+            s.gpu_uuid
+        )),
+    }
+}
+
+/// The GPU or MIG instance a UUID names, in NVML's spelling or bare.
+fn target(gpus: &[Gpu], uuid: &str) -> Option<Target> {
+    let matches = |nvml: &str, prefix: &str| {
+        if nvml.eq_ignore_ascii_case(uuid) {
+            return true;
+        }
+        let (Some(head), Some(rest)) = (nvml.get(..prefix.len()), nvml.get(prefix.len()..)) else {
+            return false;
+        };
+        head.eq_ignore_ascii_case(prefix) && rest.eq_ignore_ascii_case(uuid)
+    };
+    for (g, gpu) in gpus.iter().enumerate() {
+        if matches(&gpu.uuid, "GPU-") {
+            return Some((g, None));
+        }
+        if let Some(m) = gpu.mig.iter().position(|m| matches(&m.uuid, "MIG-")) {
+            return Some((g, Some(m)));
+        }
+    }
+    None
+}
+
+fn fill(r: &mut Readings, sum: &Sum) {
+    r.allocator_reserved_bytes = Some(sum.reserved as f64);
+    r.allocator_allocated_bytes = Some(sum.allocated as f64);
+    if let Some(device_free) = r.memory_free_bytes {
+        r.largest_free_bytes = Some(device_free.max(sum.min_largest_free as f64));
+    }
+}
+
+/// A file's stats, its text bounded even if it grows after the stat.
+fn read(file: fs::File, len: u64) -> Result<Stats, String> {
+    let too_big = |n: u64| format!("{n} bytes; a stats file is at most {MAX_FILE_BYTES}");
+    if len > MAX_FILE_BYTES {
+        return Err(too_big(len));
+    }
+    let mut text = String::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("unreadable: {e}"))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_big(text.len() as u64));
+    }
+    parse(&text)
+}
+
+/// A scalar JSON value as nanoserde's tokenizer read it.
+enum Value {
+    Str(String),
+    Unsigned(u64),
+    Negative(i64),
+    Float(f64),
+    Bool,
+    Null,
+}
+
+/// Reads one stats file's text. The error names the field (or the line and
+/// column, for broken JSON). Never panics, whatever the input.
+pub fn parse(json: &str) -> Result<Stats, String> {
+    // nanoserde's tokenizer recurses once per comment: unoptimised, 64 KiB
+    // of `/**/` overflows the stack. JSON has none, so refuse them first.
+    // Nor is nanoserde's derive used: it skips unknown keys with
+    // `whole_field`, which panics on `{"x":}` and loops on `{"x":[`.
+    if let Some(at) = comment_at(json) {
+        return Err(format!("{at}: comments are not JSON"));
+    }
+    let mut s = DeJsonState::default();
+    let mut i = json.chars();
+    let at = |s: &DeJsonState| format!("line {} column {}", s.line + 1, s.col + 1);
+    s.next(&mut i);
+    s.next_tok(&mut i).map_err(|e| json_error(&e))?;
+    if s.tok != DeJsonTok::CurlyOpen {
+        return Err(format!("{}: a stats file is one JSON object", at(&s)));
+    }
+    s.next_tok(&mut i).map_err(|e| json_error(&e))?;
+    let mut fields: HashMap<String, Value> = HashMap::new();
+    while s.tok != DeJsonTok::CurlyClose {
+        if s.tok != DeJsonTok::Str {
+            return Err(format!("{}: expected a key or }}", at(&s)));
+        }
+        let raw = std::mem::take(&mut s.strbuf);
+        let key = shown(&raw);
+        s.next_colon(&mut i)
+            .map_err(|e| format!("{key}: {}", json_error(&e)))?;
+        let value = match &s.tok {
+            DeJsonTok::Str => Value::Str(std::mem::take(&mut s.strbuf)),
+            DeJsonTok::U64(n) => Value::Unsigned(*n),
+            DeJsonTok::I64(n) => Value::Negative(*n),
+            DeJsonTok::F64(x) => Value::Float(*x),
+            DeJsonTok::Bool(_) => Value::Bool,
+            DeJsonTok::Null => Value::Null,
+            DeJsonTok::CurlyOpen | DeJsonTok::BlockOpen => {
+                return Err(format!("{key}: nested values are not part of the schema"));
+            }
+            _ => return Err(format!("{key}: {}: expected a value", at(&s))),
+        };
+        if fields.insert(raw, value).is_some() {
+            return Err(format!("{key}: appears twice"));
+        }
+        s.next_tok(&mut i)
+            .map_err(|e| format!("after {key}: {}", json_error(&e)))?;
+        s.eat_comma_curly(&mut i).map_err(|e| json_error(&e))?;
+    }
+    s.next_tok(&mut i).map_err(|e| json_error(&e))?;
+    if s.tok != DeJsonTok::Eof {
+        return Err(format!("{}: text after the object", at(&s)));
+    }
+    stats(&mut fields)
+}
+
+fn stats(f: &mut HashMap<String, Value>) -> Result<Stats, String> {
+    let gpu_uuid = match f.remove("gpu_uuid") {
+        Some(Value::Str(u)) if !u.trim().is_empty() && u.len() <= MAX_UUID_LEN => u.trim().into(),
+        Some(Value::Str(_)) => {
+            return Err(format!(
+                "gpu_uuid: empty or over {MAX_UUID_LEN} bytes; expected a UUID such as GPU-…"
+            ));
+        }
+        None | Some(Value::Null) => return Err("gpu_uuid: missing".into()),
+        Some(_) => return Err("gpu_uuid: expected a string".into()),
+    };
+    let reserved_bytes = bytes(f, "reserved_bytes")?;
+    let allocated_bytes = bytes(f, "allocated_bytes")?;
+    let largest_free_bytes = bytes(f, "largest_free_bytes")?;
+    if allocated_bytes > reserved_bytes {
+        return Err(format!(
+            "allocated_bytes: {allocated_bytes} is more than reserved_bytes {reserved_bytes}"
+        ));
+    }
+    if largest_free_bytes > reserved_bytes {
+        return Err(format!(
+            "largest_free_bytes: {largest_free_bytes} is more than reserved_bytes {reserved_bytes}"
+        ));
+    }
+    let pid = match f.remove("pid") {
+        None | Some(Value::Null) => None,
+        Some(Value::Unsigned(n)) => {
+            Some(u32::try_from(n).map_err(|_| format!("pid: {n} is not a process id"))?)
+        }
+        Some(_) => return Err("pid: expected a process id (a whole number)".into()),
+    };
+    let timestamp = match f.remove("timestamp") {
+        None | Some(Value::Null) => None,
+        Some(Value::Unsigned(n)) if n > 0 => Some(n as f64),
+        Some(Value::Float(x)) if x.is_finite() && x > 0.0 => Some(x),
+        Some(_) => return Err("timestamp: expected Unix seconds, a positive number".into()),
+    };
+    Ok(Stats {
+        gpu_uuid,
+        pid,
+        reserved_bytes,
+        allocated_bytes,
+        largest_free_bytes,
+        timestamp,
+    })
+}
+
+fn bytes(f: &mut HashMap<String, Value>, key: &str) -> Result<u64, String> {
+    let n = match f.remove(key) {
+        None | Some(Value::Null) => return Err(format!("{key}: missing")),
+        Some(Value::Unsigned(n)) => n,
+        // `-0` reads as a negative integer; it is 0.
+        Some(Value::Negative(0)) => 0,
+        Some(Value::Negative(n)) => return Err(format!("{key}: {n} is negative")),
+        Some(Value::Float(x)) if x < 0.0 => return Err(format!("{key}: {x} is negative")),
+        Some(Value::Float(x)) if x.is_finite() && x.fract() == 0.0 && x <= MAX_BYTES as f64 => {
+            x as u64
+        }
+        Some(Value::Float(x)) => return Err(format!("{key}: {x} is not a whole number of bytes")),
+        Some(Value::Str(_) | Value::Bool) => {
+            return Err(format!("{key}: expected a number of bytes"));
+        }
+    };
+    if n > MAX_BYTES {
+        return Err(format!("{key}: {n} is over 2^53"));
+    }
+    Ok(n)
+}
+
+/// A key as errors show it: quoted and cut short unless plainly a name,
+/// so a file cannot put control characters into the log.
+fn shown(key: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
+    if key.len() <= 64 && !key.is_empty() && key.chars().all(plain) {
+        key.to_string()
+    } else {
+        let cut: String = key.chars().take(64).collect();
+        format!("{cut:?}")
+    }
+}
+
+/// Where the first `/` outside a string is, tracking strings as nanoserde
+/// does (a backslash escapes the next character).
+fn comment_at(json: &str) -> Option<String> {
+    let (mut line, mut col) = (1, 0);
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if c == '\n' {
+            line += 1;
+            col = 0;
+        } else {
+            col += 1;
+        }
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if c == '"' {
+            in_string = true;
+        } else if c == '/' {
+            return Some(format!("line {line} column {col}"));
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::MigInstance;
+    use std::time::SystemTime;
+
+    const GIB: u64 = 1 << 30;
+    const GPU0: &str = "GPU-0b42632a-bc5c-f731-724b-6936a19c4b24";
+    const GPU1: &str = "GPU-11111111-2222-3333-4444-555555555555";
+    const MIG1: &str = "MIG-66666666-7777-8888-9999-aaaaaaaaaaaa";
+
+    /// A directory of its own under the temp dir, removed when dropped.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(name: &str) -> Dir {
+            let p = std::env::temp_dir().join(format!(
+                "gpu-exporter-workload-{}-{name}",
+                std::process::id()
+            ));
+            let _ = fs::remove_dir_all(&p);
+            fs::create_dir_all(&p).unwrap();
+            Dir(p)
+        }
+
+        /// As a writer should: a temporary file renamed over the old one.
+        fn put(&self, name: &str, text: &str) {
+            let tmp = self.0.join(format!(".{name}.tmp"));
+            fs::write(&tmp, text).unwrap();
+            fs::rename(&tmp, self.0.join(name)).unwrap();
+        }
+
+        fn stats(&self) -> WorkloadStats {
+            WorkloadStats::new(self.0.clone(), DEFAULT_MAX_AGE)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn now() -> f64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    }
+
+    fn doc(uuid: &str, reserved: u64, allocated: u64, free: u64, at: f64) -> String {
+        format!(
+            r#"{{"gpu_uuid": "{uuid}", "pid": 7, "reserved_bytes": {reserved},
+            "allocated_bytes": {allocated}, "largest_free_bytes": {free}, "timestamp": {at}}}"#
+        )
+    }
+
+    fn readings(free_gib: u64) -> Readings {
+        Readings {
+            memory_total_bytes: Some((80 * GIB) as f64),
+            memory_free_bytes: Some((free_gib * GIB) as f64),
+            ..Readings::default()
+        }
+    }
+
+    /// GPU 0 with 1 GiB free; GPU 1 in MIG mode, its instance 2 GiB free.
+    fn fleet() -> Vec<Gpu> {
+        vec![
+            Gpu {
+                index: 0,
+                uuid: GPU0.into(),
+                up: true,
+                readings: readings(1),
+                ..Gpu::default()
+            },
+            Gpu {
+                index: 1,
+                uuid: GPU1.into(),
+                up: true,
+                readings: readings(40),
+                mig: vec![MigInstance {
+                    uuid: MIG1.into(),
+                    gpu_instance_id: 1,
+                    profile: "3g.40gb".into(),
+                    readings: readings(2),
+                }],
+                ..Gpu::default()
+            },
+        ]
+    }
+
+    fn triple(r: &Readings) -> (Option<f64>, Option<f64>, Option<f64>) {
+        (
+            r.allocator_reserved_bytes,
+            r.allocator_allocated_bytes,
+            r.largest_free_bytes,
+        )
+    }
+
+    fn gib(n: u64) -> Option<f64> {
+        Some((n * GIB) as f64)
+    }
+
+    #[test]
+    fn parse_reads_the_schema() {
+        let s = parse(
+            r#"{"gpu_uuid": " GPU-abc ", "pid": 42, "reserved_bytes": 100,
+                "allocated_bytes": 60, "largest_free_bytes": 3e1,
+                "timestamp": 1764500000.5, "rank": 3, "host": "n1", "x": null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s,
+            Stats {
+                gpu_uuid: "GPU-abc".into(),
+                pid: Some(42),
+                reserved_bytes: 100,
+                allocated_bytes: 60,
+                largest_free_bytes: 30,
+                timestamp: Some(1764500000.5),
+            }
+        );
+        let s = parse(
+            r#"{"gpu_uuid":"u","reserved_bytes":9007199254740992,"allocated_bytes":-0,
+                "largest_free_bytes":0,"pid":null}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (s.pid, s.timestamp, s.allocated_bytes, s.reserved_bytes),
+            (None, None, 0, 1 << 53)
+        );
+    }
+
+    #[test]
+    fn parse_errors_name_the_field() {
+        // A valid file with `key` set to `value` (added if new, left out if
+        // empty).
+        let with = |key: &str, value: &str| {
+            let mut fields = vec![
+                ("gpu_uuid", r#""u""#),
+                ("reserved_bytes", "10"),
+                ("allocated_bytes", "5"),
+                ("largest_free_bytes", "5"),
+            ];
+            match fields.iter_mut().find(|(k, _)| *k == key) {
+                Some(f) => f.1 = value,
+                None => fields.push((key, value)),
+            }
+            let body: Vec<String> = fields
+                .iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| format!("{k:?}: {v}"))
+                .collect();
+            format!("{{{}}}", body.join(", "))
+        };
+        assert!(parse(&with("pid", "1")).is_ok());
+        let cases = [
+            ("gpu_uuid", "", "gpu_uuid: missing"),
+            ("gpu_uuid", "7", "gpu_uuid: expected a string"),
+            ("gpu_uuid", r#"" ""#, "gpu_uuid: empty"),
+            ("reserved_bytes", "", "reserved_bytes: missing"),
+            ("reserved_bytes", "null", "reserved_bytes: missing"),
+            (
+                "reserved_bytes",
+                r#""10""#,
+                "reserved_bytes: expected a number",
+            ),
+            (
+                "reserved_bytes",
+                "true",
+                "reserved_bytes: expected a number",
+            ),
+            ("allocated_bytes", "-5", "allocated_bytes: -5 is negative"),
+            (
+                "largest_free_bytes",
+                "-1.5",
+                "largest_free_bytes: -1.5 is negative",
+            ),
+            (
+                "reserved_bytes",
+                "10.5",
+                "reserved_bytes: 10.5 is not a whole",
+            ),
+            (
+                "reserved_bytes",
+                "1e400",
+                "reserved_bytes: inf is not a whole",
+            ),
+            (
+                "reserved_bytes",
+                "9007199254740993",
+                "reserved_bytes: 9007199254740993 is over",
+            ),
+            (
+                "reserved_bytes",
+                "99999999999999999999",
+                "reserved_bytes: line 1",
+            ),
+            (
+                "allocated_bytes",
+                "11",
+                "allocated_bytes: 11 is more than reserved_bytes 10",
+            ),
+            ("largest_free_bytes", "11", "largest_free_bytes: 11 is more"),
+            ("pid", "-1", "pid: expected"),
+            ("pid", "4294967296", "pid: 4294967296"),
+            ("timestamp", r#""now""#, "timestamp: expected"),
+            ("timestamp", "0", "timestamp: expected"),
+            ("extra", r#"{"a": 1}"#, "extra: nested"),
+            ("extra", "[1]", "extra: nested"),
+            ("extra", "}", "extra: "),
+            ("extra", "-", "extra: "),
+        ];
+        for (key, value, want) in cases {
+            let json = with(key, value);
+            let e = parse(&json).unwrap_err();
+            assert!(
+                e.starts_with(want),
+                "{json}: {e:?} should start with {want:?}"
+            );
+        }
+        let twice = with("pid", "1").replace("\"pid\"", "\"reserved_bytes\"");
+        assert!(
+            parse(&twice)
+                .unwrap_err()
+                .starts_with("reserved_bytes: appears twice")
+        );
+    }
+
+    #[test]
+    fn parse_never_panics_on_garbage() {
+        let nested = "[".repeat(100_000);
+        let comments = "/**/".repeat(16_000);
+        let ok = doc(GPU0, 10, 5, 5, 1.0);
+        let garbage = [
+            "",
+            " ",
+            "\0",
+            "null",
+            "[]",
+            "1",
+            "\"gpu_uuid\"",
+            "{",
+            "{\"",
+            "{\"a\"",
+            "{\"a\":",
+            "{\"a\":}",
+            "{\"a\":[",
+            "{\"a\":{",
+            "{\"a\":1,,}",
+            "{,}",
+            "{\"a\":-}",
+            "{\"a\":1e}",
+            "{\"a\":1.2.3}",
+            "{\"a\":nul}",
+            "{\"a\":\"\\u12\"}",
+            "{\"a\":\"\\ud800\"}",
+            "{\"a\":\"\\",
+            "{}}",
+            "{} {}",
+            "\u{feff}{}",
+            &nested,
+            &comments,
+            "{\"a\":1}//",
+            "{\"a\":1/*",
+        ];
+        for g in garbage {
+            assert!(parse(g).is_err(), "{g:?} parsed");
+        }
+        assert!(parse(&comments).unwrap_err().contains("comments"));
+        let e = parse("{\"a\\nb\\u001b\": {}}").unwrap_err();
+        assert!(e.starts_with(r#""a\nb\u{1b}": nested"#), "{e}");
+        let long = format!("{{\"{}\": []}}", "k".repeat(100));
+        assert!(
+            parse(&long)
+                .unwrap_err()
+                .starts_with(&format!("{:?}:", "k".repeat(64)))
+        );
+        // Mutations of a valid file, and random JSON-ish text: whatever
+        // parses must still satisfy the checks.
+        let alphabet: Vec<char> = "{}[]\":,.-+eE0123456789 \\/ntrufalsu_gpid\u{e9}\0"
+            .chars()
+            .collect();
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let base: Vec<char> = ok.chars().collect();
+        for round in 0..20_000 {
+            let text: String = if round % 2 == 0 {
+                let mut t = base.clone();
+                for _ in 0..1 + next() % 4 {
+                    let at = (next() as usize) % t.len();
+                    t[at] = alphabet[(next() as usize) % alphabet.len()];
+                }
+                t.into_iter().collect()
+            } else {
+                (0..next() % 48)
+                    .map(|_| alphabet[(next() as usize) % alphabet.len()])
+                    .collect()
+            };
+            if let Ok(s) = parse(&text) {
+                assert!(s.allocated_bytes <= s.reserved_bytes, "{text:?}");
+                assert!(s.largest_free_bytes <= s.reserved_bytes, "{text:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn several_processes_sum_and_the_worst_headroom_counts() {
+        let d = Dir::new("sum");
+        let t = now();
+        // GPU 0 has 1 GiB free on the device. Process a keeps a 6 GiB
+        // block, process b only 3 GiB: b is the one that would OOM first.
+        d.put("a.json", &doc(GPU0, 40 * GIB, 30 * GIB, 6 * GIB, t));
+        d.put("b.json", &doc(GPU0, 20 * GIB, 15 * GIB, 3 * GIB, t));
+        let mut gpus = fleet();
+        let out = d.stats().apply(t, &mut gpus);
+        assert_eq!((out.applied, out.rejected, out.warnings), (2, 0, 0));
+        assert_eq!(triple(&gpus[0].readings), (gib(60), gib(45), gib(3)));
+        // A full pool (0 free) is no risk while the device has room for a
+        // new segment: the device's free memory is that process's headroom.
+        d.put("b.json", &doc(GPU0, 20 * GIB, 20 * GIB, 0, t));
+        let mut gpus = fleet();
+        d.stats().apply(t, &mut gpus);
+        assert_eq!(triple(&gpus[0].readings), (gib(60), gib(50), gib(1)));
+        // Without the device's free memory the rule cannot be applied.
+        let mut gpus = fleet();
+        gpus[0].readings.memory_free_bytes = None;
+        gpus[0].readings.largest_free_bytes = Some(5.0);
+        d.stats().apply(t, &mut gpus);
+        assert_eq!(triple(&gpus[0].readings), (gib(60), gib(50), Some(5.0)));
+        // GPU 1 had no file: as the source left it.
+        assert_eq!(gpus[1], fleet()[1]);
+    }
+
+    #[test]
+    fn mig_and_bare_uuids_match() {
+        let d = Dir::new("mig");
+        let t = now();
+        d.put("mig.json", &doc(MIG1, 10 * GIB, 4 * GIB, 5 * GIB, t));
+        // Bare and in other case, as torch prints it.
+        let bare = GPU0.trim_start_matches("GPU-").to_uppercase();
+        d.put("bare.json", &doc(&bare, 8 * GIB, 8 * GIB, 0, t));
+        let mut gpus = fleet();
+        let out = d.stats().apply(t, &mut gpus);
+        assert_eq!((out.applied, out.rejected), (2, 0));
+        assert_eq!(triple(&gpus[1].mig[0].readings), (gib(10), gib(4), gib(5)));
+        assert_eq!(triple(&gpus[1].readings), (None, None, None));
+        assert_eq!(triple(&gpus[0].readings), (gib(8), gib(8), gib(1)));
+        // A prefix alone, or the wrong prefix, names nothing.
+        d.put("bare.json", &doc("GPU-", 8 * GIB, 8 * GIB, 0, t));
+        d.put(
+            "mig.json",
+            &doc(&MIG1.replace("MIG-", "GPU-"), GIB, 0, 0, t),
+        );
+        let mut gpus = fleet();
+        let out = d.stats().apply(t, &mut gpus);
+        assert_eq!((out.applied, out.rejected), (0, 2));
+    }
+
+    #[test]
+    fn stale_files_are_ignored() {
+        let d = Dir::new("stale");
+        let t = now();
+        d.put("old.json", &doc(GPU0, 10 * GIB, 5 * GIB, 5 * GIB, t - 31.0));
+        d.put("new.json", &doc(GPU0, 2 * GIB, GIB, GIB, t - 29.0));
+        let mut gpus = fleet();
+        let mut w = d.stats();
+        let out = w.apply(t, &mut gpus);
+        assert_eq!((out.applied, out.stale, out.rejected), (1, 1, 0));
+        assert_eq!(triple(&gpus[0].readings), (gib(2), gib(1), gib(1)));
+        // Both stale later on: the readings stay the source's.
+        let mut gpus = fleet();
+        let out = w.apply(t + 60.0, &mut gpus);
+        assert_eq!((out.applied, out.stale), (0, 2));
+        assert_eq!(gpus, fleet());
+        // Without a timestamp the file's mtime counts.
+        let mtime = r#"{"gpu_uuid":"GPU-0b42632a-bc5c-f731-724b-6936a19c4b24",
+            "reserved_bytes":1,"allocated_bytes":1,"largest_free_bytes":0}"#;
+        d.put("old.json", mtime);
+        fs::remove_file(d.0.join("new.json")).unwrap();
+        let out = w.apply(now(), &mut fleet());
+        assert_eq!((out.applied, out.stale), (1, 0));
+        let out = w.apply(now() + 31.0, &mut fleet());
+        assert_eq!((out.applied, out.stale), (0, 1));
+    }
+
+    #[test]
+    fn a_timestamp_in_the_future_is_refused() {
+        let d = Dir::new("future");
+        let t = now();
+        // Milliseconds instead of seconds.
+        d.put("ms.json", &doc(GPU0, GIB, 0, 0, t * 1000.0));
+        d.put("skew.json", &doc(GPU0, GIB, 0, 0, t + 5.0));
+        let mut gpus = fleet();
+        let out = d.stats().apply(t, &mut gpus);
+        assert_eq!((out.applied, out.rejected, out.warnings), (1, 1, 1));
+        assert_eq!(gpus[0].readings.allocator_reserved_bytes, gib(1));
+    }
+
+    #[test]
+    fn a_bad_file_is_skipped_and_logged_once() {
+        let d = Dir::new("bad");
+        let t = now();
+        d.put("good.json", &doc(GPU0, 4 * GIB, 2 * GIB, GIB, t));
+        d.put("garbage.json", "{\"gpu_uuid\": ");
+        d.put("unknown.json", &doc("GPU-nope", GIB, 0, 0, t));
+        d.put(
+            "negative.json",
+            &doc(GPU1, GIB, 0, 0, t).replace("\"pid\": 7", "\"pid\": -7"),
+        );
+        let mut w = d.stats();
+        let mut gpus = fleet();
+        let out = w.apply(t, &mut gpus);
+        assert_eq!(
+            out,
+            Outcome {
+                applied: 1,
+                stale: 0,
+                rejected: 3,
+                warnings: 3
+            }
+        );
+        assert_eq!(triple(&gpus[0].readings), (gib(4), gib(2), gib(1)));
+        assert_eq!(gpus[1], fleet()[1]);
+        // Unchanged: still skipped, not logged again.
+        let out = w.apply(t + 1.0, &mut fleet());
+        assert_eq!((out.applied, out.rejected, out.warnings), (1, 3, 0));
+        // A new version of a bad file is logged again; a fixed one applies.
+        d.put("garbage.json", "{\"gpu_uuid\": 12}");
+        d.put("negative.json", &doc(GPU1, GIB, 0, 0, t));
+        let mut gpus = fleet();
+        let out = w.apply(t + 2.0, &mut gpus);
+        assert_eq!((out.applied, out.rejected, out.warnings), (2, 2, 1));
+        assert_eq!(gpus[1].readings.allocator_reserved_bytes, gib(1));
+        // The unknown GPU's file applies once the GPU is there, and the
+        // file of the GPU it replaced is logged now.
+        let mut gpus = fleet();
+        gpus[1].uuid = "GPU-nope".into();
+        let out = w.apply(t + 3.0, &mut gpus);
+        assert_eq!((out.applied, out.rejected, out.warnings), (2, 2, 1));
+        assert_eq!(gpus[1].readings.allocator_reserved_bytes, gib(1));
+    }
+
+    #[test]
+    fn oversized_files_are_refused() {
+        let d = Dir::new("big");
+        let t = now();
+        let exact = doc(GPU0, GIB, 0, 0, t);
+        let pad = MAX_FILE_BYTES as usize - exact.len();
+        d.put("exact.json", &format!("{exact}{}", " ".repeat(pad)));
+        d.put("over.json", &format!("{exact}{}", " ".repeat(pad + 1)));
+        let mut gpus = fleet();
+        let mut w = d.stats();
+        let out = w.apply(t, &mut gpus);
+        assert_eq!((out.applied, out.rejected, out.warnings), (1, 1, 1));
+        assert_eq!(gpus[0].readings.allocator_reserved_bytes, gib(1));
+        assert_eq!(w.apply(t, &mut fleet()).warnings, 0);
+        // One that grew past the limit since its stat is refused too.
+        let grown = fs::File::open(d.0.join("over.json")).unwrap();
+        assert!(read(grown, MAX_FILE_BYTES).unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn only_json_names_are_read() {
+        let d = Dir::new("names");
+        let t = now();
+        d.put("p.json", &doc(GPU0, GIB, 0, 0, t));
+        for name in [".p.json", "p.json.tmp", "p.tmp", "p.txt", "json"] {
+            d.put(name, &doc(GPU0, 100 * GIB, 0, 0, t));
+        }
+        fs::create_dir(d.0.join("dir.json")).unwrap();
+        let mut gpus = fleet();
+        let out = d.stats().apply(t, &mut gpus);
+        assert_eq!((out.applied, out.rejected), (1, 1));
+        assert_eq!(gpus[0].readings.allocator_reserved_bytes, gib(1));
+    }
+
+    #[test]
+    fn a_missing_directory_is_logged_once_and_changes_nothing() {
+        let d = Dir::new("missing");
+        let gone = d.0.join("not-yet");
+        let mut w = WorkloadStats::new(gone.clone(), DEFAULT_MAX_AGE);
+        let mut gpus = fleet();
+        assert_eq!(w.apply(now(), &mut gpus).warnings, 1);
+        assert_eq!(w.apply(now(), &mut gpus).warnings, 0);
+        assert_eq!(gpus, fleet());
+        fs::create_dir(&gone).unwrap();
+        fs::write(gone.join("p.json"), doc(GPU0, GIB, 0, 0, now())).unwrap();
+        let out = w.apply(now(), &mut gpus);
+        assert_eq!((out.applied, out.warnings), (1, 0));
+        fs::remove_dir_all(&gone).unwrap();
+        assert_eq!(w.apply(now(), &mut fleet()).warnings, 1);
+    }
+
+    #[test]
+    fn a_lost_gpu_stays_empty() {
+        let d = Dir::new("lost");
+        let t = now();
+        d.put("p.json", &doc(GPU0, GIB, 0, 0, t));
+        let mut gpus = fleet();
+        gpus[0].up = false;
+        gpus[0].readings = Readings::default();
+        let out = d.stats().apply(t, &mut gpus);
+        assert_eq!((out.applied, out.rejected), (0, 0));
+        assert_eq!(gpus[0].readings, Readings::default());
+    }
+
+    #[test]
+    fn at_most_max_files_are_read() {
+        let d = Dir::new("many");
+        let t = now();
+        for i in 0..=MAX_FILES {
+            d.put(&format!("{i}.json"), &doc(GPU0, 1, 0, 0, t));
+        }
+        let mut w = d.stats();
+        let mut gpus = fleet();
+        let out = w.apply(t, &mut gpus);
+        assert_eq!((out.applied, out.warnings), (MAX_FILES, 1));
+        assert_eq!(
+            gpus[0].readings.allocator_reserved_bytes,
+            Some(MAX_FILES as f64)
+        );
+        assert_eq!(w.apply(t, &mut fleet()).warnings, 0);
+        fs::remove_file(d.0.join("0.json")).unwrap();
+        assert_eq!(w.apply(t, &mut fleet()).warnings, 0);
+        assert_eq!(w.files.len(), MAX_FILES);
+    }
+}
