@@ -348,3 +348,51 @@ fn workload_allocator_stats_join_the_nvml_readings() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--workload.stats-dir"));
 }
+
+#[test]
+fn mig_instances_get_their_own_series() {
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","bus_id":"00000000:18:00.0","temperature":50,
+        "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
+        "mig":[
+          {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}},
+          {"name":"NVIDIA H100 80GB HBM3 MIG 4g.40gb","uuid":"MIG-bbbb","gpu_instance_id":2,
+           "memory":{"total":42949672960,"reserved":0,"free":42000000000,"used":949672960}}
+        ]}"#;
+    let f = Fixture::new("bin-mig", &fleet(&[mig.to_string()]));
+    let e = start(&nvml_args(&f));
+    let body = wait_for(&e, Duration::from_secs(10), |b| {
+        b.contains("mig_instance=\"2\"")
+    });
+    let used = |uuid: &str, id: u32, profile: &str| {
+        value(
+            &body,
+            &format!(
+                "gpu_memory_used_bytes{{gpu=\"0\",uuid=\"{uuid}\",mig_instance=\"{id}\",mig_profile=\"{profile}\"}}"
+            ),
+        )
+    };
+    assert_eq!(used("MIG-aaaa", 1, "3g.40gb"), Some(2949672960.0));
+    assert_eq!(used("MIG-bbbb", 2, "4g.40gb"), Some(949672960.0));
+    assert_eq!(
+        value(
+            &body,
+            "gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-mig-parent\"}"
+        ),
+        Some(2000.0)
+    );
+    // What NVML refuses on MIG devices is left out, never zero-filled.
+    assert!(
+        !body
+            .lines()
+            .any(|l| l.starts_with("gpu_temperature_celsius") && l.contains("mig_instance"))
+    );
+    if have("promtool", &["--version"]) {
+        let out = pipe("promtool", &["check", "metrics"], &body);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
