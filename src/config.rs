@@ -14,6 +14,12 @@ USAGE: gpu-exporter [FLAGS]
 
   --web.listen-address ADDR   where to serve (default :9400; e.g. 127.0.0.1:9400, [::1]:0)
   --web.telemetry-path PATH   path of the metrics (default /metrics)
+  --web.max-requests N        requests answered at once; more get 503 (default 40)
+  --web.max-connections N     open connections; at the cap the oldest idle one is closed,
+                              or the new one gets 503 (default 512)
+  --web.header-timeout DUR    time to send a request head (default 10s)
+  --web.idle-timeout DUR      time a keep-alive connection may wait between requests (default 90s)
+  --web.write-timeout DUR     time to write one response (default 10s)
   --source NAME               where readings come from: auto, nvml, smi or sim (default auto:
                               NVML if it loads, else nvidia-smi if present, else the simulator)
   --nvml.library PATH         the NVML library to load (default libnvidia-ml.so.1 via the loader)
@@ -74,6 +80,7 @@ impl SourceKind {
 pub struct Config {
     pub listen: SocketAddr,
     pub telemetry_path: String,
+    pub limits: crate::http::Limits,
     pub source: SourceKind,
     pub nvml_library: Option<PathBuf>,
     pub smi_path: PathBuf,
@@ -96,6 +103,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 9400)),
             telemetry_path: "/metrics".into(),
+            limits: crate::http::Limits::default(),
             source: SourceKind::Auto,
             nvml_library: None,
             smi_path: PathBuf::from("nvidia-smi"),
@@ -160,6 +168,11 @@ where
                 }
                 c.telemetry_path = v;
             }
+            "--web.max-requests" => c.limits.max_requests = count(&flag, &value()?)?,
+            "--web.max-connections" => c.limits.max_connections = count(&flag, &value()?)?,
+            "--web.header-timeout" => c.limits.header_timeout = timeout(&flag, &value()?)?,
+            "--web.idle-timeout" => c.limits.idle_timeout = timeout(&flag, &value()?)?,
+            "--web.write-timeout" => c.limits.write_timeout = timeout(&flag, &value()?)?,
             "--source" => c.source = SourceKind::parse(&value()?)?,
             "--sim.scenario" => c.scenario = Some(PathBuf::from(value()?)),
             "--nvml.library" => c.nvml_library = Some(PathBuf::from(value()?)),
@@ -202,6 +215,22 @@ where
         }
     }
     Ok(Command::Run(Box::new(c)))
+}
+
+/// A limit of at least one, at most a million.
+fn count(flag: &str, v: &str) -> Result<usize, ConfigError> {
+    v.parse()
+        .ok()
+        .filter(|n| (1..=1_000_000).contains(n))
+        .ok_or_else(|| bad!("{flag}: {v:?} is not a number from 1 to 1000000"))
+}
+
+fn timeout(flag: &str, v: &str) -> Result<Duration, ConfigError> {
+    match parse_duration(v) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(bad!("{flag}: must be above 0")),
+        Err(e) => Err(bad!("{flag}: {e}")),
+    }
 }
 
 /// `:9400` listens on every IPv4 interface, as node_exporter does.

@@ -215,13 +215,14 @@ pub fn run(config: Config) -> Result<(), Error> {
         .spawn(move || collector.run(for_collector))
         .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
 
-    let ctx = Rc::new(http::Context {
+    let ctx = http::Context {
         latest,
         telemetry_path: config.telemetry_path,
         runbook_base: config.runbook_base,
         max_age: config.interval * 3 + Duration::from_secs(1),
-    });
+    };
+    let server = Rc::new(http::Server::new(ctx, config.limits));
     let ex = smol::LocalExecutor::new();
-    smol::block_on(ex.run(http::server::serve(&ex, listener, ctx)));
+    smol::block_on(ex.run(http::server::serve(&ex, listener, server)));
     Ok(())
 }

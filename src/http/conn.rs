@@ -6,8 +6,11 @@
 //! it, and the whole goes out in one write.
 
 use super::router::{self, Context, Method, Request, Response, Status};
-use async_io::Async;
+use super::server::Server;
+use async_io::{Async, Timer};
+use smol::future::FutureExt;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
+use std::time::Instant;
 use std::io::{Cursor, Write};
 use std::net::TcpStream;
 use std::ops::Range;
@@ -114,6 +117,14 @@ pub struct Answer {
 /// it and builds the whole response in `out`. `None` until a whole request
 /// head has arrived.
 pub fn answer(buf: &[u8], ctx: &Context, out: &mut Vec<u8>) -> Option<Answer> {
+    respond(buf, out, |req, out| router::route(req, ctx, out))
+}
+
+fn respond(
+    buf: &[u8],
+    out: &mut Vec<u8>,
+    route: impl FnOnce(&Request, &mut Vec<u8>) -> Response,
+) -> Option<Answer> {
     let parsed = parse(buf);
     out.clear();
     out.resize(HEAD_ROOM, 0);
@@ -125,45 +136,88 @@ pub fn answer(buf: &[u8], ctx: &Context, out: &mut Vec<u8>) -> Option<Answer> {
             (Response::text(status), buf.len(), false, false, false)
         }
         Parsed::Request(req, f) => {
-            let resp = router::route(&req, ctx, out);
-            (
-                resp,
-                f.consumed,
-                f.keep_alive,
-                req.method == Method::Head,
-                f.http10,
-            )
+            let resp = route(&req, out);
+            (resp, f.consumed, f.keep_alive, req.method == Method::Head, f.http10)
         }
     };
     let start = write_head(out, &resp, keep, http10);
     let end = if head_only { HEAD_ROOM } else { out.len() };
-    Some(Answer {
-        consumed,
-        keep_alive: keep,
-        range: start..end,
-    })
+    Some(Answer { consumed, keep_alive: keep, range: start..end })
 }
 
-pub async fn serve(mut stream: Async<TcpStream>, ctx: Rc<Context>) {
-    let mut inbuf = vec![0u8; MAX_HEAD];
-    let mut out: Vec<u8> = Vec::new();
+/// Races `fut` against a deadline; `None` when the deadline came first.
+async fn before<T>(deadline: Instant, fut: impl Future<Output = T>) -> Option<T> {
+    async { Some(fut.await) }.or(async {
+        Timer::at(deadline).await;
+        None
+    })
+    .await
+}
+
+/// Serves one connection until the client closes it, an error or a
+/// timeout. Between requests it holds no buffer: the head buffer goes back
+/// to the pool and it only waits for the socket to become readable.
+pub async fn serve(stream: Rc<Async<TcpStream>>, id: u64, srv: Rc<Server>) {
+    let mut inbuf = srv.take_inbuf();
     let mut filled = 0;
+    let limits = &srv.limits;
+    // A new connection must send its first request within the header
+    // timeout; later ones start when their first byte arrives.
+    let mut head_deadline = Instant::now() + limits.header_timeout;
     loop {
-        if filled > 0
-            && let Some(a) = answer(&inbuf[..filled], &ctx, &mut out)
-        {
-            if stream.write_all(&out[a.range]).await.is_err() || !a.keep_alive {
-                return;
+        if filled > 0 {
+            let mut out = srv.take_outbuf();
+            let request = srv.begin_request();
+            let answered = match &request {
+                Some(_) => answer(&inbuf[..filled], &srv.ctx, &mut out),
+                None => respond(&inbuf[..filled], &mut out, |_, out| {
+                    out.extend_from_slice(b"too many requests in flight\n");
+                    Response::text(Status::Unavailable)
+                }),
+            };
+            if let Some(a) = answered {
+                let deadline = Instant::now() + limits.write_timeout;
+                let sent = before(deadline, (&*stream).write_all(&out[a.range])).await;
+                drop(request);
+                srv.put_outbuf(out);
+                if !matches!(sent, Some(Ok(()))) || !a.keep_alive {
+                    break;
+                }
+                inbuf.copy_within(a.consumed..filled, 0);
+                filled -= a.consumed;
+                if filled > 0 {
+                    // Pipelined: the next request is already here.
+                    head_deadline = Instant::now() + limits.header_timeout;
+                    continue;
+                }
+                srv.put_inbuf(std::mem::take(&mut inbuf));
+                srv.set_idle(id, true);
+                let idle = Instant::now() + limits.idle_timeout;
+                let ready = before(idle, stream.readable()).await;
+                if !matches!(ready, Some(Ok(()))) {
+                    break;
+                }
+                inbuf = srv.take_inbuf();
+                head_deadline = Instant::now() + limits.header_timeout;
+            } else {
+                srv.put_outbuf(out);
             }
-            inbuf.copy_within(a.consumed..filled, 0);
-            filled -= a.consumed;
-            continue;
         }
-        match stream.read(&mut inbuf[filled..]).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => filled += n,
+        match before(head_deadline, (&*stream).read(&mut inbuf[filled..])).await {
+            Some(Ok(n)) if n > 0 => {
+                if filled == 0 {
+                    srv.set_idle(id, false);
+                }
+                filled += n;
+            }
+            // Closed, failed, or too slow to send a head (slowloris).
+            _ => break,
         }
     }
+    if !inbuf.is_empty() {
+        srv.put_inbuf(inbuf);
+    }
+    srv.forget(id);
 }
 
 /// Writes the status line and headers just before the body and returns

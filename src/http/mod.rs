@@ -6,3 +6,4 @@ pub mod router;
 pub mod server;
 
 pub use router::Context;
+pub use server::{Limits, Server};
