@@ -10,11 +10,11 @@ use super::server::Server;
 use async_io::{Async, Timer};
 use smol::future::FutureExt;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
-use std::time::Instant;
 use std::io::{Cursor, Write};
 use std::net::TcpStream;
 use std::ops::Range;
 use std::rc::Rc;
+use std::time::Instant;
 
 /// The most a request head may take.
 pub const MAX_HEAD: usize = 8 * 1024;
@@ -137,21 +137,32 @@ fn respond(
         }
         Parsed::Request(req, f) => {
             let resp = route(&req, out);
-            (resp, f.consumed, f.keep_alive, req.method == Method::Head, f.http10)
+            (
+                resp,
+                f.consumed,
+                f.keep_alive,
+                req.method == Method::Head,
+                f.http10,
+            )
         }
     };
     let start = write_head(out, &resp, keep, http10);
     let end = if head_only { HEAD_ROOM } else { out.len() };
-    Some(Answer { consumed, keep_alive: keep, range: start..end })
+    Some(Answer {
+        consumed,
+        keep_alive: keep,
+        range: start..end,
+    })
 }
 
 /// Races `fut` against a deadline; `None` when the deadline came first.
 async fn before<T>(deadline: Instant, fut: impl Future<Output = T>) -> Option<T> {
-    async { Some(fut.await) }.or(async {
-        Timer::at(deadline).await;
-        None
-    })
-    .await
+    async { Some(fut.await) }
+        .or(async {
+            Timer::at(deadline).await;
+            None
+        })
+        .await
 }
 
 /// Serves one connection until the client closes it, an error or a

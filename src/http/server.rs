@@ -77,7 +77,10 @@ impl Server {
 
     /// A request head buffer, zeroed once when first made.
     pub fn take_inbuf(&self) -> Vec<u8> {
-        self.inbufs.borrow_mut().pop().unwrap_or_else(|| vec![0; conn::MAX_HEAD])
+        self.inbufs
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0; conn::MAX_HEAD])
     }
 
     pub fn put_inbuf(&self, b: Vec<u8>) {
@@ -132,7 +135,11 @@ impl Server {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         // Idle until its first byte: silent connections are evictable.
-        conns.push(Slot { id, stream: stream.clone(), idle_since: Some(Instant::now()) });
+        conns.push(Slot {
+            id,
+            stream: stream.clone(),
+            idle_since: Some(Instant::now()),
+        });
         Some(id)
     }
 
@@ -153,7 +160,8 @@ impl Drop for InFlight {
     }
 }
 
-const FULL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+const FULL: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
 Content-Length: 26\r\nConnection: close\r\n\r\ntoo many open connections\n";
 
 pub async fn serve(ex: &LocalExecutor<'_>, listener: Async<TcpListener>, srv: Rc<Server>) {

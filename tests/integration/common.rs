@@ -48,7 +48,9 @@ impl Exporter {
 
     /// Open file descriptors of the exporter process.
     pub fn open_fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.pid())).unwrap().count()
+        std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
+            .unwrap()
+            .count()
     }
 
     pub fn connect(&self) -> TcpStream {

@@ -1,6 +1,7 @@
 //! Integration tests: one binary that spawns the real exporter on free
 //! loopback ports and talks to it over real sockets.
 
+mod abuse;
 mod cli;
 mod common;
 mod deploy;
