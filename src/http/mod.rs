@@ -4,5 +4,6 @@
 pub mod conn;
 pub mod router;
 pub mod server;
+pub mod status;
 
 pub use router::Context;

@@ -10,3 +10,4 @@ mod http;
 mod prometheus;
 mod rules;
 mod sources;
+mod status;
