@@ -114,6 +114,9 @@ fn gpus(p: &Published, out: &mut Vec<u8>) {
           <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
           <th>memory used / total</th><th>largest free</th><th>critical Xid</th><th>up</th></tr>\n",
     );
+    if s.gpus.is_empty() {
+        out.extend_from_slice(b"<tr><td colspan=\"10\">no GPUs in this snapshot</td></tr>\n");
+    }
     for g in &s.gpus {
         out.extend_from_slice(b"<tr id=\"gpu-");
         write_u64(out, g.index as u64);
@@ -482,6 +485,23 @@ mod tests {
             assert_eq!(cell, "&ndash;", "cell {}", i + 2);
         }
         assert_eq!(c[9], "up");
+        // Only the simulator gets the banner.
+        assert!(!page.contains("SIMULATED"));
+        assert!(!page.contains("no GPUs"));
+    }
+
+    #[test]
+    fn an_empty_failing_fleet_says_so() {
+        let mut p = published(Vec::new());
+        p.snapshot.source = "sim";
+        p.snapshot.error = Some("nvml: not loaded".into());
+        let page = page(&p);
+        assert!(page.contains("id=\"simulated\">SIMULATED"));
+        assert!(page.contains("<b class=\"bad\">failing</b>"));
+        assert!(page.contains("last collection failed: nvml: not loaded"));
+        assert!(page.contains("no GPUs in this snapshot"));
+        assert!(page.contains("No alerts are pending or firing."));
+        assert!(!page.contains("id=\"models\""));
     }
 
     #[test]
