@@ -4,6 +4,7 @@
 pub mod conn;
 pub mod router;
 pub mod server;
+pub mod status;
 
 pub use router::Context;
 pub use server::{Limits, Server};

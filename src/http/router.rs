@@ -1,12 +1,16 @@
 //! Routes a parsed request to its response body. The body goes straight
 //! into the connection's reused buffer.
 
+use super::status;
 use crate::alerts;
 use crate::collector::Latest;
 use crate::exposition::{self, Format};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Kept here for callers that escape HTML through the router.
+pub use super::status::html_escape;
 
 /// What every connection shares.
 pub struct Context {
@@ -152,35 +156,19 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             Response::text(status)
         }
         Route::Landing => {
-            body.extend_from_slice(
-                b"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>gpu-exporter</title></head>\n\
-                  <body><h1>gpu-exporter</h1>\n<p><a href=\"",
-            );
-            // Operator input: escaped like any other string on a page.
-            html_escape(body, &ctx.telemetry_path);
-            body.extend_from_slice(
-                b"\">Metrics</a> &middot; <a href=\"/alerts\">Alerts</a> &middot; \
-                  <a href=\"/healthz\">healthz</a> &middot; <a href=\"/readyz\">readyz</a></p>\n\
-                  </body></html>\n",
+            let published = ctx.latest.get();
+            status::render(
+                &published,
+                &ctx.telemetry_path,
+                &ctx.runbook_base,
+                Instant::now(),
+                body,
             );
             Response {
                 status: Status::Ok,
                 content_type: "text/html; charset=utf-8",
                 allow: false,
             }
-        }
-    }
-}
-
-pub fn html_escape(out: &mut Vec<u8>, s: &str) {
-    for &b in s.as_bytes() {
-        match b {
-            b'&' => out.extend_from_slice(b"&amp;"),
-            b'<' => out.extend_from_slice(b"&lt;"),
-            b'>' => out.extend_from_slice(b"&gt;"),
-            b'"' => out.extend_from_slice(b"&quot;"),
-            b'\'' => out.extend_from_slice(b"&#39;"),
-            _ => out.push(b),
         }
     }
 }

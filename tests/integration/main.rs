@@ -11,3 +11,4 @@ mod http;
 mod prometheus;
 mod rules;
 mod sources;
+mod status;

@@ -1,0 +1,604 @@
+//! The status page at `/`: the fleet, the alerts and the exporter's own
+//! health as one server-rendered HTML page, for nodes with no Grafana.
+//! No JavaScript; it reloads itself.
+//!
+//! Like a scrape, it renders the published snapshot straight into the
+//! response buffer and allocates nothing once that buffer has grown:
+//! numbers go through exposition's writers, summaries are expanded while
+//! they are written (`alerts::expand` builds Strings), and every string
+//! from data or flags is HTML-escaped on the way.
+
+use crate::alerts::{Alert, Severity, State, Subject};
+use crate::collector::Published;
+use crate::exposition::{write_f64, write_u64};
+use crate::snapshot::{Readings, TTFT_SLO_SECONDS};
+use std::time::Instant;
+
+const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
+
+/// Seconds between reloads: often enough to follow an incident, rarely
+/// enough that the page costs nothing.
+const REFRESH_SECONDS: u64 = 5;
+
+/// Escapes the five characters that matter in HTML text and quoted
+/// attributes. Byte-wise is safe: they never occur inside a UTF-8 sequence.
+pub fn html_escape(out: &mut Vec<u8>, s: &str) {
+    for &b in s.as_bytes() {
+        match b {
+            b'&' => out.extend_from_slice(b"&amp;"),
+            b'<' => out.extend_from_slice(b"&lt;"),
+            b'>' => out.extend_from_slice(b"&gt;"),
+            b'"' => out.extend_from_slice(b"&quot;"),
+            b'\'' => out.extend_from_slice(b"&#39;"),
+            _ => out.push(b),
+        }
+    }
+}
+
+const STYLE: &str = "body{font:14px/1.4 sans-serif;margin:1em 2em;color:#222}\
+h1{font-size:1.4em;margin:.2em 0}h2{font-size:1.1em;margin:1.2em 0 .3em}\
+table{border-collapse:collapse}th,td{padding:3px 10px;border-bottom:1px solid #ddd;text-align:left}\
+th{background:#eee}td.n{text-align:right;font-variant-numeric:tabular-nums}\
+small{color:#666}.sim{background:#c00;color:#fff;font-weight:bold;font-size:1.5em;padding:.4em .8em;letter-spacing:.1em}\
+.err{background:#fde0dc;padding:.4em .8em}.bad{color:#c00;font-weight:bold}\
+tr.mig td:first-child{padding-left:2em}.page{background:#c00;color:#fff;padding:0 6px}\
+.ticket{background:#e8a200;color:#000;padding:0 6px}.pending{color:#666;font-style:italic}";
+
+/// Writes the whole page for `p` into `out`. `telemetry_path` and
+/// `runbook_base` are flags, so they are escaped like data.
+pub fn render(
+    p: &Published,
+    telemetry_path: &str,
+    runbook_base: &str,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
+    let s = &p.snapshot;
+    out.extend_from_slice(
+        b"<!doctype html>\n<html><head><meta charset=\"utf-8\">\
+          <meta http-equiv=\"refresh\" content=\"",
+    );
+    write_u64(out, REFRESH_SECONDS);
+    out.extend_from_slice(b"\"><title>gpu-exporter</title><style>");
+    out.extend_from_slice(STYLE.as_bytes());
+    out.extend_from_slice(b"</style></head>\n<body>\n");
+    if s.source == "sim" {
+        out.extend_from_slice(
+            b"<div class=\"sim\" id=\"simulated\">SIMULATED \xe2\x80\x94 \
+              these readings come from the simulator, not real GPUs</div>\n",
+        );
+    }
+    out.extend_from_slice(b"<h1>gpu-exporter</h1>\n<p id=\"health\">source <b>");
+    html_escape(out, s.source);
+    out.extend_from_slice(b"</b> &middot; version ");
+    html_escape(out, env!("CARGO_PKG_VERSION"));
+    out.extend_from_slice(b" &middot; collection ");
+    match &s.error {
+        None => {
+            out.extend_from_slice(b"<b>ok</b> in ");
+            ms(out, s.collect_duration.as_secs_f64());
+        }
+        Some(_) => out.extend_from_slice(b"<b class=\"bad\">failing</b>"),
+    }
+    out.extend_from_slice(b" &middot; snapshot age ");
+    let age = now.saturating_duration_since(s.published).as_secs_f64();
+    write_f64(out, (age * 10.0).round() / 10.0);
+    out.extend_from_slice(b" s</p>\n");
+    if let Some(e) = &s.error {
+        out.extend_from_slice(b"<p class=\"err\" id=\"error\">last collection failed: ");
+        html_escape(out, e);
+        out.extend_from_slice(b"</p>\n");
+    }
+
+    gpus(p, out);
+    alerts(p, runbook_base, out);
+    models(p, out);
+
+    out.extend_from_slice(b"<p><a href=\"");
+    html_escape(out, telemetry_path);
+    out.extend_from_slice(b"\">");
+    html_escape(out, telemetry_path);
+    out.extend_from_slice(
+        b"</a> &middot; <a href=\"/alerts\">/alerts</a> &middot; \
+          <a href=\"/healthz\">/healthz</a> &middot; <a href=\"/readyz\">/readyz</a></p>\n\
+          </body></html>\n",
+    );
+}
+
+fn gpus(p: &Published, out: &mut Vec<u8>) {
+    let s = &p.snapshot;
+    out.extend_from_slice(b"<h2>GPUs (");
+    write_u64(out, s.gpus.len() as u64);
+    out.extend_from_slice(
+        b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th><th>temp</th>\
+          <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
+          <th>memory used / total</th><th>largest free</th><th>critical Xid</th><th>up</th></tr>\n",
+    );
+    if s.gpus.is_empty() {
+        out.extend_from_slice(b"<tr><td colspan=\"10\">no GPUs in this snapshot</td></tr>\n");
+    }
+    for g in &s.gpus {
+        out.extend_from_slice(b"<tr id=\"gpu-");
+        write_u64(out, g.index as u64);
+        out.extend_from_slice(b"\"><td class=\"n\">");
+        write_u64(out, g.index as u64);
+        out.extend_from_slice(b"</td><td>");
+        html_escape(out, &g.model);
+        out.extend_from_slice(b"<br><small>");
+        html_escape(out, &g.uuid);
+        out.extend_from_slice(b"</small></td>");
+        readings(&g.readings, out);
+        out.extend_from_slice(if g.up {
+            b"<td>up</td></tr>\n".as_slice()
+        } else {
+            b"<td class=\"bad\">LOST</td></tr>\n".as_slice()
+        });
+        for m in &g.mig {
+            // Indented under its GPU; MIG instances have no `up` of their own.
+            out.extend_from_slice(b"<tr class=\"mig\" id=\"gpu-");
+            write_u64(out, g.index as u64);
+            out.extend_from_slice(b"-mig-");
+            write_u64(out, m.gpu_instance_id as u64);
+            out.extend_from_slice(b"\"><td>MIG ");
+            write_u64(out, m.gpu_instance_id as u64);
+            out.extend_from_slice(b"</td><td>");
+            html_escape(out, &m.profile);
+            out.extend_from_slice(b"<br><small>");
+            html_escape(out, &m.uuid);
+            out.extend_from_slice(b"</small></td>");
+            readings(&m.readings, out);
+            out.extend_from_slice(b"<td></td></tr>\n");
+        }
+    }
+    out.extend_from_slice(b"</table>\n");
+}
+
+/// The reading cells of one row, an en dash for each absent reading.
+fn readings(r: &Readings, out: &mut Vec<u8>) {
+    cell(out, r.temperature_celsius, 1.0, 0, " &deg;C");
+    pair(out, r.sm_clock_hertz, r.sm_clock_max_hertz, 1e6, 0, " MHz");
+    out.extend_from_slice(match r.throttled() {
+        Some(true) => b"<td class=\"bad\">yes</td>".as_slice(),
+        Some(false) => b"<td>no</td>".as_slice(),
+        None => b"<td>&ndash;</td>".as_slice(),
+    });
+    pair(out, r.power_usage_watts, r.power_limit_watts, 1.0, 0, " W");
+    pair(
+        out,
+        r.memory_used_bytes,
+        r.memory_total_bytes,
+        GIB,
+        1,
+        " GiB",
+    );
+    cell(out, r.largest_free_bytes, GIB, 1, " GiB");
+    cell(out, r.critical_xid_total(), 1.0, 0, "");
+}
+
+/// `v / scale` rounded to `decimals` places, or an en dash.
+fn number(out: &mut Vec<u8>, v: Option<f64>, scale: f64, decimals: i32) {
+    match v {
+        Some(v) => {
+            let f = 10f64.powi(decimals);
+            write_f64(out, (v / scale * f).round() / f);
+        }
+        None => out.extend_from_slice(b"&ndash;"),
+    }
+}
+
+fn cell(out: &mut Vec<u8>, v: Option<f64>, scale: f64, decimals: i32, unit: &str) {
+    out.extend_from_slice(b"<td class=\"n\">");
+    number(out, v, scale, decimals);
+    if v.is_some() {
+        out.extend_from_slice(unit.as_bytes());
+    }
+    out.extend_from_slice(b"</td>");
+}
+
+fn pair(out: &mut Vec<u8>, a: Option<f64>, b: Option<f64>, scale: f64, d: i32, unit: &str) {
+    out.extend_from_slice(b"<td class=\"n\">");
+    if a.is_none() && b.is_none() {
+        out.extend_from_slice(b"&ndash;</td>");
+        return;
+    }
+    number(out, a, scale, d);
+    out.extend_from_slice(b" / ");
+    number(out, b, scale, d);
+    out.extend_from_slice(unit.as_bytes());
+    out.extend_from_slice(b"</td>");
+}
+
+/// Milliseconds to a tenth, from seconds: a simulated collection takes
+/// well under one.
+fn ms(out: &mut Vec<u8>, secs: f64) {
+    write_f64(out, (secs * 10_000.0).round() / 10.0);
+    out.extend_from_slice(b" ms");
+}
+
+fn alerts(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
+    let count = |st| p.alerts.iter().filter(|a| a.state == st).count() as u64;
+    out.extend_from_slice(b"<h2>Alerts (");
+    write_u64(out, count(State::Firing));
+    out.extend_from_slice(b" firing, ");
+    write_u64(out, count(State::Pending));
+    out.extend_from_slice(b" pending)</h2>\n");
+    if p.alerts.is_empty() {
+        out.extend_from_slice(b"<p id=\"alerts\">No alerts are pending or firing.</p>\n");
+        return;
+    }
+    out.extend_from_slice(
+        b"<table id=\"alerts\"><tr><th>severity</th><th>state</th><th>alert</th>\
+          <th>subject</th><th>summary</th><th>active for</th><th>runbook</th></tr>\n",
+    );
+    // Pages before tickets, firing before pending; the evaluator's order
+    // (rule, then subject) within each. Four passes beat a sorted copy.
+    for severity in [Severity::Page, Severity::Ticket] {
+        for state in [State::Firing, State::Pending] {
+            for a in &p.alerts {
+                if a.rule.severity == severity && a.state == state {
+                    alert(a, p.snapshot.at, runbook_base, out);
+                }
+            }
+        }
+    }
+    out.extend_from_slice(b"</table>\n");
+}
+
+fn alert(a: &Alert, at: f64, runbook_base: &str, out: &mut Vec<u8>) {
+    let (severity, state) = (a.rule.severity.as_str(), a.state.as_str());
+    out.extend_from_slice(b"<tr class=\"alert ");
+    out.extend_from_slice(state.as_bytes());
+    out.extend_from_slice(b"\"><td><span class=\"");
+    out.extend_from_slice(severity.as_bytes());
+    out.extend_from_slice(b"\">");
+    out.extend_from_slice(severity.as_bytes());
+    out.extend_from_slice(b"</span></td><td class=\"");
+    out.extend_from_slice(state.as_bytes());
+    out.extend_from_slice(b"\">");
+    out.extend_from_slice(state.as_bytes());
+    out.extend_from_slice(b"</td><td><b>");
+    html_escape(out, &a.rule.name);
+    out.extend_from_slice(b"</b></td><td>");
+    match &a.subject {
+        Subject::Exporter => out.extend_from_slice(b"exporter"),
+        Subject::Gpu { index, .. } => {
+            out.extend_from_slice(b"gpu ");
+            write_u64(out, *index as u64);
+        }
+        Subject::Model(name) => {
+            out.extend_from_slice(b"model ");
+            html_escape(out, name);
+        }
+    }
+    out.extend_from_slice(b"</td><td>");
+    summary(out, &a.rule.summary, &a.subject, a.value);
+    out.extend_from_slice(b"</td><td class=\"n\">");
+    duration(out, at - a.active_at);
+    out.extend_from_slice(b"</td><td><a href=\"");
+    // `Rule::runbook_url` spelled into the buffer: `<base><runbook>.md`.
+    html_escape(out, runbook_base);
+    html_escape(out, &a.rule.runbook);
+    out.extend_from_slice(b".md\">runbook</a></td></tr>\n");
+}
+
+/// `3d 4h`, `1h 2m`, `3m 4s` or `5s`: how long an alert has been active.
+fn duration(out: &mut Vec<u8>, secs: f64) {
+    let s = if secs.is_finite() && secs > 0.0 {
+        secs as u64
+    } else {
+        0
+    };
+    let (d, h, m) = (s / 86_400, s % 86_400 / 3600, s % 3600 / 60);
+    if d > 0 {
+        write_u64(out, d);
+        out.extend_from_slice(b"d ");
+        write_u64(out, h);
+        out.push(b'h');
+    } else if h > 0 {
+        write_u64(out, h);
+        out.extend_from_slice(b"h ");
+        write_u64(out, m);
+        out.push(b'm');
+    } else if m > 0 {
+        write_u64(out, m);
+        out.extend_from_slice(b"m ");
+        write_u64(out, s % 60);
+        out.push(b's');
+    } else {
+        write_u64(out, s);
+        out.push(b's');
+    }
+}
+
+/// The summary template expanded as [`crate::alerts::expand`] expands it,
+/// escaped, without building a String: the template is copied up to each
+/// `{{`, and a variable it knows is written in its place; anything else
+/// stays as written.
+fn summary(out: &mut Vec<u8>, template: &str, subject: &Subject, value: f64) {
+    let mut rest = template;
+    while let Some(i) = rest.find("{{") {
+        html_escape(out, &rest[..i]);
+        rest = &rest[i..];
+        let end = rest.find("}}").map_or(rest.len(), |j| j + 2);
+        let (var, after) = rest.split_at(end);
+        if !variable(out, var, subject, value) {
+            html_escape(out, &var[..2]);
+            rest = &rest[2..];
+            continue;
+        }
+        rest = after;
+    }
+    html_escape(out, rest);
+}
+
+/// Writes the value of one `{{ ... }}`; false when it is not one `expand`
+/// knows (for this subject).
+fn variable(out: &mut Vec<u8>, var: &str, subject: &Subject, value: f64) -> bool {
+    use std::io::Write;
+    match var {
+        "{{ $value }}" => {
+            // `{value:.3}` without trailing zeros, as `expand` spells it.
+            let start = out.len();
+            let _ = write!(out, "{value:.3}");
+            while out.len() > start && out.last() == Some(&b'0') {
+                out.pop();
+            }
+            if out.len() > start && out.last() == Some(&b'.') {
+                out.pop();
+            }
+            true
+        }
+        "{{ printf \"%.1f\" $value }}" => {
+            let _ = write!(out, "{value:.1}");
+            true
+        }
+        _ => {
+            let Some(key) = var
+                .strip_prefix("{{ $labels.")
+                .and_then(|v| v.strip_suffix(" }}"))
+            else {
+                return false;
+            };
+            match (subject, key) {
+                (Subject::Gpu { index, .. }, "gpu") => write_u64(out, *index as u64),
+                (Subject::Gpu { uuid, .. }, "uuid") => html_escape(out, uuid),
+                (Subject::Model(name), "model_name") => html_escape(out, name),
+                _ => return false,
+            }
+            true
+        }
+    }
+}
+
+fn models(p: &Published, out: &mut Vec<u8>) {
+    let models = &p.snapshot.models;
+    if models.is_empty() {
+        return;
+    }
+    out.extend_from_slice(
+        b"<h2>Served models (TTFT SLO)</h2>\n<table id=\"models\"><tr><th>model</th>\
+          <th>requests</th><th>first token within 300 ms</th></tr>\n",
+    );
+    for m in models {
+        let h = &m.ttft_seconds;
+        out.extend_from_slice(b"<tr><td>");
+        html_escape(out, &m.name);
+        out.extend_from_slice(b"</td><td class=\"n\">");
+        write_f64(out, h.count().round());
+        out.extend_from_slice(b"</td><td class=\"n\">");
+        match h.at_or_below(TTFT_SLO_SECONDS) {
+            Some(good) if h.count() > 0.0 => {
+                write_f64(out, (good / h.count() * 10_000.0).round() / 100.0);
+                out.push(b'%');
+            }
+            _ => out.extend_from_slice(b"&ndash;"),
+        }
+        out.extend_from_slice(b"</td></tr>\n");
+    }
+    out.extend_from_slice(b"</table>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alerts::{expand, rules::defaults};
+    use crate::snapshot::{Gpu, MigInstance, Model, Snapshot};
+
+    fn page(p: &Published) -> String {
+        let mut out = Vec::new();
+        render(p, "/metrics", "docs/runbooks/", Instant::now(), &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The text of each cell in the row with this id.
+    fn cells(page: &str, id: &str) -> Vec<String> {
+        let start = page
+            .find(&format!("<tr id=\"{id}\""))
+            .or_else(|| page.find(&format!("<tr class=\"mig\" id=\"{id}\"")))
+            .unwrap_or_else(|| panic!("no row {id}"));
+        let row = &page[start..start + page[start..].find("</tr>").unwrap()];
+        row.split("<td")
+            .skip(1)
+            .map(|c| {
+                let c = &c[c.find('>').unwrap() + 1..];
+                c.trim_end_matches("</td>").to_string()
+            })
+            .collect()
+    }
+
+    fn published(gpus: Vec<Gpu>) -> Published {
+        let mut snapshot = Snapshot::empty("nvml");
+        snapshot.gpus = gpus;
+        snapshot.error = None;
+        Published {
+            snapshot,
+            alerts: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn strings_from_data_are_escaped() {
+        let evil = "<script>\"&'";
+        let gpu = Gpu {
+            model: evil.into(),
+            uuid: evil.into(),
+            up: true,
+            mig: vec![MigInstance {
+                uuid: evil.into(),
+                profile: evil.into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut p = published(vec![gpu]);
+        p.snapshot.error = Some(evil.into());
+        p.snapshot.models = vec![Model {
+            name: evil.into(),
+            ..Default::default()
+        }];
+        let mut out = Vec::new();
+        render(&p, "/m<\"'>", evil, Instant::now(), &mut out);
+        let page = String::from_utf8(out).unwrap();
+        let escaped = "&lt;script&gt;&quot;&amp;&#39;";
+        assert!(!page.contains("<script"), "{page}");
+        assert!(!page.contains(evil));
+        // model, uuid, MIG profile and uuid, error, model name.
+        assert_eq!(page.matches(escaped).count(), 6, "{page}");
+        assert!(page.contains("<a href=\"/m&lt;&quot;&#39;&gt;\">"));
+    }
+
+    #[test]
+    fn absent_readings_are_dashes_never_zero() {
+        let bare = Gpu {
+            index: 3,
+            model: "m".into(),
+            uuid: "GPU-x".into(),
+            up: true,
+            ..Default::default()
+        };
+        let page = page(&published(vec![bare]));
+        let c = cells(&page, "gpu-3");
+        // index, model, the seven reading cells and up.
+        assert_eq!(c.len(), 10, "{c:?}");
+        assert_eq!(c[0], "3");
+        for (i, cell) in c[2..9].iter().enumerate() {
+            assert_eq!(cell, "&ndash;", "cell {}", i + 2);
+        }
+        assert_eq!(c[9], "up");
+        // Only the simulator gets the banner.
+        assert!(!page.contains("SIMULATED"));
+        assert!(!page.contains("no GPUs"));
+    }
+
+    #[test]
+    fn an_empty_failing_fleet_says_so() {
+        let mut p = published(Vec::new());
+        p.snapshot.source = "sim";
+        p.snapshot.error = Some("nvml: not loaded".into());
+        let page = page(&p);
+        assert!(page.contains("id=\"simulated\">SIMULATED"));
+        assert!(page.contains("<b class=\"bad\">failing</b>"));
+        assert!(page.contains("last collection failed: nvml: not loaded"));
+        assert!(page.contains("no GPUs in this snapshot"));
+        assert!(page.contains("No alerts are pending or firing."));
+        assert!(!page.contains("id=\"models\""));
+    }
+
+    #[test]
+    fn present_readings_and_partial_pairs() {
+        let gpu = Gpu {
+            index: 0,
+            up: false,
+            readings: Readings {
+                temperature_celsius: Some(71.4),
+                sm_clock_hertz: Some(1.41e9),
+                clocks_event_mask: Some(0x40),
+                power_usage_watts: Some(0.0),
+                memory_used_bytes: Some(62.0 * GIB),
+                memory_total_bytes: Some(80.0 * GIB),
+                largest_free_bytes: Some(1.25 * GIB),
+                xid_errors: Some(vec![(13, 5), (79, 2)]),
+                ..Default::default()
+            },
+            mig: vec![MigInstance {
+                gpu_instance_id: 1,
+                profile: "3g.40gb".into(),
+                readings: Readings {
+                    memory_total_bytes: Some(40.0 * GIB),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let page = page(&published(vec![gpu]));
+        let c = cells(&page, "gpu-0");
+        let want = [
+            "71 &deg;C",
+            "1410 / &ndash; MHz",
+            "yes",
+            // A real 0 W is shown as 0; the absent limit is not.
+            "0 / &ndash; W",
+            "62 / 80 GiB",
+            "1.3 GiB",
+            // Xid 13 is an application fault, not critical.
+            "2",
+            "LOST",
+        ];
+        assert_eq!(&c[2..], &want, "{c:?}");
+        let m = cells(&page, "gpu-0-mig-1");
+        assert_eq!(m[0], "MIG 1");
+        assert_eq!(m[4], "&ndash;");
+        assert_eq!(m[6], "&ndash; / 40 GiB");
+        assert_eq!(m[9], "");
+    }
+
+    #[test]
+    fn summaries_expand_like_expand() {
+        let subjects = [
+            Subject::Exporter,
+            Subject::Gpu {
+                index: 12,
+                uuid: "GPU-<u>".into(),
+            },
+            Subject::Model("llama & <friends>".into()),
+        ];
+        let mut templates: Vec<String> = defaults().into_iter().map(|r| r.summary).collect();
+        templates.extend([
+            "{{ $labels.uuid }} {{ $labels.nope }} {{ $value }}{{".into(),
+            "{{{{ $value }}}} }} {{ printf \"%.1f\" $value }}".into(),
+            "".into(),
+        ]);
+        for t in &templates {
+            for s in &subjects {
+                for v in [0.0, 30.000000000000025, 1.5, 0.0125, 100.0, f64::NAN] {
+                    let mut want = Vec::new();
+                    html_escape(&mut want, &expand(t, s, v));
+                    let mut got = Vec::new();
+                    summary(&mut got, t, s, v);
+                    assert_eq!(
+                        String::from_utf8(got).unwrap(),
+                        String::from_utf8(want).unwrap(),
+                        "{t:?} {s:?} {v}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn durations() {
+        let d = |s| {
+            let mut out = Vec::new();
+            duration(&mut out, s);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(d(0.0), "0s");
+        assert_eq!(d(-3.0), "0s");
+        assert_eq!(d(59.9), "59s");
+        assert_eq!(d(61.0), "1m 1s");
+        assert_eq!(d(3599.0), "59m 59s");
+        assert_eq!(d(7260.0), "2h 1m");
+        assert_eq!(d(3.0 * 86400.0 + 7300.0), "3d 2h");
+    }
+}
