@@ -3,6 +3,7 @@
 
 pub mod conn;
 pub mod router;
+pub mod runbooks;
 pub mod server;
 pub mod status;
 

@@ -87,6 +87,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         Healthz,
         Readyz,
         Alerts,
+        Runbook(&'static str),
     }
     let route = match req.path {
         p if p == ctx.telemetry_path => Route::Metrics,
@@ -94,6 +95,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         "/healthz" => Route::Healthz,
         "/readyz" => Route::Readyz,
         "/alerts" => Route::Alerts,
+        p if let Some(text) = super::runbooks::find(p) => Route::Runbook(text),
         _ => {
             body.extend_from_slice(b"404 page not found\n");
             return Response::text(Status::NotFound);
@@ -123,6 +125,14 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             Response {
                 status: Status::Ok,
                 content_type: "application/json",
+                allow: false,
+            }
+        }
+        Route::Runbook(text) => {
+            body.extend_from_slice(text.as_bytes());
+            Response {
+                status: Status::Ok,
+                content_type: "text/markdown; charset=utf-8",
                 allow: false,
             }
         }

@@ -145,3 +145,22 @@ fn telemetry_path_flag() {
     assert_eq!(e.get("/metrics", &[]).status, 404);
     assert!(e.get("/", &[]).body.contains("href=\"/gpu/metrics\""));
 }
+
+#[test]
+fn runbooks_are_served_where_the_relative_links_point() {
+    let e = Exporter::start(&[]);
+    let page = e.get("/", &[]).body;
+    let link = page
+        .split("href=\"")
+        .find_map(|s| s.split('"').next().filter(|l| l.contains("runbooks/")))
+        .unwrap();
+    let r = e.get(&format!("/{}", link.trim_start_matches('/')), &[]);
+    assert_eq!(r.status, 200, "{link}");
+    assert_eq!(
+        r.header("Content-Type"),
+        Some("text/markdown; charset=utf-8")
+    );
+    assert!(r.body.contains("Detect") && r.body.contains("Mitigate"));
+    assert_eq!(e.get("/docs/runbooks/Nope.md", &[]).status, 404);
+    assert_eq!(e.get("/docs/runbooks/../README.md", &[]).status, 404);
+}
