@@ -2,10 +2,11 @@
 //! alerts, publish. Scrapes only ever read what was last published.
 
 use crate::alerts::eval::FINE_LIMIT;
-use crate::alerts::{Alert, Evaluator, Transition};
+use crate::alerts::{Alert, Evaluator, Rule, Transition};
 use crate::process;
 use crate::snapshot::Snapshot;
 use crate::source::Source;
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -38,20 +39,35 @@ pub fn unix_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
+/// What SIGHUP hands the collector: new rules, and for the simulator a new
+/// source built from the re-read scenario.
+pub struct Reload {
+    pub rules: Vec<Rule>,
+    pub source: Option<Box<dyn Source>>,
+}
+
 pub struct Collector {
     source: Box<dyn Source>,
     evaluator: Evaluator,
     interval: Duration,
+    /// How long the last good readings are served while collections fail.
+    max_stale: Duration,
     /// The last good fleet, served (with its age) while collections fail.
     last_good: Option<Snapshot>,
 }
 
 impl Collector {
-    pub fn new(source: Box<dyn Source>, evaluator: Evaluator, interval: Duration) -> Collector {
+    pub fn new(
+        source: Box<dyn Source>,
+        evaluator: Evaluator,
+        interval: Duration,
+        max_stale: Duration,
+    ) -> Collector {
         Collector {
             source,
             evaluator,
             interval,
+            max_stale,
             last_good: None,
         }
     }
@@ -80,11 +96,17 @@ impl Collector {
         }
     }
 
-    /// One collection at Unix time `at`.
+    /// One collection at Unix time `at`. The replay skips what only the
+    /// live exporter needs: process stats, the last good copy, the alert list.
     pub fn collect_at(&mut self, at: f64, replaying: bool) -> Published {
         let started = Instant::now();
         let result = self.source.collect(at);
         let collect_duration = started.elapsed();
+        let process = if replaying {
+            Default::default()
+        } else {
+            process::read_stats()
+        };
         let snapshot = match result {
             Ok(gpus) => {
                 let s = Snapshot {
@@ -95,11 +117,7 @@ impl Collector {
                     published: Instant::now(),
                     collect_duration,
                     error: None,
-                    process: if replaying {
-                        Default::default()
-                    } else {
-                        process::read_stats()
-                    },
+                    process,
                 };
                 if !replaying {
                     self.last_good = Some(s.clone());
@@ -110,28 +128,46 @@ impl Collector {
                 if !replaying {
                     log::warn!("collection failed: {e}");
                 }
-                let mut s = self
-                    .last_good
-                    .clone()
-                    .unwrap_or_else(|| Snapshot::empty(self.source.name()));
+                // The last good readings, marked by their age, until they
+                // are too old to pass for current; then none.
+                let mut s = match &self.last_good {
+                    Some(good) if good.published.elapsed() <= self.max_stale => good.clone(),
+                    _ => Snapshot::empty(self.source.name()),
+                };
+                if let Some(good) = &self.last_good {
+                    s.published = good.published;
+                }
                 s.at = at;
                 s.collect_duration = collect_duration;
                 s.error = Some(e.0);
-                s.process = process::read_stats();
+                s.process = process;
                 s
             }
         };
         let changes = self.evaluator.eval(&snapshot);
         log_transitions(&changes, replaying);
-        Published {
-            alerts: self.evaluator.alerts(),
-            snapshot,
+        let alerts = if replaying {
+            Vec::new()
+        } else {
+            self.evaluator.alerts()
+        };
+        Published { alerts, snapshot }
+    }
+
+    fn reload(&mut self, r: Reload) {
+        self.evaluator = Evaluator::new(r.rules);
+        let now = unix_now();
+        if let Some(source) = r.source {
+            self.source = source;
+            self.last_good = None;
         }
+        self.replay(now);
+        log::info!("reloaded: {} rules", self.evaluator.rules().len());
     }
 
     /// Collects every interval until the process ends. A slow collection
     /// delays the next one rather than overlapping it.
-    pub fn run(mut self, latest: Arc<Latest>) {
+    pub fn run(mut self, latest: Arc<Latest>, reloads: Receiver<Reload>) {
         let mut next = Instant::now();
         loop {
             next += self.interval;
@@ -140,6 +176,9 @@ impl Collector {
                 std::thread::sleep(next - now);
             } else {
                 next = now;
+            }
+            while let Ok(r) = reloads.try_recv() {
+                self.reload(r);
             }
             let p = self.collect_at(unix_now(), false);
             latest.set(p);

@@ -31,6 +31,8 @@ USAGE: gpu-exporter [FLAGS]
   --workload.max-age DUR      ignore stats files older than this (default 30s)
   --sim.scenario FILE         simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)
   --collect.interval DUR      time between collections (default 1s; e.g. 500ms, 1s, 5m, 1h)
+  --collect.max-stale DUR     while collections fail, serve the last good readings this long,
+                              then none (default 1m)
   --log.level LEVEL           error, warn, info or debug (default info)
   --rules.file FILE           alert rules to merge into the defaults by name, JSON
   --alerts.runbook-base-url U prefix of each alert's runbook_url (default docs/runbooks/)
@@ -91,6 +93,7 @@ pub struct Config {
     pub workload_max_age: Duration,
     pub scenario: Option<PathBuf>,
     pub interval: Duration,
+    pub max_stale: Duration,
     pub log_level: log::LevelFilter,
     pub once: bool,
     pub print_rules: bool,
@@ -113,6 +116,7 @@ impl Default for Config {
             workload_max_age: Duration::from_secs(30),
             scenario: None,
             interval: Duration::from_secs(1),
+            max_stale: Duration::from_secs(60),
             log_level: log::LevelFilter::Info,
             once: false,
             print_rules: false,
@@ -196,6 +200,10 @@ where
                 if c.interval < Duration::from_millis(10) {
                     return Err(bad!("--collect.interval: {v:?} is below the 10ms minimum"));
                 }
+            }
+            "--collect.max-stale" => {
+                c.max_stale =
+                    parse_duration(&value()?).map_err(|e| bad!("--collect.max-stale: {e}"))?;
             }
             "--log.level" => {
                 let v = value()?;

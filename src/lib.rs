@@ -16,8 +16,12 @@ pub mod snapshot;
 pub mod source;
 pub mod table;
 
+use async_io::Timer;
+use async_signal::{Signal, Signals};
 use collector::{Collector, Latest, unix_now};
 use config::{Config, ConfigError, SourceKind};
+use smol::future::FutureExt;
+use smol::stream::StreamExt;
 use source::kmsg::KernelLogXid;
 use source::sim::{Scenario, Sim};
 use source::smi::Smi;
@@ -27,6 +31,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::Duration;
 
 #[derive(Debug)]
@@ -51,6 +56,30 @@ fn load_scenario(config: &Config) -> Result<Scenario, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError(format!("--sim.scenario: cannot read {shown}: {e}")))?;
     Scenario::parse(&text).map_err(|e| ConfigError(format!("--sim.scenario {shown}: {e}")))
+}
+
+/// SIGHUP: re-reads the rules file and, for the simulator, the scenario,
+/// and hands them to the collector. A bad file keeps the old ones.
+fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<collector::Reload>) {
+    let read = || -> Result<collector::Reload, ConfigError> {
+        let rules = load_rules(config)?;
+        let source = if simulated {
+            Some(Box::new(Sim::new(load_scenario(config)?, unix_now())) as Box<dyn Source>)
+        } else {
+            None
+        };
+        Ok(collector::Reload { rules, source })
+    };
+    match read() {
+        Ok(r) => {
+            log::info!(
+                "SIGHUP: reloading the rules{}",
+                if simulated { " and the scenario" } else { "" }
+            );
+            let _ = to.send(r);
+        }
+        Err(e) => log::error!("SIGHUP: reload failed, keeping the old configuration: {e}"),
+    }
 }
 
 /// The source the flags ask for; `auto` takes NVML if it loads, else
@@ -160,7 +189,9 @@ fn url(addr: SocketAddr, path: &str) -> String {
     }
 }
 
-pub fn run(config: Config) -> Result<(), Error> {
+/// Runs the exporter; `Ok` holds the exit code (0, or 128 + the signal
+/// that cut a graceful stop short).
+pub fn run(config: Config) -> Result<u8, Error> {
     // Everything that can be wrong with the configuration fails here,
     // before anything starts.
     let rules = load_rules(&config)?;
@@ -169,7 +200,7 @@ pub fn run(config: Config) -> Result<(), Error> {
             "{}",
             alerts::promql::rule_file(&rules, &config.runbook_base)
         );
-        return Ok(());
+        return Ok(0);
     }
     let scenario = load_scenario(&config)?;
     let listener = if config.once {
@@ -182,7 +213,7 @@ pub fn run(config: Config) -> Result<(), Error> {
     let source = build_source(&config, scenario, t0)?;
     let simulated = source.name() == "sim";
     let evaluator = alerts::Evaluator::new(rules);
-    let mut collector = Collector::new(source, evaluator, config.interval);
+    let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale);
     collector.replay(t0);
     let first = collector.collect_at(t0, false);
     log::info!(
@@ -194,7 +225,7 @@ pub fn run(config: Config) -> Result<(), Error> {
 
     let Some(listener) = listener else {
         print!("{table}");
-        return Ok(());
+        return Ok(0);
     };
     let addr = listener
         .local_addr()
@@ -208,21 +239,67 @@ pub fn run(config: Config) -> Result<(), Error> {
         print!("{table}");
     }
 
+    // Signals are set up before anything else runs, so none is missed.
+    let mut signals = Signals::new([Signal::Term, Signal::Int, Signal::Hup])
+        .map_err(|e| Error::Runtime(format!("cannot handle signals: {e}")))?;
     let latest = Arc::new(Latest::new(first));
     let for_collector = latest.clone();
+    let (reloads, reload_rx) = mpsc::channel();
     std::thread::Builder::new()
         .name("collector".into())
-        .spawn(move || collector.run(for_collector))
+        .spawn(move || collector.run(for_collector, reload_rx))
         .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
 
     let ctx = http::Context {
         latest,
-        telemetry_path: config.telemetry_path,
-        runbook_base: config.runbook_base,
+        telemetry_path: config.telemetry_path.clone(),
+        runbook_base: config.runbook_base.clone(),
         max_age: config.interval * 3 + Duration::from_secs(1),
     };
-    let server = Rc::new(http::Server::new(ctx, config.limits));
+    let server = Rc::new(http::Server::new(ctx, config.limits.clone()));
     let ex = smol::LocalExecutor::new();
-    smol::block_on(ex.run(http::server::serve(&ex, listener, server)));
-    Ok(())
+    let code = smol::block_on(ex.run(async {
+        // Serve until SIGTERM or SIGINT; SIGHUP reloads on the way.
+        let stop = async {
+            loop {
+                match signals.next().await {
+                    Some(Ok(Signal::Hup)) => reload(&config, simulated, &reloads),
+                    Some(Ok(sig)) => return sig,
+                    Some(Err(_)) | None => return Signal::Term,
+                }
+            }
+        };
+        let serving = async {
+            http::server::serve(&ex, listener, server.clone()).await;
+            Signal::Term
+        };
+        let sig = serving.or(stop).await;
+        // The listener is closed now. Finish what is in flight, but exit
+        // within a second whatever the clients do; a second signal exits
+        // at once.
+        log::info!("{sig:?}: finishing in-flight responses (at most 1s)");
+        let drained = async {
+            while server.in_flight() > 0 {
+                Timer::after(Duration::from_millis(5)).await;
+            }
+            0
+        };
+        let deadline = async {
+            Timer::after(Duration::from_secs(1)).await;
+            log::warn!("responses still in flight after 1s; exiting anyway");
+            0
+        };
+        let again = async {
+            loop {
+                if let Some(Ok(s)) = signals.next().await
+                    && s != Signal::Hup
+                {
+                    log::warn!("{s:?} again: exiting at once");
+                    return 128 + s as u8;
+                }
+            }
+        };
+        drained.or(again).or(deadline).await
+    }));
+    Ok(code)
 }

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
     };
     gpu_exporter::logger::init(config.log_level);
     match gpu_exporter::run(*config) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(gpu_exporter::Error::Config(e)) => fail(&e.to_string(), 2),
         Err(gpu_exporter::Error::Runtime(e)) => fail(&e, 1),
     }

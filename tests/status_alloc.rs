@@ -64,6 +64,7 @@ fn published() -> Published {
         Box::new(sim),
         Evaluator::new(defaults()),
         Duration::from_secs(1),
+        Duration::from_secs(60),
     );
     c.replay(t0);
     c.collect_at(t0, false)

@@ -71,6 +71,10 @@ impl Server {
         }
     }
 
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.get()
+    }
+
     pub fn open_connections(&self) -> usize {
         self.conns.borrow().len()
     }

@@ -1,7 +1,7 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpu-exporter");
@@ -10,6 +10,8 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_gpu-exporter");
 pub struct Exporter {
     child: Child,
     pub addr: SocketAddr,
+    /// Everything it has logged so far.
+    log: Arc<Mutex<String>>,
 }
 
 impl Exporter {
@@ -26,11 +28,16 @@ impl Exporter {
         // Read stderr on a thread until the serving line names the port.
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = mpsc::channel();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(url) = line.split("serving GPU metrics on http://").nth(1) {
                     let _ = tx.send(url.split('/').next().unwrap().to_string());
                 }
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
             }
         });
         let hostport = rx
@@ -39,6 +46,36 @@ impl Exporter {
         Exporter {
             child,
             addr: hostport.parse().unwrap(),
+            log,
+        }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Sends a signal by name (`TERM`, `INT`, `HUP`).
+    pub fn signal(&self, name: &str) {
+        let ok = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{name}");
+    }
+
+    /// Waits at most `limit` for the process to exit.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if std::time::Instant::now() > deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
 

@@ -76,3 +76,33 @@ fn a_failing_collection_reports_and_recovers() {
     assert_eq!(value(&body, "gpu_exporter_collect_success"), 1.0);
     assert_eq!(e.get("/readyz", &[]).status, 200);
 }
+
+#[test]
+fn stale_readings_are_dropped_past_the_limit() {
+    let p = temp_file(
+        "stale.json",
+        r#"{"gpus":[{}],"incidents":[{"at":"1s","fail":"4s"}]}"#,
+    );
+    let e = Exporter::start(&[
+        "--collect.interval",
+        "200ms",
+        "--collect.max-stale",
+        "1s",
+        "--sim.scenario",
+        p.to_str().unwrap(),
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let body = e.metrics(None).body;
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), 0.0);
+    assert!(body.contains("gpu_up{"), "still within the limit");
+    std::thread::sleep(Duration::from_millis(1500));
+    let body = e.metrics(None).body;
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), 0.0);
+    assert!(!body.contains("gpu_up{"), "past the limit the readings go");
+    assert!(value(&body, "gpu_exporter_snapshot_age_seconds") > 1.0);
+    std::thread::sleep(Duration::from_millis(3000));
+    assert!(
+        e.metrics(None).body.contains("gpu_up{"),
+        "back after recovery"
+    );
+}

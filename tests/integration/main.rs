@@ -10,5 +10,6 @@ mod faults;
 mod http;
 mod prometheus;
 mod rules;
+mod signals;
 mod sources;
 mod status;

@@ -1,0 +1,144 @@
+//! Signals against the real binary: SIGTERM and SIGINT stop it within a
+//! second even with a client that never reads, a second signal stops it at
+//! once, and SIGHUP reloads the rules and scenario, keeping the old ones
+//! when the new ones are bad.
+
+use crate::common::{Exporter, temp_file};
+use std::io::Write;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+fn big_fleet() -> String {
+    let gpus = vec!["{}"; 64].join(",");
+    temp_file("signals-big.json", &format!(r#"{{"gpus":[{gpus}]}}"#))
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// A client that asks for far more than socket buffers hold and never
+/// reads: its response stays in flight.
+fn stuck_client(e: &Exporter) -> TcpStream {
+    let mut s = e.connect();
+    s.write_all("GET /metrics HTTP/1.1\r\n\r\n".repeat(600).as_bytes())
+        .unwrap();
+    s
+}
+
+#[test]
+fn term_and_int_exit_0_within_a_second() {
+    for sig in ["TERM", "INT"] {
+        let mut e = Exporter::start(&[]);
+        assert_eq!(e.metrics(None).status, 200);
+        let t = Instant::now();
+        e.signal(sig);
+        let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
+        assert_eq!(status.code(), Some(0), "{sig}");
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{sig}: {:?}",
+            t.elapsed()
+        );
+        // The listener is gone.
+        assert!(TcpStream::connect(e.addr).is_err());
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_does_not_hold_the_exit() {
+    let fleet = big_fleet();
+    let mut e = Exporter::start(&["--sim.scenario", &fleet, "--web.write-timeout", "30s"]);
+    let _stuck = stuck_client(&e);
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    e.signal("TERM");
+    let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
+    let took = t.elapsed();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_millis(1500),
+        "{took:?}"
+    );
+    assert!(e.log().contains("still in flight after 1s"), "{}", e.log());
+}
+
+#[test]
+fn a_second_signal_exits_at_once() {
+    let fleet = big_fleet();
+    let mut e = Exporter::start(&["--sim.scenario", &fleet, "--web.write-timeout", "30s"]);
+    let _stuck = stuck_client(&e);
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    e.signal("TERM");
+    std::thread::sleep(Duration::from_millis(100));
+    e.signal("INT");
+    let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
+    assert!(
+        t.elapsed() < Duration::from_millis(700),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(status.code(), Some(128 + 2));
+}
+
+fn wait_alerts(e: &Exporter, done: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let body = e.get("/alerts", &[]).body;
+        if done(&body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "{body}\n{}", e.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn hup_reloads_rules_and_scenario_and_keeps_them_when_bad() {
+    let rules = temp_file("hup-rules.json", r#"{"rules":[]}"#);
+    let scenario = temp_file("hup-scenario.json", r#"{"gpus":[{},{}]}"#);
+    let e = Exporter::start(&[
+        "--rules.file",
+        rules.to_str().unwrap(),
+        "--sim.scenario",
+        scenario.to_str().unwrap(),
+    ]);
+    assert!(!e.get("/alerts", &[]).body.contains("HotGPU"));
+    assert!(!e.metrics(None).body.contains("gpu=\"2\""));
+
+    // A new rule and a third, hot GPU.
+    std::fs::write(
+        &rules,
+        r#"{"rules":[{"name":"HotGPU","kind":"gauge","signal":"temperature","op":">","threshold":80,"severity":"ticket"}]}"#,
+    )
+    .unwrap();
+    std::fs::write(&scenario, r#"{"gpus":[{},{},{"temperature_celsius":90}]}"#).unwrap();
+    e.signal("HUP");
+    wait_alerts(&e, |b| b.contains(r#""alertname":"HotGPU","gpu":"2""#));
+    assert!(
+        e.metrics(None)
+            .body
+            .contains("gpu_temperature_celsius{gpu=\"2\"")
+    );
+
+    // A bad file: logged, and the old configuration stays.
+    std::fs::write(
+        &rules,
+        r#"{"rules":[{"name":"GPULost","severity":"urgent"}]}"#,
+    )
+    .unwrap();
+    e.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !e.log().contains("reload failed") {
+        assert!(Instant::now() < deadline, "{}", e.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(e.log().contains("rules[0].severity"), "{}", e.log());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        e.get("/alerts", &[])
+            .body
+            .contains(r#""alertname":"HotGPU""#)
+    );
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+}
