@@ -468,14 +468,23 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
     let mut w = Writer {
         out,
         om: format == Format::OpenMetrics,
+        cached: [(0, 0); CACHED_TARGETS],
     };
     let gpus = &snapshot.gpus;
 
+    let gpu_targets = |f: &mut dyn FnMut(Target)| {
+        each_target(gpus, |t, _| {
+            if t.mig.is_none() {
+                f(t)
+            }
+        })
+    };
     if !gpus.is_empty() {
         w.head(&GPU_INFO);
-        for g in gpus {
+        gpu_targets(&mut |t| {
             w.name(&GPU_INFO);
-            w.gpu_labels(g.index, &g.uuid);
+            w.target(t);
+            let g = t.gpu;
             for (k, v) in [
                 ("model", &g.model),
                 ("pci_bus_id", &g.pci_bus_id),
@@ -484,32 +493,26 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
                 w.label(k, v);
             }
             w.value(1.0);
-        }
+        });
         w.head(&GPU_UP);
-        for g in gpus {
+        gpu_targets(&mut |t| {
             w.name(&GPU_UP);
-            w.gpu_labels(g.index, &g.uuid);
-            w.value(if g.up { 1.0 } else { 0.0 });
-        }
+            w.target(t);
+            w.value(if t.gpu.up { 1.0 } else { 0.0 });
+        });
     }
     for (fam, series) in &GPU_FAMILIES {
-        let mut any = false;
-        each_target(gpus, |_, _, r| series(r, &mut |_, _| any = true));
-        if !any {
-            continue;
-        }
-        w.head(fam);
-        each_target(gpus, |g, mig, r| {
+        // The head goes before the first sample; a family without any
+        // (every reading absent) is left out whole.
+        let mut headed = false;
+        each_target(gpus, |t, r| {
             series(r, &mut |extra, v| {
-                w.name(fam);
-                match mig {
-                    None => w.gpu_labels(g.index, &g.uuid),
-                    Some(m) => {
-                        w.gpu_labels(g.index, &m.uuid);
-                        w.num_label("mig_instance", m.gpu_instance_id);
-                        w.label("mig_profile", &m.profile);
-                    }
+                if !headed {
+                    w.head(fam);
+                    headed = true;
                 }
+                w.name(fam);
+                w.target(t);
                 match extra {
                     Extra::None => {}
                     Extra::Str(k, s) => w.label(k, s),
@@ -567,21 +570,37 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
 }
 
 /// Calls `f` for each GPU and then each of its MIG instances.
-fn each_target<'a>(
-    gpus: &'a [Gpu],
-    mut f: impl FnMut(&'a Gpu, Option<&'a MigInstance>, &'a Readings),
-) {
-    for g in gpus {
-        f(g, None, &g.readings);
-        for m in &g.mig {
-            f(g, Some(m), &m.readings);
+/// A GPU or one of its MIG instances, numbered in render order.
+#[derive(Clone, Copy)]
+struct Target<'a> {
+    n: usize,
+    gpu: &'a Gpu,
+    mig: Option<&'a MigInstance>,
+}
+
+/// Calls `f` for each GPU and then each of its MIG instances.
+fn each_target<'a>(gpus: &'a [Gpu], mut f: impl FnMut(Target<'a>, &'a Readings)) {
+    let mut n = 0;
+    for gpu in gpus {
+        f(Target { n, gpu, mig: None }, &gpu.readings);
+        n += 1;
+        for m in &gpu.mig {
+            f(Target { n, gpu, mig: Some(m) }, &m.readings);
+            n += 1;
         }
     }
 }
 
+/// Targets whose label set is written once per render and then copied.
+const CACHED_TARGETS: usize = 576;
+
 struct Writer<'a> {
     out: &'a mut Vec<u8>,
     om: bool,
+    /// Where each target's label set was first written in `out`: every
+    /// later line of that target copies those bytes instead of spelling
+    /// and escaping them again. (0, 0) until then.
+    cached: [(usize, usize); CACHED_TARGETS],
 }
 
 impl Writer<'_> {
@@ -621,6 +640,28 @@ impl Writer<'_> {
 
     fn name(&mut self, f: &Family) {
         f.sample_name(self.out);
+    }
+
+    /// Opens a target's label set: `{gpu="0",uuid="…"` and, for a MIG
+    /// instance, `mig_instance` and `mig_profile`.
+    fn target(&mut self, t: Target) {
+        match self.cached.get(t.n) {
+            Some(&(start, end)) if end > start => self.out.extend_from_within(start..end),
+            _ => {
+                let start = self.out.len();
+                match t.mig {
+                    None => self.gpu_labels(t.gpu.index, &t.gpu.uuid),
+                    Some(m) => {
+                        self.gpu_labels(t.gpu.index, &m.uuid);
+                        self.num_label("mig_instance", m.gpu_instance_id);
+                        self.label("mig_profile", &m.profile);
+                    }
+                }
+                if let Some(slot) = self.cached.get_mut(t.n) {
+                    *slot = (start, self.out.len());
+                }
+            }
+        }
     }
 
     fn gpu_labels(&mut self, index: u32, uuid: &str) {
@@ -675,6 +716,11 @@ impl Writer<'_> {
 
 /// Escapes `\`, newline and (in label values and OpenMetrics HELP) `"`.
 pub fn escape(out: &mut Vec<u8>, s: &str, quote: bool) {
+    // Nearly every value needs no escaping: copy it whole.
+    if !s.bytes().any(|b| b == b'\\' || b == b'\n' || (quote && b == b'"')) {
+        out.extend_from_slice(s.as_bytes());
+        return;
+    }
     for &b in s.as_bytes() {
         match b {
             b'\\' => out.extend_from_slice(b"\\\\"),
@@ -686,15 +732,26 @@ pub fn escape(out: &mut Vec<u8>, s: &str, quote: bool) {
 }
 
 pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+    // Two digits at a time from a table, as the itoa crate does.
+    const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
+        2021222324252627282930313233343536373839\
+        4041424344454647484950515253545556575859\
+        6061626364656667686970717273747576777879\
+        8081828384858687888990919293949596979899";
     let mut buf = [0u8; 20];
     let mut i = buf.len();
-    loop {
+    while n >= 100 {
+        let pair = (n % 100) as usize * 2;
+        n /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[pair..pair + 2]);
+    }
+    if n >= 10 {
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&PAIRS[n as usize * 2..n as usize * 2 + 2]);
+    } else {
         i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
+        buf[i] = b'0' + n as u8;
     }
     out.extend_from_slice(&buf[i..]);
 }
@@ -744,6 +801,15 @@ mod tests {
         assert_eq!(f(u64::MAX as f64), "1.8446744073709552e19");
         for v in [0.1, 1e300, 5e-324, 123456.789, -2.5e20] {
             assert_eq!(f(v).parse::<f64>().unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn integers() {
+        for n in [0, 7, 10, 99, 100, 101, 999, 1000, 12345, 1 << 53, u64::MAX] {
+            let mut out = Vec::new();
+            write_u64(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
         }
     }
 
