@@ -10,6 +10,9 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The healthy model never misses: with seconds of data, Prometheus sees a
+/// single slow request in a tiny window as a burn (the exporter, with its
+/// replayed three days, does not), so "healthy" here means no slow request.
 const SCENARIO: &str = r#"{
   "gpus": [
     { "temperature_celsius": 71, "largest_free_gib": 18 },
@@ -19,7 +22,7 @@ const SCENARIO: &str = r#"{
   ],
   "models": [
     { "name": "llama-3.1-70b-instruct", "requests_per_second": 40, "slow_fraction": 0.03 },
-    { "name": "mistral-7b-instruct", "requests_per_second": 60, "slow_fraction": 0.0002 }
+    { "name": "mistral-7b-instruct", "requests_per_second": 60, "slow_fraction": 0 }
   ]
 }"#;
 
