@@ -7,6 +7,7 @@ mod deploy;
 mod exposition;
 mod faults;
 mod http;
+mod image;
 mod prometheus;
 mod rules;
 mod sources;
