@@ -12,17 +12,47 @@
 # the binary must be glibc-linked (a static binary cannot dlopen), and the
 # driver's libraries are mounted in at run time by the NVIDIA container
 # toolkit.
+#
+# With --static it stages the simulator-only image (Dockerfile.static) in
+# STAGE_DIR (default target/stage-static): the x86_64-unknown-linux-musl
+# build alone (`rustup target add x86_64-unknown-linux-musl` first).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-stage="${1:-$root/target/stage}"
+musl=x86_64-unknown-linux-musl
+static=false
+if [[ "${1:-}" == --static ]]; then
+  static=true
+  shift
+fi
+if $static; then
+  stage="${1:-$root/target/stage-static}"
+else
+  stage="${1:-$root/target/stage}"
+fi
 
 if [[ -n "${GPU_EXPORTER_BIN:-}" ]]; then
   bin="$GPU_EXPORTER_BIN"
+elif $static; then
+  (cd "$root" && cargo build --release --locked --bin gpu-exporter --target "$musl")
+  bin="${CARGO_TARGET_DIR:-$root/target}/$musl/release/gpu-exporter"
 else
   (cd "$root" && cargo build --release --locked --bin gpu-exporter)
   bin="${CARGO_TARGET_DIR:-$root/target}/release/gpu-exporter"
 fi
 [[ -x "$bin" ]] || { echo "stage.sh: $bin is not an executable" >&2; exit 1; }
+
+if $static; then
+  if readelf -l "$bin" | grep -q 'program interpreter' || readelf -d "$bin" | grep -q '(NEEDED)'; then
+    echo "stage.sh: $bin is not a static binary" >&2
+    exit 1
+  fi
+  rm -rf "$stage"
+  mkdir -p "$stage/usr/bin"
+  install -m 0755 "$bin" "$stage/usr/bin/gpu-exporter"
+  chmod -R u=rwX,go=rX "$stage"
+  echo "staged $(du -sb "$stage" | cut -f1) bytes in $stage" >&2
+  exit 0
+fi
 
 loader=/lib64/ld-linux-x86-64.so.2
 interp="$(readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')"
