@@ -8,6 +8,7 @@ mod deploy;
 mod exposition;
 mod faults;
 mod http;
+mod image;
 mod prometheus;
 mod rules;
 mod signals;
