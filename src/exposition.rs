@@ -81,6 +81,8 @@ pub struct Family {
     pub kind: Kind,
     pub unit: Option<&'static str>,
     pub help: &'static str,
+    /// The help holds nothing to escape, so it is written as it is.
+    plain_help: bool,
 }
 
 impl Family {
@@ -112,11 +114,18 @@ const fn family(name: &'static str, kind: Kind, help: &'static str) -> Family {
         }
         i += 1;
     }
+    let mut plain_help = true;
+    let mut i = 0;
+    while i < help.len() {
+        plain_help &= !matches!(help.as_bytes()[i], b'\\' | b'\n' | b'"');
+        i += 1;
+    }
     Family {
         name,
         kind,
         unit,
         help,
+        plain_help,
     }
 }
 
@@ -136,11 +145,12 @@ const fn ends_with(s: &[u8], suffix: &[u8]) -> bool {
 
 use Kind::{Counter, Gauge, Info};
 
-/// An extra label after `gpu` and `uuid`.
+/// An extra label after `gpu` and `uuid`. Its values are the
+/// catalogue's own words (reasons, directions), which need no escaping.
 #[derive(Clone, Copy)]
-pub enum Extra<'a> {
+pub enum Extra {
     None,
-    Str(&'static str, &'a str),
+    Str(&'static str, &'static str),
     Num(&'static str, u32),
 }
 
@@ -515,7 +525,7 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
                 w.target(t);
                 match extra {
                     Extra::None => {}
-                    Extra::Str(k, s) => w.label(k, s),
+                    Extra::Str(k, s) => w.plain_label(k, s),
                     Extra::Num(k, n) => w.num_label(k, n),
                 }
                 w.value(v);
@@ -585,7 +595,14 @@ fn each_target<'a>(gpus: &'a [Gpu], mut f: impl FnMut(Target<'a>, &'a Readings))
         f(Target { n, gpu, mig: None }, &gpu.readings);
         n += 1;
         for m in &gpu.mig {
-            f(Target { n, gpu, mig: Some(m) }, &m.readings);
+            f(
+                Target {
+                    n,
+                    gpu,
+                    mig: Some(m),
+                },
+                &m.readings,
+            );
             n += 1;
         }
     }
@@ -625,6 +642,7 @@ impl Writer<'_> {
             self.out.push(b' ');
             match rest {
                 Some(kind) => self.put(kind),
+                None if f.plain_help => self.put(f.help),
                 None => escape(self.out, f.help, self.om),
             }
             self.out.push(b'\n');
@@ -688,6 +706,14 @@ impl Writer<'_> {
         self.out.push(b'"');
     }
 
+    fn plain_label(&mut self, k: &str, v: &str) {
+        self.out.push(b',');
+        self.put(k);
+        self.out.extend_from_slice(b"=\"");
+        self.put(v);
+        self.out.push(b'"');
+    }
+
     fn num_label(&mut self, k: &str, n: u32) {
         self.out.push(b',');
         self.put(k);
@@ -717,7 +743,10 @@ impl Writer<'_> {
 /// Escapes `\`, newline and (in label values and OpenMetrics HELP) `"`.
 pub fn escape(out: &mut Vec<u8>, s: &str, quote: bool) {
     // Nearly every value needs no escaping: copy it whole.
-    if !s.bytes().any(|b| b == b'\\' || b == b'\n' || (quote && b == b'"')) {
+    if !s
+        .bytes()
+        .any(|b| b == b'\\' || b == b'\n' || (quote && b == b'"'))
+    {
         out.extend_from_slice(s.as_bytes());
         return;
     }
@@ -821,6 +850,26 @@ mod tests {
         out.clear();
         escape(&mut out, "a\\b\"c\nd", false);
         assert_eq!(out, br#"a\\b"c\nd"#);
+    }
+
+    #[test]
+    fn help_needing_escapes_is_escaped() {
+        let f = family("x_seconds", Kind::Gauge, "a \"quoted\" \\ help\nline");
+        assert!(!f.plain_help && GPU_UP.plain_help);
+        for (om, want) in [
+            (false, "# HELP x_seconds a \"quoted\" \\\\ help\\nline\n"),
+            (true, "# HELP x_seconds a \\\"quoted\\\" \\\\ help\\nline\n"),
+        ] {
+            let mut out = Vec::new();
+            Writer {
+                out: &mut out,
+                om,
+                cached: [(0, 0); CACHED_TARGETS],
+            }
+            .head(&f);
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.starts_with(want), "{text}");
+        }
     }
 
     #[test]
