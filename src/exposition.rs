@@ -2,7 +2,7 @@
 //! caller's buffer. Once the buffer has grown to fit, a render allocates
 //! nothing: numbers are spelled on the stack, labels escaped in place.
 
-use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, MigInstance, Readings, Snapshot, TxRx};
+use crate::snapshot::{Gpu, MigInstance, Readings, Snapshot, TxRx};
 use std::io::Write;
 use std::time::Instant;
 
@@ -145,14 +145,27 @@ const fn ends_with(s: &[u8], suffix: &[u8]) -> bool {
 
 use Kind::{Counter, Gauge, Info};
 
-/// An extra label after `gpu` and `uuid`. Its values are the
-/// catalogue's own words (reasons, directions), which need no escaping.
+/// An extra label after `gpu` and `uuid`: one of the catalogue's own,
+/// spelled out whole (`,reason="hw_slowdown"`), or a number.
 #[derive(Clone, Copy)]
 pub enum Extra {
     None,
-    Str(&'static str, &'static str),
+    Label(&'static str),
     Num(&'static str, u32),
 }
+
+/// `,reason="…"` for each of [`CLOCK_EVENT_REASONS`], in order.
+const REASON_LABELS: [&str; 9] = [
+    ",reason=\"gpu_idle\"",
+    ",reason=\"applications_clocks_setting\"",
+    ",reason=\"sw_power_cap\"",
+    ",reason=\"hw_slowdown\"",
+    ",reason=\"sync_boost\"",
+    ",reason=\"sw_thermal_slowdown\"",
+    ",reason=\"hw_thermal_slowdown\"",
+    ",reason=\"hw_power_brake_slowdown\"",
+    ",reason=\"display_clock_setting\"",
+];
 
 type Series = fn(&Readings, &mut dyn FnMut(Extra, f64));
 
@@ -168,8 +181,8 @@ macro_rules! one {
 
 fn directions(v: Option<TxRx>, f: &mut dyn FnMut(Extra, f64)) {
     if let Some(v) = v {
-        f(Extra::Str("direction", "tx"), v.tx);
-        f(Extra::Str("direction", "rx"), v.rx);
+        f(Extra::Label(",direction=\"tx\""), v.tx);
+        f(Extra::Label(",direction=\"rx\""), v.rx);
     }
 }
 
@@ -223,8 +236,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
         ),
         |r, f| {
             if let Some(mask) = r.clocks_event_mask {
-                for (i, reason) in CLOCK_EVENT_REASONS.iter().enumerate() {
-                    f(Extra::Str("reason", reason), ((mask >> i) & 1) as f64);
+                for (i, label) in REASON_LABELS.iter().enumerate() {
+                    f(Extra::Label(label), ((mask >> i) & 1) as f64);
                 }
             }
         },
@@ -388,9 +401,9 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "Seconds clocks were held down, by reason.",
         ),
         |r, f| {
-            for (reason, s) in CLOCK_EVENT_REASONS.iter().zip(r.clocks_event_seconds_total) {
+            for (label, s) in REASON_LABELS.iter().zip(r.clocks_event_seconds_total) {
                 if let Some(s) = s {
-                    f(Extra::Str("reason", reason), s);
+                    f(Extra::Label(label), s);
                 }
             }
         },
@@ -525,7 +538,7 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
                 w.target(t);
                 match extra {
                     Extra::None => {}
-                    Extra::Str(k, s) => w.plain_label(k, s),
+                    Extra::Label(text) => w.put(text),
                     Extra::Num(k, n) => w.num_label(k, n),
                 }
                 w.value(v);
@@ -706,14 +719,6 @@ impl Writer<'_> {
         self.out.push(b'"');
     }
 
-    fn plain_label(&mut self, k: &str, v: &str) {
-        self.out.push(b',');
-        self.put(k);
-        self.out.extend_from_slice(b"=\"");
-        self.put(v);
-        self.out.push(b'"');
-    }
-
     fn num_label(&mut self, k: &str, n: u32) {
         self.out.push(b',');
         self.put(k);
@@ -788,19 +793,56 @@ pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
 /// Go-compatible float spelling: exact integers (below 2^53) without a fraction, `NaN`,
 /// `+Inf`, `-Inf`, and Rust's shortest round-trip form otherwise.
 pub fn write_f64(out: &mut Vec<u8>, v: f64) {
+    /// Below 2^53 every integer is exact.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
     if v.is_nan() {
         out.extend_from_slice(b"NaN");
+        return;
     } else if v.is_infinite() {
         out.extend_from_slice(if v > 0.0 { b"+Inf" } else { b"-Inf" });
-    } else if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+        return;
+    }
+    let magnitude = v.abs();
+    if magnitude < EXACT {
         if v < 0.0 {
             out.push(b'-');
         }
-        write_u64(out, v.abs() as u64);
-    } else {
-        // Writing to a Vec with room cannot fail or allocate.
-        let _ = write!(out, "{v:?}");
+        // Integers, then values with up to six decimals (ratios, watts,
+        // seconds), spelled from integers. `micros / 1e6` is the double
+        // nearest that decimal, so when it equals the value, the decimal
+        // reads back as exactly this value.
+        let whole = magnitude as u64;
+        if whole as f64 == magnitude {
+            write_u64(out, whole);
+            return;
+        }
+        let scaled = magnitude * 1e6;
+        if scaled < EXACT {
+            let micros = (scaled + 0.5) as u64;
+            if micros as f64 / 1e6 == magnitude {
+                write_u64(out, micros / 1_000_000);
+                let mut frac = micros % 1_000_000;
+                let mut digits = 6;
+                while frac % 10 == 0 {
+                    frac /= 10;
+                    digits -= 1;
+                }
+                out.push(b'.');
+                let mut buf = [b'0'; 6];
+                for d in buf[..digits].iter_mut().rev() {
+                    *d = b'0' + (frac % 10) as u8;
+                    frac /= 10;
+                }
+                out.extend_from_slice(&buf[..digits]);
+                return;
+            }
+        }
+        if v < 0.0 {
+            out.pop();
+        }
     }
+    // Writing to a Vec with room cannot fail or allocate.
+    let _ = write!(out, "{v:?}");
 }
 
 #[cfg(test)]
@@ -828,8 +870,34 @@ mod tests {
         assert_eq!(f(f64::INFINITY), "+Inf");
         assert_eq!(f(f64::NEG_INFINITY), "-Inf");
         assert_eq!(f(u64::MAX as f64), "1.8446744073709552e19");
-        for v in [0.1, 1e300, 5e-324, 123456.789, -2.5e20] {
+        assert_eq!(f(0.97), "0.97");
+        assert_eq!(f(-0.000125), "-0.000125");
+        assert_eq!(f(520.5), "520.5");
+        assert_eq!(f(0.1 + 0.2), "0.30000000000000004");
+        // Every spelling reads back as the same value.
+        let mut x = 0.123_f64;
+        for _ in 0..10_000 {
+            x = (x * 7.77 + 0.31) % 1000.0;
+            for v in [
+                x,
+                -x,
+                x / 1e4,
+                (x * 1e3).round() / 1e3,
+                (x * 100.0).round() / 1e6,
+            ] {
+                assert_eq!(f(v).parse::<f64>().unwrap(), v, "{v:?} as {}", f(v));
+            }
+        }
+        for v in [0.1, 1e300, 5e-324, 123456.789, -2.5e20, 8.9e9 + 0.5, 1e-7] {
             assert_eq!(f(v).parse::<f64>().unwrap(), v);
+        }
+    }
+
+    #[test]
+    fn reason_labels_follow_the_reasons() {
+        use crate::snapshot::CLOCK_EVENT_REASONS;
+        for (label, reason) in REASON_LABELS.iter().zip(CLOCK_EVENT_REASONS) {
+            assert_eq!(*label, format!(",reason=\"{reason}\""));
         }
     }
 
