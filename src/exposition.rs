@@ -823,7 +823,7 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
                 write_u64(out, micros / 1_000_000);
                 let mut frac = micros % 1_000_000;
                 let mut digits = 6;
-                while frac % 10 == 0 {
+                while frac.is_multiple_of(10) {
                     frac /= 10;
                     digits -= 1;
                 }
