@@ -167,7 +167,7 @@ const REASON_LABELS: [&str; 9] = [
     ",reason=\"display_clock_setting\"",
 ];
 
-type Series = fn(&Readings, &mut dyn FnMut(Extra, f64));
+pub type Series = fn(&Readings, &mut dyn FnMut(Extra, f64));
 
 macro_rules! one {
     ($field:ident) => {
