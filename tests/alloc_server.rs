@@ -1,0 +1,264 @@
+//! Allocations on the request path, end to end. A counting allocator
+//! counts per thread, only while a thread-local guard is on:
+//!
+//! - our code (parse, route, render, response head) allocates nothing after
+//!   warm-up, over 10,000 mixed requests;
+//! - the server thread as a whole (our code plus smol's executor and
+//!   async-io's reactor) allocates at most a small constant per request,
+//!   whatever the fleet or body size, over 10,000 keep-alive requests to
+//!   the real server on a loopback socket;
+//! - accepting a connection allocates a bounded amount.
+
+use gpu_exporter::alerts::{Evaluator, rules::defaults};
+use gpu_exporter::collector::{Collector, Latest, Published};
+use gpu_exporter::http::conn::answer;
+use gpu_exporter::http::{Context, Limits, Server};
+use gpu_exporter::source::sim::{Scenario, Sim};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+    }
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// async-io's reactor is one per process and runs on whichever thread is
+/// blocked: tests that serve at the same time would count each other's
+/// wake-ups. They take turns.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn counting(on: bool) {
+    COUNTING.with(|c| c.set(on));
+}
+
+fn taken() -> usize {
+    ALLOCATIONS.with(|n| n.replace(0))
+}
+
+fn published(gpus: usize) -> Published {
+    let t0 = 1.8e9;
+    let list = vec![r#"{"xid":79,"xid_every":"60s"}"#; gpus].join(",");
+    let scenario =
+        Scenario::parse(&format!(r#"{{"gpus":[{list}],"models":[{{"name":"m"}}]}}"#)).unwrap();
+    let mut c = Collector::new(
+        Box::new(Sim::new(scenario, t0)),
+        Evaluator::new(defaults()),
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+    );
+    c.replay(t0);
+    c.collect_at(t0, false)
+}
+
+fn context(gpus: usize) -> Context {
+    Context {
+        latest: Arc::new(Latest::new(published(gpus))),
+        telemetry_path: "/metrics".into(),
+        runbook_base: "docs/runbooks/".into(),
+        max_age: Duration::from_secs(60),
+    }
+}
+
+const OPENMETRICS: &str =
+    "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3\r\n";
+
+/// Request `i` of a mixed sequence: both formats, HEAD, a 404, health.
+fn request(i: usize) -> String {
+    match i % 5 {
+        0 => "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+        1 => format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{OPENMETRICS}\r\n"),
+        2 => "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+        3 => "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+        _ => "GET /readyz?x=1 HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+    }
+}
+
+#[test]
+fn our_request_path_allocates_nothing_after_warm_up() {
+    let _turn = turn();
+    for gpus in [1, 64] {
+        let ctx = context(gpus);
+        let requests: Vec<String> = (0..5).map(request).collect();
+        let mut out = Vec::new();
+        for r in &requests {
+            answer(r.as_bytes(), &ctx, &mut out).unwrap();
+        }
+        counting(true);
+        let mut bytes = 0;
+        for i in 0..10_000 {
+            let a = answer(requests[i % 5].as_bytes(), &ctx, &mut out).unwrap();
+            bytes += a.range.len();
+        }
+        counting(false);
+        assert_eq!(taken(), 0, "{gpus} GPUs: our code allocated");
+        assert!(bytes > 10_000 * 100);
+    }
+}
+
+/// Reads one response (head and body, if any) off a keep-alive stream.
+fn read_one(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool) {
+    buf.clear();
+    let mut chunk = [0u8; 65536];
+    loop {
+        let n = s.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed");
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(h) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = std::str::from_utf8(&buf[..h]).unwrap();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .unwrap()
+                .parse()
+                .unwrap();
+            let want = h + 4 + if head_only { 0 } else { len };
+            while buf.len() < want {
+                let n = s.read(&mut chunk).unwrap();
+                assert!(n > 0);
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            assert_eq!(buf.len(), want, "one response at a time");
+            return;
+        }
+    }
+}
+
+/// Serves on a thread whose every allocation is counted from the start;
+/// returns the address, a stop flag and the thread.
+fn serve(
+    gpus: usize,
+) -> (
+    String,
+    Arc<AtomicBool>,
+    Arc<AtomicUsize>,
+    std::thread::JoinHandle<()>,
+) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicUsize::new(0));
+    let (stop2, count2) = (stop.clone(), count.clone());
+    let thread = std::thread::spawn(move || {
+        let server = Rc::new(Server::new(context(gpus), Limits::default()));
+        let listener = async_io::Async::new(listener).unwrap();
+        let ex = smol::LocalExecutor::new();
+        let until_stopped = async {
+            while !stop2.load(Ordering::Relaxed) {
+                async_io::Timer::after(Duration::from_millis(20)).await;
+                // Publish the running count for the client to sample.
+                count2.store(ALLOCATIONS.with(Cell::get), Ordering::Relaxed);
+            }
+        };
+        counting(true);
+        smol::block_on(ex.run(smol::future::or(until_stopped, async {
+            gpu_exporter::http::server::serve(&ex, listener, server).await
+        })));
+        counting(false);
+    });
+    (addr, stop, count, thread)
+}
+
+/// Allocations the server thread makes over `n` keep-alive requests,
+/// sampled once it is warm.
+fn server_allocations(gpus: usize, n: usize) -> f64 {
+    let (addr, stop, count, thread) = serve(gpus);
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut buf = Vec::new();
+    let mut round = |i: usize, s: &mut TcpStream| {
+        s.write_all(request(i).as_bytes()).unwrap();
+        read_one(s, &mut buf, i % 5 == 2);
+    };
+    for i in 0..500 {
+        round(i, &mut s);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let before = count.load(Ordering::Relaxed);
+    for i in 0..n {
+        round(i, &mut s);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let after = count.load(Ordering::Relaxed);
+    stop.store(true, Ordering::Relaxed);
+    drop(s);
+    thread.join().unwrap();
+    (after - before) as f64 / n as f64
+}
+
+#[test]
+fn the_whole_server_thread_allocates_a_small_constant_per_request() {
+    let _turn = turn();
+    let small = server_allocations(1, 10_000);
+    let large = server_allocations(64, 10_000);
+    println!("allocations per request on the server thread: 1 GPU {small:.3}, 64 GPUs {large:.3}");
+    assert!(small <= 3.0, "{small} per request with 1 GPU");
+    assert!(large <= 3.0, "{large} per request with 64 GPUs");
+    // It does not grow with the fleet or the body (a few hundred KB here).
+    assert!(large <= small + 0.5, "{large} (64 GPUs) vs {small} (1 GPU)");
+}
+
+#[test]
+fn accepting_a_connection_allocates_a_bounded_amount() {
+    let _turn = turn();
+    let (addr, stop, count, thread) = serve(1);
+    let mut buf = Vec::new();
+    let mut one = || {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(request(4).as_bytes()).unwrap();
+        read_one(&mut s, &mut buf, false);
+    };
+    for _ in 0..50 {
+        one();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let before = count.load(Ordering::Relaxed);
+    for _ in 0..1000 {
+        one();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let per = (count.load(Ordering::Relaxed) - before) as f64 / 1000.0;
+    stop.store(true, Ordering::Relaxed);
+    thread.join().unwrap();
+    println!("allocations per connection (accept, one request, close): {per:.2}");
+    assert!(per <= 8.0, "{per} per connection");
+}
