@@ -634,6 +634,7 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
+    #[inline(always)]
     fn put(&mut self, s: &str) {
         self.out.extend_from_slice(s.as_bytes());
     }
@@ -669,12 +670,14 @@ impl Writer<'_> {
         }
     }
 
+    #[inline(always)]
     fn name(&mut self, f: &Family) {
         f.sample_name(self.out);
     }
 
     /// Opens a target's label set: `{gpu="0",uuid="…"` and, for a MIG
     /// instance, `mig_instance` and `mig_profile`.
+    #[inline(always)]
     fn target(&mut self, t: Target) {
         match self.cached.get(t.n) {
             Some(&(start, end)) if end > start => self.out.extend_from_within(start..end),
@@ -695,6 +698,7 @@ impl Writer<'_> {
         }
     }
 
+    #[inline(always)]
     fn gpu_labels(&mut self, index: u32, uuid: &str) {
         self.out.extend_from_slice(b"{gpu=\"");
         write_u64(self.out, index as u64);
@@ -703,6 +707,7 @@ impl Writer<'_> {
     }
 
     /// The first label, opening the set.
+    #[inline(always)]
     fn open_label(&mut self, k: &str, v: &str) {
         self.out.push(b'{');
         self.put(k);
@@ -711,6 +716,7 @@ impl Writer<'_> {
         self.out.push(b'"');
     }
 
+    #[inline(always)]
     fn label(&mut self, k: &str, v: &str) {
         self.out.push(b',');
         self.put(k);
@@ -719,6 +725,7 @@ impl Writer<'_> {
         self.out.push(b'"');
     }
 
+    #[inline(always)]
     fn num_label(&mut self, k: &str, n: u32) {
         self.out.push(b',');
         self.put(k);
@@ -729,6 +736,7 @@ impl Writer<'_> {
 
     /// Closes the label set (if any) and writes the value. A label set
     /// always ends in a quote and a bare name never does.
+    #[inline(always)]
     fn value(&mut self, v: f64) {
         if self.out.last() == Some(&b'"') {
             self.out.push(b'}');
@@ -746,6 +754,7 @@ impl Writer<'_> {
 }
 
 /// Escapes `\`, newline and (in label values and OpenMetrics HELP) `"`.
+#[inline]
 pub fn escape(out: &mut Vec<u8>, s: &str, quote: bool) {
     // Nearly every value needs no escaping: copy it whole.
     if !s
@@ -765,6 +774,7 @@ pub fn escape(out: &mut Vec<u8>, s: &str, quote: bool) {
     }
 }
 
+#[inline]
 pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
     // Two digits at a time from a table, as the itoa crate does.
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
@@ -792,6 +802,7 @@ pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
 
 /// Go-compatible float spelling: exact integers (below 2^53) without a fraction, `NaN`,
 /// `+Inf`, `-Inf`, and Rust's shortest round-trip form otherwise.
+#[inline]
 pub fn write_f64(out: &mut Vec<u8>, v: f64) {
     /// Below 2^53 every integer is exact.
     const EXACT: f64 = 9_007_199_254_740_992.0;

@@ -214,6 +214,11 @@ pub async fn serve(stream: Rc<Async<TcpStream>>, id: u64, srv: Rc<Server>) {
                 srv.put_outbuf(out);
             }
         }
+        if filled == inbuf.len() {
+            // A partial head fills the buffer: make room, up to MAX_HEAD
+            // (a full MAX_HEAD was refused by the parser above).
+            inbuf.resize((inbuf.len() * 2).min(MAX_HEAD), 0);
+        }
         match before(head_deadline, (&*stream).read(&mut inbuf[filled..])).await {
             Some(Ok(n)) if n > 0 => {
                 if filled == 0 {

@@ -45,8 +45,13 @@ struct Slot {
     idle_since: Option<Instant>,
 }
 
-/// Buffers kept for reuse beyond this many are freed.
-const POOL: usize = 64;
+/// Buffers kept for reuse beyond this many are freed, so a burst of
+/// concurrent requests does not stay resident.
+const POOL: usize = 16;
+
+/// A request head buffer starts this small (a scrape's head is a few
+/// hundred bytes) and doubles up to `MAX_HEAD` when a head needs it.
+pub const FIRST_HEAD: usize = 1024;
 
 pub struct Server {
     pub ctx: Context,

@@ -1,5 +1,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
@@ -16,9 +17,13 @@ pub struct Exporter {
 
 impl Exporter {
     pub fn start(args: &[&str]) -> Exporter {
+        Exporter::start_binary(Path::new(BIN), args)
+    }
+
+    pub fn start_binary(bin: &Path, args: &[&str]) -> Exporter {
         // The simulator unless a test says otherwise (a later flag wins),
         // so a machine with a GPU runs the same tests.
-        let mut child = Command::new(BIN)
+        let mut child = Command::new(bin)
             .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::null())
@@ -81,6 +86,16 @@ impl Exporter {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// A field of /proc/<pid>/status in KiB, e.g. `VmHWM`.
+    pub fn status_kib(&self, field: &str) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in /proc/<pid>/status"))
     }
 
     /// Open file descriptors of the exporter process.

@@ -116,6 +116,12 @@ fn output_within(mut cmd: Command, limit: Duration) -> Output {
     }
 }
 
+/// The release binary (the one the production image carries), built once
+/// per test run; the size and memory tests use it too.
+pub fn release_binary() -> &'static Path {
+    Variant::Scratch.binary()
+}
+
 /// The two images: the production one and the static simulator-only one.
 #[derive(Clone, Copy, PartialEq)]
 enum Variant {

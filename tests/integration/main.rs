@@ -10,6 +10,7 @@ mod faults;
 mod http;
 mod image;
 mod prometheus;
+mod release;
 mod rules;
 mod signals;
 mod sources;
