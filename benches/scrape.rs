@@ -57,11 +57,15 @@ fn bench_render() {
     }
 }
 
-/// Scrapes `/metrics` `n` times over one keep-alive connection; returns
-/// sorted latencies.
-fn scrape(addr: &str, n: usize) -> Vec<Duration> {
-    let mut s = TcpStream::connect(addr).unwrap();
+fn connect(addr: &str) -> TcpStream {
+    let s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
+    s
+}
+
+/// Scrapes `/metrics` `n` times over a keep-alive connection; returns the
+/// latencies.
+fn scrape(s: &mut TcpStream, n: usize) -> Vec<Duration> {
     let mut buf = vec![0u8; 1 << 20];
     let mut lat: Vec<Duration> = (0..n)
         .map(|_| {
@@ -89,7 +93,6 @@ fn scrape(addr: &str, n: usize) -> Vec<Duration> {
             t.elapsed()
         })
         .collect();
-    lat.sort();
     lat
 }
 
@@ -99,7 +102,7 @@ fn floor_server(response: Vec<u8>) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
-        for s in l.incoming().take(2) {
+        for s in l.incoming().take(1) {
             let mut s = s.unwrap();
             s.set_nodelay(true).unwrap();
             let mut buf = [0u8; 4096];
@@ -149,15 +152,17 @@ fn bench_end_to_end() {
             .unwrap()
             .replace("Connection: close\r\n", "");
         let floor = floor_server(response.clone().into_bytes());
-        scrape(&addr, 200);
-        scrape(&floor, 200);
-        // Interleave halves so drift hits both alike.
+        let (mut a, mut b) = (connect(&addr), connect(&floor));
+        scrape(&mut a, 200);
+        scrape(&mut b, 200);
+        // Alternate in tenths, so drift on a shared machine hits both alike.
         let (mut ours, mut base) = (Vec::new(), Vec::new());
-        for _ in 0..2 {
-            ours.extend(scrape(&addr, n / 2));
+        for _ in 0..10 {
+            ours.extend(scrape(&mut a, n / 10));
+            base.extend(scrape(&mut b, n / 10));
         }
-        base.extend(scrape(&floor, n));
         ours.sort();
+        base.sort();
         let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
         println!(
             "  {gpus:>2} GPUs ({} bytes): exporter p50 {:>8.1?} p99 {:>8.1?} | floor p50 {:>8.1?} p99 {:>8.1?} | p50 ratio {:.2}",
