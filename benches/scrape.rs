@@ -67,7 +67,7 @@ fn connect(addr: &str) -> TcpStream {
 /// latencies.
 fn scrape(s: &mut TcpStream, n: usize) -> Vec<Duration> {
     let mut buf = vec![0u8; 1 << 20];
-    let mut lat: Vec<Duration> = (0..n)
+    let lat: Vec<Duration> = (0..n)
         .map(|_| {
             let t = Instant::now();
             s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n")
