@@ -14,8 +14,6 @@ use gpu_exporter::collector::{Collector, Latest, Published};
 use gpu_exporter::http::conn::answer;
 use gpu_exporter::http::{Context, Limits, Server};
 use gpu_exporter::source::sim::{Scenario, Sim};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::rc::Rc;
@@ -23,36 +21,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-struct Counting;
-
-thread_local! {
-    static COUNTING: Cell<bool> = const { Cell::new(false) };
-    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note() {
-    if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
-    }
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note();
-        // SAFETY: the caller's contract is passed through.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+#[path = "support/counting.rs"]
+mod counting;
+use counting::{Counting, counting, so_far, taken};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -64,14 +35,6 @@ static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn counting(on: bool) {
-    COUNTING.with(|c| c.set(on));
-}
-
-fn taken() -> usize {
-    ALLOCATIONS.with(|n| n.replace(0))
 }
 
 fn published(gpus: usize) -> Published {
@@ -185,7 +148,7 @@ fn serve(
             while !stop2.load(Ordering::Relaxed) {
                 async_io::Timer::after(Duration::from_millis(20)).await;
                 // Publish the running count for the client to sample.
-                count2.store(ALLOCATIONS.with(Cell::get), Ordering::Relaxed);
+                count2.store(so_far(), Ordering::Relaxed);
             }
         };
         counting(true);

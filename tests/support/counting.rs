@@ -1,0 +1,63 @@
+//! A global allocator that counts allocations per thread, only while that
+//! thread has counting on, so parallel tests and the harness don't disturb
+//! a count. Shared by the allocation test binaries, each of which installs
+//! it with `#[global_allocator]`.
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+pub struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn note() {
+    if COUNTING.try_with(Cell::get).unwrap_or(false) {
+        let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
+    }
+}
+
+/// Turns counting on or off for this thread.
+pub fn counting(on: bool) {
+    COUNTING.with(|c| c.set(on));
+}
+
+/// This thread's count so far, reset to 0.
+pub fn taken() -> usize {
+    ALLOCATIONS.with(|n| n.replace(0))
+}
+
+/// This thread's count so far.
+pub fn so_far() -> usize {
+    ALLOCATIONS.with(Cell::get)
+}
+
+/// Heap allocations this thread made while running `f`.
+pub fn count(f: impl FnOnce()) -> usize {
+    taken();
+    counting(true);
+    f();
+    counting(false);
+    taken()
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        note();
+        // SAFETY: the caller's contract is passed through.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
