@@ -5,14 +5,8 @@
 //! container engine) and scraped from here over 127.0.0.1. Each test has a
 //! buildah storage of its own, removed at its end.
 
-// sources.rs includes it too, privately; this second copy only repeats a
-// cargo build that finds the fake already built.
-#[allow(clippy::duplicate_mod)]
-#[path = "../support/fake_nvml.rs"]
-mod fake_nvml;
-
 use crate::common::{Response, have, read_response, send};
-use fake_nvml::Fixture;
+use crate::sources::fake_nvml::Fixture;
 use nanoserde::DeJson;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};

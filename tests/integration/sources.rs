@@ -3,7 +3,7 @@
 //! script, Xid from a kernel log, and `auto` choosing between them.
 
 #[path = "../support/fake_nvml.rs"]
-mod fake_nvml;
+pub mod fake_nvml;
 
 use crate::common::{Exporter, have, pipe, run};
 use fake_nvml::Fixture;
