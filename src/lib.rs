@@ -231,6 +231,10 @@ pub fn run(config: Config) -> Result<u8, Error> {
         .local_addr()
         .map_err(|e| Error::Runtime(e.to_string()))?;
     let listener = async_io::Async::new(listener).map_err(|e| Error::Runtime(e.to_string()))?;
+    // Signals are handled from before the exporter says it is serving, so
+    // whoever waits for that line can signal it at once.
+    let mut signals = Signals::new([Signal::Term, Signal::Int, Signal::Hup])
+        .map_err(|e| Error::Runtime(format!("cannot handle signals: {e}")))?;
     log::info!(
         "serving GPU metrics on {}",
         url(addr, &config.telemetry_path)
@@ -239,9 +243,6 @@ pub fn run(config: Config) -> Result<u8, Error> {
         print!("{table}");
     }
 
-    // Signals are set up before anything else runs, so none is missed.
-    let mut signals = Signals::new([Signal::Term, Signal::Int, Signal::Hup])
-        .map_err(|e| Error::Runtime(format!("cannot handle signals: {e}")))?;
     let latest = Arc::new(Latest::new(first));
     let for_collector = latest.clone();
     let (reloads, reload_rx) = mpsc::channel();

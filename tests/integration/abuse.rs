@@ -141,6 +141,7 @@ fn clients_that_never_read_are_dropped_and_cap_in_flight_requests() {
         "2",
     ]);
     let baseline = e.open_fds();
+    let before = e.fd_targets();
     let burst = "GET /metrics HTTP/1.1\r\n\r\n".repeat(600);
     let stuck: Vec<TcpStream> = (0..2)
         .map(|_| {
@@ -162,8 +163,8 @@ fn clients_that_never_read_are_dropped_and_cap_in_flight_requests() {
     while e.open_fds() > baseline {
         assert!(
             Instant::now() < deadline,
-            "stuck clients stayed open: {} fds, {baseline} before",
-            e.open_fds()
+            "stuck clients stayed open: {:?}, before {before:?}",
+            e.fd_targets()
         );
         std::thread::sleep(Duration::from_millis(200));
     }

@@ -98,6 +98,18 @@ impl Exporter {
             .unwrap_or_else(|| panic!("no {field} in /proc/<pid>/status"))
     }
 
+    /// What each open file descriptor of the exporter points at.
+    pub fn fd_targets(&self) -> Vec<String> {
+        let dir = format!("/proc/{}/fd", self.pid());
+        let mut v: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+            .map(|p| p.display().to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
     /// Open file descriptors of the exporter process.
     pub fn open_fds(&self) -> usize {
         std::fs::read_dir(format!("/proc/{}/fd", self.pid()))
