@@ -62,15 +62,18 @@ const PCIE_KB: f64 = 1024.0;
 /// Bytes per KiB of NVML's NVLink throughput fields.
 const NVLINK_KIB: f64 = 1024.0;
 
-/// Violation policies and the reason each one's time is reported under.
-/// Only policies with an honest counterpart are read: NVML's thermal
-/// policy is the driver's own thermal capping of the clocks, which the
-/// reason mask calls sw_thermal_slowdown; hardware slowdown is a separate
-/// mechanism with no violation counter. nvml.h only says "how long did
-/// thermal violations cause the GPU to be below application clocks";
-/// DCGM exposes the same counter as DCGM_FI_DEV_THERMAL_VIOLATION
-/// ("Thermal Violation time in usec", dcgm_fields.h), and dcgm-exporter
-/// as "throttling duration due to thermal constraints".
+/// Violation policies and the reason each one's time is reported under;
+/// policies without an honest counterpart are not read.
+///
+/// Thermal is taken as software thermal capping (`sw_thermal_slowdown`):
+/// like every policy it counts time the driver held the clocks below the
+/// application clocks, whereas HW slowdown is the hardware cutting the
+/// clocks by half or more (nvml.h's clocks event reasons), which no
+/// policy counts. No source says software or hardware outright: nvml.h
+/// has "how long did thermal violations cause the GPU to be below
+/// application clocks", DCGM's matching field DCGM_FI_DEV_THERMAL_VIOLATION
+/// "Thermal Violation time in usec" (dcgm_fields.h), and dcgm-exporter
+/// "Throttling duration due to thermal constraints".
 const VIOLATIONS: [(u32, &str); 3] = [
     (PERF_POLICY_POWER, "sw_power_cap"),
     (PERF_POLICY_THERMAL, "sw_thermal_slowdown"),

@@ -458,7 +458,9 @@ pub const PERF_POLICY_SYNC_BOOST: u32 = 2;
 /// `NVML_FI_DEV_MEMORY_TEMP`: "Memory temperature for the device", °C.
 pub const FI_DEV_MEMORY_TEMP: u32 = 82;
 /// `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`: "NVLink TX Data throughput in
-/// KiB", payload only (140/141 add protocol overhead).
+/// KiB", payload only (140/141 add protocol overhead). Despite the name it
+/// is a running total, not a rate: nvml.h gives only the unit, but users
+/// of the field take the difference of two readings.
 pub const FI_DEV_NVLINK_THROUGHPUT_DATA_TX: u32 = 138;
 pub const FI_DEV_NVLINK_THROUGHPUT_DATA_RX: u32 = 139;
 /// The scope id that sums NVLink throughput over all links (nvml.h: "A
