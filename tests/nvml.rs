@@ -75,6 +75,31 @@ impl Spec {
     fn rx_kbps(&self) -> u64 {
         3000 + self.i
     }
+    /// Violation ns for power, thermal and sync boost: all three on every
+    /// third GPU, no sync boost on the next, none at all on the one after.
+    fn violation_ns(&self) -> Option<[Option<u64>; 3]> {
+        let i = self.i + 1;
+        let all = [
+            Some(i * 1_250_000_000),
+            Some(i * 500_000_000),
+            Some(3_000_000_000 + i * 250_000_000),
+        ];
+        match self.i % 3 {
+            0 => Some(all),
+            1 => Some([all[0], all[1], None]),
+            _ => None,
+        }
+    }
+    /// NVLink KiB (tx, rx), on even GPUs only.
+    fn nvlink_kib(&self) -> Option<(u64, u64)> {
+        self.i
+            .is_multiple_of(2)
+            .then(|| (1_000_000 * (self.i + 1) + 7, 2_000_000 + self.i))
+    }
+    /// HBM °C, absent on every fourth GPU.
+    fn memory_temperature(&self) -> Option<u64> {
+        (self.i % 4 != 3).then_some(60 + self.i)
+    }
     /// GPM percentages: SM active, SM occupancy, DRAM active.
     fn gpm(&self) -> [f64; 3] {
         let i = self.i as f64;
@@ -91,7 +116,7 @@ impl Spec {
             "memory":{{"total":85520809984,"reserved":536870912,"free":{free},"used":{used}}},
             "ecc_corrected":{i},"ecc_uncorrected":{unc},"pcie_tx_kbps":{tx},"pcie_rx_kbps":{rx},
             "pcie_replay":{rep},
-            "gpm":{{"sm_active":{g0},"sm_occupancy":{g1},"dram_active":{g2}}}}}"#,
+            "gpm":{{"sm_active":{g0},"sm_occupancy":{g1},"dram_active":{g2}}}{extra}}}"#,
             uuid = self.uuid(),
             bus = self.bus_id(),
             t = self.temperature(),
@@ -109,7 +134,28 @@ impl Spec {
             g0 = self.gpm()[0],
             g1 = self.gpm()[1],
             g2 = self.gpm()[2],
+            extra = self.optional_json(),
         )
+    }
+
+    /// The readings only some GPUs have, as JSON members after a comma.
+    fn optional_json(&self) -> String {
+        let mut out = String::new();
+        if let Some(v) = self.violation_ns() {
+            let members: Vec<_> = ["power", "thermal", "sync_boost"]
+                .iter()
+                .zip(v)
+                .filter_map(|(k, ns)| ns.map(|ns| format!(r#""{k}":{ns}"#)))
+                .collect();
+            out += &format!(r#","violation_ns":{{{}}}"#, members.join(","));
+        }
+        if let Some((tx, rx)) = self.nvlink_kib() {
+            out += &format!(r#","nvlink_kib":{{"tx":{tx},"rx":{rx}}}"#);
+        }
+        if let Some(t) = self.memory_temperature() {
+            out += &format!(r#","memory_temperature":{t}"#);
+        }
+        out
     }
 
     /// Checks every reading the source takes from NVML, except the PCIe
@@ -164,11 +210,30 @@ impl Spec {
         let zeros: Vec<_> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
         assert_eq!(r.xid_errors.as_ref(), Some(&zeros), "{at}");
         assert_eq!(r.xid_last_timestamp_seconds, None, "{at}");
-        // What NVML is not asked for stays absent.
-        assert_eq!(r.memory_temperature_celsius, None, "{at}");
-        assert_eq!(r.nvlink_bytes_total, None, "{at}");
-        assert_eq!(r.clocks_event_seconds_total, [None; 9], "{at}");
+        self.check_field_values(r, &at);
         assert!(g.mig.is_empty(), "{at}");
+    }
+
+    /// Violation seconds, NVLink bytes and HBM temperature, each present
+    /// exactly where the scenario has it.
+    fn check_field_values(&self, r: &Readings, at: &str) {
+        let i = self.i as f64 + 1.0;
+        // CLOCK_EVENT_REASONS order; only sw_power_cap (2), sync_boost (4)
+        // and sw_thermal_slowdown (5) have a violation counter.
+        let mut seconds = [None; 9];
+        if let Some([power, thermal, sync_boost]) = self.violation_ns() {
+            seconds[2] = power.map(|_| 1.25 * i);
+            seconds[5] = thermal.map(|_| 0.5 * i);
+            seconds[4] = sync_boost.map(|_| 3.0 + 0.25 * i);
+        }
+        assert_eq!(r.clocks_event_seconds_total, seconds, "{at}");
+        let nvlink = self.nvlink_kib().map(|(tx, rx)| TxRx {
+            tx: (tx * 1024) as f64,
+            rx: (rx * 1024) as f64,
+        });
+        assert_eq!(r.nvlink_bytes_total, nvlink, "{at}");
+        let temp = self.memory_temperature().map(|t| t as f64);
+        assert_eq!(r.memory_temperature_celsius, temp, "{at}");
     }
 
     /// GPM needs a previous sample: none on a GPU's first collection.
@@ -244,7 +309,8 @@ fn zero_gpus_is_an_empty_fleet() {
 #[test]
 fn mig_instances_carry_their_own_memory() {
     let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","temperature":50,
-        "utilization":{"gpu":99,"memory":99},
+        "utilization":{"gpu":99,"memory":99},"memory_temperature":61,
+        "violation_ns":{"power":2000000000},"nvlink_kib":{"tx":3,"rx":4},
         "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
         "mig":[
           {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
@@ -267,6 +333,16 @@ fn mig_instances_carry_their_own_memory() {
     assert_eq!(g.readings.temperature_celsius, Some(50.0));
     // NVML refuses utilisation on a GPU in MIG mode: absent, not 0 or 99.
     assert_eq!(g.readings.utilization_ratio, None);
+    // The GPU-wide readings stay on the GPU; its instances (below) lack them.
+    assert_eq!(g.readings.memory_temperature_celsius, Some(61.0));
+    assert_eq!(g.readings.clocks_event_seconds_total[2], Some(2.0));
+    assert_eq!(
+        g.readings.nvlink_bytes_total,
+        Some(TxRx {
+            tx: 3072.0,
+            rx: 4096.0
+        })
+    );
     assert_eq!(g.mig.len(), 2);
 
     let m = &g.mig[0];
@@ -345,6 +421,12 @@ fn unsupported_readings_are_absent_not_sentinels() {
 
 #[test]
 fn an_old_driver_without_newer_symbols_still_reports() {
+    let first = Spec { i: 0 };
+    assert!(
+        first.violation_ns().is_some()
+            && first.nvlink_kib().is_some()
+            && first.memory_temperature().is_some()
+    );
     let f = Fixture::build("old-driver", &full_fleet(2), true);
     let mut nvml = f.open();
     collect(&mut nvml);
@@ -365,6 +447,11 @@ fn an_old_driver_without_newer_symbols_still_reports() {
         assert_eq!(r.memory_used_bytes, Some((spec.used() + 536870912) as f64));
         // No nvmlDeviceGetTotalEnergyConsumption, no nvmlEventSetWait_v2.
         assert_eq!(r.energy_joules_total, None);
+        // No nvmlDeviceGetViolationStatus nor nvmlDeviceGetFieldValues,
+        // though GPU 0's scenario has all three readings.
+        assert_eq!(r.clocks_event_seconds_total, [None; 9]);
+        assert_eq!(r.nvlink_bytes_total, None);
+        assert_eq!(r.memory_temperature_celsius, None);
         assert_eq!(r.xid_errors, None);
         // No GPM calls at all, even with two samples' time.
         spec.check_gpm(r, true);

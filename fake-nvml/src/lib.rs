@@ -23,6 +23,8 @@
 //!     "memory": { "total": 1, "reserved": 1, "free": 1, "used": 1 },
 //!     "ecc_corrected": 1, "ecc_uncorrected": 0,
 //!     "pcie_tx_kbps": 1000, "pcie_rx_kbps": 2000, "pcie_replay": 0,
+//!     "violation_ns": { "power": 1, "thermal": 1, "sync_boost": 1 },
+//!     "nvlink_kib": { "tx": 1, "rx": 1 }, "memory_temperature": 55,
 //!     "lost_after_collections": 1, "lost_after_ms": 5000,
 //!     "mig": [ { "name": "... MIG 3g.40gb", "uuid": "MIG-...", "gpu_instance_id": 1,
 //!                "memory": { ... }, "gpm": { ... } } ],
@@ -35,6 +37,12 @@
 //! name once. `xids` are queued when the GPU registers for Xid events and
 //! handed out one per `nvmlEventSetWait_v2`. GPM metrics (percentages)
 //! come from the scenario of the device both samples were taken of.
+//! `violation_ns` answers nvmlDeviceGetViolationStatus per policy (power,
+//! thermal, sync boost; every other policy, or one left out, is
+//! NOT_SUPPORTED). nvmlDeviceGetFieldValues answers the NVLink data
+//! throughput fields (138/139, all links only) from `nvlink_kib` and the
+//! memory temperature field (82) from `memory_temperature`; anything else
+//! gets a per-field NOT_SUPPORTED.
 //!
 //! This is test support: every pointer argument is trusted to be what
 //! nvml.h says it is (null ones are refused).
@@ -127,6 +135,22 @@ mod scenario {
         pub events: Option<bool>,
         pub xids: Option<Vec<u64>>,
         pub gpm: Option<Gpm>,
+        pub violation_ns: Option<Violations>,
+        pub nvlink_kib: Option<TxRx>,
+        pub memory_temperature: Option<u32>,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct Violations {
+        pub power: Option<u64>,
+        pub thermal: Option<u64>,
+        pub sync_boost: Option<u64>,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct TxRx {
+        pub tx: u64,
+        pub rx: u64,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -231,6 +255,33 @@ pub struct GpmMetricsGet {
     metrics: [GpmMetric; 0],
 }
 
+#[repr(C)]
+pub struct ViolationTime {
+    reference_time: c_ulonglong,
+    violation_time: c_ulonglong,
+}
+
+#[repr(C)]
+pub struct FieldValue {
+    field_id: c_uint,
+    scope_id: c_uint,
+    timestamp: i64,
+    latency_usec: i64,
+    value_type: c_uint,
+    nvml_return: Ret,
+    /// The nvmlValue_t union's 8 bytes.
+    value: [u8; 8],
+}
+
+const FI_DEV_MEMORY_TEMP: c_uint = 82;
+const FI_DEV_NVLINK_THROUGHPUT_DATA_TX: c_uint = 138;
+const FI_DEV_NVLINK_THROUGHPUT_DATA_RX: c_uint = 139;
+const VALUE_TYPE_UNSIGNED_INT: c_uint = 1;
+const VALUE_TYPE_UNSIGNED_LONG_LONG: c_uint = 3;
+
+const _: () = assert!(size_of::<ViolationTime>() == 16);
+const _: () = assert!(size_of::<FieldValue>() == 40);
+const _: () = assert!(std::mem::offset_of!(FieldValue, value) == 32);
 const _: () = assert!(size_of::<GpmMetric>() == 40);
 const _: () = assert!(std::mem::offset_of!(GpmMetricsGet, metrics) == 24);
 const _: () = assert!(size_of::<PciInfo>() == 68);
@@ -793,6 +844,86 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(dev: Device, n: *mut c_u
         let v = supported(t.gpu()?.pcie_replay)?;
         // SAFETY: an out-pointer (nvml.h).
         unsafe { put(n, v) }
+    })
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
+    dev: Device,
+    policy: c_uint,
+    out: *mut ViolationTime,
+) -> Ret {
+    on_device("nvmlDeviceGetViolationStatus", dev, |_, t| {
+        let v = t.gpu()?.violation_ns;
+        let ns = match policy {
+            0 => v.and_then(|v| v.power),
+            1 => v.and_then(|v| v.thermal),
+            2 => v.and_then(|v| v.sync_boost),
+            3..=5 | 10 | 11 => None,
+            _ => return Err(INVALID_ARGUMENT),
+        };
+        let now_us = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        let out_v = ViolationTime {
+            reference_time: now_us,
+            violation_time: supported(ns)?,
+        };
+        // SAFETY: an out-pointer (nvml.h).
+        unsafe { put(out, out_v) }
+    })
+}
+
+/// One field's outcome: its value type and raw union bytes.
+fn field_value(g: &Gpu, field_id: c_uint, scope_id: c_uint) -> Result<(c_uint, [u8; 8]), Ret> {
+    let ull = |v: u64| (VALUE_TYPE_UNSIGNED_LONG_LONG, v.to_ne_bytes());
+    match field_id {
+        FI_DEV_MEMORY_TEMP => {
+            let t = supported(g.memory_temperature)?;
+            let mut b = [0; 8];
+            b[..4].copy_from_slice(&t.to_ne_bytes());
+            Ok((VALUE_TYPE_UNSIGNED_INT, b))
+        }
+        // Only the all-links sum is modelled.
+        FI_DEV_NVLINK_THROUGHPUT_DATA_TX if scope_id == u32::MAX => {
+            Ok(ull(supported(g.nvlink_kib)?.tx))
+        }
+        FI_DEV_NVLINK_THROUGHPUT_DATA_RX if scope_id == u32::MAX => {
+            Ok(ull(supported(g.nvlink_kib)?.rx))
+        }
+        _ => Err(NOT_SUPPORTED),
+    }
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFieldValues(
+    dev: Device,
+    count: c_int,
+    values: *mut FieldValue,
+) -> Ret {
+    on_device("nvmlDeviceGetFieldValues", dev, |_, t| {
+        let g = t.gpu()?;
+        let n = usize::try_from(count).map_err(|_| INVALID_ARGUMENT)?;
+        if values.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        for i in 0..n {
+            // SAFETY: the caller's array holds `count` entries (nvml.h).
+            let v = unsafe { &mut *values.add(i) };
+            v.timestamp = 0;
+            v.latency_usec = 0;
+            match field_value(g, v.field_id, v.scope_id) {
+                Ok((value_type, value)) => {
+                    v.value_type = value_type;
+                    v.value = value;
+                    v.nvml_return = SUCCESS;
+                }
+                Err(e) => v.nvml_return = e,
+            }
+        }
+        Ok(())
     })
 }
 

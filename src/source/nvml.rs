@@ -25,17 +25,27 @@
 //! computed between this collection's sample and the previous one, for
 //! GPUs and MIG instances alike; the first collection has none.
 //!
-//! Not read: NVLink, memory temperature and clock event durations stay
-//! `None`.
+//! Clock-event durations: `nvmlDeviceGetViolationStatus` (cumulative ns)
+//! for the three policies with a counterpart in our reasons: power →
+//! `sw_power_cap`, thermal → `sw_thermal_slowdown`, sync boost →
+//! `sync_boost`. The other reasons stay `None`.
+//!
+//! NVLink bytes (payload, all links, from NVML's KiB counters) and HBM
+//! temperature come from one `nvmlDeviceGetFieldValues` call per GPU; a
+//! field NVML refuses, e.g. on a GPU without NVLink, stays `None`.
+//!
+//! None of these three is read on MIG instances.
 
 mod ffi;
 
 use super::{Source, SourceError};
 use crate::collector::unix_now;
-use crate::snapshot::{CRITICAL_XIDS, Gpu, MigInstance, Readings, TxRx};
+use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, Gpu, MigInstance, Readings, TxRx};
 use ffi::{
-    CLOCK_MEM, CLOCK_SM, Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, GPM_DRAM_BW_UTIL,
-    GPM_SM_OCCUPANCY, GPM_SM_UTIL, GpmSample, Library,
+    CLOCK_MEM, CLOCK_SM, Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, FI_DEV_MEMORY_TEMP,
+    FI_DEV_NVLINK_THROUGHPUT_DATA_RX, FI_DEV_NVLINK_THROUGHPUT_DATA_TX, GPM_DRAM_BW_UTIL,
+    GPM_SM_OCCUPANCY, GPM_SM_UTIL, GpmSample, Library, PERF_POLICY_POWER, PERF_POLICY_SYNC_BOOST,
+    PERF_POLICY_THERMAL, SCOPE_ALL_LINKS,
 };
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -48,6 +58,35 @@ pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// Bytes per NVML PCIe throughput "KB".
 const PCIE_KB: f64 = 1024.0;
+
+/// Bytes per KiB of NVML's NVLink throughput fields.
+const NVLINK_KIB: f64 = 1024.0;
+
+/// Violation policies and the reason each one's time is reported under;
+/// policies without an honest counterpart are not read.
+///
+/// Thermal is taken as software thermal capping (`sw_thermal_slowdown`):
+/// like every policy it counts time the driver held the clocks below the
+/// application clocks, whereas HW slowdown is the hardware cutting the
+/// clocks by half or more (nvml.h's clocks event reasons), which no
+/// policy counts. No source says software or hardware outright: nvml.h
+/// has "how long did thermal violations cause the GPU to be below
+/// application clocks", DCGM's matching field DCGM_FI_DEV_THERMAL_VIOLATION
+/// "Thermal Violation time in usec" (dcgm_fields.h), and dcgm-exporter
+/// "Throttling duration due to thermal constraints".
+const VIOLATIONS: [(u32, &str); 3] = [
+    (PERF_POLICY_POWER, "sw_power_cap"),
+    (PERF_POLICY_THERMAL, "sw_thermal_slowdown"),
+    (PERF_POLICY_SYNC_BOOST, "sync_boost"),
+];
+
+/// What one `nvmlDeviceGetFieldValues` call per GPU asks for, in this
+/// order: NVLink TX and RX over all links, then memory temperature.
+const FIELDS: [(u32, u32); 3] = [
+    (FI_DEV_NVLINK_THROUGHPUT_DATA_TX, SCOPE_ALL_LINKS),
+    (FI_DEV_NVLINK_THROUGHPUT_DATA_RX, SCOPE_ALL_LINKS),
+    (FI_DEV_MEMORY_TEMP, 0),
+];
 
 /// The longest wait between retries, whatever the options say.
 const MAX_RETRY: Duration = Duration::from_secs(24 * 3600);
@@ -493,6 +532,8 @@ fn read_gpu(
         ..Readings::default()
     };
     set_memory(&mut r, p.get("memory", || d.memory()));
+    set_violations(&mut r, d, &mut p);
+    set_fields(&mut r, d, &mut p);
 
     let tx = p.get("pcie tx", || d.pcie_throughput(false));
     let rx = p.get("pcie rx", || d.pcie_throughput(true));
@@ -541,6 +582,36 @@ fn read_gpu(
         readings: r,
         mig,
     }
+}
+
+/// Clock-event seconds for the reasons in [`VIOLATIONS`]; each policy
+/// NVML refuses leaves its reason `None`.
+fn set_violations(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
+    for (policy, reason) in VIOLATIONS {
+        let Some(i) = CLOCK_EVENT_REASONS.iter().position(|&n| n == reason) else {
+            continue;
+        };
+        r.clocks_event_seconds_total[i] = p
+            .get("violation status", || d.violation_ns(policy))
+            .map(|ns| ns as f64 / 1e9);
+    }
+}
+
+/// NVLink bytes and memory temperature from one field-values call. NVLink
+/// needs both directions, so a half-answered pair is left out.
+fn set_fields(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
+    let Some(values) = p.get("field values", || d.field_values(&FIELDS)) else {
+        return;
+    };
+    let mut values = values.into_iter().map(|v| p.get("field value", || v));
+    let (tx, rx, temp) = (values.next(), values.next(), values.next());
+    if let (Some(Some(tx)), Some(Some(rx))) = (tx, rx) {
+        r.nvlink_bytes_total = Some(TxRx {
+            tx: tx * NVLINK_KIB,
+            rx: rx * NVLINK_KIB,
+        });
+    }
+    r.memory_temperature_celsius = temp.flatten();
 }
 
 fn set_memory(r: &mut Readings, m: Option<ffi::Memory>) {
@@ -691,6 +762,13 @@ fn count_xids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn violation_reasons_are_known_reasons() {
+        for (_, reason) in VIOLATIONS {
+            assert!(CLOCK_EVENT_REASONS.contains(&reason), "{reason}");
+        }
+    }
 
     #[test]
     fn mig_profile_is_the_name_suffix() {

@@ -11,7 +11,7 @@
 //! outlive `nvmlShutdown`/`dlclose` nor reach another library instance;
 //! and NVML being safe to call from several threads at once (nvml.h).
 
-use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -43,6 +43,7 @@ impl Error {
     pub const FUNCTION_NOT_FOUND: Error = Error(13);
     pub const GPU_IS_LOST: Error = Error(15);
     pub const ARGUMENT_VERSION_MISMATCH: Error = Error(25);
+    pub const UNKNOWN: Error = Error(999);
 
     pub fn name(self) -> &'static str {
         match self.0 {
@@ -182,6 +183,36 @@ struct GpmMetricsGet {
 }
 const GPM_METRICS_GET_VERSION: c_uint = 1;
 
+/// `nvmlViolationTime_t`: `referenceTime` is a CPU timestamp in µs,
+/// `violationTime` the cumulative time in ns (nvml.h, NVIDIA/go-nvml
+/// gen/nvml/nvml.h, NVML 12.2.140).
+#[repr(C)]
+#[derive(Default)]
+struct ViolationTime {
+    reference_time: c_ulonglong,
+    violation_time: c_ulonglong,
+}
+
+/// `nvmlFieldValue_t` (same header): fieldId, scopeId (`unused` in older
+/// headers, same place), timestamp and latencyUsec (long long), valueType,
+/// the per-field nvmlReturn, then the 8-byte `nvmlValue_t` union, kept
+/// here as its raw bytes and decoded by `valueType`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct FieldValue {
+    field_id: c_uint,
+    scope_id: c_uint,
+    timestamp: c_longlong,
+    latency_usec: c_longlong,
+    value_type: c_uint,
+    nvml_return: Ret,
+    value: c_ulonglong,
+}
+
+const _: () = assert!(size_of::<ViolationTime>() == 16);
+const _: () = assert!(size_of::<FieldValue>() == 40);
+const _: () = assert!(std::mem::offset_of!(FieldValue, value_type) == 24);
+const _: () = assert!(std::mem::offset_of!(FieldValue, value) == 32);
 const _: () = assert!(size_of::<GpmMetric>() == 40);
 const _: () = assert!(std::mem::offset_of!(GpmMetricsGet, metrics) == 24);
 const _: () = assert!(size_of::<PciInfo>() == 68);
@@ -270,6 +301,8 @@ functions! {
     gpm_sample_get = "nvmlGpmSampleGet" fn(RawDevice, RawGpmSample);
     gpm_mig_sample_get = "nvmlGpmMigSampleGet" fn(RawDevice, c_uint, RawGpmSample);
     gpm_metrics_get = "nvmlGpmMetricsGet" fn(*mut GpmMetricsGet);
+    violation_status = "nvmlDeviceGetViolationStatus" fn(RawDevice, c_uint, *mut ViolationTime);
+    field_values = "nvmlDeviceGetFieldValues" fn(RawDevice, c_int, *mut FieldValue);
 }
 
 /// A `dlopen` handle, closed on drop.
@@ -410,6 +443,48 @@ pub struct Memory {
 
 pub const CLOCK_SM: u32 = 1;
 pub const CLOCK_MEM: u32 = 2;
+
+// `nvmlPerfPolicyType_t` (nvml.h, NVIDIA/go-nvml gen/nvml/nvml.h, NVML
+// 12.2.140; the same values in pynvml): each "how long did <policy>
+// cause the GPU to be below application clocks". BOARD_LIMIT = 3,
+// LOW_UTILIZATION = 4, RELIABILITY = 5, TOTAL_APP_CLOCKS = 10 and
+// TOTAL_BASE_CLOCKS = 11 have no counterpart among our reasons.
+pub const PERF_POLICY_POWER: u32 = 0;
+pub const PERF_POLICY_THERMAL: u32 = 1;
+pub const PERF_POLICY_SYNC_BOOST: u32 = 2;
+
+// Field ids (same header; "each ID is only used once and is guaranteed
+// never to change").
+/// `NVML_FI_DEV_MEMORY_TEMP`: "Memory temperature for the device", °C.
+pub const FI_DEV_MEMORY_TEMP: u32 = 82;
+/// `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`: "NVLink TX Data throughput in
+/// KiB", payload only (140/141 add protocol overhead). Despite the name it
+/// is a running total, not a rate: nvml.h gives only the unit, but users
+/// of the field take the difference of two readings.
+pub const FI_DEV_NVLINK_THROUGHPUT_DATA_TX: u32 = 138;
+pub const FI_DEV_NVLINK_THROUGHPUT_DATA_RX: u32 = 139;
+/// The scope id that sums NVLink throughput over all links (nvml.h: "A
+/// scopeId of UINT_MAX returns aggregate value summed up across all
+/// links").
+pub const SCOPE_ALL_LINKS: u32 = u32::MAX;
+
+/// A field value's `nvmlValue_t` read as `valueType` says (nvml.h
+/// `nvmlValueType_t`), as f64. The union's members all start at its first
+/// byte, hence the native-endian prefixes.
+fn decode_value(value_type: u32, raw: u64) -> Result<f64, Error> {
+    let b = raw.to_ne_bytes();
+    let [b0, b1, b2, b3, ..] = b;
+    Ok(match value_type {
+        0 => f64::from_ne_bytes(b),
+        1 => f64::from(u32::from_ne_bytes([b0, b1, b2, b3])),
+        // unsigned long: 64 bits on the LP64 targets this builds for.
+        2 | 3 => raw as f64,
+        4 => i64::from_ne_bytes(b) as f64,
+        5 => f64::from(i32::from_ne_bytes([b0, b1, b2, b3])),
+        6 => f64::from(u16::from_ne_bytes([b0, b1])),
+        _ => return Err(Error::UNKNOWN),
+    })
+}
 
 /// A GPU or MIG device handle, valid while its library is.
 #[derive(Clone, Copy)]
@@ -632,6 +707,39 @@ impl<'a> Device<'a> {
         self.u64_of(self.fns().event_types)
     }
 
+    /// Cumulative time `policy` (a `PERF_POLICY_*`) held the clocks below
+    /// the application clocks, ns.
+    pub fn violation_ns(&self, policy: u32) -> Result<u64, Error> {
+        let f = present(self.fns().violation_status)?;
+        let mut v = ViolationTime::default();
+        // SAFETY: a live handle of this library, an nvmlPerfPolicyType_t
+        // value (callers pass the constants above), a valid out-pointer.
+        check(unsafe { f(self.raw, policy, &mut v) })?;
+        Ok(v.violation_time)
+    }
+
+    /// The field values `(field id, scope id)` in one call, each with its
+    /// own outcome; the call itself failing fails them all.
+    pub fn field_values(&self, ids: &[(u32, u32)]) -> Result<Vec<Result<f64, Error>>, Error> {
+        let f = present(self.fns().field_values)?;
+        let n = c_int::try_from(ids.len()).map_err(|_| Error::INVALID_ARGUMENT)?;
+        let mut values: Vec<FieldValue> = ids
+            .iter()
+            .map(|&(field_id, scope_id)| FieldValue {
+                field_id,
+                scope_id,
+                ..FieldValue::default()
+            })
+            .collect();
+        // SAFETY: a live handle of this library; values holds n structs
+        // with their ids set, as the call requires.
+        check(unsafe { f(self.raw, n, values.as_mut_ptr()) })?;
+        Ok(values
+            .iter()
+            .map(|v| check(v.nvml_return).and_then(|()| decode_value(v.value_type, v.value)))
+            .collect())
+    }
+
     /// Whether GPM metrics can be read (Hopper and later).
     pub fn gpm_supported(&self) -> Result<bool, Error> {
         let f = present(self.fns().gpm_query_support)?;
@@ -823,5 +931,24 @@ impl Drop for GpmSample {
             // again.
             unsafe { free(self.raw) };
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_values_decode_by_their_type() {
+        assert_eq!(decode_value(0, 2.5f64.to_bits()), Ok(2.5));
+        let ui = u64::from_ne_bytes([71, 0, 0, 0, 0xAA, 0xBB, 0xCC, 0xDD]);
+        assert_eq!(decode_value(1, ui), Ok(71.0));
+        assert_eq!(decode_value(3, 1 << 40), Ok((1u64 << 40) as f64));
+        assert_eq!(decode_value(4, (-5i64) as u64), Ok(-5.0));
+        let si = u64::from_ne_bytes([0xFE, 0xFF, 0xFF, 0xFF, 9, 9, 9, 9]);
+        assert_eq!(decode_value(5, si), Ok(-2.0));
+        let us = u64::from_ne_bytes([3, 1, 9, 9, 9, 9, 9, 9]);
+        assert_eq!(decode_value(6, us), Ok(259.0));
+        assert_eq!(decode_value(7, 0), Err(Error::UNKNOWN));
     }
 }
