@@ -665,9 +665,11 @@ impl Sim {
             }
         }
         xids.sort_unstable();
-        let last_xid = periodic
-            .filter(|&(_, n)| n > 0)
-            .map(|(_, n)| self.xid_origin() + n as f64 * g.periodic_xid.unwrap().1);
+        let last_xid = g
+            .periodic_xid
+            .zip(periodic)
+            .filter(|&(_, (_, n))| n > 0)
+            .map(|((_, every), (_, n))| self.xid_origin() + n as f64 * every);
         gpu.readings = Readings {
             temperature_celsius: Some(g.temp),
             memory_temperature_celsius: Some(g.mem_temp),
