@@ -151,6 +151,9 @@ pub fn check_scenario_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    if !strict_json(text) {
+        return;
+    }
     let Ok(scenario) = Scenario::parse(text) else {
         return;
     };
@@ -188,6 +191,9 @@ pub fn check_rules_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
+    if !strict_json(text) {
+        return;
+    }
     let Ok(rules) = alerts::file::load(text) else {
         return;
     };
@@ -287,4 +293,146 @@ pub fn check_kmsg_xid(data: &[u8]) {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(per_bus, counted, "per-GPU counts vs total");
+}
+
+/// Whether `text` is one JSON value (RFC 8259: no comments, no control
+/// characters in strings, nesting at most 64 deep) and nothing else.
+///
+/// The JSON targets only feed nanoserde strict JSON because nanoserde
+/// 0.2.1 hangs or panics on some malformed input when it skips a key the
+/// target struct does not have (`{"x":[` loops forever, `{"x":}` panics
+/// with `unimplemented!`; see `tests/fuzz_regressions.rs`). Every check
+/// the exporter itself makes on a file is reachable with valid JSON.
+pub fn strict_json(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut i = 0;
+    value(b, &mut i, 0) && {
+        ws(b, &mut i);
+        i == b.len()
+    }
+}
+
+fn ws(b: &[u8], i: &mut usize) {
+    while b
+        .get(*i)
+        .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        *i += 1;
+    }
+}
+
+fn eat(b: &[u8], i: &mut usize, c: u8) -> bool {
+    ws(b, i);
+    let ok = b.get(*i) == Some(&c);
+    *i += usize::from(ok);
+    ok
+}
+
+fn value(b: &[u8], i: &mut usize, depth: usize) -> bool {
+    ws(b, i);
+    match b.get(*i) {
+        Some(b'{') if depth < 64 => {
+            *i += 1;
+            if eat(b, i, b'}') {
+                return true;
+            }
+            loop {
+                ws(b, i);
+                if !(string(b, i) && eat(b, i, b':') && value(b, i, depth + 1)) {
+                    return false;
+                }
+                if eat(b, i, b'}') {
+                    return true;
+                }
+                if !eat(b, i, b',') {
+                    return false;
+                }
+            }
+        }
+        Some(b'[') if depth < 64 => {
+            *i += 1;
+            if eat(b, i, b']') {
+                return true;
+            }
+            loop {
+                if !value(b, i, depth + 1) {
+                    return false;
+                }
+                if eat(b, i, b']') {
+                    return true;
+                }
+                if !eat(b, i, b',') {
+                    return false;
+                }
+            }
+        }
+        Some(b'"') => string(b, i),
+        Some(b't') => literal(b, i, b"true"),
+        Some(b'f') => literal(b, i, b"false"),
+        Some(b'n') => literal(b, i, b"null"),
+        Some(b'-' | b'0'..=b'9') => number(b, i),
+        _ => false,
+    }
+}
+
+fn literal(b: &[u8], i: &mut usize, word: &[u8]) -> bool {
+    let ok = b[*i..].starts_with(word);
+    *i += if ok { word.len() } else { 0 };
+    ok
+}
+
+fn string(b: &[u8], i: &mut usize) -> bool {
+    if b.get(*i) != Some(&b'"') {
+        return false;
+    }
+    *i += 1;
+    loop {
+        match b.get(*i) {
+            None | Some(0..=0x1f) => return false,
+            Some(b'"') => {
+                *i += 1;
+                return true;
+            }
+            Some(b'\\') => match b.get(*i + 1) {
+                Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => *i += 2,
+                Some(b'u')
+                    if b.len() >= *i + 6 && b[*i + 2..*i + 6].iter().all(u8::is_ascii_hexdigit) =>
+                {
+                    *i += 6
+                }
+                _ => return false,
+            },
+            Some(_) => *i += 1,
+        }
+    }
+}
+
+fn number(b: &[u8], i: &mut usize) -> bool {
+    let digits = |i: &mut usize| {
+        let start = *i;
+        while b.get(*i).is_some_and(u8::is_ascii_digit) {
+            *i += 1;
+        }
+        *i > start
+    };
+    *i += usize::from(b.get(*i) == Some(&b'-'));
+    if b.get(*i) == Some(&b'0') {
+        *i += 1;
+    } else if !digits(i) {
+        return false;
+    }
+    if b.get(*i) == Some(&b'.') {
+        *i += 1;
+        if !digits(i) {
+            return false;
+        }
+    }
+    if matches!(b.get(*i), Some(b'e' | b'E')) {
+        *i += 1;
+        *i += usize::from(matches!(b.get(*i), Some(b'+' | b'-')));
+        if !digits(i) {
+            return false;
+        }
+    }
+    true
 }

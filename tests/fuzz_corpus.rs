@@ -40,3 +40,49 @@ fn every_corpus_has_a_target() {
         );
     }
 }
+
+/// The JSON targets feed nanoserde only strict JSON (`checks::strict_json`);
+/// no JSON seed may be skipped by that filter.
+#[test]
+fn json_seeds_are_strict_json() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus");
+    for target in ["scenario_json", "rules_json"] {
+        for entry in std::fs::read_dir(root.join(target)).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert!(checks::strict_json(&text), "{} is skipped", path.display());
+        }
+    }
+}
+
+#[test]
+fn strict_json_takes_json_only() {
+    for ok in [
+        "{}",
+        " [1, -0.5e+3, \"a\\u00e9\\n\", true, false, null, {\"k\": []}] ",
+        "0",
+    ] {
+        assert!(checks::strict_json(ok), "{ok:?}");
+    }
+    for bad in [
+        "",
+        r#"{"x":["#,
+        r#"{"x":}"#,
+        r#"{"x":,}"#,
+        "[1,]",
+        "{\"a\":1}x",
+        "\"a\u{1}\"",
+        "01",
+        "1.",
+        "// c\n{}",
+        "tru",
+        &format!("{}{}", "[".repeat(65), "]".repeat(65)),
+    ] {
+        assert!(!checks::strict_json(bad), "{bad:?}");
+    }
+    assert!(checks::strict_json(&format!(
+        "{}{}",
+        "[".repeat(64),
+        "]".repeat(64)
+    )));
+}
