@@ -1,0 +1,312 @@
+//! The fuzz targets' bodies: one `check_*` function per target, each
+//! asserting invariants rather than only "no crash".
+//!
+//! Shared by the cargo-fuzz targets (`fuzz/fuzz_targets/*.rs`) and by the
+//! corpus replay test of the main crate (`tests/fuzz_corpus.rs`), which
+//! both take this file in with `#[path = ...] mod checks;`, so stable CI
+//! runs exactly the code the fuzzer runs.
+
+use gpu_exporter::alerts;
+use gpu_exporter::collector::{Collector, Latest};
+use gpu_exporter::exposition::{self, Format};
+use gpu_exporter::http::Context;
+use gpu_exporter::http::conn::{self, MAX_HEAD};
+use gpu_exporter::snapshot::Snapshot;
+use gpu_exporter::source::Source;
+use gpu_exporter::source::kmsg::{self, XidCounter};
+use gpu_exporter::source::sim::{Scenario, Sim};
+use gpu_exporter::source::{smi, workload};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The simulator's clock origin for every check: fixed, so runs repeat.
+const T0: f64 = 1_800_000_000.0;
+
+/// A target's body: panics when an invariant does not hold.
+pub type Check = fn(&[u8]);
+
+/// Every target by its directory name under `fuzz/corpus/`.
+pub const TARGETS: &[(&str, Check)] = &[
+    ("http_request", check_http_request),
+    ("accept", check_accept),
+    ("scenario_json", check_scenario_json),
+    ("rules_json", check_rules_json),
+    ("smi_csv", check_smi_csv),
+    ("kmsg_xid", check_kmsg_xid),
+    ("workload_json", check_workload_json),
+];
+
+/// One context for every request: the default fleet, collected once.
+fn context() -> &'static Context {
+    static CTX: OnceLock<Context> = OnceLock::new();
+    CTX.get_or_init(|| {
+        let source = Box::new(Sim::new(Scenario::default_fleet(), T0));
+        let evaluator = alerts::Evaluator::new(alerts::rules::defaults());
+        let mut collector = Collector::new(
+            source,
+            evaluator,
+            Duration::from_secs(5),
+            Duration::from_secs(60),
+        );
+        let first = collector.collect_at(T0, true);
+        Context {
+            latest: Arc::new(Latest::new(first)),
+            telemetry_path: "/metrics".into(),
+            runbook_base: "https://runbooks.example/".into(),
+            max_age: Duration::from_secs(16),
+        }
+    })
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len())
+        .any(|w| w.eq_ignore_ascii_case(needle))
+}
+
+/// `http_request`: the request parser and router, fed the way a
+/// connection feeds them (at most `MAX_HEAD` bytes, pipelined requests
+/// answered in turn while the connection is kept alive).
+pub fn check_http_request(data: &[u8]) {
+    let ctx = context();
+    let mut buf = &data[..data.len().min(MAX_HEAD)];
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let Some(a) = conn::answer(buf, ctx, &mut out) else {
+            return;
+        };
+        assert!(a.consumed > 0, "consumed nothing of {buf:?}");
+        assert!(
+            a.consumed <= buf.len(),
+            "consumed {} of {}",
+            a.consumed,
+            buf.len()
+        );
+        assert!(
+            a.range.start <= a.range.end && a.range.end <= out.len(),
+            "range {:?} outside {} bytes",
+            a.range,
+            out.len()
+        );
+        let resp = &out[a.range.clone()];
+        assert!(resp.starts_with(b"HTTP/1.1 "), "response {resp:?}");
+        let head_len = find(resp, b"\r\n\r\n").expect("a response head ends with a blank line") + 4;
+        let (head, body) = resp.split_at(head_len);
+        let head = std::str::from_utf8(head).expect("an ASCII response head");
+        let lengths: Vec<&str> = head
+            .split("\r\n")
+            .filter_map(|l| l.strip_prefix("Content-Length: "))
+            .collect();
+        assert_eq!(lengths.len(), 1, "Content-Length headers in {head:?}");
+        let length: usize = lengths[0].parse().expect("a numeric Content-Length");
+        let head_request = buf.trim_ascii_start().starts_with(b"HEAD ");
+        if body.is_empty() && length > 0 {
+            assert!(
+                head_request,
+                "an empty body for {length} bytes, not HEAD: {head:?}"
+            );
+        } else {
+            assert_eq!(body.len(), length, "Content-Length in {head:?}");
+        }
+        assert_eq!(
+            head.contains("\r\nConnection: close\r\n"),
+            !a.keep_alive,
+            "Connection header vs keep-alive in {head:?}"
+        );
+        if !a.keep_alive {
+            return;
+        }
+        buf = &buf[a.consumed..];
+    }
+}
+
+/// `accept`: content negotiation. OpenMetrics only when asked for by name.
+pub fn check_accept(data: &[u8]) {
+    let format = Format::negotiate(Some(data));
+    if format == Format::OpenMetrics {
+        assert!(
+            contains_ignore_case(data, b"application/openmetrics-text"),
+            "OpenMetrics for {data:?}"
+        );
+    }
+    assert_eq!(Format::negotiate(Some(data)), format, "deterministic");
+}
+
+/// Checks a render of `snapshot` in both formats.
+fn check_render(snapshot: &Snapshot) {
+    let mut out = Vec::new();
+    for format in [Format::Text, Format::OpenMetrics] {
+        out.clear();
+        exposition::render(snapshot, format, Instant::now(), &mut out);
+        let text = std::str::from_utf8(&out).expect("exposition is UTF-8");
+        assert!(text.ends_with('\n'), "{format:?} ends without a newline");
+        assert_eq!(
+            text.ends_with("# EOF\n"),
+            format == Format::OpenMetrics,
+            "{format:?}: # EOF"
+        );
+    }
+}
+
+/// `scenario_json`: a scenario file; a valid one is simulated once and
+/// rendered.
+pub fn check_scenario_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(scenario) = Scenario::parse(text) else {
+        return;
+    };
+    // A `hang` incident sleeps for real (up to a year): collect before
+    // serving starts, where no incident has happened yet, when there is
+    // one; otherwise an hour in, after any incident at under an hour.
+    let at = if format!("{scenario:?}").contains("Hang(") {
+        T0 - 1.0
+    } else {
+        T0 + 3600.0
+    };
+    let mut sim = Sim::new(scenario, T0);
+    let snapshot = match sim.collect(at) {
+        Ok(gpus) => Snapshot {
+            gpus,
+            models: sim.models(),
+            source: sim.name(),
+            at,
+            published: Instant::now(),
+            collect_duration: Duration::ZERO,
+            error: None,
+            process: Default::default(),
+        },
+        Err(e) => Snapshot {
+            error: Some(e.0),
+            ..Snapshot::empty(sim.name())
+        },
+    };
+    check_render(&snapshot);
+}
+
+/// `rules_json`: a rules file merged into the defaults; a valid one is
+/// written out as a Prometheus rule file.
+pub fn check_rules_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(rules) = alerts::file::load(text) else {
+        return;
+    };
+    let yaml = alerts::promql::rule_file(&rules, "x/");
+    assert!(yaml.starts_with("# Generated"), "{yaml:?}");
+}
+
+/// `workload_json`: one workload allocator stats file; a valid one holds
+/// whole byte counts within the reserved pool.
+pub fn check_workload_json(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match workload::parse(text) {
+        Ok(s) => {
+            assert!(s.allocated_bytes <= s.reserved_bytes, "{s:?}");
+            assert!(s.largest_free_bytes <= s.reserved_bytes, "{s:?}");
+            assert!(!s.gpu_uuid.is_empty(), "{s:?}");
+        }
+        Err(e) => assert!(!e.contains('\n'), "an error of more than one line: {e:?}"),
+    }
+}
+
+/// A parsed fleet: GPUs in strictly increasing index order.
+fn check_smi(text: &str, fields: &[&str]) {
+    match smi::parse(text, fields) {
+        Ok(gpus) => {
+            assert!(!gpus.is_empty(), "Ok without GPUs");
+            assert!(
+                gpus.windows(2).all(|w| w[0].index < w[1].index),
+                "GPU indexes not strictly increasing"
+            );
+        }
+        Err(e) => assert!(!e.contains('\n'), "an error of more than one line: {e:?}"),
+    }
+}
+
+/// `smi_csv`: nvidia-smi `--query-gpu` CSV, with the full field list and
+/// with a short one.
+pub fn check_smi_csv(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    check_smi(text, smi::FIELDS);
+    check_smi(text, &["index", "temperature.gpu", "power.draw"]);
+}
+
+/// A bus id as `normalize_bus_id` returns it: `DDDDDDDD:BB:DD.F`, upper
+/// case, and normalising it again changes nothing.
+fn check_bus_id(id: &str) {
+    let b = id.as_bytes();
+    let hex = |r: std::ops::Range<usize>| {
+        b[r].iter()
+            .all(|c| c.is_ascii_digit() || (b'A'..=b'F').contains(c))
+    };
+    assert!(
+        b.len() == 16
+            && b[8] == b':'
+            && b[11] == b':'
+            && b[14] == b'.'
+            && hex(0..8)
+            && hex(9..11)
+            && hex(12..14)
+            && hex(15..16),
+        "bus id {id:?}"
+    );
+    assert_eq!(
+        kmsg::normalize_bus_id(id).as_deref(),
+        Some(id),
+        "not idempotent"
+    );
+}
+
+/// `kmsg_xid`: kernel log lines through the line splitter, the Xid and bus
+/// id parsers and the counter.
+pub fn check_kmsg_xid(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut counter = XidCounter::new();
+    counter.set_boot_time(T0);
+    let mut counted = 0u64;
+    for line in text.split('\n') {
+        let split = kmsg::split_line(line);
+        let (start, end) = (line.as_ptr() as usize, line.as_ptr() as usize + line.len());
+        let m = split.message.as_ptr() as usize;
+        assert!(
+            start <= m && m + split.message.len() <= end,
+            "message is not part of the line"
+        );
+        if let Some(x) = kmsg::parse_xid(split.message) {
+            check_bus_id(&x.bus_id);
+        }
+        if let Some(id) = kmsg::normalize_bus_id(line) {
+            check_bus_id(&id);
+        }
+        if let Some(x) = counter.feed_line(line) {
+            check_bus_id(&x.bus_id);
+            assert!(
+                counter
+                    .counts(&x.bus_id)
+                    .iter()
+                    .any(|&(c, n)| c == x.code && n > 0)
+            );
+            counted += 1;
+        }
+    }
+    assert_eq!(counter.total(), counted, "total vs Xid counted");
+    let per_bus: u64 = counter
+        .bus_ids()
+        .iter()
+        .flat_map(|b| counter.counts(b))
+        .map(|(_, n)| n)
+        .sum();
+    assert_eq!(per_bus, counted, "per-GPU counts vs total");
+}
