@@ -3,10 +3,10 @@
 //!
 //! - our code (parse, route, render, response head) allocates nothing after
 //!   warm-up, over 10,000 mixed requests;
-//! - the server thread as a whole (our code plus smol's executor and
-//!   async-io's reactor) allocates at most a small constant per request,
-//!   whatever the fleet or body size, over 10,000 keep-alive requests to
-//!   the real server on a loopback socket;
+//! - the whole process (our code plus smol's executor and async-io's
+//!   reactor, on whichever thread runs it) allocates at most a small
+//!   constant per request, whatever the fleet or body size, over 10,000
+//!   keep-alive requests to the real server on a loopback socket;
 //! - accepting a connection allocates a bounded amount.
 
 use gpu_exporter::alerts::{Evaluator, rules::defaults};
@@ -18,12 +18,12 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 #[path = "support/counting.rs"]
 mod counting;
-use counting::{Counting, counting, so_far, taken};
+use counting::{Counting, count, count_process, exclude_this_thread};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -85,14 +85,14 @@ fn our_request_path_allocates_nothing_after_warm_up() {
         for r in &requests {
             answer(r.as_bytes(), &ctx, &mut out).unwrap();
         }
-        counting(true);
         let mut bytes = 0;
-        for i in 0..10_000 {
-            let a = answer(requests[i % 5].as_bytes(), &ctx, &mut out).unwrap();
-            bytes += a.range.len();
-        }
-        counting(false);
-        assert_eq!(taken(), 0, "{gpus} GPUs: our code allocated");
+        let allocations = count(|| {
+            for i in 0..10_000 {
+                let a = answer(requests[i % 5].as_bytes(), &ctx, &mut out).unwrap();
+                bytes += a.range.len();
+            }
+        });
+        assert_eq!(allocations, 0, "{gpus} GPUs: our code allocated");
         assert!(bytes > 10_000 * 100);
     }
 }
@@ -125,48 +125,39 @@ fn read_one(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool) {
     }
 }
 
-/// Serves on a thread whose every allocation is counted from the start;
-/// returns the address, a stop flag and the thread.
-fn serve(
-    gpus: usize,
-) -> (
-    String,
-    Arc<AtomicBool>,
-    Arc<AtomicUsize>,
-    std::thread::JoinHandle<()>,
-) {
+/// Serves on a thread of its own; returns the address, a stop flag and
+/// the thread.
+fn serve(gpus: usize) -> (String, Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let stop = Arc::new(AtomicBool::new(false));
-    let count = Arc::new(AtomicUsize::new(0));
-    let (stop2, count2) = (stop.clone(), count.clone());
+    let stop2 = stop.clone();
     let thread = std::thread::spawn(move || {
         let server = Rc::new(Server::new(context(gpus), Limits::default()));
         let listener = async_io::Async::new(listener).unwrap();
         let ex = smol::LocalExecutor::new();
         let until_stopped = async {
             while !stop2.load(Ordering::Relaxed) {
-                async_io::Timer::after(Duration::from_millis(20)).await;
-                // Publish the running count for the client to sample.
-                count2.store(so_far(), Ordering::Relaxed);
+                async_io::Timer::after(Duration::from_millis(50)).await;
             }
         };
-        counting(true);
         smol::block_on(ex.run(smol::future::or(until_stopped, async {
             gpu_exporter::http::server::serve(&ex, listener, server).await
         })));
-        counting(false);
     });
-    (addr, stop, count, thread)
+    (addr, stop, thread)
 }
 
-/// Allocations the server thread makes over `n` keep-alive requests,
-/// sampled once it is warm.
-fn server_allocations(gpus: usize, n: usize) -> f64 {
-    let (addr, stop, count, thread) = serve(gpus);
+/// Allocations the whole process (the server thread, async-io's own
+/// thread, everything but this client) makes per keep-alive request, once
+/// warm. Which thread runs the reactor varies, so only the process-wide
+/// count is steady.
+fn process_allocations(gpus: usize, n: usize) -> f64 {
+    exclude_this_thread();
+    let (addr, stop, thread) = serve(gpus);
     let mut s = TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut buf = Vec::new();
+    let mut buf = Vec::with_capacity(1 << 20);
     let mut round = |i: usize, s: &mut TcpStream| {
         s.write_all(request(i).as_bytes()).unwrap();
         read_one(s, &mut buf, i % 5 == 2);
@@ -174,27 +165,27 @@ fn server_allocations(gpus: usize, n: usize) -> f64 {
     for i in 0..500 {
         round(i, &mut s);
     }
-    std::thread::sleep(Duration::from_millis(50));
-    let before = count.load(Ordering::Relaxed);
-    for i in 0..n {
-        round(i, &mut s);
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    let after = count.load(Ordering::Relaxed);
+    let total = count_process(|| {
+        for i in 0..n {
+            round(i, &mut s);
+        }
+    });
     stop.store(true, Ordering::Relaxed);
     drop(s);
     thread.join().unwrap();
-    (after - before) as f64 / n as f64
+    total as f64 / n as f64
 }
 
 #[test]
-fn the_whole_server_thread_allocates_a_small_constant_per_request() {
+fn the_whole_process_allocates_a_small_constant_per_request() {
     let _turn = turn();
-    let small = server_allocations(1, 10_000);
-    let large = server_allocations(64, 10_000);
-    println!("allocations per request on the server thread: 1 GPU {small:.3}, 64 GPUs {large:.3}");
-    assert!(small <= 3.0, "{small} per request with 1 GPU");
-    assert!(large <= 3.0, "{large} per request with 64 GPUs");
+    let small = process_allocations(1, 10_000);
+    let large = process_allocations(64, 10_000);
+    println!("allocations per request, whole process: 1 GPU {small:.3}, 64 GPUs {large:.3}");
+    // All of them async-io's: about two reactor turns per request, each
+    // splitting its timer map and building a waker Vec. Measured 4.0.
+    assert!(small <= 5.0, "{small} per request with 1 GPU");
+    assert!(large <= 5.0, "{large} per request with 64 GPUs");
     // It does not grow with the fleet or the body (a few hundred KB here).
     assert!(large <= small + 0.5, "{large} (64 GPUs) vs {small} (1 GPU)");
 }
@@ -202,8 +193,9 @@ fn the_whole_server_thread_allocates_a_small_constant_per_request() {
 #[test]
 fn accepting_a_connection_allocates_a_bounded_amount() {
     let _turn = turn();
-    let (addr, stop, count, thread) = serve(1);
-    let mut buf = Vec::new();
+    exclude_this_thread();
+    let (addr, stop, thread) = serve(1);
+    let mut buf = Vec::with_capacity(1 << 16);
     let mut one = || {
         let mut s = TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -213,13 +205,12 @@ fn accepting_a_connection_allocates_a_bounded_amount() {
     for _ in 0..50 {
         one();
     }
-    std::thread::sleep(Duration::from_millis(50));
-    let before = count.load(Ordering::Relaxed);
-    for _ in 0..1000 {
-        one();
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    let per = (count.load(Ordering::Relaxed) - before) as f64 / 1000.0;
+    let per = count_process(|| {
+        for _ in 0..1000 {
+            one();
+        }
+    }) as f64
+        / 1000.0;
     stop.store(true, Ordering::Relaxed);
     thread.join().unwrap();
     println!("allocations per connection (accept, one request, close): {per:.2}");

@@ -6,18 +6,41 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 pub struct Counting;
 
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
     static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+    static EXCLUDED: Cell<bool> = const { Cell::new(false) };
 }
+
+/// Process-wide counting: every thread but the excluded ones.
+static PROCESS: AtomicBool = AtomicBool::new(false);
+static PROCESS_ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
 
 fn note() {
     if COUNTING.try_with(Cell::get).unwrap_or(false) {
         let _ = ALLOCATIONS.try_with(|n| n.set(n.get() + 1));
     }
+    if PROCESS.load(Ordering::Relaxed) && !EXCLUDED.try_with(Cell::get).unwrap_or(true) {
+        PROCESS_ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Leaves this thread (a test's client, say) out of process-wide counts.
+pub fn exclude_this_thread() {
+    EXCLUDED.with(|e| e.set(true));
+}
+
+/// Allocations by every thread but the excluded ones while `f` runs.
+pub fn count_process(f: impl FnOnce()) -> usize {
+    let before = PROCESS_ALLOCATIONS.load(Ordering::Relaxed);
+    PROCESS.store(true, Ordering::Relaxed);
+    f();
+    PROCESS.store(false, Ordering::Relaxed);
+    PROCESS_ALLOCATIONS.load(Ordering::Relaxed) - before
 }
 
 /// Turns counting on or off for this thread.
