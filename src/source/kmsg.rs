@@ -453,9 +453,6 @@ fn parse_btime(stat: &str) -> Option<f64> {
     line.trim().parse::<u64>().ok().map(|t| t as f64)
 }
 
-/// `O_NONBLOCK` on Linux: a read of `/dev/kmsg` with nothing new returns
-/// EAGAIN instead of waiting for the next message.
-const O_NONBLOCK: i32 = 0o4000;
 const EPIPE: i32 = 32;
 /// Bytes for one read of `/dev/kmsg`: a record (with its continuation
 /// lines) is at most 8 KiB, and a smaller buffer fails with EINVAL.
@@ -500,7 +497,9 @@ impl KmsgReader {
         }
         let mut file = OpenOptions::new()
             .read(true)
-            .custom_flags(O_NONBLOCK)
+            // A read of /dev/kmsg with nothing new returns EAGAIN instead
+            // of blocking the collector.
+            .custom_flags(super::O_NONBLOCK)
             .open(&self.path)?;
         if file.metadata()?.file_type().is_char_device() {
             let result = read_records(&mut file, counter);

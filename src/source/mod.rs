@@ -9,6 +9,10 @@ pub mod smi;
 pub mod workload;
 
 use crate::snapshot::{Gpu, Model};
+
+/// `O_NONBLOCK` on Linux (x86-64 and aarch64), for files that must never
+/// block the collector: std has no constant for it.
+pub(crate) const O_NONBLOCK: i32 = 0o4000;
 use std::fmt;
 
 /// Why a collection failed. The message reaches the log and `/readyz`.

@@ -75,7 +75,7 @@ use nanoserde::{DeJsonState, DeJsonTok};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -290,10 +290,19 @@ impl WorkloadStats {
             let parsed = match &meta {
                 Err(e) => Err(format!("unreadable: {e}")),
                 Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
-                Ok(m) => match fs::File::open(path) {
+                // Non-blocking, and checked again once open: a FIFO swapped
+                // in after the stat must not block the collector.
+                Ok(m) => match fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(super::O_NONBLOCK)
+                    .open(path)
+                {
                     // Deleted since the stat: gone, not bad.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
                     Err(e) => Err(format!("unreadable: {e}")),
+                    Ok(file) if !file.metadata().is_ok_and(|m| m.is_file()) => {
+                        Err("not a regular file".to_string())
+                    }
                     Ok(file) => read(file, m.len()),
                 },
             };
@@ -1032,6 +1041,23 @@ mod tests {
         // One that grew past the limit since its stat is refused too.
         let grown = fs::File::open(d.0.join("over.json")).unwrap();
         assert!(read(grown, MAX_FILE_BYTES).unwrap_err().contains("at most"));
+    }
+
+    #[test]
+    fn a_fifo_never_blocks_the_collector() {
+        let d = Dir::new("fifo");
+        let t = now();
+        d.put("good.json", &doc(GPU0, GIB, 0, 0, t));
+        let fifo = d.0.join("pipe.json");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        if !made.is_ok_and(|s| s.success()) {
+            eprintln!("SKIP: mkfifo failed");
+            return;
+        }
+        let started = std::time::Instant::now();
+        let out = d.stats().apply(t, &mut fleet());
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!((out.applied, out.rejected), (1, 1));
     }
 
     #[test]
