@@ -7,7 +7,7 @@
 
 use super::router::{self, Context, Method, Request, Response, Status};
 use super::server::Server;
-use async_io::{Async, Timer};
+use async_io::Async;
 use smol::future::FutureExt;
 use smol::io::{AsyncReadExt, AsyncWriteExt};
 use std::io::{Cursor, Write};
@@ -155,11 +155,17 @@ fn respond(
     })
 }
 
-/// Races `fut` against a deadline; `None` when the deadline came first.
-async fn before<T>(deadline: Instant, fut: impl Future<Output = T>) -> Option<T> {
+/// Races `fut` against connection `id`'s deadline; `None` when the
+/// deadline came first.
+async fn before<T>(
+    srv: &Server,
+    id: u64,
+    deadline: Instant,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
     async { Some(fut.await) }
         .or(async {
-            Timer::at(deadline).await;
+            srv.deadlines.sleep(id, deadline).await;
             None
         })
         .await
@@ -188,7 +194,7 @@ pub async fn serve(stream: Rc<Async<TcpStream>>, id: u64, srv: Rc<Server>) {
             };
             if let Some(a) = answered {
                 let deadline = Instant::now() + limits.write_timeout;
-                let sent = before(deadline, (&*stream).write_all(&out[a.range])).await;
+                let sent = before(&srv, id, deadline, (&*stream).write_all(&out[a.range])).await;
                 drop(request);
                 srv.put_outbuf(out);
                 if !matches!(sent, Some(Ok(()))) || !a.keep_alive {
@@ -204,7 +210,7 @@ pub async fn serve(stream: Rc<Async<TcpStream>>, id: u64, srv: Rc<Server>) {
                 srv.put_inbuf(std::mem::take(&mut inbuf));
                 srv.set_idle(id, true);
                 let idle = Instant::now() + limits.idle_timeout;
-                let ready = before(idle, stream.readable()).await;
+                let ready = before(&srv, id, idle, stream.readable()).await;
                 if !matches!(ready, Some(Ok(()))) {
                     break;
                 }
@@ -219,7 +225,14 @@ pub async fn serve(stream: Rc<Async<TcpStream>>, id: u64, srv: Rc<Server>) {
             // (a full MAX_HEAD was refused by the parser above).
             inbuf.resize((inbuf.len() * 2).min(MAX_HEAD), 0);
         }
-        match before(head_deadline, (&*stream).read(&mut inbuf[filled..])).await {
+        match before(
+            &srv,
+            id,
+            head_deadline,
+            (&*stream).read(&mut inbuf[filled..]),
+        )
+        .await
+        {
             Some(Ok(n)) if n > 0 => {
                 if filled == 0 {
                     srv.set_idle(id, false);

@@ -2,6 +2,7 @@
 //! the routes. No framework.
 
 pub mod conn;
+pub mod deadline;
 pub mod router;
 pub mod runbooks;
 pub mod server;

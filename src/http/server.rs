@@ -2,6 +2,7 @@
 //! registry of open connections, and pools of buffers, so that an idle
 //! keep-alive connection holds no buffer at all.
 
+use super::deadline::Deadlines;
 use super::{Context, conn};
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
@@ -9,6 +10,7 @@ use std::cell::{Cell, RefCell};
 use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -56,6 +58,8 @@ pub const FIRST_HEAD: usize = 1024;
 pub struct Server {
     pub ctx: Context,
     pub limits: Limits,
+    /// The connections' header, idle and write deadlines.
+    pub deadlines: Arc<Deadlines>,
     conns: RefCell<Vec<Slot>>,
     next_id: Cell<u64>,
     in_flight: Cell<usize>,
@@ -66,6 +70,7 @@ pub struct Server {
 impl Server {
     pub fn new(ctx: Context, limits: Limits) -> Server {
         Server {
+            deadlines: Deadlines::start(limits.max_connections),
             conns: RefCell::new(Vec::with_capacity(limits.max_connections)),
             ctx,
             limits,
