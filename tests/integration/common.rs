@@ -30,22 +30,8 @@ impl Exporter {
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn gpu-exporter");
-        // Read stderr on a thread until the serving line names the port.
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.split("serving GPU metrics on http://").nth(1) {
-                    let _ = tx.send(url.split('/').next().unwrap().to_string());
-                }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
-        let hostport = rx
+        let (log, hostport) = watch_log(child.stderr.take().unwrap());
+        let hostport = hostport
             .recv_timeout(Duration::from_secs(20))
             .expect("exporter logged its address");
         Exporter {
@@ -141,6 +127,27 @@ impl Drop for Exporter {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Keeps an exporter's log, read on a thread, and sends the `host:port`
+/// its serving line names.
+pub fn watch_log(
+    stderr: impl Read + Send + 'static,
+) -> (Arc<Mutex<String>>, mpsc::Receiver<String>) {
+    let (tx, rx) = mpsc::channel();
+    let log = Arc::new(Mutex::new(String::new()));
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("serving GPU metrics on http://").nth(1) {
+                let _ = tx.send(url.split('/').next().unwrap_or_default().to_string());
+            }
+            let mut log = sink.lock().unwrap();
+            log.push_str(&line);
+            log.push('\n');
+        }
+    });
+    (log, rx)
 }
 
 pub fn send(s: &mut TcpStream, method: &str, path: &str, headers: &[(&str, &str)]) {

@@ -5,16 +5,16 @@
 //! container engine) and scraped from here over 127.0.0.1. Each test has a
 //! buildah storage of its own, removed at its end.
 
-use crate::common::{Response, have, read_response, send};
+use crate::common::{Response, have, read_response, send, watch_log};
 use crate::sources::fake_nvml::Fixture;
 use nanoserde::DeJson;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex, OnceLock, mpsc};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
@@ -332,20 +332,7 @@ impl Buildah {
             .process_group(0);
         let mut child = Group(cmd.spawn().expect("spawn buildah run"));
         // Keep the log for failure messages; the serving line names the port.
-        let log = Arc::new(Mutex::new(String::new()));
-        let (tx, rx) = mpsc::channel();
-        let stderr = child.0.stderr.take().unwrap();
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(url) = line.split("serving GPU metrics on http://").nth(1) {
-                    let _ = tx.send(url.split('/').next().unwrap().to_string());
-                }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
-            }
-        });
+        let (log, rx) = watch_log(child.0.stderr.take().unwrap());
         let hostport = rx
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| {
