@@ -3,12 +3,13 @@
 
 use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Evaluator, Rule, Transition};
+use crate::base::time::unix_now;
 use crate::process;
 use crate::snapshot::Snapshot;
 use crate::source::Source;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// What consumers read: one snapshot and the alerts evaluated from it.
 pub struct Published {
@@ -31,12 +32,6 @@ impl Latest {
     fn set(&self, p: Published) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(p);
     }
-}
-
-pub fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// What SIGHUP hands the collector: new rules, and for the simulator a new

@@ -7,6 +7,8 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::base::time::parse_duration;
+
 pub const USAGE: &str = "\
 gpu-exporter: a tiny Prometheus exporter for NVIDIA GPU fleets
 
@@ -258,44 +260,6 @@ fn parse_listen(s: &str) -> Result<SocketAddr, ConfigError> {
         .ok_or_else(|| bad!("--web.listen-address: {s:?} is not HOST:PORT"))
 }
 
-/// Parses `500ms`, `1s`, `5m`, `1h`, `3d`: a whole number and one unit.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 500ms, 1s, 5m, 1h or 3d"))?;
-    let ms = match unit {
-        "ms" => 1,
-        "s" => 1_000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        "d" => 86_400_000,
-        _ => return Err(format!("{s:?} has no unit of ms, s, m, h or d")),
-    };
-    n.checked_mul(ms)
-        .filter(|&ms| ms <= 365 * 86_400_000)
-        .map(Duration::from_millis)
-        .ok_or_else(|| format!("{s:?} is longer than a year"))
-}
-
-/// Spells a duration the way [`parse_duration`] reads it, in its largest
-/// exact unit (for PromQL and the log).
-pub fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    for (unit, size) in [
-        ("d", 86_400_000),
-        ("h", 3_600_000),
-        ("m", 60_000),
-        ("s", 1_000),
-    ] {
-        if ms >= size && ms.is_multiple_of(size) {
-            return format!("{}{unit}", ms / size);
-        }
-    }
-    format!("{ms}ms")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,29 +268,6 @@ mod tests {
         match parse_args(args.iter().copied())? {
             Command::Run(c) => Ok(*c),
             other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
-        assert_eq!(parse_duration("3d"), Ok(Duration::from_secs(3 * 86400)));
-        for bad in [
-            "",
-            "s",
-            "1",
-            "1.5s",
-            "-1s",
-            "1 s",
-            "1w",
-            "99999999999999999999s",
-            "400d",
-        ] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
-        }
-        for d in ["500ms", "1s", "90s", "5m", "1h", "3d"] {
-            assert_eq!(format_duration(parse_duration(d).unwrap()), d);
         }
     }
 

@@ -5,11 +5,11 @@
 //! the newest one, so a slow source never delays a scrape.
 
 pub mod alerts;
+pub mod base;
 pub mod collector;
 pub mod config;
 pub mod exposition;
 pub mod http;
-pub mod json_keys;
 pub mod logger;
 pub mod process;
 pub mod snapshot;
@@ -18,7 +18,8 @@ pub mod table;
 
 use async_io::Timer;
 use async_signal::{Signal, Signals};
-use collector::{Collector, Latest, unix_now};
+use base::time::unix_now;
+use collector::{Collector, Latest};
 use config::{Config, ConfigError, SourceKind};
 use smol::future::FutureExt;
 use smol::stream::StreamExt;

@@ -1,5 +1,6 @@
 //! The exporter's own `process_*` readings from /proc, into stack buffers.
 
+use crate::base::time::boot_time;
 use crate::snapshot::ProcessStats;
 use std::fs::File;
 use std::io::Read;
@@ -42,11 +43,7 @@ pub fn read_stats() -> ProcessStats {
             p.cpu_seconds_total = Some((u + s) / TICKS_PER_SECOND);
         }
         let start_ticks = f.nth(6).flatten();
-        let mut sbuf = [0u8; 8192];
-        let btime = read("/proc/stat", &mut sbuf)
-            .and_then(|s| field(s, "btime "))
-            .and_then(|v| v.trim().parse::<f64>().ok());
-        if let (Some(st), Some(bt)) = (start_ticks, btime) {
+        if let (Some(st), Some(bt)) = (start_ticks, boot_time()) {
             p.start_time_seconds = Some(bt + st / TICKS_PER_SECOND);
         }
     }

@@ -3,11 +3,11 @@
 
 use crate::alerts::rules::TTFT_OBJECTIVE;
 use crate::alerts::{Alert, Evaluator, Signal, State, Subject};
+use crate::base::units::GIB;
 use crate::collector::Published;
 use std::fmt::Write;
 use std::time::Duration;
 
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 const WINDOWS: [(&str, u64); 4] = [("5m", 300), ("1h", 3600), ("6h", 21_600), ("3d", 259_200)];
 
 fn firing<'a>(p: &'a Published, subject: &'a Subject) -> impl Iterator<Item = &'a Alert> {

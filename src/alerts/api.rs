@@ -2,6 +2,7 @@
 //! `/api/v1/alerts`, so the same tooling reads either.
 
 use super::eval::Alert;
+use crate::base::time::rfc3339;
 use std::io::Write;
 
 pub fn write_json(alerts: &[Alert], runbook_base: &str, out: &mut Vec<u8>) {
@@ -74,38 +75,12 @@ fn go_exponent(v: f64) -> String {
     )
 }
 
-/// Unix seconds as RFC 3339 UTC with milliseconds.
-pub fn rfc3339(t: f64) -> String {
-    let ms = (t * 1000.0).round() as i64;
-    let (secs, ms) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn times_and_values() {
-        assert_eq!(rfc3339(0.0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400.5), "2000-02-29T00:00:00.500Z");
-        assert_eq!(rfc3339(1_796_050_000.0), "2026-11-30T14:46:40.000Z");
+    fn values_and_strings() {
         assert_eq!(go_exponent(1.0), "1e+00");
         assert_eq!(go_exponent(2.0066889632107023), "2.0066889632107023e+00");
         assert_eq!(go_exponent(0.0125), "1.25e-02");

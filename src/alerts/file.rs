@@ -2,73 +2,53 @@
 //! replaces them with `"replace": true`.
 
 use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal, defaults};
-use crate::config::parse_duration;
-use nanoserde::DeJson;
+use crate::base::json;
+use crate::base::time::parse_duration;
 use std::time::Duration;
 
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod shape {
-    use nanoserde::DeJson;
+    use crate::base::json::json_struct;
 
-    #[derive(DeJson)]
-    pub struct RulesFile {
-        pub replace: Option<bool>,
-        pub rules: Vec<RuleSpec>,
+    json_struct! {
+        pub struct RulesFile {
+            pub replace: Option<bool>,
+            pub rules: Vec<RuleSpec>,
+        }
     }
 
-    #[derive(DeJson)]
-    pub struct RuleSpec {
-        pub name: String,
-        pub kind: Option<String>,
-        pub signal: Option<String>,
-        pub window: Option<String>,
-        pub op: Option<String>,
-        pub threshold: Option<f64>,
-        #[nserde(rename = "for")]
-        pub for_: Option<String>,
-        pub keep_firing_for: Option<String>,
-        pub severity: Option<String>,
-        pub summary: Option<String>,
-        pub runbook: Option<String>,
-        pub objective: Option<f64>,
-        pub windows: Option<Vec<WindowSpec>>,
+    json_struct! {
+        pub struct RuleSpec {
+            pub name: String,
+            pub kind: Option<String>,
+            pub signal: Option<String>,
+            pub window: Option<String>,
+            pub op: Option<String>,
+            pub threshold: Option<f64>,
+            #[nserde(rename = "for")]
+            pub for_: Option<String>,
+            pub keep_firing_for: Option<String>,
+            pub severity: Option<String>,
+            pub summary: Option<String>,
+            pub runbook: Option<String>,
+            pub objective: Option<f64>,
+            pub windows: Option<Vec<WindowSpec>>,
+        }
     }
 
-    #[derive(DeJson)]
-    pub struct WindowSpec {
-        pub long: String,
-        pub short: String,
-        pub factor: f64,
+    json_struct! {
+        pub struct WindowSpec {
+            pub long: String,
+            pub short: String,
+            pub factor: f64,
+        }
     }
 }
 use shape::{RuleSpec, RulesFile};
 
-/// Every key a rules file may hold; anything else is a typo to report.
-const RULES_KEYS: &[&str] = &[
-    "replace",
-    "rules",
-    "rules[].name",
-    "rules[].kind",
-    "rules[].signal",
-    "rules[].window",
-    "rules[].op",
-    "rules[].threshold",
-    "rules[].for",
-    "rules[].keep_firing_for",
-    "rules[].severity",
-    "rules[].summary",
-    "rules[].runbook",
-    "rules[].objective",
-    "rules[].windows",
-    "rules[].windows[].long",
-    "rules[].windows[].short",
-    "rules[].windows[].factor",
-];
-
 /// The default rules with `json` merged in; the error names the field.
 pub fn load(json: &str) -> Result<Vec<Rule>, String> {
-    crate::json_keys::check(json, RULES_KEYS)?;
-    let file = RulesFile::deserialize_json(json).map_err(|e| crate::source::sim::json_error(&e))?;
+    let file: RulesFile = json::read(json)?;
     let mut rules = if file.replace == Some(true) {
         Vec::new()
     } else {

@@ -2,8 +2,8 @@
 //! what the exporter evaluates itself, plus the SLO recording rules.
 
 use super::rules::{Expr, Rule, Signal};
-use crate::config::format_duration;
-use crate::exposition::write_f64;
+use crate::base::numbers::write_f64;
+use crate::base::time::format_duration;
 use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, THROTTLE_MASK, TTFT_SLO_SECONDS};
 use std::fmt::Write;
 use std::time::Duration;

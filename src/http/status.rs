@@ -9,12 +9,11 @@
 //! from data or flags is HTML-escaped on the way.
 
 use crate::alerts::{Alert, Severity, State, Subject};
+use crate::base::numbers::{write_f64, write_u64};
+use crate::base::units::GIB;
 use crate::collector::Published;
-use crate::exposition::{write_f64, write_u64};
 use crate::snapshot::{Readings, TTFT_SLO_SECONDS};
 use std::time::Instant;
-
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
 /// Seconds between reloads: often enough to follow an incident, rarely
 /// enough that the page costs nothing.

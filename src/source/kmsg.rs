@@ -12,6 +12,7 @@
 //! [`normalize_bus_id`], [`XidCounter`]) is pure and never panics, so fuzz
 //! targets can call it; [`KmsgReader`] does the I/O.
 
+use crate::base::time::{boot_time, unix_from_civil};
 use crate::snapshot::CRITICAL_XIDS;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
@@ -176,7 +177,7 @@ fn ctime(s: &str) -> Option<Stamp> {
     let day = number(day, 2)?;
     let year = number(year, 4)?;
     let (h, m, sec) = clock(time)?;
-    unix(year, month, day, h, m, sec, 0.0).map(Stamp::Unix)
+    unix_from_civil((year, month, day), (h, m, sec), 0.0).map(Stamp::Unix)
 }
 
 /// `2024-01-01T00:00:00,123456+00:00` (also `.` before the fraction and a
@@ -219,7 +220,7 @@ fn iso(s: &str) -> Option<f64> {
             sign * (zh as i64 * 3600 + zm as i64 * 60)
         }
     };
-    unix(year, month, day, h, m, sec, frac).map(|t| t - offset as f64)
+    unix_from_civil((year, month, day), (h, m, sec), frac).map(|t| t - offset as f64)
 }
 
 /// 1 to `max` decimal digits.
@@ -239,22 +240,6 @@ fn clock(s: &str) -> Option<(u32, u32, u32)> {
     }
     let (h, m, sec) = (number(h, 2)?, number(m, 2)?, number(sec, 2)?);
     (h < 24 && m < 60 && sec <= 60).then_some((h, m, sec))
-}
-
-/// Unix seconds of a UTC civil time (Howard Hinnant's days_from_civil).
-fn unix(year: u32, month: u32, day: u32, h: u32, m: u32, s: u32, frac: f64) -> Option<f64> {
-    if !(1970..=9999).contains(&year) || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
-        return None;
-    }
-    let y = i64::from(year) - i64::from(month <= 2);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = i64::from((month + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
-    Some(secs as f64 + frac)
 }
 
 /// One Xid: the GPU (normalised bus id) and the code.
@@ -442,17 +427,6 @@ fn hash_of(s: &str) -> u64 {
     h.finish()
 }
 
-/// Unix time of boot, from `btime` in /proc/stat.
-pub fn boot_time() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    parse_btime(&stat)
-}
-
-fn parse_btime(stat: &str) -> Option<f64> {
-    let line = stat.lines().find_map(|l| l.strip_prefix("btime "))?;
-    line.trim().parse::<u64>().ok().map(|t| t as f64)
-}
-
 const EPIPE: i32 = 32;
 /// Bytes for one read of `/dev/kmsg`: a record (with its continuation
 /// lines) is at most 8 KiB, and a smaller buffer fails with EINVAL.
@@ -599,23 +573,19 @@ impl KernelLogXid {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::fixture;
     use std::collections::VecDeque;
 
-    macro_rules! fixture {
-        ($name:literal) => {
-            include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/kmsg/",
-                $name
-            ))
-        };
-    }
-
-    const DMESG_T: &str = fixture!("xid_dmesg-T_xid119-gsp-timeout_gpud.log");
-    const DECODE_ISO: &str = fixture!("xid_dmesg-decode-iso_xid13-43_gpud_excerpt.log");
-    const NO_XID: &str =
-        fixture!("xid_dmesg-monotonic_fallen-off-bus-multiline-no-xid_NVSentinel-155.log");
-    const XID79_SXID: &str = fixture!("xid_dmesg-monotonic_xid79-sxid20034_gpud-readme.log");
+    const DMESG_T: &str = fixture!("kmsg", "xid_dmesg-T_xid119-gsp-timeout_gpud.log");
+    const DECODE_ISO: &str = fixture!("kmsg", "xid_dmesg-decode-iso_xid13-43_gpud_excerpt.log");
+    const NO_XID: &str = fixture!(
+        "kmsg",
+        "xid_dmesg-monotonic_fallen-off-bus-multiline-no-xid_NVSentinel-155.log"
+    );
+    const XID79_SXID: &str = fixture!(
+        "kmsg",
+        "xid_dmesg-monotonic_xid79-sxid20034_gpud-readme.log"
+    );
 
     fn fed(text: &str) -> XidCounter {
         let mut c = XidCounter::new();
@@ -1036,16 +1006,6 @@ mod tests {
         assert!(reader.read_into(&mut c).unwrap() >= 1);
         reader.read_into(&mut c).unwrap();
         assert!(start.elapsed() < std::time::Duration::from_secs(10));
-    }
-
-    #[test]
-    fn boot_time_from_proc_stat() {
-        assert_eq!(
-            parse_btime("cpu  1 2 3\nintr 5\nbtime 1796049507\nprocesses 9\n"),
-            Some(1_796_049_507.0)
-        );
-        assert_eq!(parse_btime("btime soon\n"), None);
-        assert_eq!(parse_btime(""), None);
     }
 
     #[test]

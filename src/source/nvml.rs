@@ -39,7 +39,8 @@
 mod ffi;
 
 use super::{Source, SourceError};
-use crate::collector::unix_now;
+use crate::base::time::unix_now;
+use crate::base::units::{KIB, MHZ};
 use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, Gpu, MigInstance, Readings, TxRx};
 use ffi::{
     CLOCK_MEM, CLOCK_SM, Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, FI_DEV_MEMORY_TEMP,
@@ -57,10 +58,10 @@ use std::time::{Duration, Instant};
 pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 
 /// Bytes per NVML PCIe throughput "KB".
-const PCIE_KB: f64 = 1024.0;
+const PCIE_KB: f64 = KIB;
 
 /// Bytes per KiB of NVML's NVLink throughput fields.
-const NVLINK_KIB: f64 = 1024.0;
+const NVLINK_KIB: f64 = KIB;
 
 /// Violation policies and the reason each one's time is reported under;
 /// policies without an honest counterpart are not read.
@@ -468,7 +469,7 @@ impl Probe {
 }
 
 fn mhz(v: u32) -> f64 {
-    f64::from(v) * 1e6
+    f64::from(v) * MHZ
 }
 
 fn milli(v: f64) -> f64 {

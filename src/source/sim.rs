@@ -7,17 +7,15 @@
 //! scrape. Incidents are scripted at offsets from `t0`.
 
 use super::{Source, SourceError};
-use crate::config::parse_duration;
+use crate::base::json;
+use crate::base::time::parse_duration;
+use crate::base::units::{GIB, MHZ};
 use crate::snapshot::{
     CRITICAL_XIDS, Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TxRx, clock_event_bit,
 };
-use nanoserde::{DeJson, DeJsonErr, DeJsonErrReason};
 use std::time::Duration;
 
 pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.json");
-
-const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
-const MHZ: f64 = 1e6;
 
 /// How much past the simulator replays before serving: enough for every
 /// default rule's window plus its `for`, the 3-day SLO window included.
@@ -32,124 +30,82 @@ const XID_LEAD_SECONDS: f64 = 15.0 * 60.0;
 const GOOD_SHAPE: [f64; 4] = [0.15, 0.55, 0.9, 1.0];
 const SLOW_SHAPE: [f64; 6] = [0.45, 0.8, 0.95, 0.99, 1.0, 1.0];
 
-/// Every key a scenario may hold; anything else is a typo to report.
-const SCENARIO_KEYS: &[&str] = &[
-    "driver_version",
-    "gpus",
-    "gpus[].model",
-    "gpus[].memory_total_gib",
-    "gpus[].memory_used_gib",
-    "gpus[].temperature_celsius",
-    "gpus[].memory_temperature_celsius",
-    "gpus[].sm_clock_mhz",
-    "gpus[].sm_clock_max_mhz",
-    "gpus[].memory_clock_mhz",
-    "gpus[].clock_events",
-    "gpus[].power_watts",
-    "gpus[].power_limit_watts",
-    "gpus[].utilization_percent",
-    "gpus[].sm_active",
-    "gpus[].sm_occupancy",
-    "gpus[].dram_active",
-    "gpus[].largest_free_gib",
-    "gpus[].allocator_reserved_gib",
-    "gpus[].allocator_allocated_gib",
-    "gpus[].pcie_bytes_per_second",
-    "gpus[].nvlink_bytes_per_second",
-    "gpus[].xid",
-    "gpus[].xid_every",
-    "models",
-    "models[].name",
-    "models[].requests_per_second",
-    "models[].slow_fraction",
-    "incidents",
-    "incidents[].at",
-    "incidents[].gpu",
-    "incidents[].model",
-    "incidents[].slow_fraction",
-    "incidents[].clock_events",
-    "incidents[].temperature_celsius",
-    "incidents[].sm_clock_mhz",
-    "incidents[].largest_free_gib",
-    "incidents[].allocator_allocated_gib",
-    "incidents[].lost",
-    "incidents[].xid",
-    "incidents[].count",
-    "incidents[].hang",
-    "incidents[].fail",
-];
-
 /// The file's shape, as nanoserde reads it.
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {
-    use nanoserde::DeJson;
+    use crate::base::json::json_struct;
 
-    #[derive(DeJson)]
-    pub struct ScenarioFile {
-        pub driver_version: Option<String>,
-        pub gpus: Vec<GpuSpec>,
-        pub models: Option<Vec<ModelSpec>>,
-        pub incidents: Option<Vec<IncidentSpec>>,
+    json_struct! {
+        pub struct ScenarioFile {
+            pub driver_version: Option<String>,
+            pub gpus: Vec<GpuSpec>,
+            pub models: Option<Vec<ModelSpec>>,
+            pub incidents: Option<Vec<IncidentSpec>>,
+        }
     }
 
-    /// A served model: requests per second and the fraction of them
-    /// whose first token takes longer than the SLO's 0.3 s.
-    #[derive(DeJson)]
-    pub struct ModelSpec {
-        pub name: String,
-        pub requests_per_second: Option<f64>,
-        pub slow_fraction: Option<f64>,
+    json_struct! {
+        /// A served model: requests per second and the fraction of them
+        /// whose first token takes longer than the SLO's 0.3 s.
+        pub struct ModelSpec {
+            pub name: String,
+            pub requests_per_second: Option<f64>,
+            pub slow_fraction: Option<f64>,
+        }
     }
 
-    /// One GPU; every field has a healthy default.
-    #[derive(DeJson, Default)]
-    pub struct GpuSpec {
-        pub model: Option<String>,
-        pub memory_total_gib: Option<f64>,
-        pub memory_used_gib: Option<f64>,
-        pub temperature_celsius: Option<f64>,
-        pub memory_temperature_celsius: Option<f64>,
-        pub sm_clock_mhz: Option<f64>,
-        pub sm_clock_max_mhz: Option<f64>,
-        pub memory_clock_mhz: Option<f64>,
-        pub clock_events: Option<Vec<String>>,
-        pub power_watts: Option<f64>,
-        pub power_limit_watts: Option<f64>,
-        pub utilization_percent: Option<f64>,
-        pub sm_active: Option<f64>,
-        pub sm_occupancy: Option<f64>,
-        pub dram_active: Option<f64>,
-        pub largest_free_gib: Option<f64>,
-        pub allocator_reserved_gib: Option<f64>,
-        pub allocator_allocated_gib: Option<f64>,
-        pub pcie_bytes_per_second: Option<f64>,
-        pub nvlink_bytes_per_second: Option<f64>,
-        /// A periodic Xid: `xid` happens once every `xid_every`.
-        pub xid: Option<u32>,
-        pub xid_every: Option<String>,
+    json_struct! {
+        /// One GPU; every field has a healthy default.
+        #[derive(Default)]
+        pub struct GpuSpec {
+            pub model: Option<String>,
+            pub memory_total_gib: Option<f64>,
+            pub memory_used_gib: Option<f64>,
+            pub temperature_celsius: Option<f64>,
+            pub memory_temperature_celsius: Option<f64>,
+            pub sm_clock_mhz: Option<f64>,
+            pub sm_clock_max_mhz: Option<f64>,
+            pub memory_clock_mhz: Option<f64>,
+            pub clock_events: Option<Vec<String>>,
+            pub power_watts: Option<f64>,
+            pub power_limit_watts: Option<f64>,
+            pub utilization_percent: Option<f64>,
+            pub sm_active: Option<f64>,
+            pub sm_occupancy: Option<f64>,
+            pub dram_active: Option<f64>,
+            pub largest_free_gib: Option<f64>,
+            pub allocator_reserved_gib: Option<f64>,
+            pub allocator_allocated_gib: Option<f64>,
+            pub pcie_bytes_per_second: Option<f64>,
+            pub nvlink_bytes_per_second: Option<f64>,
+            /// A periodic Xid: `xid` happens once every `xid_every`.
+            pub xid: Option<u32>,
+            pub xid_every: Option<String>,
+        }
     }
 
-    /// Something that happens at `at` after serving starts.
-    #[derive(DeJson)]
-    pub struct IncidentSpec {
-        pub at: String,
-        pub gpu: Option<u32>,
-        /// A served model whose `slow_fraction` changes.
-        pub model: Option<String>,
-        pub slow_fraction: Option<f64>,
-        pub clock_events: Option<Vec<String>>,
-        pub temperature_celsius: Option<f64>,
-        pub sm_clock_mhz: Option<f64>,
-        pub largest_free_gib: Option<f64>,
-        pub allocator_allocated_gib: Option<f64>,
-        pub lost: Option<bool>,
-        /// One occurrence of this Xid code (`count` of them).
-        pub xid: Option<u32>,
-        pub count: Option<u64>,
-        /// The next collection blocks this long.
-        pub hang: Option<String>,
-        /// Collections fail for this long.
-        pub fail: Option<String>,
+    json_struct! {
+        /// Something that happens at `at` after serving starts.
+        pub struct IncidentSpec {
+            pub at: String,
+            pub gpu: Option<u32>,
+            /// A served model whose `slow_fraction` changes.
+            pub model: Option<String>,
+            pub slow_fraction: Option<f64>,
+            pub clock_events: Option<Vec<String>>,
+            pub temperature_celsius: Option<f64>,
+            pub sm_clock_mhz: Option<f64>,
+            pub largest_free_gib: Option<f64>,
+            pub allocator_allocated_gib: Option<f64>,
+            pub lost: Option<bool>,
+            /// One occurrence of this Xid code (`count` of them).
+            pub xid: Option<u32>,
+            pub count: Option<u64>,
+            /// The next collection blocks this long.
+            pub hang: Option<String>,
+            /// Collections fail for this long.
+            pub fail: Option<String>,
+        }
     }
 }
 use file::{GpuSpec, IncidentSpec, ModelSpec, ScenarioFile};
@@ -269,8 +225,7 @@ impl Scenario {
 
     /// Reads a scenario; the error names the bad field.
     pub fn parse(json: &str) -> Result<Scenario, String> {
-        crate::json_keys::check(json, SCENARIO_KEYS)?;
-        let file = ScenarioFile::deserialize_json(json).map_err(|e| json_error(&e))?;
+        let file: ScenarioFile = json::read(json)?;
         if file.gpus.is_empty() || file.gpus.len() > 64 {
             return Err(format!(
                 "gpus: {} GPUs; a scenario holds 1 to 64",
@@ -309,19 +264,6 @@ impl Scenario {
             models,
             incidents,
         })
-    }
-}
-
-/// nanoserde's messages, reworded to name the field first.
-pub fn json_error(e: &DeJsonErr) -> String {
-    let at = format!("line {} column {}", e.line + 1, e.col + 1);
-    match &e.msg {
-        DeJsonErrReason::MissingKey(k) => format!("{k}: missing (at {at})"),
-        DeJsonErrReason::UnexpectedKey(k) => format!("{k}: unexpected key (at {at})"),
-        DeJsonErrReason::WrongType(t) | DeJsonErrReason::CannotParse(t) => {
-            format!("{at}: wrong type or unreadable value {}", t.trim())
-        }
-        other => format!("{at}: {other:?}"),
     }
 }
 

@@ -10,6 +10,7 @@
 //! PCIe/NVLink bytes) stays `None`.
 
 use super::{Source, SourceError};
+use crate::base::units::{MHZ, MIB};
 use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
 use std::collections::HashSet;
 use std::io::Read;
@@ -90,9 +91,6 @@ const ALIASES: &[(&str, &str)] = &[
     ("clocks.max.gr", "clocks.max.graphics"),
     ("clocks.max.mem", "clocks.max.memory"),
 ];
-
-const MIB: f64 = 1024.0 * 1024.0;
-const MHZ: f64 = 1e6;
 
 /// The one name a column goes by, whatever spelling produced it: drops a
 /// ` [unit]` suffix, resolves aliases, and maps the old
@@ -613,34 +611,50 @@ impl Source for Smi {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::base::fixture;
 
-    macro_rules! fixture {
-        ($name:literal) => {
-            include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/nvidia-smi/",
-                $name
-            ))
-        };
-    }
-
-    const H100_IDLE: &str = fixture!("querygpu_h100-80gb-hbm3_590.48.01_idle.csv");
-    const H100_MIG: &str = fixture!("querygpu_h100-80gb-hbm3-MIG_590.48.01_load.csv");
-    const RTX4080: &str = fixture!("querygpu_rtx4080super_595.71.05_load.csv");
-    const RTX2080S_WIN: &str = fixture!("querygpu_rtx2080super_windows-wddm_610.62_idle.csv");
-    const THROTTLE: &str = fixture!("querygpu_rtx2080super_465.27_throttle-naming.csv");
-    const P100: &str = fixture!("querygpu_tesla-p100-pcie-16gb_csv-nounits_netdata.csv");
-    const V100_LOOP: &str = fixture!("querygpu_v100-32gb_loop-l5_aau-aicloud-docs.csv");
-    const GTX770: &str =
-        fixture!("querygpu_gtx770_windows_noheader_not-supported_Megaminer-235.csv");
-    const I3_NA: &str = fixture!("querygpu_unknown-2GB_noheader-nounits_NA_i3pystatus-776.csv");
+    const H100_IDLE: &str = fixture!("nvidia-smi", "querygpu_h100-80gb-hbm3_590.48.01_idle.csv");
+    const H100_MIG: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_h100-80gb-hbm3-MIG_590.48.01_load.csv"
+    );
+    const RTX4080: &str = fixture!("nvidia-smi", "querygpu_rtx4080super_595.71.05_load.csv");
+    const RTX2080S_WIN: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_rtx2080super_windows-wddm_610.62_idle.csv"
+    );
+    const THROTTLE: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_rtx2080super_465.27_throttle-naming.csv"
+    );
+    const P100: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_tesla-p100-pcie-16gb_csv-nounits_netdata.csv"
+    );
+    const V100_LOOP: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_v100-32gb_loop-l5_aau-aicloud-docs.csv"
+    );
+    const GTX770: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_gtx770_windows_noheader_not-supported_Megaminer-235.csv"
+    );
+    const I3_NA: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_unknown-2GB_noheader-nounits_NA_i3pystatus-776.csv"
+    );
     const I3_NS: &str = fixture!(
+        "nvidia-smi",
         "querygpu_unknown-2GB_noheader-nounits_not-supported-olddriver_i3pystatus-776.csv"
     );
-    const MINDMINER: &str =
-        fixture!("querygpu_rtx2080ti_windows-442.19_nounits_unknown-error_MindMiner-627.csv");
-    const GPU_UTILS: &str =
-        fixture!("querygpu_rtx2080_440.64_noheader-nounits_bare-NA_gpu-utils-83.csv");
+    const MINDMINER: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_rtx2080ti_windows-442.19_nounits_unknown-error_MindMiner-627.csv"
+    );
+    const GPU_UTILS: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_rtx2080_440.64_noheader-nounits_bare-NA_gpu-utils-83.csv"
+    );
 
     // Queried field lists of the headerless fixtures, from SOURCES.md.
     const GTX770_FIELDS: &[&str] = &[

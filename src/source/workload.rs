@@ -69,9 +69,8 @@
 //! - Files of a lost GPU (`up == false`) are not applied: its readings stay
 //!   empty.
 
-use super::sim::json_error;
+use crate::base::json;
 use crate::snapshot::{Gpu, Readings};
-use nanoserde::{DeJsonState, DeJsonTok};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Read;
@@ -402,7 +401,7 @@ fn read(file: fs::File, len: u64) -> Result<Stats, String> {
     parse(&text)
 }
 
-/// A scalar JSON value as nanoserde's tokenizer read it.
+/// A scalar member of a stats file.
 enum Value {
     Str(String),
     Unsigned(u64),
@@ -414,56 +413,52 @@ enum Value {
 
 /// Reads one stats file's text. The error names the field (or the line and
 /// column, for broken JSON). Never panics, whatever the input.
-pub fn parse(json: &str) -> Result<Stats, String> {
-    // nanoserde's tokenizer recurses once per comment: unoptimised, 64 KiB
-    // of `/**/` overflows the stack. JSON has none, so refuse them first.
-    // Nor is nanoserde's derive used: it skips unknown keys with
-    // `whole_field`, which panics on `{"x":}` and loops on `{"x":[`.
-    if let Some(at) = comment_at(json) {
-        return Err(format!("{at}: comments are not JSON"));
-    }
-    let mut s = DeJsonState::default();
-    let mut i = json.chars();
-    let at = |s: &DeJsonState| format!("line {} column {}", s.line + 1, s.col + 1);
-    s.next(&mut i);
-    s.next_tok(&mut i).map_err(|e| json_error(&e))?;
-    if s.tok != DeJsonTok::CurlyOpen {
-        return Err(format!("{}: a stats file is one JSON object", at(&s)));
-    }
-    s.next_tok(&mut i).map_err(|e| json_error(&e))?;
-    let mut fields: HashMap<String, Value> = HashMap::new();
-    while s.tok != DeJsonTok::CurlyClose {
-        if s.tok != DeJsonTok::Str {
-            return Err(format!("{}: expected a key or }}", at(&s)));
+pub fn parse(text: &str) -> Result<Stats, String> {
+    let doc = json::parse(text).map_err(|e| {
+        let at = json::position(text, e.at);
+        match e.keys.first() {
+            _ if e.comment => format!("{at}: comments are not JSON"),
+            Some(key) => format!("{}: {at}: not valid JSON", json::shown(key)),
+            None => format!("{at}: not valid JSON"),
         }
-        let raw = std::mem::take(&mut s.strbuf);
-        let key = shown(&raw);
-        s.next_colon(&mut i)
-            .map_err(|e| format!("{key}: {}", json_error(&e)))?;
-        let value = match &s.tok {
-            DeJsonTok::Str => Value::Str(std::mem::take(&mut s.strbuf)),
-            DeJsonTok::U64(n) => Value::Unsigned(*n),
-            DeJsonTok::I64(n) => Value::Negative(*n),
-            DeJsonTok::F64(x) => Value::Float(*x),
-            DeJsonTok::Bool(_) => Value::Bool,
-            DeJsonTok::Null => Value::Null,
-            DeJsonTok::CurlyOpen | DeJsonTok::BlockOpen => {
+    })?;
+    let json::Value::Object(members) = doc else {
+        let start = text.len() - text.trim_start_matches([' ', '\t', '\r', '\n']).len();
+        return Err(format!(
+            "{}: a stats file is one JSON object",
+            json::position(text, start)
+        ));
+    };
+    let mut fields: HashMap<String, Value> = HashMap::new();
+    for (raw, value) in members {
+        let key = json::shown(&raw);
+        let value = match value {
+            json::Value::String(s) => Value::Str(s),
+            json::Value::Number(n) => number(text, n).map_err(|e| format!("{key}: {e}"))?,
+            json::Value::Bool(_) => Value::Bool,
+            json::Value::Null => Value::Null,
+            json::Value::Object(_) | json::Value::Array(_) => {
                 return Err(format!("{key}: nested values are not part of the schema"));
             }
-            _ => return Err(format!("{key}: {}: expected a value", at(&s))),
         };
         if fields.insert(raw, value).is_some() {
             return Err(format!("{key}: appears twice"));
         }
-        s.next_tok(&mut i)
-            .map_err(|e| format!("after {key}: {}", json_error(&e)))?;
-        s.eat_comma_curly(&mut i).map_err(|e| json_error(&e))?;
-    }
-    s.next_tok(&mut i).map_err(|e| json_error(&e))?;
-    if s.tok != DeJsonTok::Eof {
-        return Err(format!("{}: text after the object", at(&s)));
     }
     stats(&mut fields)
+}
+
+/// A number as written: a whole one as an integer when it fits one.
+fn number(text: &str, n: &str) -> Result<Value, String> {
+    let out_of_range = |_| format!("{}: {n} is out of range", json::position_of(text, n));
+    if n.contains(['.', 'e', 'E']) {
+        // The strict pass let only JSON's number syntax through.
+        Ok(Value::Float(n.parse().unwrap_or(f64::NAN)))
+    } else if n.starts_with('-') {
+        n.parse().map(Value::Negative).map_err(out_of_range)
+    } else {
+        n.parse().map(Value::Unsigned).map_err(out_of_range)
+    }
 }
 
 fn stats(f: &mut HashMap<String, Value>) -> Result<Stats, String> {
@@ -533,47 +528,6 @@ fn bytes(f: &mut HashMap<String, Value>, key: &str) -> Result<u64, String> {
         return Err(format!("{key}: {n} is over 2^53"));
     }
     Ok(n)
-}
-
-/// A key as errors show it: quoted and cut short unless plainly a name,
-/// so a file cannot put control characters into the log.
-fn shown(key: &str) -> String {
-    let plain = |c: char| c.is_ascii_alphanumeric() || "_.-".contains(c);
-    if key.len() <= 64 && !key.is_empty() && key.chars().all(plain) {
-        key.to_string()
-    } else {
-        let cut: String = key.chars().take(64).collect();
-        format!("{cut:?}")
-    }
-}
-
-/// Where the first `/` outside a string is, tracking strings as nanoserde
-/// does (a backslash escapes the next character).
-fn comment_at(json: &str) -> Option<String> {
-    let (mut line, mut col) = (1, 0);
-    let (mut in_string, mut escaped) = (false, false);
-    for c in json.chars() {
-        if c == '\n' {
-            line += 1;
-            col = 0;
-        } else {
-            col += 1;
-        }
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if c == '"' {
-            in_string = true;
-        } else if c == '/' {
-            return Some(format!("line {line} column {col}"));
-        }
-    }
-    None
 }
 
 #[cfg(test)]

@@ -1,0 +1,24 @@
+//! The ground floor: helpers any module may use, which use nothing of the
+//! crate's own. Time and durations, number spelling, the strict JSON pass,
+//! and units.
+
+pub mod json;
+pub mod numbers;
+pub mod time;
+pub mod units;
+
+/// A test fixture under `tests/fixtures/<dir>/`, built into the test.
+#[cfg(test)]
+macro_rules! fixture {
+    ($dir:literal, $name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/",
+            $dir,
+            "/",
+            $name
+        ))
+    };
+}
+#[cfg(test)]
+pub(crate) use fixture;
