@@ -80,11 +80,39 @@ impl SourceKind {
     }
 }
 
+/// What the HTTP server allows each client, from the `--web.*` flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Requests being answered at once; more get 503 at once.
+    pub max_requests: usize,
+    /// Open connections; at the cap the oldest idle one is closed to admit
+    /// a new one, and without an idle one the new one gets 503.
+    pub max_connections: usize,
+    /// From a connection's first byte (or its opening) to a whole head.
+    pub header_timeout: Duration,
+    /// Between requests on a keep-alive connection.
+    pub idle_timeout: Duration,
+    /// For one response to be written.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_requests: 40,
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+            write_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub listen: SocketAddr,
     pub telemetry_path: String,
-    pub limits: crate::http::Limits,
+    pub limits: Limits,
     pub source: SourceKind,
     pub nvml_library: Option<PathBuf>,
     pub smi_path: PathBuf,
@@ -108,7 +136,7 @@ impl Default for Config {
         Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 9400)),
             telemetry_path: "/metrics".into(),
-            limits: crate::http::Limits::default(),
+            limits: Limits::default(),
             source: SourceKind::Auto,
             nvml_library: None,
             smi_path: PathBuf::from("nvidia-smi"),

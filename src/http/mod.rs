@@ -9,4 +9,4 @@ pub mod server;
 pub mod status;
 
 pub use router::Context;
-pub use server::{Limits, Server};
+pub use server::Server;

@@ -4,6 +4,7 @@
 
 use super::deadline::Deadlines;
 use super::{Context, conn};
+use crate::config::Limits;
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
 use std::cell::{Cell, RefCell};
@@ -12,33 +13,6 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
-    /// Requests being answered at once; more get 503 at once.
-    pub max_requests: usize,
-    /// Open connections; at the cap the oldest idle one is closed to admit
-    /// a new one, and without an idle one the new one gets 503.
-    pub max_connections: usize,
-    /// From a connection's first byte (or its opening) to a whole head.
-    pub header_timeout: Duration,
-    /// Between requests on a keep-alive connection.
-    pub idle_timeout: Duration,
-    /// For one response to be written.
-    pub write_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_requests: 40,
-            max_connections: 512,
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(90),
-            write_timeout: Duration::from_secs(10),
-        }
-    }
-}
 
 struct Slot {
     id: u64,
