@@ -12,6 +12,7 @@
 
 use divan::Bencher;
 use gpu_exporter::alerts::{Evaluator, rules::defaults};
+use gpu_exporter::config::SourceKind;
 use gpu_exporter::exposition::{Extra, Format, GPU_FAMILIES, Kind, render};
 use gpu_exporter::snapshot::{Gpu, MigInstance, Snapshot};
 use gpu_exporter::source::Source;
@@ -34,7 +35,7 @@ fn snapshot(fleet: &str) -> Snapshot {
     let gpu = r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#;
     let json = format!(r#"{{"gpus":[{}]}}"#, vec![gpu; gpus].join(","));
     let mut sim = Sim::new(Scenario::parse(&json).unwrap(), T0);
-    let mut s = Snapshot::empty("sim");
+    let mut s = Snapshot::empty(SourceKind::Sim);
     sim.collect(T0 - 60.0).unwrap();
     s.gpus = sim.collect(T0).unwrap();
     s.error = None;
@@ -168,7 +169,7 @@ fn settled() -> (Evaluator, Vec<Snapshot>) {
     let mut sim = Sim::new(Scenario::default_fleet(), T0);
     let mut e = Evaluator::new(defaults());
     let snap = |sim: &mut Sim, at: f64| {
-        let mut s = Snapshot::empty("sim");
+        let mut s = Snapshot::empty(SourceKind::Sim);
         s.gpus = sim.collect(at).unwrap();
         s.models = sim.models();
         s.error = None;

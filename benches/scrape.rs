@@ -6,6 +6,7 @@
 //! `cargo bench --bench scrape`. Absolute times drift between machines;
 //! read the ratios.
 
+use gpu_exporter::config::SourceKind;
 use gpu_exporter::exposition::{Format, render};
 use gpu_exporter::snapshot::Snapshot;
 use gpu_exporter::source::Source;
@@ -22,7 +23,7 @@ fn scenario(gpus: usize) -> String {
 
 fn snapshot(gpus: usize) -> Snapshot {
     let mut sim = Sim::new(Scenario::parse(&scenario(gpus)).unwrap(), 1.8e9);
-    let mut s = Snapshot::empty("sim");
+    let mut s = Snapshot::empty(SourceKind::Sim);
     s.gpus = sim.collect(1.8e9).unwrap();
     s.error = None;
     s

@@ -173,7 +173,7 @@ pub fn check_scenario_json(data: &[u8]) {
         Ok(gpus) => Snapshot {
             gpus,
             models: sim.models(),
-            source: sim.name(),
+            source: sim.kind(),
             at,
             published: Instant::now(),
             collect_duration: Duration::ZERO,
@@ -182,7 +182,7 @@ pub fn check_scenario_json(data: &[u8]) {
         },
         Err(e) => Snapshot {
             error: Some(e.0),
-            ..Snapshot::empty(sim.name())
+            ..Snapshot::empty(sim.kind())
         },
     };
     check_render(&snapshot);

@@ -107,7 +107,7 @@ impl Collector {
                 let s = Snapshot {
                     gpus,
                     models: self.source.models(),
-                    source: self.source.name(),
+                    source: self.source.kind(),
                     at,
                     published: Instant::now(),
                     collect_duration,
@@ -127,7 +127,7 @@ impl Collector {
                 // are too old to pass for current; then none.
                 let mut s = match &self.last_good {
                     Some(good) if good.published.elapsed() <= self.max_stale => good.clone(),
-                    _ => Snapshot::empty(self.source.name()),
+                    _ => Snapshot::empty(self.source.kind()),
                 };
                 if let Some(good) = &self.last_good {
                     s.published = good.published;

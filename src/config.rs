@@ -58,21 +58,35 @@ macro_rules! bad {
     ($($arg:tt)*) => { ConfigError(format!($($arg)*)) };
 }
 
+/// Where readings come from: the `source` label of
+/// `gpu_exporter_source_info`, and what `--source` names (with `auto`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
-    Auto,
+    /// NVML, loaded at run time.
     Nvml,
+    /// nvidia-smi, run each collection.
     Smi,
+    /// The simulated fleet.
     Sim,
 }
 
 impl SourceKind {
-    fn parse(s: &str) -> Result<SourceKind, ConfigError> {
+    /// The name flags and labels use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Nvml => "nvml",
+            SourceKind::Smi => "smi",
+            SourceKind::Sim => "sim",
+        }
+    }
+
+    /// `auto` is `None`.
+    fn parse(s: &str) -> Result<Option<SourceKind>, ConfigError> {
         match s {
-            "auto" => Ok(SourceKind::Auto),
-            "nvml" => Ok(SourceKind::Nvml),
-            "smi" => Ok(SourceKind::Smi),
-            "sim" => Ok(SourceKind::Sim),
+            "auto" => Ok(None),
+            "nvml" => Ok(Some(SourceKind::Nvml)),
+            "smi" => Ok(Some(SourceKind::Smi)),
+            "sim" => Ok(Some(SourceKind::Sim)),
             _ => Err(bad!(
                 "--source: unknown source {s:?} (expected auto, nvml, smi or sim)"
             )),
@@ -113,7 +127,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub telemetry_path: String,
     pub limits: Limits,
-    pub source: SourceKind,
+    /// `None` is `auto`.
+    pub source: Option<SourceKind>,
     pub nvml_library: Option<PathBuf>,
     pub smi_path: PathBuf,
     pub smi_timeout: Duration,
@@ -137,7 +152,7 @@ impl Default for Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 9400)),
             telemetry_path: "/metrics".into(),
             limits: Limits::default(),
-            source: SourceKind::Auto,
+            source: None,
             nvml_library: None,
             smi_path: PathBuf::from("nvidia-smi"),
             smi_timeout: Duration::from_secs(5),

@@ -574,7 +574,7 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
     w.value(1.0);
     w.head(&SOURCE_INFO);
     w.name(&SOURCE_INFO);
-    w.open_label("source", snapshot.source);
+    w.open_label("source", snapshot.source.as_str());
     w.value(1.0);
     w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
     w.scalar(&COLLECT_SUCCESS, if snapshot.success() { 1.0 } else { 0.0 });

@@ -96,10 +96,10 @@ fn build_source(
     };
     let smi = || Smi::new(config.smi_path.clone(), config.smi_timeout);
     let inner: Box<dyn Source> = match config.source {
-        SourceKind::Sim => Box::new(Sim::new(scenario, t0)),
-        SourceKind::Nvml => Box::new(nvml()?),
-        SourceKind::Smi => Box::new(smi()),
-        SourceKind::Auto => {
+        Some(SourceKind::Sim) => Box::new(Sim::new(scenario, t0)),
+        Some(SourceKind::Nvml) => Box::new(nvml()?),
+        Some(SourceKind::Smi) => Box::new(smi()),
+        None => {
             let n = nvml()?;
             if n.connected() {
                 Box::new(n)
@@ -115,7 +115,7 @@ fn build_source(
             }
         }
     };
-    if inner.name() == "sim" {
+    if inner.kind() == SourceKind::Sim {
         log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
         return Ok(inner);
     }
@@ -212,7 +212,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
 
     let t0 = unix_now();
     let source = build_source(&config, scenario, t0)?;
-    let simulated = source.name() == "sim";
+    let simulated = source.kind() == SourceKind::Sim;
     let evaluator = alerts::Evaluator::new(rules);
     let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale);
     collector.replay(t0);

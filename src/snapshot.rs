@@ -4,6 +4,7 @@
 //! A reading a source cannot give is `None`, and its series is left out.
 //! Sentinel numbers (0xFFFFFFFF, -1) never get this far.
 
+use crate::config::SourceKind;
 use std::time::{Duration, Instant};
 
 /// NVML clock event reasons, in bit order: reason `i` is bit `1 << i`.
@@ -182,8 +183,8 @@ pub struct Snapshot {
     pub gpus: Vec<Gpu>,
     /// Request metrics of the models served on this node, when known.
     pub models: Vec<Model>,
-    /// `sim`, `nvml`, `smi`: the source that produced the fleet.
-    pub source: &'static str,
+    /// The source that produced the fleet.
+    pub source: SourceKind,
     /// Unix time of the collection (the simulator's clock for `sim`).
     pub at: f64,
     /// Monotonic time the snapshot was published, for its age.
@@ -196,7 +197,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    pub fn empty(source: &'static str) -> Snapshot {
+    pub fn empty(source: SourceKind) -> Snapshot {
         Snapshot {
             gpus: Vec::new(),
             models: Vec::new(),

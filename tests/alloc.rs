@@ -2,6 +2,7 @@
 //! counting global allocator proves it. It counts only on a thread inside
 //! [`count`], so parallel tests and the harness don't disturb it.
 
+use gpu_exporter::config::SourceKind;
 use gpu_exporter::exposition::{Format, render};
 use gpu_exporter::snapshot::Snapshot;
 use gpu_exporter::source::Source;
@@ -24,7 +25,7 @@ fn fleet(gpus: usize) -> Snapshot {
         Scenario::parse(&format!(r#"{{"gpus":[{list}]}}"#)).unwrap()
     };
     let mut sim = Sim::new(scenario, 1.8e9);
-    let mut s = Snapshot::empty("sim");
+    let mut s = Snapshot::empty(SourceKind::Sim);
     sim.collect(1.8e9 - 600.0).unwrap();
     s.gpus = sim.collect(1.8e9).unwrap();
     s.error = None;

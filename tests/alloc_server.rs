@@ -11,8 +11,8 @@
 
 use gpu_exporter::alerts::{Evaluator, rules::defaults};
 use gpu_exporter::collector::{Collector, Latest, Published};
-use gpu_exporter::http::conn::answer;
 use gpu_exporter::config::Limits;
+use gpu_exporter::http::conn::answer;
 use gpu_exporter::http::{Context, Server};
 use gpu_exporter::source::sim::{Scenario, Sim};
 use std::io::{Read, Write};

@@ -263,7 +263,7 @@ fn collect(nvml: &mut Nvml) -> Vec<Gpu> {
 fn eight_gpus_report_every_reading_in_base_units() {
     let f = Fixture::new("eight", &full_fleet(8));
     let mut nvml = f.open();
-    assert_eq!(nvml.name(), "nvml");
+    assert_eq!(nvml.kind(), gpu_exporter::config::SourceKind::Nvml);
 
     let a = Instant::now();
     let first = collect(&mut nvml);

@@ -9,6 +9,7 @@
 //! this test understands.
 
 use gpu_exporter::alerts::{Evaluator, State, Subject, expand, rules::defaults};
+use gpu_exporter::config::SourceKind;
 use gpu_exporter::snapshot::{Gpu, Histogram, Model, Readings, Snapshot, clock_event_bit};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -161,7 +162,7 @@ fn parse(text: &str) -> Vec<Group> {
 
 /// The snapshot the input series describe at step `k`.
 fn snapshot(series: &[Series], k: usize, at: f64) -> Snapshot {
-    let mut s = Snapshot::empty("sim");
+    let mut s = Snapshot::empty(SourceKind::Sim);
     s.at = at;
     s.published = Instant::now();
     s.error = None;

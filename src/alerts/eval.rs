@@ -439,7 +439,7 @@ mod tests {
     }
 
     fn snap(at: f64, masks: &[Option<f64>]) -> Snapshot {
-        let mut s = Snapshot::empty("sim");
+        let mut s = Snapshot::empty(crate::config::SourceKind::Sim);
         s.at = at;
         s.published = Instant::now();
         s.error = None;

@@ -12,6 +12,7 @@ use crate::alerts::{Alert, Severity, State, Subject};
 use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
 use crate::collector::Published;
+use crate::config::SourceKind;
 use crate::snapshot::{Readings, TTFT_SLO_SECONDS};
 use std::time::Instant;
 
@@ -61,14 +62,14 @@ pub fn render(
     out.extend_from_slice(b"\"><title>gpu-exporter</title><style>");
     out.extend_from_slice(STYLE.as_bytes());
     out.extend_from_slice(b"</style></head>\n<body>\n");
-    if s.source == "sim" {
+    if s.source == SourceKind::Sim {
         out.extend_from_slice(
             b"<div class=\"sim\" id=\"simulated\">SIMULATED \xe2\x80\x94 \
               these readings come from the simulator, not real GPUs</div>\n",
         );
     }
     out.extend_from_slice(b"<h1>gpu-exporter</h1>\n<p id=\"health\">source <b>");
-    html_escape(out, s.source);
+    html_escape(out, s.source.as_str());
     out.extend_from_slice(b"</b> &middot; version ");
     html_escape(out, env!("CARGO_PKG_VERSION"));
     out.extend_from_slice(b" &middot; collection ");
@@ -426,7 +427,7 @@ mod tests {
     }
 
     fn published(gpus: Vec<Gpu>) -> Published {
-        let mut snapshot = Snapshot::empty("nvml");
+        let mut snapshot = Snapshot::empty(SourceKind::Nvml);
         snapshot.gpus = gpus;
         snapshot.error = None;
         Published {
@@ -492,7 +493,7 @@ mod tests {
     #[test]
     fn an_empty_failing_fleet_says_so() {
         let mut p = published(Vec::new());
-        p.snapshot.source = "sim";
+        p.snapshot.source = SourceKind::Sim;
         p.snapshot.error = Some("nvml: not loaded".into());
         let page = page(&p);
         assert!(page.contains("id=\"simulated\">SIMULATED"));

@@ -8,6 +8,7 @@ pub mod sim;
 pub mod smi;
 pub mod workload;
 
+use crate::config::SourceKind;
 use crate::snapshot::{Gpu, Model};
 
 /// `O_NONBLOCK` on Linux (x86-64 and aarch64), for files that must never
@@ -26,8 +27,8 @@ impl fmt::Display for SourceError {
 }
 
 pub trait Source: Send {
-    /// The `source` label of `gpu_exporter_source_info`.
-    fn name(&self) -> &'static str;
+    /// Which source this is.
+    fn kind(&self) -> SourceKind;
 
     /// Reads the whole fleet. `at` is the Unix time of this collection;
     /// only the simulator uses it, as its clock.
@@ -56,8 +57,8 @@ pub struct Augmented {
 }
 
 impl Source for Augmented {
-    fn name(&self) -> &'static str {
-        self.inner.name()
+    fn kind(&self) -> SourceKind {
+        self.inner.kind()
     }
 
     fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {

@@ -41,6 +41,7 @@ mod ffi;
 use super::{Source, SourceError};
 use crate::base::time::unix_now;
 use crate::base::units::{KIB, MHZ};
+use crate::config::SourceKind;
 use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, Gpu, MigInstance, Readings, TxRx};
 use ffi::{
     CLOCK_MEM, CLOCK_SM, Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, FI_DEV_MEMORY_TEMP,
@@ -361,8 +362,8 @@ impl Nvml {
 }
 
 impl Source for Nvml {
-    fn name(&self) -> &'static str {
-        "nvml"
+    fn kind(&self) -> SourceKind {
+        SourceKind::Nvml
     }
 
     fn collect(&mut self, _at: f64) -> Result<Vec<Gpu>, SourceError> {

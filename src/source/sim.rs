@@ -10,6 +10,7 @@ use super::{Source, SourceError};
 use crate::base::json;
 use crate::base::time::parse_duration;
 use crate::base::units::{GIB, MHZ};
+use crate::config::SourceKind;
 use crate::snapshot::{
     CRITICAL_XIDS, Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TxRx, clock_event_bit,
 };
@@ -653,8 +654,8 @@ impl Sim {
 }
 
 impl Source for Sim {
-    fn name(&self) -> &'static str {
-        "sim"
+    fn kind(&self) -> SourceKind {
+        SourceKind::Sim
     }
 
     fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {

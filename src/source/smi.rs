@@ -11,6 +11,7 @@
 
 use super::{Source, SourceError};
 use crate::base::units::{MHZ, MIB};
+use crate::config::SourceKind;
 use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
 use std::collections::HashSet;
 use std::io::Read;
@@ -575,8 +576,8 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> mpsc::Receiver<Vec<u8>> {
 }
 
 impl Source for Smi {
-    fn name(&self) -> &'static str {
-        "smi"
+    fn kind(&self) -> SourceKind {
+        SourceKind::Smi
     }
 
     fn collect(&mut self, _at: f64) -> Result<Vec<Gpu>, SourceError> {
@@ -1194,7 +1195,7 @@ Total installed GPU memory.
             ),
         );
         let mut smi = Smi::new(good, Duration::from_secs(5));
-        assert_eq!(smi.name(), "smi");
+        assert_eq!(smi.kind(), SourceKind::Smi);
         let gpus = smi.collect(0.0).unwrap();
         assert_eq!(gpus.len(), 1);
         assert_eq!(gpus[0].readings.temperature_celsius, Some(32.0));
