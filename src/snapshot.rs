@@ -37,6 +37,22 @@ pub fn clock_event_bit(name: &str) -> Option<u64> {
 /// (see the README for where the list comes from).
 pub const CRITICAL_XIDS: [u32; 11] = [48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120];
 
+/// What [`Readings::xid_errors`] holds for a source that sees Xid: every
+/// code seen with its count (a code seen twice adds up), and every one of
+/// [`CRITICAL_XIDS`] at 0 until it happens, so that `increase()` sees the
+/// first; sorted by code.
+pub fn xid_errors(seen: impl IntoIterator<Item = (u32, u64)>) -> Vec<(u32, u64)> {
+    let mut counts: Vec<(u32, u64)> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
+    for (code, n) in seen {
+        match counts.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, count)) => *count += n,
+            None => counts.push((code, n)),
+        }
+    }
+    counts.sort_unstable();
+    counts
+}
+
 /// A value per direction, for PCIe and NVLink byte counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TxRx {
@@ -69,9 +85,8 @@ pub struct Readings {
     pub allocator_allocated_bytes: Option<f64>,
     pub largest_free_bytes: Option<f64>,
 
-    /// Xid counts by code, sorted by code. `None` when the source cannot
-    /// see Xid at all; otherwise the critical codes are present (at 0 until
-    /// they happen) so that `increase()` sees the first one.
+    /// Xid counts by code, as [`xid_errors`] builds them; `None` when the
+    /// source cannot see Xid at all.
     pub xid_errors: Option<Vec<(u32, u64)>>,
     pub xid_last_timestamp_seconds: Option<f64>,
     pub ecc_corrected_total: Option<f64>,
@@ -212,5 +227,21 @@ impl Snapshot {
 
     pub fn success(&self) -> bool {
         self.error.is_none()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xid_errors_hold_every_critical_code_and_every_code_seen() {
+        let counts = xid_errors([(13, 2), (79, 1), (13, 3)]);
+        assert_eq!(counts.len(), CRITICAL_XIDS.len() + 1);
+        assert!(counts.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(
+            counts.contains(&(13, 5)) && counts.contains(&(79, 1)) && counts.contains(&(48, 0))
+        );
+        assert_eq!(xid_errors([]), CRITICAL_XIDS.map(|c| (c, 0)));
     }
 }

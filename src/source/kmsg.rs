@@ -13,7 +13,7 @@
 //! targets can call it; [`KmsgReader`] does the I/O.
 
 use crate::base::time::{boot_time, unix_from_civil};
-use crate::snapshot::CRITICAL_XIDS;
+use crate::snapshot::xid_errors;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -383,19 +383,6 @@ impl XidCounter {
             .collect()
     }
 
-    /// [`Self::counts`] with every [`CRITICAL_XIDS`] code present (0 until it
-    /// happens), as `Readings::xid_errors` wants.
-    pub fn counts_with_critical(&self, bus_id: &str) -> Vec<(u32, u64)> {
-        let mut counts = self.counts(bus_id);
-        for code in CRITICAL_XIDS {
-            if !counts.iter().any(|&(c, _)| c == code) {
-                counts.push((code, 0));
-            }
-        }
-        counts.sort_unstable();
-        counts
-    }
-
     /// Unix time of the GPU's latest Xid, where a stamp gave one.
     pub fn last_timestamp(&self, bus_id: &str) -> Option<f64> {
         self.last.get(&normalize_bus_id(bus_id)?).copied()
@@ -564,7 +551,7 @@ impl KernelLogXid {
             .iter_mut()
             .filter(|g| g.up && g.readings.xid_errors.is_none())
         {
-            g.readings.xid_errors = Some(self.counter.counts_with_critical(&g.pci_bus_id));
+            g.readings.xid_errors = Some(xid_errors(self.counter.counts(&g.pci_bus_id)));
             g.readings.xid_last_timestamp_seconds = self.counter.last_timestamp(&g.pci_bus_id);
         }
     }
@@ -851,7 +838,7 @@ mod tests {
         assert_eq!(c.counts("not a bus"), []);
         assert_eq!(c.bus_ids(), ["00000000:3B:00.0", "00000000:9B:00.0"]);
         assert_eq!(
-            c.counts_with_critical("0000:9b:00"),
+            xid_errors(c.counts("0000:9b:00")),
             [
                 (13, 3),
                 (48, 1),

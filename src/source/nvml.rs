@@ -42,7 +42,7 @@ use super::{Source, SourceError};
 use crate::base::time::unix_now;
 use crate::base::units::{KIB, MHZ};
 use crate::config::SourceKind;
-use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, Gpu, MigInstance, Readings, TxRx};
+use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, MigInstance, Readings, TxRx, xid_errors};
 use ffi::{
     CLOCK_MEM, CLOCK_SM, Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, FI_DEV_MEMORY_TEMP,
     FI_DEV_NVLINK_THROUGHPUT_DATA_RX, FI_DEV_NVLINK_THROUGHPUT_DATA_TX, GPM_DRAM_BW_UTIL,
@@ -429,17 +429,15 @@ impl Source for Nvml {
     }
 }
 
-/// The critical codes at 0 plus every code seen, sorted by code.
+/// A GPU's Xid readings: its counts as `xid_errors` holds them, and when
+/// the last one came.
 fn xid_readings(xids: &HashMap<String, XidCounts>, uuid: &str) -> (Vec<(u32, u64)>, Option<f64>) {
-    let mut counts: BTreeMap<u32, u64> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
     let seen = xids.get(uuid);
-    if let Some(seen) = seen {
-        counts.extend(&seen.counts);
-    }
-    (
-        counts.into_iter().collect(),
-        seen.and_then(|s| s.last_seconds),
-    )
+    let counts = seen
+        .into_iter()
+        .flat_map(|s| &s.counts)
+        .map(|(&c, &n)| (c, n));
+    (xid_errors(counts), seen.and_then(|s| s.last_seconds))
 }
 
 /// Calls NVML for one GPU, remembering whether it answered GPU_IS_LOST
@@ -764,6 +762,7 @@ fn count_xids(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::CRITICAL_XIDS;
 
     #[test]
     fn violation_reasons_are_known_reasons() {

@@ -12,7 +12,7 @@ use crate::base::time::parse_duration;
 use crate::base::units::{GIB, MHZ};
 use crate::config::SourceKind;
 use crate::snapshot::{
-    CRITICAL_XIDS, Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TxRx, clock_event_bit,
+    Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TxRx, clock_event_bit, xid_errors,
 };
 use std::time::Duration;
 
@@ -594,20 +594,13 @@ impl Sim {
         if g.lost {
             return gpu;
         }
-        let mut xids: Vec<(u32, u64)> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
         let periodic = g.periodic_xid.map(|(code, every)| {
             (
                 code,
                 ((at - self.xid_origin()) / every).floor().max(0.0) as u64,
             )
         });
-        for &(code, n) in g.xid_once.iter().chain(periodic.iter()) {
-            match xids.iter_mut().find(|(c, _)| *c == code) {
-                Some((_, count)) => *count += n,
-                None => xids.push((code, n)),
-            }
-        }
-        xids.sort_unstable();
+        let xids = xid_errors(g.xid_once.iter().chain(periodic.iter()).copied());
         let last_xid = g
             .periodic_xid
             .zip(periodic)
