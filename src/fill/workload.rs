@@ -69,6 +69,7 @@
 //! - Files of a lost GPU (`up == false`) are not applied: its readings stay
 //!   empty.
 
+use super::Filler;
 use crate::base::json;
 use crate::snapshot::{Gpu, Readings};
 use std::collections::{HashMap, HashSet};
@@ -104,8 +105,8 @@ pub struct Stats {
     pub timestamp: Option<f64>,
 }
 
-/// What one [`WorkloadStats::apply`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What one [`WorkloadStats::apply`] did; the filler logs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// Fresh files laid over a GPU or MIG instance.
     pub applied: usize,
@@ -114,10 +115,10 @@ pub struct Outcome {
     /// Files skipped as bad (invalid, too big, unknown GPU, future time),
     /// whether logged now or before.
     pub rejected: usize,
-    /// Problems logged by this call. Each is logged once, until it changes:
-    /// a file's new version, the directory failing anew, the limit reached
-    /// anew.
-    pub warnings: usize,
+    /// Problems to log, found by this call. Each is reported once, until
+    /// it changes: a file's new version, the directory failing anew, the
+    /// limit reached anew.
+    pub problems: Vec<String>,
 }
 
 /// Reads the stats directory on every collection; remembers each file's
@@ -128,6 +129,8 @@ pub struct WorkloadStats {
     files: HashMap<PathBuf, Seen>,
     dir_failed: bool,
     limit_hit: bool,
+    /// The last (applied, stale, rejected) counts logged.
+    counts: (usize, usize, usize),
 }
 
 struct Seen {
@@ -165,6 +168,7 @@ impl WorkloadStats {
             files: HashMap::new(),
             dir_failed: false,
             limit_hit: false,
+            counts: (0, 0, 0),
         }
     }
 
@@ -184,8 +188,7 @@ impl WorkloadStats {
             Err(e) => {
                 if !self.dir_failed {
                     self.dir_failed = true;
-                    out.warnings += 1;
-                    log::warn!("workload stats: {:?}: {e}", self.dir);
+                    out.problems.push(format!("{:?}: {e}", self.dir));
                 }
                 return out;
             }
@@ -225,8 +228,7 @@ impl WorkloadStats {
                     out.rejected += 1;
                     if !seen.logged {
                         seen.logged = true;
-                        out.warnings += 1;
-                        log::warn!("workload stats: {path:?}: {why}");
+                        out.problems.push(format!("{path:?}: {why}"));
                     }
                     continue;
                 }
@@ -248,11 +250,10 @@ impl WorkloadStats {
             sum.min_largest_free = sum.min_largest_free.min(s.largest_free_bytes);
         }
         if limit_hit && !self.limit_hit {
-            out.warnings += 1;
-            log::warn!(
-                "workload stats: {:?}: more than {MAX_FILES} files or {MAX_ENTRIES} entries; reading only the first",
+            out.problems.push(format!(
+                "{:?}: more than {MAX_FILES} files or {MAX_ENTRIES} entries; reading only the first",
                 self.dir
-            );
+            ));
         }
         self.limit_hit = limit_hit;
         self.files.retain(|p, _| present.contains(p));
@@ -319,6 +320,27 @@ impl WorkloadStats {
             self.files.insert(path.to_path_buf(), seen);
         }
         self.files.get_mut(path)
+    }
+}
+
+impl Filler for WorkloadStats {
+    /// Applies the stats files and logs what is new: each problem once,
+    /// and (at debug level) the counts when they change.
+    fn fill(&mut self, now: f64, gpus: &mut [Gpu]) {
+        let out = self.apply(now, gpus);
+        for problem in &out.problems {
+            log::warn!("workload stats: {problem}");
+        }
+        let counts = (out.applied, out.stale, out.rejected);
+        if counts != self.counts {
+            self.counts = counts;
+            log::debug!(
+                "workload stats: {} files applied, {} stale, {} refused",
+                out.applied,
+                out.stale,
+                out.rejected
+            );
+        }
     }
 }
 
@@ -851,7 +873,7 @@ mod tests {
         d.put("b.json", &doc(GPU0, 20 * GIB, 15 * GIB, 3 * GIB, t));
         let mut gpus = fleet();
         let out = d.stats().apply(t, &mut gpus);
-        assert_eq!((out.applied, out.rejected, out.warnings), (2, 0, 0));
+        assert_eq!((out.applied, out.rejected, out.problems.len()), (2, 0, 0));
         assert_eq!(triple(&gpus[0].readings), (gib(60), gib(45), gib(3)));
         // A full pool (0 free) is no risk while the device has room for a
         // new segment: the device's free memory is that process's headroom.
@@ -930,7 +952,7 @@ mod tests {
         d.put("skew.json", &doc(GPU0, GIB, 0, 0, t + 5.0));
         let mut gpus = fleet();
         let out = d.stats().apply(t, &mut gpus);
-        assert_eq!((out.applied, out.rejected, out.warnings), (1, 1, 1));
+        assert_eq!((out.applied, out.rejected, out.problems.len()), (1, 1, 1));
         assert_eq!(gpus[0].readings.allocator_reserved_bytes, gib(1));
     }
 
@@ -949,32 +971,27 @@ mod tests {
         let mut gpus = fleet();
         let out = w.apply(t, &mut gpus);
         assert_eq!(
-            out,
-            Outcome {
-                applied: 1,
-                stale: 0,
-                rejected: 3,
-                warnings: 3
-            }
+            (out.applied, out.stale, out.rejected, out.problems.len()),
+            (1, 0, 3, 3)
         );
         assert_eq!(triple(&gpus[0].readings), (gib(4), gib(2), gib(1)));
         assert_eq!(gpus[1], fleet()[1]);
         // Unchanged: still skipped, not logged again.
         let out = w.apply(t + 1.0, &mut fleet());
-        assert_eq!((out.applied, out.rejected, out.warnings), (1, 3, 0));
+        assert_eq!((out.applied, out.rejected, out.problems.len()), (1, 3, 0));
         // A new version of a bad file is logged again; a fixed one applies.
         d.put("garbage.json", "{\"gpu_uuid\": 12}");
         d.put("negative.json", &doc(GPU1, GIB, 0, 0, t));
         let mut gpus = fleet();
         let out = w.apply(t + 2.0, &mut gpus);
-        assert_eq!((out.applied, out.rejected, out.warnings), (2, 2, 1));
+        assert_eq!((out.applied, out.rejected, out.problems.len()), (2, 2, 1));
         assert_eq!(gpus[1].readings.allocator_reserved_bytes, gib(1));
         // The unknown GPU's file applies once the GPU is there, and the
         // file of the GPU it replaced is logged now.
         let mut gpus = fleet();
         gpus[1].uuid = "GPU-nope".into();
         let out = w.apply(t + 3.0, &mut gpus);
-        assert_eq!((out.applied, out.rejected, out.warnings), (2, 2, 1));
+        assert_eq!((out.applied, out.rejected, out.problems.len()), (2, 2, 1));
         assert_eq!(gpus[1].readings.allocator_reserved_bytes, gib(1));
     }
 
@@ -989,9 +1006,9 @@ mod tests {
         let mut gpus = fleet();
         let mut w = d.stats();
         let out = w.apply(t, &mut gpus);
-        assert_eq!((out.applied, out.rejected, out.warnings), (1, 1, 1));
+        assert_eq!((out.applied, out.rejected, out.problems.len()), (1, 1, 1));
         assert_eq!(gpus[0].readings.allocator_reserved_bytes, gib(1));
-        assert_eq!(w.apply(t, &mut fleet()).warnings, 0);
+        assert_eq!(w.apply(t, &mut fleet()).problems.len(), 0);
         // One that grew past the limit since its stat is refused too.
         let grown = fs::File::open(d.0.join("over.json")).unwrap();
         assert!(read(grown, MAX_FILE_BYTES).unwrap_err().contains("at most"));
@@ -1035,15 +1052,15 @@ mod tests {
         let gone = d.0.join("not-yet");
         let mut w = WorkloadStats::new(gone.clone(), DEFAULT_MAX_AGE);
         let mut gpus = fleet();
-        assert_eq!(w.apply(now(), &mut gpus).warnings, 1);
-        assert_eq!(w.apply(now(), &mut gpus).warnings, 0);
+        assert_eq!(w.apply(now(), &mut gpus).problems.len(), 1);
+        assert_eq!(w.apply(now(), &mut gpus).problems.len(), 0);
         assert_eq!(gpus, fleet());
         fs::create_dir(&gone).unwrap();
         fs::write(gone.join("p.json"), doc(GPU0, GIB, 0, 0, now())).unwrap();
         let out = w.apply(now(), &mut gpus);
-        assert_eq!((out.applied, out.warnings), (1, 0));
+        assert_eq!((out.applied, out.problems.len()), (1, 0));
         fs::remove_dir_all(&gone).unwrap();
-        assert_eq!(w.apply(now(), &mut fleet()).warnings, 1);
+        assert_eq!(w.apply(now(), &mut fleet()).problems.len(), 1);
     }
 
     #[test]
@@ -1069,14 +1086,14 @@ mod tests {
         let mut w = d.stats();
         let mut gpus = fleet();
         let out = w.apply(t, &mut gpus);
-        assert_eq!((out.applied, out.warnings), (MAX_FILES, 1));
+        assert_eq!((out.applied, out.problems.len()), (MAX_FILES, 1));
         assert_eq!(
             gpus[0].readings.allocator_reserved_bytes,
             Some(MAX_FILES as f64)
         );
-        assert_eq!(w.apply(t, &mut fleet()).warnings, 0);
+        assert_eq!(w.apply(t, &mut fleet()).problems.len(), 0);
         fs::remove_file(d.0.join("0.json")).unwrap();
-        assert_eq!(w.apply(t, &mut fleet()).warnings, 0);
+        assert_eq!(w.apply(t, &mut fleet()).problems.len(), 0);
         assert_eq!(w.files.len(), MAX_FILES);
     }
 }

@@ -12,8 +12,9 @@
 //! [`normalize_bus_id`], [`XidCounter`]) is pure and never panics, so fuzz
 //! targets can call it; [`KmsgReader`] does the I/O.
 
+use super::Filler;
 use crate::base::time::{boot_time, unix_from_civil};
-use crate::snapshot::xid_errors;
+use crate::snapshot::{Gpu, xid_errors};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
@@ -534,9 +535,11 @@ impl KernelLogXid {
             failing: false,
         }
     }
+}
 
+impl Filler for KernelLogXid {
     /// Reads what is new in the log and fills in the GPUs' Xid counters.
-    pub fn apply(&mut self, gpus: &mut [crate::snapshot::Gpu]) {
+    fn fill(&mut self, _now: f64, gpus: &mut [Gpu]) {
         match self.reader.read_into(&mut self.counter) {
             Ok(_) => self.failing = false,
             Err(e) => {

@@ -1,0 +1,74 @@
+//! Serving until a signal says stop: SIGTERM and SIGINT close the listener
+//! and let the responses in flight finish, for at most a second; a second
+//! signal exits at once. SIGHUP reloads on the way.
+
+use super::Error;
+use crate::http::{self, Server};
+use async_io::{Async, Timer};
+use async_signal::{Signal, Signals};
+use smol::LocalExecutor;
+use smol::future::FutureExt;
+use smol::stream::StreamExt;
+use std::net::TcpListener;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The signals the exporter handles, from now on: before it says it is
+/// serving, so that whoever waits for that line can signal it at once.
+pub fn handle() -> Result<Signals, Error> {
+    Signals::new([Signal::Term, Signal::Int, Signal::Hup])
+        .map_err(|e| Error::Runtime(format!("cannot handle signals: {e}")))
+}
+
+/// Serves until SIGTERM or SIGINT, calling `reload` on each SIGHUP; the
+/// exit code: 0, or 128 + the signal that cut the drain short.
+pub fn serve_until_stopped(
+    mut signals: Signals,
+    listener: Async<TcpListener>,
+    server: Rc<Server>,
+    mut reload: impl FnMut(),
+) -> u8 {
+    let ex = LocalExecutor::new();
+    smol::block_on(ex.run(async {
+        let stop = async {
+            loop {
+                match signals.next().await {
+                    Some(Ok(Signal::Hup)) => reload(),
+                    Some(Ok(sig)) => return sig,
+                    Some(Err(_)) | None => return Signal::Term,
+                }
+            }
+        };
+        let serving = async {
+            http::server::serve(&ex, listener, server.clone()).await;
+            Signal::Term
+        };
+        let sig = serving.or(stop).await;
+        // The listener is closed now. Finish what is in flight, but exit
+        // within a second whatever the clients do; a second signal exits
+        // at once.
+        log::info!("{sig:?}: finishing in-flight responses (at most 1s)");
+        let drained = async {
+            while server.in_flight() > 0 {
+                Timer::after(Duration::from_millis(5)).await;
+            }
+            0
+        };
+        let deadline = async {
+            Timer::after(Duration::from_secs(1)).await;
+            log::warn!("responses still in flight after 1s; exiting anyway");
+            0
+        };
+        let again = async {
+            loop {
+                if let Some(Ok(s)) = signals.next().await
+                    && s != Signal::Hup
+                {
+                    log::warn!("{s:?} again: exiting at once");
+                    return 128 + s as u8;
+                }
+            }
+        };
+        drained.or(again).or(deadline).await
+    }))
+}

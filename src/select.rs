@@ -1,0 +1,130 @@
+//! Which source serves, and what fills the gaps it leaves.
+//!
+//! `--source auto` takes NVML if it loads, else nvidia-smi if it is there,
+//! else the simulator, loudly. A real source gets the fillers the flags
+//! allow: Xid from the kernel log, and workload allocator stats.
+
+use crate::config::{Config, ConfigError, SourceKind};
+use crate::fill::Filler;
+use crate::fill::kmsg::KernelLogXid;
+use crate::fill::workload::WorkloadStats;
+use crate::snapshot::{Gpu, Model};
+use crate::source::nvml::Nvml;
+use crate::source::sim::{Scenario, Sim};
+use crate::source::smi::Smi;
+use crate::source::{Source, SourceError};
+use std::path::{Path, PathBuf};
+
+/// The source the flags ask for, with its fillers. `scenario` and `t0` are
+/// the simulator's, should it serve.
+pub fn source(
+    config: &Config,
+    scenario: Scenario,
+    t0: f64,
+) -> Result<Box<dyn Source>, ConfigError> {
+    let nvml = || {
+        Nvml::open(config.nvml_library.as_deref())
+            .map_err(|e| ConfigError(format!("--nvml.library: {e}")))
+    };
+    let smi = || Smi::new(config.smi_path.clone(), config.smi_timeout);
+    let inner: Box<dyn Source> = match config.source {
+        Some(SourceKind::Sim) => Box::new(Sim::new(scenario, t0)),
+        Some(SourceKind::Nvml) => Box::new(nvml()?),
+        Some(SourceKind::Smi) => Box::new(smi()),
+        None => {
+            let n = nvml()?;
+            if n.connected() {
+                Box::new(n)
+            } else if find_program(&config.smi_path).is_some() {
+                log::info!(
+                    "source auto: NVML did not load; using {}",
+                    config.smi_path.display()
+                );
+                Box::new(smi())
+            } else {
+                log::warn!("source auto: neither NVML nor nvidia-smi is here");
+                Box::new(Sim::new(scenario, t0))
+            }
+        }
+    };
+    if inner.kind() == SourceKind::Sim {
+        log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
+        return Ok(inner);
+    }
+    Ok(Box::new(Filled {
+        inner,
+        fillers: fillers(config)?,
+    }))
+}
+
+/// The fillers the flags ask for, in the order they fill.
+fn fillers(config: &Config) -> Result<Vec<Box<dyn Filler>>, ConfigError> {
+    let mut fillers: Vec<Box<dyn Filler>> = Vec::new();
+    match &config.xid_kmsg {
+        Some(p) if p.as_os_str().is_empty() => {}
+        Some(p) => {
+            std::fs::File::open(p).map_err(|e| {
+                ConfigError(format!("--xid.kmsg: cannot read {}: {e}", p.display()))
+            })?;
+            fillers.push(Box::new(KernelLogXid::new(p)));
+        }
+        None => match std::fs::File::open("/dev/kmsg") {
+            Ok(_) => fillers.push(Box::new(KernelLogXid::new("/dev/kmsg"))),
+            Err(e) => log::info!("xid: not reading /dev/kmsg ({e}); it needs CAP_SYSLOG"),
+        },
+    }
+    match &config.workload_dir {
+        Some(dir) if !dir.is_dir() => {
+            return Err(ConfigError(format!(
+                "--workload.stats-dir: {} is not a directory",
+                dir.display()
+            )));
+        }
+        Some(dir) => fillers.push(Box::new(WorkloadStats::new(
+            dir.clone(),
+            config.workload_max_age,
+        ))),
+        None => {}
+    }
+    Ok(fillers)
+}
+
+/// Where `program` would run from: itself if it names a path, else the
+/// first match on PATH.
+fn find_program(program: &Path) -> Option<PathBuf> {
+    if program.components().count() > 1 {
+        return program.is_file().then(|| program.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|p| p.is_file())
+}
+
+/// A real source and its fillers.
+struct Filled {
+    inner: Box<dyn Source>,
+    fillers: Vec<Box<dyn Filler>>,
+}
+
+impl Source for Filled {
+    fn kind(&self) -> SourceKind {
+        self.inner.kind()
+    }
+
+    fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {
+        let mut gpus = self.inner.collect(at)?;
+        // Real sources collect at wall-clock time, which file ages need.
+        for f in &mut self.fillers {
+            f.fill(at, &mut gpus);
+        }
+        Ok(gpus)
+    }
+
+    fn models(&self) -> Vec<Model> {
+        self.inner.models()
+    }
+
+    fn history_seconds(&self) -> f64 {
+        self.inner.history_seconds()
+    }
+}
