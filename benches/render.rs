@@ -13,7 +13,8 @@
 use divan::Bencher;
 use gpu_exporter::alerts::{Evaluator, rules::defaults};
 use gpu_exporter::config::SourceKind;
-use gpu_exporter::exposition::{Extra, Format, GPU_FAMILIES, Kind, render};
+use gpu_exporter::exposition::catalogue::{Extra, GPU_FAMILIES, Kind};
+use gpu_exporter::exposition::{Format, render};
 use gpu_exporter::snapshot::{Gpu, MigInstance, Snapshot};
 use gpu_exporter::source::Source;
 use gpu_exporter::source::sim::{Scenario, Sim};

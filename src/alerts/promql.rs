@@ -4,6 +4,10 @@
 use super::rules::{Expr, Rule, Signal};
 use crate::base::numbers::write_f64;
 use crate::base::time::format_duration;
+use crate::exposition::catalogue::{
+    ALLOCATOR_ALLOCATED, CLOCKS_EVENT_ACTIVE, COLLECT_SUCCESS, ECC_UNCORRECTED, GPU_INFO, GPU_UP,
+    LARGEST_FREE, MEMORY_TOTAL, MEMORY_USED, TEMPERATURE, TTFT, XID_ERRORS,
+};
 use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, THROTTLE_MASK, TTFT_SLO_SECONDS};
 use std::fmt::Write;
 use std::time::Duration;
@@ -36,16 +40,24 @@ impl Signal {
                     .filter(|(i, _)| THROTTLE_MASK & (1 << i) != 0)
                     .map(|(_, r)| *r)
                     .collect();
-                format!("max by (gpu, uuid) (gpu_clocks_event_active{{reason=~\"{}\"}})", reasons.join("|"))
+                format!(
+                    "max by (gpu, uuid) ({}{{reason=~\"{}\"}})",
+                    CLOCKS_EVENT_ACTIVE.name,
+                    reasons.join("|")
+                )
             }
-            Signal::LargestFreeRatio => {
-                "(gpu_memory_largest_free_bytes / gpu_memory_total_bytes and gpu_memory_used_bytes > 0)".into()
-            }
-            Signal::Up => "gpu_up".into(),
-            Signal::AllocatorAllocated => "gpu_allocator_allocated_bytes".into(),
-            Signal::Temperature => "gpu_temperature_celsius".into(),
-            Signal::CollectSuccess => "gpu_exporter_collect_success".into(),
-            Signal::CriticalXid | Signal::EccUncorrected | Signal::Requests | Signal::GoodRequests => {
+            Signal::LargestFreeRatio => format!(
+                "({} / {} and {} > 0)",
+                LARGEST_FREE.name, MEMORY_TOTAL.name, MEMORY_USED.name
+            ),
+            Signal::Up => GPU_UP.name.into(),
+            Signal::AllocatorAllocated => ALLOCATOR_ALLOCATED.name.into(),
+            Signal::Temperature => TEMPERATURE.name.into(),
+            Signal::CollectSuccess => COLLECT_SUCCESS.name.into(),
+            Signal::CriticalXid
+            | Signal::EccUncorrected
+            | Signal::Requests
+            | Signal::GoodRequests => {
                 format!("sum by ({}) ({})", self.by(), self.series())
             }
         }
@@ -63,14 +75,13 @@ impl Signal {
         match self {
             Signal::CriticalXid => {
                 let codes: Vec<String> = CRITICAL_XIDS.iter().map(u32::to_string).collect();
-                format!("gpu_xid_errors_total{{xid=~\"{}\"}}", codes.join("|"))
+                format!("{}{{xid=~\"{}\"}}", XID_ERRORS.sample(), codes.join("|"))
             }
-            Signal::EccUncorrected => "gpu_ecc_uncorrected_errors_total".into(),
-            Signal::Requests => "llm_ttft_seconds_count".into(),
-            Signal::GoodRequests => format!(
-                "llm_ttft_seconds_bucket{{le=\"{}\"}}",
-                num(TTFT_SLO_SECONDS)
-            ),
+            Signal::EccUncorrected => ECC_UNCORRECTED.sample(),
+            Signal::Requests => format!("{}_count", TTFT.name),
+            Signal::GoodRequests => {
+                format!("{}_bucket{{le=\"{}\"}}", TTFT.name, num(TTFT_SLO_SECONDS))
+            }
             other => other.gauge(),
         }
     }
@@ -112,7 +123,10 @@ impl Rule {
                     .collect();
                 pairs.join(" or ")
             }
-            Expr::DriverVersionSkew => cmp("count(count by (driver_version) (gpu_info))".into()),
+            Expr::DriverVersionSkew => cmp(format!(
+                "count(count by (driver_version) ({}))",
+                GPU_INFO.sample()
+            )),
         }
     }
 }

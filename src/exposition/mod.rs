@@ -1,0 +1,124 @@
+//! Renders a snapshot as Prometheus text 0.0.4 or OpenMetrics 1.0.0 into a
+//! caller's buffer. Once the buffer has grown to fit, a render allocates
+//! nothing: numbers are spelled on the stack, labels escaped in place.
+
+pub mod catalogue;
+mod format;
+mod writer;
+
+pub use format::Format;
+
+use crate::base::numbers::write_f64;
+use crate::snapshot::Snapshot;
+use catalogue::{
+    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, PROCESS,
+    SNAPSHOT_AGE, SOURCE_INFO, TTFT,
+};
+use std::time::Instant;
+use writer::{CACHED_TARGETS, Target, Writer, each_target};
+
+/// Writes `snapshot` in `format` to `out`, after whatever `out` holds.
+pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u8>) {
+    let mut w = Writer {
+        out,
+        om: format == Format::OpenMetrics,
+        cached: [(0, 0); CACHED_TARGETS],
+    };
+    let gpus = &snapshot.gpus;
+
+    let gpu_targets = |f: &mut dyn FnMut(Target)| {
+        each_target(gpus, |t, _| {
+            if t.mig.is_none() {
+                f(t)
+            }
+        })
+    };
+    if !gpus.is_empty() {
+        w.head(&GPU_INFO);
+        gpu_targets(&mut |t| {
+            w.name(&GPU_INFO);
+            w.target(t);
+            let g = t.gpu;
+            for (k, v) in [
+                ("model", &g.model),
+                ("pci_bus_id", &g.pci_bus_id),
+                ("driver_version", &g.driver_version),
+            ] {
+                w.label(k, v);
+            }
+            w.value(1.0);
+        });
+        w.head(&GPU_UP);
+        gpu_targets(&mut |t| {
+            w.name(&GPU_UP);
+            w.target(t);
+            w.value(if t.gpu.up { 1.0 } else { 0.0 });
+        });
+    }
+    for (fam, series) in &GPU_FAMILIES {
+        // The head goes before the first sample; a family without any
+        // (every reading absent) is left out whole.
+        let mut headed = false;
+        each_target(gpus, |t, r| {
+            series(r, &mut |extra, v| {
+                if !headed {
+                    w.head(fam);
+                    headed = true;
+                }
+                w.name(fam);
+                w.target(t);
+                match extra {
+                    Extra::None => {}
+                    Extra::Label(text) => w.put(text),
+                    Extra::Num(k, n) => w.num_label(k, n),
+                }
+                w.value(v);
+            })
+        });
+    }
+
+    if !snapshot.models.is_empty() {
+        w.head(&TTFT);
+        for m in &snapshot.models {
+            let h = &m.ttft_seconds;
+            for &(le, n) in &h.buckets {
+                w.put(TTFT.name);
+                w.put("_bucket");
+                w.open_label("model_name", &m.name);
+                w.out.extend_from_slice(b",le=\"");
+                write_f64(w.out, le);
+                w.out.push(b'"');
+                w.value(n);
+            }
+            for (suffix, v) in [("_sum", h.sum), ("_count", h.count())] {
+                w.put(TTFT.name);
+                w.put(suffix);
+                w.open_label("model_name", &m.name);
+                w.value(v);
+            }
+        }
+    }
+
+    w.head(&BUILD_INFO);
+    w.name(&BUILD_INFO);
+    w.open_label("version", env!("CARGO_PKG_VERSION"));
+    w.value(1.0);
+    w.head(&SOURCE_INFO);
+    w.name(&SOURCE_INFO);
+    w.open_label("source", snapshot.source.as_str());
+    w.value(1.0);
+    w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
+    w.scalar(&COLLECT_SUCCESS, if snapshot.success() { 1.0 } else { 0.0 });
+    let age = now
+        .saturating_duration_since(snapshot.published)
+        .as_secs_f64();
+    w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
+    for (fam, read) in &PROCESS {
+        if let Some(v) = read(&snapshot.process) {
+            w.scalar(fam, v);
+        }
+    }
+    if w.om {
+        w.out.extend_from_slice(b"# EOF\n");
+    }
+}
