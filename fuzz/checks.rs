@@ -9,14 +9,15 @@
 use gpu_exporter::alerts;
 use gpu_exporter::collector::{Collector, Latest};
 use gpu_exporter::exposition::{self, Format};
-use gpu_exporter::fill::kmsg::{self, XidCounter};
+use gpu_exporter::fill::kmsg::counter::XidCounter;
+use gpu_exporter::fill::kmsg::line as kmsg;
 use gpu_exporter::fill::workload;
 use gpu_exporter::http::Context;
 use gpu_exporter::http::conn::{self, MAX_HEAD};
 use gpu_exporter::snapshot::Snapshot;
 use gpu_exporter::source::Source;
 use gpu_exporter::source::sim::{Scenario, Sim};
-use gpu_exporter::source::smi;
+use gpu_exporter::source::smi::csv as smi;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 

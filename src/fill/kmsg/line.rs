@@ -1,0 +1,459 @@
+//! Kernel log lines taken apart: `/dev/kmsg` records and `dmesg` text with
+//! its stamps, the Xid an `NVRM: Xid` line reports, and bus ids in one
+//! form. Pure, and never panics, so the fuzz targets call it directly.
+
+use crate::base::time::unix_from_civil;
+
+/// A PCI address in NVML's form, `00000000:9B:00.0`: 8-digit domain, bus,
+/// device, function, upper-case hex. Accepts the kernel's `0000:9b:00`
+/// (4-digit domain, no function: an Xid names the GPU, function 0), an
+/// optional `PCI:` prefix, and a missing domain (`9b:00.0`). Anything else
+/// is `None`.
+pub fn normalize_bus_id(s: &str) -> Option<String> {
+    let s = s.trim();
+    let s = s.strip_prefix("PCI:").unwrap_or(s);
+    let (rest, function) = match s.rsplit_once('.') {
+        Some((rest, f)) => (rest, hex(f, 1)?),
+        None => (s, 0),
+    };
+    let mut parts = rest.split(':');
+    let (domain, bus, device) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(d), Some(b), Some(v), None) => (hex(d, 8)?, hex(b, 2)?, hex(v, 2)?),
+        (Some(b), Some(v), None, None) => (0, hex(b, 2)?, hex(v, 2)?),
+        _ => return None,
+    };
+    if device > 0x1f || function > 7 {
+        return None;
+    }
+    Some(format!("{domain:08X}:{bus:02X}:{device:02X}.{function:X}"))
+}
+
+/// 1 to `max_digits` hex digits (`from_str_radix` alone would take a sign).
+fn hex(s: &str, max_digits: usize) -> Option<u32> {
+    if s.is_empty() || s.len() > max_digits || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(s, 16).ok()
+}
+
+/// When a line was logged.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Stamp {
+    /// Seconds since boot: `/dev/kmsg` records and `[ 1234.567890]`.
+    Monotonic(f64),
+    /// Unix seconds: `dmesg -T` (read as UTC) and `--time-format=iso`.
+    Unix(f64),
+}
+
+/// One kernel log line taken apart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Line<'a> {
+    /// The `/dev/kmsg` sequence number, when the line is a kmsg record.
+    pub seq: Option<u64>,
+    pub stamp: Option<Stamp>,
+    /// The text after the prefixes.
+    pub message: &'a str,
+}
+
+/// Takes a `/dev/kmsg` record (`6,1234,5678901,-;message`, continuation
+/// lines after the first dropped) or a `dmesg` line apart: `--decode`'s
+/// `kern  :warn  : ` prefix, then a `[ 1234.567890]` or `-T`
+/// `[Mon Jan  1 00:00:00 2024]` stamp or an ISO
+/// `2024-01-01T00:00:00,123456+00:00` stamp. A line with none of these is
+/// all message (a continuation line, a syslog line).
+pub fn split_line(line: &str) -> Line<'_> {
+    let line = line.split('\n').next().unwrap_or_default();
+    let line = line.trim_end_matches('\r');
+    if let Some((seq, us, message)) = kmsg_record(line) {
+        return Line {
+            seq: Some(seq),
+            stamp: Some(Stamp::Monotonic(us as f64 / 1e6)),
+            message,
+        };
+    }
+    let rest = strip_decode(line);
+    if let Some(inner_rest) = rest.strip_prefix('[')
+        && let Some((inner, message)) = inner_rest.split_once(']')
+        && let Some(stamp) = monotonic(inner).or_else(|| ctime(inner))
+    {
+        return Line {
+            seq: None,
+            stamp: Some(stamp),
+            message: message.trim_start(),
+        };
+    }
+    if let Some((first, message)) = rest.split_once(' ')
+        && let Some(t) = iso(first)
+    {
+        return Line {
+            seq: None,
+            stamp: Some(Stamp::Unix(t)),
+            message: message.trim_start(),
+        };
+    }
+    Line {
+        seq: None,
+        stamp: None,
+        message: rest.trim_start(),
+    }
+}
+
+/// `priority,sequence,timestamp_us,flags[,more];message`.
+fn kmsg_record(line: &str) -> Option<(u64, u64, &str)> {
+    let (prefix, message) = line.split_once(';')?;
+    let mut fields = prefix.split(',');
+    let digits = |s: Option<&str>| {
+        s.filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))?
+            .parse::<u64>()
+            .ok()
+    };
+    digits(fields.next())?;
+    let seq = digits(fields.next())?;
+    let us = digits(fields.next())?;
+    fields.next()?; // flags: `-`, `c`, `+`
+    Some((seq, us, message))
+}
+
+/// Drops `dmesg --decode`'s `facility:level: ` prefix.
+fn strip_decode(line: &str) -> &str {
+    const FACILITIES: &[&str] = &[
+        "kern", "user", "mail", "daemon", "auth", "syslog", "lpr", "news", "uucp", "cron",
+        "authpriv", "ftp", "local0", "local1", "local2", "local3", "local4", "local5", "local6",
+        "local7",
+    ];
+    const LEVELS: &[&str] = &[
+        "emerg", "alert", "crit", "err", "warn", "notice", "info", "debug",
+    ];
+    let decoded = line.split_once(':').and_then(|(facility, rest)| {
+        let (level, rest) = rest.split_once(':')?;
+        (FACILITIES.contains(&facility.trim()) && LEVELS.contains(&level.trim()))
+            .then(|| rest.trim_start())
+    });
+    decoded.unwrap_or(line)
+}
+
+/// `    1234.567890`: seconds since boot.
+fn monotonic(s: &str) -> Option<Stamp> {
+    let s = s.trim();
+    let (secs, frac) = s.split_once('.')?;
+    let digits = |d: &str| !d.is_empty() && d.len() <= 12 && d.bytes().all(|b| b.is_ascii_digit());
+    if !digits(secs) || !digits(frac) {
+        return None;
+    }
+    s.parse::<f64>().ok().map(Stamp::Monotonic)
+}
+
+/// `Mon Jan  1 00:00:00 2024` (`dmesg -T`), read as UTC: dmesg prints local
+/// time without a zone, and servers mostly run in UTC.
+fn ctime(s: &str) -> Option<Stamp> {
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let mut t = s.split_whitespace();
+    let (_weekday, month, day, time, year) =
+        (t.next()?, t.next()?, t.next()?, t.next()?, t.next()?);
+    if t.next().is_some() {
+        return None;
+    }
+    let month = MONTHS.iter().position(|m| *m == month)? as u32 + 1;
+    let day = number(day, 2)?;
+    let year = number(year, 4)?;
+    let (h, m, sec) = clock(time)?;
+    unix_from_civil((year, month, day), (h, m, sec), 0.0).map(Stamp::Unix)
+}
+
+/// `2024-01-01T00:00:00,123456+00:00` (also `.` before the fraction and a
+/// `Z` zone).
+fn iso(s: &str) -> Option<f64> {
+    let (date, rest) = s.split_once('T')?;
+    let mut d = date.split('-');
+    let (year, month, day) = (d.next()?, d.next()?, d.next()?);
+    if d.next().is_some() || year.len() != 4 {
+        return None;
+    }
+    let (year, month, day) = (number(year, 4)?, number(month, 2)?, number(day, 2)?);
+    let time = rest.get(..8)?;
+    let (h, m, sec) = clock(time)?;
+    let rest = rest.get(8..)?;
+    // Fraction: `,123456` or `.123456`, then the zone.
+    let frac_len = match rest.as_bytes().first() {
+        Some(b',' | b'.') => 1 + rest.bytes().skip(1).take_while(u8::is_ascii_digit).count(),
+        _ => 0,
+    };
+    let (frac, zone) = rest.split_at_checked(frac_len)?;
+    let frac = match frac.get(1..) {
+        Some(f) if !f.is_empty() => format!("0.{f}").parse::<f64>().ok()?,
+        Some(_) => return None,
+        None => 0.0,
+    };
+    let offset = match zone {
+        "Z" => 0,
+        _ => {
+            let sign = match zone.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let (zh, zm) = zone.get(1..)?.split_once(':')?;
+            let (zh, zm) = (number(zh, 2)?, number(zm, 2)?);
+            if zh > 23 || zm > 59 {
+                return None;
+            }
+            sign * (zh as i64 * 3600 + zm as i64 * 60)
+        }
+    };
+    unix_from_civil((year, month, day), (h, m, sec), frac).map(|t| t - offset as f64)
+}
+
+/// 1 to `max` decimal digits.
+fn number(s: &str, max: usize) -> Option<u32> {
+    if s.is_empty() || s.len() > max || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// `HH:MM:SS`.
+fn clock(s: &str) -> Option<(u32, u32, u32)> {
+    let mut t = s.split(':');
+    let (h, m, sec) = (t.next()?, t.next()?, t.next()?);
+    if t.next().is_some() || h.len() != 2 || m.len() != 2 || sec.len() != 2 {
+        return None;
+    }
+    let (h, m, sec) = (number(h, 2)?, number(m, 2)?, number(sec, 2)?);
+    (h < 24 && m < 60 && sec <= 60).then_some((h, m, sec))
+}
+
+/// One Xid: the GPU (normalised bus id) and the code.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Xid {
+    pub bus_id: String,
+    pub code: u32,
+}
+
+/// The Xid in a message, if it is an `NVRM: Xid (<bus>): <code>` line with
+/// a readable bus id and code.
+pub fn parse_xid(message: &str) -> Option<Xid> {
+    let (_, rest) = message.split_once("NVRM: Xid (")?;
+    let (bus, rest) = rest.split_once(')')?;
+    let bus_id = normalize_bus_id(bus)?;
+    let rest = rest.strip_prefix(':')?.trim_start();
+    let len = rest.bytes().take_while(u8::is_ascii_digit).count();
+    let (code, after) = rest.split_at_checked(len)?;
+    if !(after.is_empty() || after.starts_with(',') || after.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let code = number(code, 10)?;
+    Some(Xid { bus_id, code })
+}
+
+/// `NVRM: GPU at PCI:0000:9b:00: GPU-<uuid>`: (normalised bus id, UUID).
+pub fn parse_gpu_at(message: &str) -> Option<(String, String)> {
+    let (_, rest) = message.split_once("NVRM: GPU at ")?;
+    let (bus, rest) = rest.split_once(": ")?;
+    let uuid = rest.split_whitespace().next()?;
+    let valid = uuid
+        .strip_prefix("GPU-")
+        .is_some_and(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
+    if !valid {
+        return None;
+    }
+    Some((normalize_bus_id(bus)?, uuid.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xid_forms() {
+        let cases = [
+            (
+                "NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.",
+                "00000000:9B:00.0",
+                79,
+            ),
+            (
+                "NVRM: Xid (0000:03:00): 14, Channel 00000001",
+                "00000000:03:00.0",
+                14,
+            ),
+            (
+                "NVRM: Xid (PCI:0000:38:00): 13, pid='<unknown>', name=<unknown>, Graphics SM Warp Exception",
+                "00000000:38:00.0",
+                13,
+            ),
+            ("NVRM: Xid (PCI:0001:c1:1f): 48", "00000001:C1:1F.0", 48),
+            ("NVRM: Xid (PCI:0000:9b:00):119 ", "00000000:9B:00.0", 119),
+        ];
+        for (message, bus, code) in cases {
+            assert_eq!(
+                parse_xid(message),
+                Some(Xid {
+                    bus_id: bus.into(),
+                    code
+                }),
+                "{message}"
+            );
+        }
+        for not_xid in [
+            "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 20034, Fatal, Link 48 LTSSM Fault Up",
+            "NVRM: GPU 0000:91:00.0: GPU has fallen off the bus.",
+            "NVRM: The NVIDIA GPU 0000:b3:00.0",
+            "NVRM: fallen off the bus and is not responding to commands.",
+            "NVRM: Xid (PCI:0000:9b:00): , pid=1",
+            "NVRM: Xid (PCI:0000:9b:00): 79x",
+            "NVRM: Xid (PCI:0000:9b:00) 79",
+            "NVRM: Xid (PCI:zz:9b:00): 79",
+            "NVRM: Xid (PCI:0000:9b:00): 99999999999, too big",
+            "NVRM: Xid (PCI:0000:9b:00",
+            "Xid (PCI:0000:9b:00): 79 without NVRM",
+        ] {
+            assert_eq!(parse_xid(not_xid), None, "{not_xid}");
+        }
+    }
+
+    #[test]
+    fn timestamp_styles() {
+        let xid = "NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus.";
+        let cases = [
+            (
+                format!("[ 1234.567890] {xid}"),
+                None,
+                Some(Stamp::Monotonic(1234.56789)),
+            ),
+            (
+                format!("[6781741.548779] {xid}"),
+                None,
+                Some(Stamp::Monotonic(6781741.548779)),
+            ),
+            (
+                format!("[Mon Jan  1 00:00:00 2024] {xid}"),
+                None,
+                Some(Stamp::Unix(1_704_067_200.0)),
+            ),
+            (
+                format!("2024-01-01T00:00:00,000000+00:00 {xid}"),
+                None,
+                Some(Stamp::Unix(1_704_067_200.0)),
+            ),
+            (
+                format!("2024-02-29T12:00:00.5+05:30 {xid}"),
+                None,
+                Some(Stamp::Unix(1_709_188_200.5)),
+            ),
+            (
+                format!("2024-01-01T00:00:00Z {xid}"),
+                None,
+                Some(Stamp::Unix(1_704_067_200.0)),
+            ),
+            (
+                format!("kern  :warn  : [ 1234.567890] {xid}"),
+                None,
+                Some(Stamp::Monotonic(1234.56789)),
+            ),
+            (
+                format!("kern  :err   : [Mon Jan  1 00:00:00 2024] {xid}"),
+                None,
+                Some(Stamp::Unix(1_704_067_200.0)),
+            ),
+            (
+                format!("kern  :warn  : 2024-01-01T00:00:00,123456+00:00 {xid}"),
+                None,
+                Some(Stamp::Unix(1_704_067_200.123456)),
+            ),
+            (
+                format!("4,1234,5678901,-;{xid}"),
+                Some(1234),
+                Some(Stamp::Monotonic(5.678901)),
+            ),
+            (
+                format!(
+                    "4,1234,5678901,-,caller=T42;{xid}\n SUBSYSTEM=pci\n DEVICE=+pci:0000:9b:00.0"
+                ),
+                Some(1234),
+                Some(Stamp::Monotonic(5.678901)),
+            ),
+            // syslog's kern.log: no stamp we read, Xid still found.
+            (
+                format!("Jan  1 00:00:00 host kernel: [ 12.5] {xid}"),
+                None,
+                None,
+            ),
+            (xid.to_string(), None, None),
+        ];
+        for (line, seq, stamp) in &cases {
+            let l = split_line(line);
+            assert_eq!((l.seq, l.stamp), (*seq, *stamp), "{line}");
+            assert_eq!(parse_xid(l.message).map(|x| x.code), Some(79), "{line}");
+        }
+        // Stamp-shaped but wrong: left in the message, no stamp.
+        for line in [
+            "[Mon Foo  1 00:00:00 2024] x",
+            "[ 12.x] x",
+            "[ 1234] x",
+            "2024-13-01T00:00:00Z x",
+            "2024-01-01T25:00:00Z x",
+            "2024-01-01T00:00:00+0000 x",
+            "1,2,x,-;x",
+        ] {
+            assert_eq!(split_line(line).stamp, None, "{line}");
+        }
+    }
+
+    #[test]
+    fn bus_ids_normalise_alike() {
+        let nvml = Some("00000000:9B:00.0".to_string());
+        for s in [
+            "0000:9b:00",
+            "00000000:9B:00.0",
+            "PCI:0000:9b:00",
+            "0000:9B:00.0",
+            "9b:00.0",
+            "9b:00",
+            " 0000:9b:00 ",
+        ] {
+            assert_eq!(normalize_bus_id(s), nvml, "{s}");
+        }
+        assert_eq!(
+            normalize_bus_id("0001:03:1f.7").as_deref(),
+            Some("00000001:03:1F.7")
+        );
+        for bad in [
+            "",
+            "9b",
+            "0000:9b:00:00",
+            "000000000:9b:00.0",
+            "0000:19b:00",
+            "0000:9b:20",
+            "0000:9b:00.8",
+            "0000:9b:00.",
+            "0000:+9:00",
+            "0000:9b:00.0.0",
+            "PCI:",
+            "zz:00.0",
+            "é:00.0",
+        ] {
+            assert_eq!(normalize_bus_id(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn gpu_at_lines() {
+        assert_eq!(
+            parse_gpu_at("NVRM: GPU at PCI:0000:9b:00: GPU-509665ad-b600-ac93-3616-d754b23d636d"),
+            Some((
+                "00000000:9B:00.0".into(),
+                "GPU-509665ad-b600-ac93-3616-d754b23d636d".into()
+            ))
+        );
+        for bad in [
+            "NVRM: GPU at PCI:0000:9b:00: ",
+            "NVRM: GPU at PCI:0000:9b:00: MIG-1234",
+            "NVRM: GPU at PCI:zz: GPU-1234",
+            "NVRM: GPU Board Serial Number: 1650124014249",
+        ] {
+            assert_eq!(parse_gpu_at(bad), None, "{bad}");
+        }
+    }
+}

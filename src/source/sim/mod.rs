@@ -1,0 +1,293 @@
+//! The simulated fleet: deterministic, with scripted incidents and its own
+//! clock. Its default is the seed lab's four GPUs (`scenarios/default.json`).
+//!
+//! Time: `t0` is when serving starts. The collector replays
+//! [`Source::history_seconds`] of the past through the alert evaluator
+//! before serving, so `for` durations and windows have filled by the first
+//! scrape. Incidents are scripted at offsets from `t0`.
+
+mod scenario;
+
+pub use scenario::{DEFAULT_SCENARIO, Scenario};
+
+use super::{Source, SourceError};
+use crate::base::units::MHZ;
+use crate::config::SourceKind;
+use crate::snapshot::{Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TxRx, xid_errors};
+use scenario::{Action, GpuState, ModelState};
+
+/// How much past the simulator replays before serving: enough for every
+/// default rule's window plus its `for`, the 3-day SLO window included.
+pub const HISTORY_SECONDS: f64 = 3.0 * 86_400.0 + 3600.0;
+
+/// Periodic Xids start this long before serving, so the demo shows a
+/// rising counter rather than thousands of errors.
+const XID_LEAD_SECONDS: f64 = 15.0 * 60.0;
+
+/// Where a good request's TTFT falls (cumulative, for bounds up to the
+/// SLO's 0.3 s) and where a slow one's does (for bounds above it).
+const GOOD_SHAPE: [f64; 4] = [0.15, 0.55, 0.9, 1.0];
+const SLOW_SHAPE: [f64; 6] = [0.45, 0.8, 0.95, 0.99, 1.0, 1.0];
+
+impl ModelState {
+    fn advance(&mut self, dt: f64) {
+        let (good, slow) = (self.rps * dt * (1.0 - self.slow), self.rps * dt * self.slow);
+        for (i, b) in self.buckets.iter_mut().enumerate() {
+            *b += match (
+                GOOD_SHAPE.get(i),
+                SLOW_SHAPE.get(i.wrapping_sub(GOOD_SHAPE.len())),
+            ) {
+                (Some(g), _) => good * g,
+                (None, Some(s)) => good + slow * s,
+                (None, None) => good + slow,
+            };
+        }
+        self.sum += good * 0.12 + slow * 0.9;
+    }
+
+    fn model(&self) -> Model {
+        Model {
+            name: self.name.clone(),
+            ttft_seconds: Histogram {
+                buckets: TTFT_BUCKETS
+                    .iter()
+                    .zip(self.buckets)
+                    .map(|(&le, n)| (le, n.floor()))
+                    .collect(),
+                sum: (self.sum * 1000.0).round() / 1000.0,
+            },
+        }
+    }
+}
+
+/// The simulated source: a [`Scenario`] advanced along a clock.
+pub struct Sim {
+    scenario: Scenario,
+    gpus: Vec<GpuState>,
+    models: Vec<ModelState>,
+    /// Unix time serving starts; incidents count from here.
+    t0: f64,
+    /// Unix time of the previous collection.
+    last: Option<f64>,
+    next_incident: usize,
+    failing_until: f64,
+}
+
+impl Sim {
+    pub fn new(scenario: Scenario, t0: f64) -> Sim {
+        Sim {
+            gpus: scenario.gpus.clone(),
+            models: scenario.models.clone(),
+            scenario,
+            t0,
+            last: None,
+            next_incident: 0,
+            failing_until: f64::NEG_INFINITY,
+        }
+    }
+
+    fn xid_origin(&self) -> f64 {
+        self.t0 - XID_LEAD_SECONDS
+    }
+
+    fn advance(&mut self, at: f64) {
+        let dt = self.last.map_or(0.0, |last| (at - last).max(0.0));
+        self.last = Some(at.max(self.last.unwrap_or(at)));
+        for g in self.gpus.iter_mut().filter(|g| !g.lost) {
+            g.energy += g.power * dt;
+            g.pcie += g.pcie_rate * dt;
+            g.nvlink += g.nvlink_rate * dt;
+            for (i, s) in g.event_seconds.iter_mut().enumerate() {
+                if g.events & (1 << i) != 0 {
+                    *s += dt;
+                }
+            }
+        }
+        for m in &mut self.models {
+            m.advance(dt);
+        }
+        while let Some(inc) = self.scenario.incidents.get(self.next_incident) {
+            if self.t0 + inc.at > at {
+                break;
+            }
+            self.next_incident += 1;
+            match &inc.action {
+                Action::Hang(d) => {
+                    log::warn!("sim: scenario incident: this collection hangs for {d:?}");
+                    std::thread::sleep(*d);
+                }
+                Action::Fail(d) => self.failing_until = self.t0 + inc.at + d,
+                Action::Slow(i, slow) => self.models[*i].slow = *slow,
+                Action::Gpu(i, c) => {
+                    let g = &mut self.gpus[*i];
+                    g.events = c.events.unwrap_or(g.events);
+                    g.temp = c.temp.unwrap_or(g.temp);
+                    g.sm_mhz = c.sm_mhz.unwrap_or(g.sm_mhz);
+                    g.largest_free = c.largest_free.unwrap_or(g.largest_free);
+                    g.alloc_allocated = c.alloc_allocated.unwrap_or(g.alloc_allocated);
+                    g.lost = c.lost.unwrap_or(g.lost);
+                    if let Some((code, n)) = c.xid {
+                        match g.xid_once.iter_mut().find(|(c, _)| *c == code) {
+                            Some((_, count)) => *count += n,
+                            None => g.xid_once.push((code, n)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn gpu(&self, i: usize, g: &GpuState, at: f64) -> Gpu {
+        let mut gpu = Gpu {
+            index: i as u32,
+            uuid: format!("GPU-5a1e0000-0000-4000-8000-{:012x}", i),
+            model: g.model.clone(),
+            pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
+            driver_version: self.scenario.driver_version.clone(),
+            up: !g.lost,
+            readings: Readings::default(),
+            mig: Vec::new(),
+        };
+        if g.lost {
+            return gpu;
+        }
+        let periodic = g.periodic_xid.map(|(code, every)| {
+            (
+                code,
+                ((at - self.xid_origin()) / every).floor().max(0.0) as u64,
+            )
+        });
+        let xids = xid_errors(g.xid_once.iter().chain(periodic.iter()).copied());
+        let last_xid = g
+            .periodic_xid
+            .zip(periodic)
+            .filter(|&(_, (_, n))| n > 0)
+            .map(|((_, every), (_, n))| self.xid_origin() + n as f64 * every);
+        gpu.readings = Readings {
+            temperature_celsius: Some(g.temp),
+            memory_temperature_celsius: Some(g.mem_temp),
+            sm_clock_hertz: Some(g.sm_mhz * MHZ),
+            sm_clock_max_hertz: Some(g.sm_max_mhz * MHZ),
+            memory_clock_hertz: Some(g.mem_mhz * MHZ),
+            clocks_event_mask: Some(g.events),
+            power_usage_watts: Some(g.power),
+            power_limit_watts: Some(g.power_limit),
+            utilization_ratio: Some(g.util),
+            sm_active_ratio: Some(g.sm_active),
+            sm_occupancy_ratio: Some(g.sm_occupancy),
+            dram_active_ratio: Some(g.dram_active),
+            memory_total_bytes: Some(g.total),
+            memory_used_bytes: Some(g.used),
+            memory_free_bytes: Some(g.total - g.used),
+            memory_reserved_bytes: Some((g.total * 0.006).round()),
+            allocator_reserved_bytes: Some(g.alloc_reserved),
+            allocator_allocated_bytes: Some(g.alloc_allocated),
+            largest_free_bytes: Some(g.largest_free),
+            xid_errors: Some(xids),
+            xid_last_timestamp_seconds: last_xid,
+            ecc_corrected_total: Some(0.0),
+            ecc_uncorrected_total: Some(0.0),
+            energy_joules_total: Some(g.energy.round()),
+            pcie_bytes_total: Some(TxRx {
+                tx: g.pcie.round(),
+                rx: (g.pcie * 0.8).round(),
+            }),
+            pcie_replay_errors_total: Some(0.0),
+            nvlink_bytes_total: Some(TxRx {
+                tx: g.nvlink.round(),
+                rx: g.nvlink.round(),
+            }),
+            clocks_event_seconds_total: g.event_seconds.map(Some),
+        };
+        gpu
+    }
+}
+
+impl Source for Sim {
+    fn kind(&self) -> SourceKind {
+        SourceKind::Sim
+    }
+
+    fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {
+        self.advance(at);
+        if at < self.failing_until {
+            return Err(SourceError(
+                "simulated collection failure (scenario incident)".into(),
+            ));
+        }
+        Ok(self
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| self.gpu(i, g, at))
+            .collect())
+    }
+
+    fn models(&self) -> Vec<Model> {
+        self.models.iter().map(ModelState::model).collect()
+    }
+
+    fn history_seconds(&self) -> f64 {
+        HISTORY_SECONDS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: f64 = 1_800_000_000.0;
+
+    #[test]
+    fn default_fleet_is_the_seed() {
+        let mut sim = Sim::new(Scenario::default_fleet(), T0);
+        let gpus = sim.collect(T0).unwrap();
+        let temps: Vec<_> = gpus
+            .iter()
+            .map(|g| g.readings.temperature_celsius.unwrap())
+            .collect();
+        assert_eq!(temps, [71.0, 88.0, 70.0, 69.0]);
+        assert_eq!(gpus[1].readings.sm_clock_hertz, Some(1.1e9));
+        assert_eq!(gpus[1].readings.throttled(), Some(true));
+        assert_eq!(gpus[0].readings.throttled(), Some(false));
+        assert_eq!(gpus[3].readings.largest_free_bytes, Some(1073741824.0));
+        assert_eq!(gpus[0].readings.critical_xid_total(), Some(0.0));
+    }
+
+    #[test]
+    fn counters_grow_and_xid_rises_every_150s() {
+        let mut sim = Sim::new(Scenario::default_fleet(), T0);
+        let a = sim.collect(T0 - 300.0).unwrap();
+        let b = sim.collect(T0).unwrap();
+        let xid = |g: &Gpu| g.readings.critical_xid_total().unwrap();
+        assert_eq!(xid(&b[2]) - xid(&a[2]), 2.0);
+        assert_eq!(xid(&b[0]), 0.0);
+        let e = |g: &Gpu| g.readings.energy_joules_total.unwrap();
+        assert_eq!(e(&b[0]) - e(&a[0]), 520.0 * 300.0);
+        let thermal = |g: &Gpu| g.readings.clocks_event_seconds_total[6].unwrap();
+        assert_eq!(thermal(&b[1]) - thermal(&a[1]), 300.0);
+        assert_eq!(thermal(&b[0]), 0.0);
+    }
+
+    #[test]
+    fn incidents_happen_on_time() {
+        let s = Scenario::parse(include_str!("../../../scenarios/gameday.json")).unwrap();
+        let mut sim = Sim::new(s, T0);
+        let before = sim.collect(T0 + 29.0).unwrap();
+        assert_eq!(before[1].readings.throttled(), Some(false));
+        let after = sim.collect(T0 + 95.0).unwrap();
+        assert_eq!(after[1].readings.throttled(), Some(true));
+        assert_eq!(after[2].readings.critical_xid_total(), Some(1.0));
+        assert!(!after[3].up);
+        assert_eq!(after[3].readings, Readings::default());
+    }
+
+    #[test]
+    fn failing_collections() {
+        let s = Scenario::parse(r#"{"gpus":[{}],"incidents":[{"at":"10s","fail":"5s"}]}"#).unwrap();
+        let mut sim = Sim::new(s, T0);
+        assert!(sim.collect(T0 + 9.0).is_ok());
+        assert!(sim.collect(T0 + 10.0).is_err());
+        assert!(sim.collect(T0 + 15.0).is_ok());
+    }
+}
