@@ -12,6 +12,19 @@ pub enum Subject {
     Model(String),
 }
 
+impl Subject {
+    /// The labels an alert about this subject carries, after `alertname`.
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        match self {
+            Subject::Exporter => Vec::new(),
+            Subject::Gpu { index, uuid } => {
+                vec![("gpu", index.to_string()), ("uuid", uuid.clone())]
+            }
+            Subject::Model(name) => vec![("model_name", name.clone())],
+        }
+    }
+}
+
 /// A number per subject that a rule can read from a snapshot.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Signal {

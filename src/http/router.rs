@@ -1,16 +1,12 @@
 //! Routes a parsed request to its response body. The body goes straight
 //! into the connection's reused buffer.
 
-use super::status;
-use crate::alerts;
+use super::{alerts, status};
 use crate::collector::Latest;
 use crate::exposition::{self, Format};
 use std::io::Write;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Kept here for callers that escape HTML through the router.
-pub use super::status::html_escape;
 
 /// What every connection shares.
 pub struct Context {
@@ -121,7 +117,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         }
         Route::Alerts => {
             let published = ctx.latest.get();
-            alerts::api::write_json(&published.alerts, &ctx.runbook_base, body);
+            alerts::write_json(&published.alerts, &ctx.runbook_base, body);
             Response {
                 status: Status::Ok,
                 content_type: "application/json",

@@ -4,11 +4,10 @@
 //!
 //! Like a scrape, it renders the published snapshot straight into the
 //! response buffer and allocates nothing once that buffer has grown:
-//! numbers go through exposition's writers, summaries are expanded while
-//! they are written (`alerts::expand` builds Strings), and every string
-//! from data or flags is HTML-escaped on the way.
+//! numbers are spelled on the stack, summaries are expanded while they are
+//! written, and every string from data or flags is HTML-escaped on the way.
 
-use crate::alerts::{Alert, Severity, State, Subject};
+use crate::alerts::{Alert, Severity, State, Subject, expand_into};
 use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
 use crate::collector::Published;
@@ -271,7 +270,7 @@ fn alert(a: &Alert, at: f64, runbook_base: &str, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(b"</td><td>");
-    summary(out, &a.rule.summary, &a.subject, a.value);
+    expand_into(out, &a.rule.summary, &a.subject, a.value, html_escape);
     out.extend_from_slice(b"</td><td class=\"n\">");
     duration(out, at - a.active_at);
     out.extend_from_slice(b"</td><td><a href=\"");
@@ -307,66 +306,6 @@ fn duration(out: &mut Vec<u8>, secs: f64) {
     } else {
         write_u64(out, s);
         out.push(b's');
-    }
-}
-
-/// The summary template expanded as [`crate::alerts::expand`] expands it,
-/// escaped, without building a String: the template is copied up to each
-/// `{{`, and a variable it knows is written in its place; anything else
-/// stays as written.
-fn summary(out: &mut Vec<u8>, template: &str, subject: &Subject, value: f64) {
-    let mut rest = template;
-    while let Some(i) = rest.find("{{") {
-        html_escape(out, &rest[..i]);
-        rest = &rest[i..];
-        let end = rest.find("}}").map_or(rest.len(), |j| j + 2);
-        let (var, after) = rest.split_at(end);
-        if !variable(out, var, subject, value) {
-            html_escape(out, &var[..2]);
-            rest = &rest[2..];
-            continue;
-        }
-        rest = after;
-    }
-    html_escape(out, rest);
-}
-
-/// Writes the value of one `{{ ... }}`; false when it is not one `expand`
-/// knows (for this subject).
-fn variable(out: &mut Vec<u8>, var: &str, subject: &Subject, value: f64) -> bool {
-    use std::io::Write;
-    match var {
-        "{{ $value }}" => {
-            // `{value:.3}` without trailing zeros, as `expand` spells it.
-            let start = out.len();
-            let _ = write!(out, "{value:.3}");
-            while out.len() > start && out.last() == Some(&b'0') {
-                out.pop();
-            }
-            if out.len() > start && out.last() == Some(&b'.') {
-                out.pop();
-            }
-            true
-        }
-        "{{ printf \"%.1f\" $value }}" => {
-            let _ = write!(out, "{value:.1}");
-            true
-        }
-        _ => {
-            let Some(key) = var
-                .strip_prefix("{{ $labels.")
-                .and_then(|v| v.strip_suffix(" }}"))
-            else {
-                return false;
-            };
-            match (subject, key) {
-                (Subject::Gpu { index, .. }, "gpu") => write_u64(out, *index as u64),
-                (Subject::Gpu { uuid, .. }, "uuid") => html_escape(out, uuid),
-                (Subject::Model(name), "model_name") => html_escape(out, name),
-                _ => return false,
-            }
-            true
-        }
     }
 }
 
@@ -575,7 +514,7 @@ mod tests {
                     let mut want = Vec::new();
                     html_escape(&mut want, &expand(t, s, v));
                     let mut got = Vec::new();
-                    summary(&mut got, t, s, v);
+                    expand_into(&mut got, t, s, v, html_escape);
                     assert_eq!(
                         String::from_utf8(got).unwrap(),
                         String::from_utf8(want).unwrap(),

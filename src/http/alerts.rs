@@ -1,7 +1,7 @@
 //! `/alerts`: the active alerts as JSON, in the shape of Prometheus'
 //! `/api/v1/alerts`, so the same tooling reads either.
 
-use super::eval::Alert;
+use crate::alerts::{Alert, expand};
 use crate::base::time::rfc3339;
 use std::io::Write;
 
@@ -22,7 +22,7 @@ pub fn write_json(alerts: &[Alert], runbook_base: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(br#","severity":"#);
         string(out, a.rule.severity.as_str());
         out.extend_from_slice(br#"},"annotations":{"summary":"#);
-        string(out, &super::expand(&a.rule.summary, &a.subject, a.value));
+        string(out, &expand(&a.rule.summary, &a.subject, a.value));
         out.extend_from_slice(br#","runbook_url":"#);
         string(out, &a.rule.runbook_url(runbook_base));
         out.extend_from_slice(br#"},"state":"#);
