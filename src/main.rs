@@ -5,7 +5,7 @@ fn main() -> ExitCode {
     let config = match config::parse_args(std::env::args_os().skip(1)) {
         Ok(Command::Run(c)) => c,
         Ok(Command::Help) => {
-            print!("{}", config::USAGE);
+            print!("{}", config::usage());
             return ExitCode::SUCCESS;
         }
         Ok(Command::Version) => {

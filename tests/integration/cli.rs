@@ -1,4 +1,5 @@
 use crate::common::{BIN, run, temp_file};
+use std::collections::BTreeMap;
 use std::net::TcpListener;
 
 const SEED_TABLE: &str = "\
@@ -114,4 +115,93 @@ fn help_and_version() {
         format!("gpu-exporter {}\n", env!("CARGO_PKG_VERSION"))
     );
     assert!(BIN.ends_with("gpu-exporter"));
+}
+
+/// Each flag `--help` lists, with the default it states where it ends in
+/// `(default X)`.
+fn help_flags() -> BTreeMap<String, Option<String>> {
+    let help = String::from_utf8(run(&["--help"]).stdout).unwrap();
+    let mut entries: Vec<String> = Vec::new();
+    for line in help.lines() {
+        if line.starts_with("  --") {
+            entries.push(line.trim().to_string());
+        } else if line.starts_with("      ")
+            && let Some(last) = entries.last_mut()
+        {
+            last.push(' ');
+            last.push_str(line.trim());
+        }
+    }
+    entries
+        .iter()
+        .map(|e| {
+            let name = e.split_whitespace().next().unwrap().to_string();
+            let default = e
+                .strip_suffix(')')
+                .and_then(|e| e.rsplit_once("(default "))
+                .map(|(_, d)| d.split_whitespace().next().unwrap().to_string());
+            (name, default)
+        })
+        .collect()
+}
+
+/// Each flag of the README's flag table, with its default column's first
+/// `code` word, if any.
+fn readme_flags() -> BTreeMap<String, Option<String>> {
+    let readme = include_str!("../../README.md");
+    let section = readme.split("\n## Flags\n").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `--"))
+        .map(|row| {
+            let cells: Vec<&str> = row.split(" | ").collect();
+            let name = format!("--{}", cells[0].split(['`', ' ']).next().unwrap());
+            let default = cells[1].split('`').nth(1).map(str::to_string);
+            (name, default)
+        })
+        .collect()
+}
+
+/// Whether flag `a` is `b`, or a pattern whose upper-case last part
+/// (`--collector.NAME`) stands for it.
+fn stands_for(a: &str, b: &str) -> bool {
+    a == b
+        || a.rsplit_once('.').is_some_and(|(prefix, last)| {
+            !last.is_empty()
+                && last.bytes().all(|c| c.is_ascii_uppercase())
+                && b.strip_prefix(prefix)
+                    .is_some_and(|rest| rest.len() > 1 && rest.starts_with('.'))
+        })
+}
+
+#[test]
+fn help_and_readme_list_the_same_flags_and_defaults() {
+    let (help, readme) = (help_flags(), readme_flags());
+    assert!(
+        help.len() >= 20 && readme.len() >= 20,
+        "{help:?} {readme:?}"
+    );
+    let alike = |a: &str, b: &str| stands_for(a, b) || stands_for(b, a);
+    for (flag, default) in &help {
+        if flag == "--help" || flag == "--version" {
+            continue;
+        }
+        let row = readme.iter().find(|(r, _)| alike(flag, r));
+        let Some((_, readme_default)) = row else {
+            panic!("{flag} is in --help but not in the README's flag table");
+        };
+        if let Some(d) = default {
+            assert_eq!(readme_default.as_ref(), Some(d), "{flag}: default");
+        }
+    }
+    for flag in readme.keys() {
+        assert!(
+            help.keys().any(|h| alike(h, flag)),
+            "{flag} is in the README's flag table but not in --help"
+        );
+    }
+    assert!(stands_for("--collector.NAME", "--collector.gpm"));
+    assert!(!stands_for("--collector.NAME", "--collector."));
+    assert!(!stands_for("--web.listen-address", "--web.telemetry-path"));
 }

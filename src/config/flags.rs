@@ -1,0 +1,436 @@
+//! The one table of flags: each flag's name, the name of its value, its
+//! default, its help, and how it sets the configuration. `--help` is
+//! written from the table and [`parse_args`] reads flags by it; a test
+//! holds the README's flag table to `--help` and back.
+
+use super::{Command, Config, ConfigError, SourceKind};
+use crate::base::time::parse_duration;
+use std::ffi::OsString;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// One flag.
+pub struct Flag {
+    /// `--web.listen-address`.
+    pub name: &'static str,
+    /// What its value is called in `--help`; empty for a switch.
+    pub value: &'static str,
+    /// The default as the flag's value would spell it; empty when there is
+    /// none to spell (the help then says what happens without the flag).
+    pub default: &'static str,
+    /// What it does, for `--help`.
+    pub help: &'static str,
+    action: Action,
+}
+
+enum Action {
+    /// Takes a value; the error is about the value, without the flag.
+    Set(fn(&mut Config, &str) -> Result<(), String>),
+    Switch(fn(&mut Config)),
+    Help,
+    Version,
+}
+
+const fn set(
+    name: &'static str,
+    value: &'static str,
+    default: &'static str,
+    help: &'static str,
+    f: fn(&mut Config, &str) -> Result<(), String>,
+) -> Flag {
+    Flag {
+        name,
+        value,
+        default,
+        help,
+        action: Action::Set(f),
+    }
+}
+
+const fn switch(name: &'static str, help: &'static str, action: Action) -> Flag {
+    Flag {
+        name,
+        value: "",
+        default: "",
+        help,
+        action,
+    }
+}
+
+/// Every flag, in `--help` order.
+pub static FLAGS: &[Flag] = &[
+    set(
+        "--web.listen-address",
+        "ADDR",
+        ":9400",
+        "where to serve, e.g. 127.0.0.1:9400 or [::1]:0; :PORT is every IPv4 interface",
+        |c, v| Ok(c.listen = parse_listen(v)?),
+    ),
+    set(
+        "--web.telemetry-path",
+        "PATH",
+        "/metrics",
+        "path of the metrics",
+        |c, v| {
+            if !v.starts_with('/') || v.len() > 256 || v.contains(['?', '#', ' ']) {
+                return Err(format!(
+                    "{v:?} must start with / and hold no '?', '#' or space"
+                ));
+            }
+            Ok(c.telemetry_path = v.into())
+        },
+    ),
+    set(
+        "--web.max-requests",
+        "N",
+        "40",
+        "requests answered at once; more get 503",
+        |c, v| Ok(c.limits.max_requests = count(v)?),
+    ),
+    set(
+        "--web.max-connections",
+        "N",
+        "512",
+        "open connections; at the cap the oldest idle one is closed, or the new one gets 503",
+        |c, v| Ok(c.limits.max_connections = count(v)?),
+    ),
+    set(
+        "--web.header-timeout",
+        "DUR",
+        "10s",
+        "time to send a request head",
+        |c, v| Ok(c.limits.header_timeout = timeout(v)?),
+    ),
+    set(
+        "--web.idle-timeout",
+        "DUR",
+        "90s",
+        "time a keep-alive connection may wait between requests",
+        |c, v| Ok(c.limits.idle_timeout = timeout(v)?),
+    ),
+    set(
+        "--web.write-timeout",
+        "DUR",
+        "10s",
+        "time to write one response",
+        |c, v| Ok(c.limits.write_timeout = timeout(v)?),
+    ),
+    set(
+        "--source",
+        "NAME",
+        "auto",
+        "where readings come from: nvml, smi, sim, or auto: NVML if it loads, else nvidia-smi if present, else the simulator",
+        |c, v| Ok(c.source = parse_source(v)?),
+    ),
+    set(
+        "--nvml.library",
+        "PATH",
+        "",
+        "the NVML library to load (default libnvidia-ml.so.1 via the loader)",
+        |c, v| Ok(c.nvml_library = Some(v.into())),
+    ),
+    set(
+        "--smi.path",
+        "PATH",
+        "nvidia-smi",
+        "the nvidia-smi to run; a bare name is looked up on PATH",
+        |c, v| Ok(c.smi_path = v.into()),
+    ),
+    set(
+        "--smi.timeout",
+        "DUR",
+        "5s",
+        "kill a hung nvidia-smi after this long",
+        |c, v| Ok(c.smi_timeout = timeout(v)?),
+    ),
+    set(
+        "--xid.kmsg",
+        "PATH",
+        "",
+        "kernel log to read Xid from when the source cannot (default /dev/kmsg when readable, which needs CAP_SYSLOG); an empty PATH turns it off",
+        |c, v| Ok(c.xid_kmsg = Some(v.into())),
+    ),
+    set(
+        "--workload.stats-dir",
+        "DIR",
+        "",
+        "read workload allocator stats from JSON files here (see README)",
+        |c, v| Ok(c.workload_dir = Some(v.into())),
+    ),
+    set(
+        "--workload.max-age",
+        "DUR",
+        "30s",
+        "ignore stats files older than this",
+        |c, v| Ok(c.workload_max_age = parse_duration(v)?),
+    ),
+    set(
+        "--sim.scenario",
+        "FILE",
+        "",
+        "simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)",
+        |c, v| Ok(c.scenario = Some(v.into())),
+    ),
+    set(
+        "--collect.interval",
+        "DUR",
+        "1s",
+        "time between collections, at least 10ms (e.g. 500ms, 1s, 5m, 1h)",
+        |c, v| {
+            c.interval = parse_duration(v)?;
+            if c.interval < Duration::from_millis(10) {
+                return Err(format!("{v:?} is below the 10ms minimum"));
+            }
+            Ok(())
+        },
+    ),
+    set(
+        "--collect.max-stale",
+        "DUR",
+        "1m",
+        "while collections fail, serve the last good readings this long, then none",
+        |c, v| Ok(c.max_stale = parse_duration(v)?),
+    ),
+    set(
+        "--log.level",
+        "LEVEL",
+        "info",
+        "error, warn, info or debug",
+        |c, v| {
+            c.log_level = match v {
+                "error" => log::LevelFilter::Error,
+                "warn" => log::LevelFilter::Warn,
+                "info" => log::LevelFilter::Info,
+                "debug" => log::LevelFilter::Debug,
+                _ => {
+                    return Err(format!(
+                        "unknown level {v:?} (expected error, warn, info or debug)"
+                    ));
+                }
+            };
+            Ok(())
+        },
+    ),
+    set(
+        "--rules.file",
+        "FILE",
+        "",
+        "alert rules to merge into the defaults by name, JSON",
+        |c, v| Ok(c.rules_file = Some(v.into())),
+    ),
+    set(
+        "--alerts.runbook-base-url",
+        "URL",
+        "docs/runbooks/",
+        "prefix of each alert's runbook_url",
+        |c, v| Ok(c.runbook_base = v.into()),
+    ),
+    switch(
+        "--print-rules",
+        "print the alert rules as a Prometheus rule file and exit",
+        Action::Switch(|c| c.print_rules = true),
+    ),
+    switch(
+        "--once",
+        "print the alert table from the simulator's replayed history and exit",
+        Action::Switch(|c| c.once = true),
+    ),
+    switch("--version", "print the version and exit", Action::Version),
+    switch("--help", "print this help and exit", Action::Help),
+];
+
+/// `--help`: every flag of [`FLAGS`] with its help, wrapped.
+pub fn usage() -> String {
+    const WIDTH: usize = 100;
+    let mut out = String::from(
+        "gpu-exporter: a tiny Prometheus exporter for NVIDIA GPU fleets\n\n\
+         USAGE: gpu-exporter [FLAGS]\n\n",
+    );
+    let spelled = |f: &Flag| format!("{} {}", f.name, f.value);
+    let column = FLAGS.iter().map(|f| spelled(f).len()).max().unwrap_or(0) + 4;
+    for f in FLAGS {
+        let mut help = f.help.to_string();
+        if !f.default.is_empty() {
+            help.push_str(&format!(" (default {})", f.default));
+        }
+        let mut line = format!("  {:<width$}", spelled(f), width = column - 2);
+        for word in help.split(' ') {
+            if line.len() + 1 + word.len() > WIDTH && line.len() > column {
+                out.push_str(line.trim_end());
+                out.push('\n');
+                line = " ".repeat(column);
+            } else if line.len() > column {
+                line.push(' ');
+            }
+            line.push_str(word);
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Reads the flags (`--flag value` or `--flag=value`) into a [`Command`].
+pub fn parse_args<I>(args: I) -> Result<Command, ConfigError>
+where
+    I: IntoIterator,
+    I::Item: Into<OsString>,
+{
+    use lexopt::prelude::*;
+    let bad = |m: String| ConfigError(m);
+    let mut c = Config::default();
+    let mut p = lexopt::Parser::from_args(args);
+    while let Some(arg) = p.next().map_err(|e| bad(e.to_string()))? {
+        let name = match &arg {
+            Short('h') => "--help".to_string(),
+            Long(f) => format!("--{f}"),
+            Short(f) => format!("-{f}"),
+            Value(v) => {
+                return Err(bad(format!(
+                    "unexpected argument {:?}",
+                    v.to_string_lossy()
+                )));
+            }
+        };
+        let Some(flag) = FLAGS.iter().find(|f| f.name == name) else {
+            return Err(bad(format!("unknown flag {name} (see --help)")));
+        };
+        match flag.action {
+            Action::Help => return Ok(Command::Help),
+            Action::Version => return Ok(Command::Version),
+            Action::Switch(f) => f(&mut c),
+            Action::Set(f) => {
+                let value = p
+                    .value()
+                    .map_err(|_| bad(format!("{name}: missing value")))?
+                    .into_string()
+                    .map_err(|v| bad(format!("{name}: value is not UTF-8: {v:?}")))?;
+                f(&mut c, &value).map_err(|e| bad(format!("{name}: {e}")))?;
+            }
+        }
+    }
+    Ok(Command::Run(Box::new(c)))
+}
+
+/// A limit of at least one, at most a million.
+fn count(v: &str) -> Result<usize, String> {
+    v.parse()
+        .ok()
+        .filter(|n| (1..=1_000_000).contains(n))
+        .ok_or_else(|| format!("{v:?} is not a number from 1 to 1000000"))
+}
+
+/// A duration above 0.
+fn timeout(v: &str) -> Result<Duration, String> {
+    match parse_duration(v)? {
+        d if d.is_zero() => Err("must be above 0".into()),
+        d => Ok(d),
+    }
+}
+
+/// `auto` is `None`.
+fn parse_source(s: &str) -> Result<Option<SourceKind>, String> {
+    match s {
+        "auto" => Ok(None),
+        "nvml" => Ok(Some(SourceKind::Nvml)),
+        "smi" => Ok(Some(SourceKind::Smi)),
+        "sim" => Ok(Some(SourceKind::Sim)),
+        _ => Err(format!(
+            "unknown source {s:?} (expected auto, nvml, smi or sim)"
+        )),
+    }
+}
+
+/// `:9400` listens on every IPv4 interface, as node_exporter does.
+fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    if let Ok(a) = full.parse() {
+        return Ok(a);
+    }
+    // Host names resolve once, at start ("localhost:9400").
+    full.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("{s:?} is not HOST:PORT"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(args: &[&str]) -> Result<Config, ConfigError> {
+        match parse_args(args.iter().copied())? {
+            Command::Run(c) => Ok(*c),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_and_flags() {
+        let c = run(&[]).unwrap();
+        assert_eq!(c.listen.to_string(), "0.0.0.0:9400");
+        assert_eq!(c.interval, Duration::from_secs(1));
+        let c = run(&[
+            "--web.listen-address",
+            "[::1]:0",
+            "--collect.interval=250ms",
+            "--once",
+        ])
+        .unwrap();
+        assert_eq!(c.listen.to_string(), "[::1]:0");
+        assert_eq!(c.interval, Duration::from_millis(250));
+        assert!(c.once);
+    }
+
+    #[test]
+    fn bad_flags_name_themselves() {
+        for (args, want) in [
+            (&["--nope"][..], "--nope"),
+            (&["--collect.interval", "fast"], "--collect.interval"),
+            (&["--collect.interval", "0s"], "--collect.interval"),
+            (&["--source", "dcgm"], "--source"),
+            (&["--web.listen-address", "nowhere"], "--web.listen-address"),
+            (&["--web.telemetry-path", "metrics"], "--web.telemetry-path"),
+            (&["--log.level", "loud"], "--log.level"),
+            (&["--sim.scenario"], "--sim.scenario"),
+            (&["stray"], "stray"),
+        ] {
+            let e = run(args).unwrap_err();
+            assert!(e.0.contains(want), "{args:?}: {e}");
+            assert!(!e.0.contains('\n'), "{e}");
+        }
+    }
+
+    /// The default `--help` states is the default the exporter runs with.
+    #[test]
+    fn stated_defaults_are_the_defaults() {
+        let defaults = run(&[]).unwrap();
+        let mut stated = 0;
+        for f in FLAGS.iter().filter(|f| !f.default.is_empty()) {
+            assert_eq!(run(&[f.name, f.default]).unwrap(), defaults, "{}", f.name);
+            stated += 1;
+        }
+        assert!(stated >= 15, "{stated}");
+    }
+
+    #[test]
+    fn help_lists_every_flag_once_within_100_columns() {
+        let help = usage();
+        for f in FLAGS {
+            let line = format!("\n  {} ", f.name);
+            assert_eq!(help.matches(&line).count(), 1, "{}", f.name);
+        }
+        for line in help.lines() {
+            assert!(line.len() <= 100, "{line}");
+        }
+        assert!(matches!(parse_args(["-h"]), Ok(Command::Help)));
+        assert!(matches!(
+            parse_args(["--version", "--nope"]),
+            Ok(Command::Version)
+        ));
+    }
+}

@@ -1,0 +1,129 @@
+//! Flags in, a validated [`Config`] out. Every problem is one line that
+//! names the flag or file, and maps to exit code 2.
+
+mod flags;
+
+pub use flags::{FLAGS, Flag, parse_args, usage};
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A bad flag, value or file: one line, exit code 2.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Where readings come from: the `source` label of
+/// `gpu_exporter_source_info`, and what `--source` names (with `auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// NVML, loaded at run time.
+    Nvml,
+    /// nvidia-smi, run each collection.
+    Smi,
+    /// The simulated fleet.
+    Sim,
+}
+
+impl SourceKind {
+    /// The name flags and labels use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Nvml => "nvml",
+            SourceKind::Smi => "smi",
+            SourceKind::Sim => "sim",
+        }
+    }
+}
+
+/// What the HTTP server allows each client, from the `--web.*` flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Requests being answered at once; more get 503 at once.
+    pub max_requests: usize,
+    /// Open connections; at the cap the oldest idle one is closed to admit
+    /// a new one, and without an idle one the new one gets 503.
+    pub max_connections: usize,
+    /// From a connection's first byte (or its opening) to a whole head.
+    pub header_timeout: Duration,
+    /// Between requests on a keep-alive connection.
+    pub idle_timeout: Duration,
+    /// For one response to be written.
+    pub write_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_requests: 40,
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(90),
+            write_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Everything the flags set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub listen: SocketAddr,
+    pub telemetry_path: String,
+    pub limits: Limits,
+    /// `None` is `auto`.
+    pub source: Option<SourceKind>,
+    pub nvml_library: Option<PathBuf>,
+    pub smi_path: PathBuf,
+    pub smi_timeout: Duration,
+    /// `None`: /dev/kmsg when readable; `Some("")`: off.
+    pub xid_kmsg: Option<PathBuf>,
+    pub workload_dir: Option<PathBuf>,
+    pub workload_max_age: Duration,
+    pub scenario: Option<PathBuf>,
+    pub interval: Duration,
+    pub max_stale: Duration,
+    pub log_level: log::LevelFilter,
+    pub once: bool,
+    pub print_rules: bool,
+    pub runbook_base: String,
+    pub rules_file: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 9400)),
+            telemetry_path: "/metrics".into(),
+            limits: Limits::default(),
+            source: None,
+            nvml_library: None,
+            smi_path: PathBuf::from("nvidia-smi"),
+            smi_timeout: Duration::from_secs(5),
+            xid_kmsg: None,
+            workload_dir: None,
+            workload_max_age: Duration::from_secs(30),
+            scenario: None,
+            interval: Duration::from_secs(1),
+            max_stale: Duration::from_secs(60),
+            log_level: log::LevelFilter::Info,
+            once: false,
+            print_rules: false,
+            runbook_base: "docs/runbooks/".into(),
+            rules_file: None,
+        }
+    }
+}
+
+#[derive(Debug)]
+pub enum Command {
+    Run(Box<Config>),
+    Help,
+    Version,
+}
