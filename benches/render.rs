@@ -11,13 +11,13 @@
 //! `cargo bench --bench render`
 
 use divan::Bencher;
-use gpu_exporter::alerts::{Evaluator, rules::defaults};
 use gpu_exporter::config::SourceKind;
-use gpu_exporter::exposition::catalogue::{Extra, GPU_FAMILIES, Kind};
-use gpu_exporter::exposition::{Format, render};
-use gpu_exporter::snapshot::{Gpu, MigInstance, Snapshot};
-use gpu_exporter::source::Source;
-use gpu_exporter::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
+use gpu_exporter::internals::exposition::catalogue::{Extra, GPU_FAMILIES, Kind};
+use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::snapshot::{Gpu, MigInstance, Snapshot};
+use gpu_exporter::internals::source::Source;
+use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -48,7 +48,7 @@ fn snapshot(fleet: &str) -> Snapshot {
                     uuid: format!("MIG-{:08x}-0000-4000-8000-{:012x}", g.index, i),
                     gpu_instance_id: i + 1,
                     profile: "1g.10gb".into(),
-                    readings: gpu_exporter::snapshot::Readings {
+                    readings: gpu_exporter::internals::snapshot::Readings {
                         memory_total_bytes: r.memory_total_bytes.map(|t| t / 8.0),
                         memory_used_bytes: r.memory_used_bytes.map(|u| u / 8.0),
                         memory_free_bytes: r.memory_free_bytes.map(|f| f / 8.0),
@@ -67,7 +67,12 @@ type Labels = Vec<(String, String)>;
 /// The same GPU families and series in a prometheus-client registry.
 fn registry(s: &Snapshot) -> Registry {
     let mut reg = Registry::default();
-    fn targets(g: &Gpu) -> Vec<(Option<&MigInstance>, &gpu_exporter::snapshot::Readings)> {
+    fn targets(
+        g: &Gpu,
+    ) -> Vec<(
+        Option<&MigInstance>,
+        &gpu_exporter::internals::snapshot::Readings,
+    )> {
         let mut t = vec![(None, &g.readings)];
         t.extend(g.mig.iter().map(|m| (Some(m), &m.readings)));
         t

@@ -7,10 +7,10 @@
 //! read the ratios.
 
 use gpu_exporter::config::SourceKind;
-use gpu_exporter::exposition::{Format, render};
-use gpu_exporter::snapshot::Snapshot;
-use gpu_exporter::source::Source;
-use gpu_exporter::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::snapshot::Snapshot;
+use gpu_exporter::internals::source::Source;
+use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};

@@ -6,18 +6,18 @@
 //! both take this file in with `#[path = ...] mod checks;`, so stable CI
 //! runs exactly the code the fuzzer runs.
 
-use gpu_exporter::alerts;
-use gpu_exporter::collector::{Collector, Latest};
-use gpu_exporter::exposition::{self, Format};
-use gpu_exporter::fill::kmsg::counter::XidCounter;
-use gpu_exporter::fill::kmsg::line as kmsg;
-use gpu_exporter::fill::workload;
-use gpu_exporter::http::Context;
-use gpu_exporter::http::conn::{self, MAX_HEAD};
-use gpu_exporter::snapshot::Snapshot;
-use gpu_exporter::source::Source;
-use gpu_exporter::source::sim::{Scenario, Sim};
-use gpu_exporter::source::smi::csv as smi;
+use gpu_exporter::internals::alerts;
+use gpu_exporter::internals::collector::{Collector, Latest};
+use gpu_exporter::internals::exposition::{self, Format};
+use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
+use gpu_exporter::internals::fill::kmsg::line as kmsg;
+use gpu_exporter::internals::fill::workload;
+use gpu_exporter::internals::http::Context;
+use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
+use gpu_exporter::internals::snapshot::Snapshot;
+use gpu_exporter::internals::source::Source;
+use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::source::smi::csv as smi;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -209,7 +209,7 @@ pub fn check_workload_json(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    match workload::parse(text) {
+    match workload::file::parse(text) {
         Ok(s) => {
             assert!(s.allocated_bytes <= s.reserved_bytes, "{s:?}");
             assert!(s.largest_free_bytes <= s.reserved_bytes, "{s:?}");

@@ -5,28 +5,37 @@
 //! the newest one, so a slow source never delays a scrape.
 //!
 //! Modules by floor: each imports only from the floors below it (checked by
-//! `tests/layout.rs`; the README's module table says what each holds).
+//! `tests/layout.rs`; the README's module table says what each holds). The
+//! public API is what `main.rs` needs: [`config`], [`logger`] and [`run`].
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+// Documented: the public API. The internals the tests reach are not one.
+#![cfg_attr(not(feature = "internals"), warn(missing_docs))]
 
 // Floor 0: helpers that import nothing of the crate's own.
-pub mod base;
+mod base;
 pub mod logger;
 // Floor 1: flags in, a validated configuration out.
 pub mod config;
 // Floor 2: the fleet model every other part reads.
-pub mod snapshot;
+mod snapshot;
 // Floor 3: sources and fillers, exposition, alerts, the process's own stats.
-pub mod alerts;
-pub mod exposition;
-pub mod fill;
-pub mod process;
-pub mod source;
+mod alerts;
+mod exposition;
+mod fill;
+mod process;
+mod source;
 // Floor 4: the collector, and which source and fillers it reads.
-pub mod collector;
-pub mod select;
+mod collector;
+mod select;
 // Floor 5: what serves a published snapshot: HTTP, the seed table.
-pub mod http;
-pub mod table;
+mod http;
+mod table;
 // Floor 6: the wiring.
 mod app;
 
 pub use app::{Error, run};
+
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals;

@@ -7,6 +7,7 @@ struct Logger;
 
 static LOGGER: Logger = Logger;
 
+/// Logs to stderr from now on, at `level` and above.
 pub fn init(level: LevelFilter) {
     // Setting it twice (tests) is harmless: the first logger stays.
     let _ = log::set_logger(&LOGGER);

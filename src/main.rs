@@ -1,3 +1,5 @@
+#![deny(unsafe_code)]
+
 use gpu_exporter::config::{self, Command};
 use std::process::ExitCode;
 

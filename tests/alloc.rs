@@ -3,10 +3,10 @@
 //! [`count`], so parallel tests and the harness don't disturb it.
 
 use gpu_exporter::config::SourceKind;
-use gpu_exporter::exposition::{Format, render};
-use gpu_exporter::snapshot::Snapshot;
-use gpu_exporter::source::Source;
-use gpu_exporter::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::snapshot::Snapshot;
+use gpu_exporter::internals::source::Source;
+use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::time::Instant;
 
 #[path = "support/counting.rs"]
@@ -29,7 +29,7 @@ fn fleet(gpus: usize) -> Snapshot {
     sim.collect(1.8e9 - 600.0).unwrap();
     s.gpus = sim.collect(1.8e9).unwrap();
     s.error = None;
-    s.process = gpu_exporter::process::read_stats();
+    s.process = gpu_exporter::internals::process::read_stats();
     s
 }
 

@@ -9,12 +9,12 @@
 //!   keep-alive requests to the real server on a loopback socket;
 //! - accepting a connection allocates a bounded amount.
 
-use gpu_exporter::alerts::{Evaluator, rules::defaults};
-use gpu_exporter::collector::{Collector, Latest, Published};
 use gpu_exporter::config::Limits;
-use gpu_exporter::http::conn::answer;
-use gpu_exporter::http::{Context, Server};
-use gpu_exporter::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
+use gpu_exporter::internals::collector::{Collector, Latest, Published};
+use gpu_exporter::internals::http::conn::answer;
+use gpu_exporter::internals::http::{Context, Server};
+use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::rc::Rc;
@@ -135,7 +135,9 @@ fn serve(gpus: usize) -> String {
         let server = Rc::new(Server::new(context(gpus), Limits::default()));
         let listener = async_io::Async::new(listener).unwrap();
         let ex = smol::LocalExecutor::new();
-        smol::block_on(ex.run(gpu_exporter::http::server::serve(&ex, listener, server)));
+        smol::block_on(ex.run(gpu_exporter::internals::http::server::serve(
+            &ex, listener, server,
+        )));
     });
     addr
 }

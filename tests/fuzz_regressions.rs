@@ -12,8 +12,8 @@
 //! nanoserde (`src/base/json.rs`) now refuses such files first, with the
 //! line and column, so nanoserde never skips anything.
 
-use gpu_exporter::alerts;
-use gpu_exporter::source::sim::Scenario;
+use gpu_exporter::internals::alerts;
+use gpu_exporter::internals::source::sim::Scenario;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 

@@ -7,9 +7,9 @@
 //! loader gives each test its own instance with its own state, and tests
 //! run in parallel without touching the process environment.
 
-use gpu_exporter::snapshot::{CRITICAL_XIDS, Gpu, Readings, TxRx};
-use gpu_exporter::source::Source;
-use gpu_exporter::source::nvml::{Nvml, Options};
+use gpu_exporter::internals::snapshot::{CRITICAL_XIDS, Gpu, Readings, TxRx};
+use gpu_exporter::internals::source::Source;
+use gpu_exporter::internals::source::nvml::{Nvml, Options};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -486,7 +486,7 @@ fn xid_events_are_counted_per_gpu_and_code() {
     gpus[0] = gpus[0].replacen('{', r#"{"xids":[79,13,79,48],"#, 1);
     gpus[2] = gpus[2].replacen('{', r#"{"events":false,"#, 1);
     let f = Fixture::new("xid", &scenario(&gpus));
-    let start = gpu_exporter::base::time::unix_now();
+    let start = gpu_exporter::internals::base::time::unix_now();
     let mut nvml = f.open();
 
     let mut expected: Vec<(u32, u64)> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
@@ -513,7 +513,7 @@ fn xid_events_are_counted_per_gpu_and_code() {
         .readings
         .xid_last_timestamp_seconds
         .expect("a timestamp");
-    assert!(start <= last && last <= gpu_exporter::base::time::unix_now());
+    assert!(start <= last && last <= gpu_exporter::internals::base::time::unix_now());
 
     let zeros: Vec<_> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
     assert_eq!(gpus[1].readings.xid_errors, Some(zeros));

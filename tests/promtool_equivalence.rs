@@ -8,9 +8,11 @@
 //! line; anything else is an error, so the file cannot drift out of what
 //! this test understands.
 
-use gpu_exporter::alerts::{Evaluator, State, Subject, expand, rules::defaults};
 use gpu_exporter::config::SourceKind;
-use gpu_exporter::snapshot::{Gpu, Histogram, Model, Readings, Snapshot, clock_event_bit};
+use gpu_exporter::internals::alerts::{Evaluator, State, Subject, expand, rules::defaults};
+use gpu_exporter::internals::snapshot::{
+    Gpu, Histogram, Model, Readings, Snapshot, clock_event_bit,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 

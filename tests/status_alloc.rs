@@ -3,11 +3,11 @@
 //! proves it; it counts only on a thread inside [`count`], so parallel
 //! tests and the harness don't disturb it.
 
-use gpu_exporter::alerts::{Evaluator, Severity, State, rules::defaults};
-use gpu_exporter::collector::{Collector, Published};
-use gpu_exporter::http::status::render;
-use gpu_exporter::snapshot::{MigInstance, Readings};
-use gpu_exporter::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::alerts::{Evaluator, Severity, State, rules::defaults};
+use gpu_exporter::internals::collector::{Collector, Published};
+use gpu_exporter::internals::http::status::render;
+use gpu_exporter::internals::snapshot::{MigInstance, Readings};
+use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
 
 #[path = "support/counting.rs"]

@@ -59,16 +59,6 @@ pub struct Alert {
     keep_since: Option<f64>,
 }
 
-impl Alert {
-    /// The GPU index, for GPU alerts.
-    pub fn gpu(&self) -> Option<u32> {
-        match self.subject {
-            Subject::Gpu { index, .. } => Some(index),
-            _ => None,
-        }
-    }
-}
-
 /// A state change, for the log: `from`/`to` are `inactive`, `pending`,
 /// `firing` or `resolved`.
 #[derive(Clone, Debug, PartialEq)]
@@ -475,7 +465,13 @@ mod tests {
     }
 
     fn states(e: &Evaluator) -> Vec<(Option<u32>, State)> {
-        e.alerts().iter().map(|a| (a.gpu(), a.state)).collect()
+        e.alerts()
+            .iter()
+            .map(|a| match a.subject {
+                Subject::Gpu { index, .. } => (Some(index), a.state),
+                _ => (None, a.state),
+            })
+            .collect()
     }
 
     #[test]

@@ -8,5 +8,5 @@ pub mod rules;
 mod summary;
 
 pub use eval::{Alert, Evaluator, State, Transition};
-pub use rules::{Cmp, Expr, Rule, Severity, Signal, Subject};
+pub use rules::{Rule, Severity, Signal, Subject};
 pub use summary::{expand, expand_into};

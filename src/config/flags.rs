@@ -64,7 +64,10 @@ pub static FLAGS: &[Flag] = &[
         "ADDR",
         ":9400",
         "where to serve, e.g. 127.0.0.1:9400 or [::1]:0; :PORT is every IPv4 interface",
-        |c, v| Ok(c.listen = parse_listen(v)?),
+        |c, v| {
+            c.listen = parse_listen(v)?;
+            Ok(())
+        },
     ),
     set(
         "--web.telemetry-path",
@@ -77,7 +80,8 @@ pub static FLAGS: &[Flag] = &[
                     "{v:?} must start with / and hold no '?', '#' or space"
                 ));
             }
-            Ok(c.telemetry_path = v.into())
+            c.telemetry_path = v.into();
+            Ok(())
         },
     ),
     set(
@@ -85,91 +89,130 @@ pub static FLAGS: &[Flag] = &[
         "N",
         "40",
         "requests answered at once; more get 503",
-        |c, v| Ok(c.limits.max_requests = count(v)?),
+        |c, v| {
+            c.limits.max_requests = count(v)?;
+            Ok(())
+        },
     ),
     set(
         "--web.max-connections",
         "N",
         "512",
         "open connections; at the cap the oldest idle one is closed, or the new one gets 503",
-        |c, v| Ok(c.limits.max_connections = count(v)?),
+        |c, v| {
+            c.limits.max_connections = count(v)?;
+            Ok(())
+        },
     ),
     set(
         "--web.header-timeout",
         "DUR",
         "10s",
         "time to send a request head",
-        |c, v| Ok(c.limits.header_timeout = timeout(v)?),
+        |c, v| {
+            c.limits.header_timeout = timeout(v)?;
+            Ok(())
+        },
     ),
     set(
         "--web.idle-timeout",
         "DUR",
         "90s",
         "time a keep-alive connection may wait between requests",
-        |c, v| Ok(c.limits.idle_timeout = timeout(v)?),
+        |c, v| {
+            c.limits.idle_timeout = timeout(v)?;
+            Ok(())
+        },
     ),
     set(
         "--web.write-timeout",
         "DUR",
         "10s",
         "time to write one response",
-        |c, v| Ok(c.limits.write_timeout = timeout(v)?),
+        |c, v| {
+            c.limits.write_timeout = timeout(v)?;
+            Ok(())
+        },
     ),
     set(
         "--source",
         "NAME",
         "auto",
         "where readings come from: nvml, smi, sim, or auto: NVML if it loads, else nvidia-smi if present, else the simulator",
-        |c, v| Ok(c.source = parse_source(v)?),
+        |c, v| {
+            c.source = parse_source(v)?;
+            Ok(())
+        },
     ),
     set(
         "--nvml.library",
         "PATH",
         "",
         "the NVML library to load (default libnvidia-ml.so.1 via the loader)",
-        |c, v| Ok(c.nvml_library = Some(v.into())),
+        |c, v| {
+            c.nvml_library = Some(v.into());
+            Ok(())
+        },
     ),
     set(
         "--smi.path",
         "PATH",
         "nvidia-smi",
         "the nvidia-smi to run; a bare name is looked up on PATH",
-        |c, v| Ok(c.smi_path = v.into()),
+        |c, v| {
+            c.smi_path = v.into();
+            Ok(())
+        },
     ),
     set(
         "--smi.timeout",
         "DUR",
         "5s",
         "kill a hung nvidia-smi after this long",
-        |c, v| Ok(c.smi_timeout = timeout(v)?),
+        |c, v| {
+            c.smi_timeout = timeout(v)?;
+            Ok(())
+        },
     ),
     set(
         "--xid.kmsg",
         "PATH",
         "",
         "kernel log to read Xid from when the source cannot (default /dev/kmsg when readable, which needs CAP_SYSLOG); an empty PATH turns it off",
-        |c, v| Ok(c.xid_kmsg = Some(v.into())),
+        |c, v| {
+            c.xid_kmsg = Some(v.into());
+            Ok(())
+        },
     ),
     set(
         "--workload.stats-dir",
         "DIR",
         "",
         "read workload allocator stats from JSON files here (see README)",
-        |c, v| Ok(c.workload_dir = Some(v.into())),
+        |c, v| {
+            c.workload_dir = Some(v.into());
+            Ok(())
+        },
     ),
     set(
         "--workload.max-age",
         "DUR",
         "30s",
         "ignore stats files older than this",
-        |c, v| Ok(c.workload_max_age = parse_duration(v)?),
+        |c, v| {
+            c.workload_max_age = parse_duration(v)?;
+            Ok(())
+        },
     ),
     set(
         "--sim.scenario",
         "FILE",
         "",
         "simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)",
-        |c, v| Ok(c.scenario = Some(v.into())),
+        |c, v| {
+            c.scenario = Some(v.into());
+            Ok(())
+        },
     ),
     set(
         "--collect.interval",
@@ -189,7 +232,10 @@ pub static FLAGS: &[Flag] = &[
         "DUR",
         "1m",
         "while collections fail, serve the last good readings this long, then none",
-        |c, v| Ok(c.max_stale = parse_duration(v)?),
+        |c, v| {
+            c.max_stale = parse_duration(v)?;
+            Ok(())
+        },
     ),
     set(
         "--log.level",
@@ -216,14 +262,20 @@ pub static FLAGS: &[Flag] = &[
         "FILE",
         "",
         "alert rules to merge into the defaults by name, JSON",
-        |c, v| Ok(c.rules_file = Some(v.into())),
+        |c, v| {
+            c.rules_file = Some(v.into());
+            Ok(())
+        },
     ),
     set(
         "--alerts.runbook-base-url",
         "URL",
         "docs/runbooks/",
         "prefix of each alert's runbook_url",
-        |c, v| Ok(c.runbook_base = v.into()),
+        |c, v| {
+            c.runbook_base = v.into();
+            Ok(())
+        },
     ),
     switch(
         "--print-rules",

@@ -74,25 +74,41 @@ impl Default for Limits {
 /// Everything the flags set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// `--web.listen-address`.
     pub listen: SocketAddr,
+    /// `--web.telemetry-path`.
     pub telemetry_path: String,
+    /// The other `--web.*` flags.
     pub limits: Limits,
-    /// `None` is `auto`.
+    /// `--source`; `None` is `auto`.
     pub source: Option<SourceKind>,
+    /// `--nvml.library`; `None` is the loader's `libnvidia-ml.so.1`.
     pub nvml_library: Option<PathBuf>,
+    /// `--smi.path`.
     pub smi_path: PathBuf,
+    /// `--smi.timeout`.
     pub smi_timeout: Duration,
-    /// `None`: /dev/kmsg when readable; `Some("")`: off.
+    /// `--xid.kmsg`. `None`: /dev/kmsg when readable; `Some("")`: off.
     pub xid_kmsg: Option<PathBuf>,
+    /// `--workload.stats-dir`.
     pub workload_dir: Option<PathBuf>,
+    /// `--workload.max-age`.
     pub workload_max_age: Duration,
+    /// `--sim.scenario`; `None` is the built-in fleet.
     pub scenario: Option<PathBuf>,
+    /// `--collect.interval`.
     pub interval: Duration,
+    /// `--collect.max-stale`.
     pub max_stale: Duration,
+    /// `--log.level`.
     pub log_level: log::LevelFilter,
+    /// `--once`.
     pub once: bool,
+    /// `--print-rules`.
     pub print_rules: bool,
+    /// `--alerts.runbook-base-url`.
     pub runbook_base: String,
+    /// `--rules.file`.
     pub rules_file: Option<PathBuf>,
 }
 
@@ -121,9 +137,13 @@ impl Default for Config {
     }
 }
 
+/// What the flags ask for.
 #[derive(Debug)]
 pub enum Command {
+    /// Run the exporter.
     Run(Box<Config>),
+    /// Print `--help` and exit.
     Help,
+    /// Print the version and exit.
     Version,
 }

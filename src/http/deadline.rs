@@ -130,6 +130,7 @@ impl Deadlines {
     }
 
     /// Deadlines waiting now.
+    #[cfg(test)]
     pub fn pending(&self) -> usize {
         self.lock().entries.len()
     }

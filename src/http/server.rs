@@ -25,10 +25,6 @@ struct Slot {
 /// concurrent requests does not stay resident.
 const POOL: usize = 16;
 
-/// A request head buffer starts this small (a scrape's head is a few
-/// hundred bytes) and doubles up to `MAX_HEAD` when a head needs it.
-pub const FIRST_HEAD: usize = 1024;
-
 pub struct Server {
     pub ctx: Context,
     pub limits: Limits,
@@ -57,10 +53,6 @@ impl Server {
 
     pub fn in_flight(&self) -> usize {
         self.in_flight.get()
-    }
-
-    pub fn open_connections(&self) -> usize {
-        self.conns.borrow().len()
     }
 
     /// A request head buffer, zeroed once when first made.

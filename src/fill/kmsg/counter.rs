@@ -1,6 +1,6 @@
 //! Xid counts per GPU and code, from kernel log lines, each counted once.
 
-use super::line::{Stamp, Xid, normalize_bus_id, parse_gpu_at, parse_xid, split_line};
+use super::line::{Stamp, Xid, normalize_bus_id, parse_xid, split_line};
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{Hash, Hasher};
@@ -18,7 +18,6 @@ use std::hash::{Hash, Hasher};
 pub struct XidCounter {
     counts: BTreeMap<(String, u32), u64>,
     last: BTreeMap<String, f64>,
-    uuids: BTreeMap<String, String>,
     last_seq: Option<u64>,
     boot_time: Option<f64>,
     /// Per text source: bytes consumed, and a hash of them to notice the
@@ -56,10 +55,6 @@ impl XidCounter {
             if let (Some(Stamp::Monotonic(m)), Some(boot)) = (line.stamp, self.boot_time) {
                 time = Some(boot + m);
             }
-        }
-        if let Some((bus, uuid)) = parse_gpu_at(line.message) {
-            self.uuids.insert(bus, uuid);
-            return None;
         }
         let xid = parse_xid(line.message)?;
         *self
@@ -114,19 +109,13 @@ impl XidCounter {
         self.last.get(&normalize_bus_id(bus_id)?).copied()
     }
 
-    /// The UUID the driver logged for a bus id.
-    pub fn uuid(&self, bus_id: &str) -> Option<&str> {
-        self.uuids
-            .get(&normalize_bus_id(bus_id)?)
-            .map(String::as_str)
-    }
-
     /// Bytes of `source` that [`XidCounter::feed_text`] has consumed.
     pub fn consumed(&self, source: &str) -> usize {
         self.consumed.get(source).map_or(0, |&(offset, _)| offset)
     }
 
     /// Bus ids that had an Xid, normalised, sorted.
+    #[cfg(feature = "internals")]
     pub fn bus_ids(&self) -> Vec<&str> {
         let mut ids: Vec<&str> = self.counts.keys().map(|(b, _)| b.as_str()).collect();
         ids.dedup();
@@ -134,6 +123,7 @@ impl XidCounter {
     }
 
     /// All Xid counted, every GPU and code.
+    #[cfg(feature = "internals")]
     pub fn total(&self) -> u64 {
         self.counts.values().sum()
     }
@@ -182,10 +172,6 @@ pub(super) mod tests {
         assert_eq!(c.counts("00000000:9B:00.0"), [(119, 5)]);
         assert_eq!(c.total(), 5);
         assert_eq!(c.bus_ids(), ["00000000:9B:00.0"]);
-        assert_eq!(
-            c.uuid("00000000:9B:00.0"),
-            Some("GPU-509665ad-b600-ac93-3616-d754b23d636d")
-        );
         // [Sun Feb 23 16:30:13 2025], read as UTC.
         assert_eq!(c.last_timestamp("0000:9b:00"), Some(1_740_328_213.0));
     }
@@ -197,7 +183,6 @@ pub(super) mod tests {
         assert_eq!(c.total(), 26);
         let last = c.last_timestamp("0000:38:00").unwrap();
         assert!((last - 1_737_427_440.566_421).abs() < 1e-5, "{last}");
-        assert_eq!(c.uuid("0000:38:00"), None);
     }
 
     #[test]
@@ -209,10 +194,6 @@ pub(super) mod tests {
         for switch in ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0"] {
             assert_eq!(c.counts(switch), [], "{switch}");
         }
-        assert_eq!(
-            c.uuid("00000000:91:00.0"),
-            Some("GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b")
-        );
         // Monotonic stamps of saved text give no Unix time.
         assert_eq!(c.last_timestamp("0000:91:00"), None);
 

@@ -247,20 +247,6 @@ pub fn parse_xid(message: &str) -> Option<Xid> {
     Some(Xid { bus_id, code })
 }
 
-/// `NVRM: GPU at PCI:0000:9b:00: GPU-<uuid>`: (normalised bus id, UUID).
-pub fn parse_gpu_at(message: &str) -> Option<(String, String)> {
-    let (_, rest) = message.split_once("NVRM: GPU at ")?;
-    let (bus, rest) = rest.split_once(": ")?;
-    let uuid = rest.split_whitespace().next()?;
-    let valid = uuid
-        .strip_prefix("GPU-")
-        .is_some_and(|u| !u.is_empty() && u.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-'));
-    if !valid {
-        return None;
-    }
-    Some((normalize_bus_id(bus)?, uuid.to_string()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,6 +294,7 @@ mod tests {
             "NVRM: Xid (PCI:0000:9b:00): 99999999999, too big",
             "NVRM: Xid (PCI:0000:9b:00",
             "Xid (PCI:0000:9b:00): 79 without NVRM",
+            "NVRM: GPU at PCI:0000:9b:00: GPU-509665ad-b600-ac93-3616-d754b23d636d",
         ] {
             assert_eq!(parse_xid(not_xid), None, "{not_xid}");
         }
@@ -435,25 +422,6 @@ mod tests {
             "é:00.0",
         ] {
             assert_eq!(normalize_bus_id(bad), None, "{bad}");
-        }
-    }
-
-    #[test]
-    fn gpu_at_lines() {
-        assert_eq!(
-            parse_gpu_at("NVRM: GPU at PCI:0000:9b:00: GPU-509665ad-b600-ac93-3616-d754b23d636d"),
-            Some((
-                "00000000:9B:00.0".into(),
-                "GPU-509665ad-b600-ac93-3616-d754b23d636d".into()
-            ))
-        );
-        for bad in [
-            "NVRM: GPU at PCI:0000:9b:00: ",
-            "NVRM: GPU at PCI:0000:9b:00: MIG-1234",
-            "NVRM: GPU at PCI:zz: GPU-1234",
-            "NVRM: GPU Board Serial Number: 1650124014249",
-        ] {
-            assert_eq!(parse_gpu_at(bad), None, "{bad}");
         }
     }
 }

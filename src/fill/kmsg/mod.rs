@@ -3,9 +3,8 @@
 //!
 //! The NVIDIA driver reports an Xid as
 //! `NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.`
-//! (older drivers: `NVRM: Xid (0000:03:00): 14, Channel 00000001`) and names
-//! a GPU's UUID once as `NVRM: GPU at PCI:0000:9b:00: GPU-<uuid>`. NVSwitch
-//! `SXid` lines and the driver's prose about a GPU that fell off the bus
+//! (older drivers: `NVRM: Xid (0000:03:00): 14, Channel 00000001`), by bus
+//! id; GPUs are matched to it by their bus id. NVSwitch `SXid` lines and the driver's prose about a GPU that fell off the bus
 //! are not Xid and are not counted.
 //!
 //! The parsing half ([`line`], [`counter`]) is pure and never panics, so

@@ -69,10 +69,9 @@
 //! - Files of a lost GPU (`up == false`) are not applied: its readings stay
 //!   empty.
 
-mod file;
+pub mod file;
 
-use file::read;
-pub use file::{Stats, parse};
+use file::{Stats, read};
 
 use super::Filler;
 use crate::snapshot::{Gpu, Readings};
@@ -82,8 +81,6 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
-/// Older readings are stale.
-pub const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
 /// A stats file is ~200 bytes; anything near this is not one.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024;
 /// Files read per collection: more processes than that on one node is a
@@ -402,6 +399,7 @@ pub(super) mod tests {
     use std::time::SystemTime;
 
     const GIB: u64 = 1 << 30;
+    const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
     pub(super) const GPU0: &str = "GPU-0b42632a-bc5c-f731-724b-6936a19c4b24";
     const GPU1: &str = "GPU-11111111-2222-3333-4444-555555555555";
     const MIG1: &str = "MIG-66666666-7777-8888-9999-aaaaaaaaaaaa";

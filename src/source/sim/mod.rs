@@ -8,7 +8,7 @@
 
 mod scenario;
 
-pub use scenario::{DEFAULT_SCENARIO, Scenario};
+pub use scenario::Scenario;
 
 use super::{Source, SourceError};
 use crate::base::units::MHZ;

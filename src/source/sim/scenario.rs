@@ -8,7 +8,7 @@ use crate::snapshot::{TTFT_BUCKETS, clock_event_bit};
 use std::time::Duration;
 
 /// The built-in fleet, `scenarios/default.json`: the seed lab's four GPUs.
-pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.json");
+const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.json");
 
 /// The file's shape, as nanoserde reads it.
 #[allow(clippy::question_mark)] // in nanoserde's derived code

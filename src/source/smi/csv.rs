@@ -172,6 +172,10 @@ pub fn parse_flag(cell: &str) -> Option<bool> {
 }
 
 /// A performance state `P0` (fastest) to `P15`.
+#[allow(
+    dead_code,
+    reason = "kept for the P-state family of the hardware-health issue"
+)]
 pub fn parse_pstate(cell: &str) -> Option<u8> {
     let n = cell.trim().strip_prefix('P')?;
     if n.is_empty() || n.len() > 2 || !n.bytes().all(|b| b.is_ascii_digit()) {

@@ -1,0 +1,40 @@
+//! The crate's internals, for its own tests, benches and fuzz targets
+//! only: built with the `internals` feature, which the crate enables for
+//! itself as a dev-dependency and `fuzz/` enables. Not an API.
+
+/// The ground floor.
+pub mod base {
+    pub use crate::base::*;
+}
+/// The fleet model.
+pub mod snapshot {
+    pub use crate::snapshot::*;
+}
+/// Sources.
+pub mod source {
+    pub use crate::source::*;
+}
+/// Fillers.
+pub mod fill {
+    pub use crate::fill::*;
+}
+/// Exposition.
+pub mod exposition {
+    pub use crate::exposition::*;
+}
+/// Alerts.
+pub mod alerts {
+    pub use crate::alerts::*;
+}
+/// The process's own stats.
+pub mod process {
+    pub use crate::process::*;
+}
+/// The collector.
+pub mod collector {
+    pub use crate::collector::*;
+}
+/// HTTP.
+pub mod http {
+    pub use crate::http::*;
+}
