@@ -16,6 +16,10 @@ use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "../tests/support/response.rs"]
+mod response;
+use response::read_response_into;
+
 fn scenario(gpus: usize) -> String {
     let gpu = r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#;
     format!(r#"{{"gpus":[{}]}}"#, vec![gpu; gpus].join(","))
@@ -67,34 +71,16 @@ fn connect(addr: &str) -> TcpStream {
 /// Scrapes `/metrics` `n` times over a keep-alive connection; returns the
 /// latencies.
 fn scrape(s: &mut TcpStream, n: usize) -> Vec<Duration> {
-    let mut buf = vec![0u8; 1 << 20];
-    let lat: Vec<Duration> = (0..n)
+    let mut buf = Vec::with_capacity(1 << 20);
+    (0..n)
         .map(|_| {
             let t = Instant::now();
             s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n")
                 .unwrap();
-            let mut got = 0;
-            let body_end = loop {
-                got += s.read(&mut buf[got..]).unwrap();
-                let head = &buf[..got];
-                if let Some(h) = head.windows(4).position(|w| w == b"\r\n\r\n") {
-                    let text = std::str::from_utf8(&head[..h]).unwrap();
-                    let len: usize = text
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Content-Length: "))
-                        .unwrap()
-                        .parse()
-                        .unwrap();
-                    break h + 4 + len;
-                }
-            };
-            while got < body_end {
-                got += s.read(&mut buf[got..body_end]).unwrap();
-            }
+            read_response_into(s, &mut buf, false);
             t.elapsed()
         })
-        .collect();
-    lat
+        .collect()
 }
 
 /// The floor: a blocking server that answers every request on a

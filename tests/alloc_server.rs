@@ -15,7 +15,7 @@ use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::http::conn::answer;
 use gpu_exporter::internals::http::{Context, Server};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -23,7 +23,10 @@ use std::time::Duration;
 
 #[path = "support/counting.rs"]
 mod counting;
+#[path = "support/response.rs"]
+mod response;
 use counting::{Counting, count, count_process, exclude_this_thread};
+use response::read_response_into;
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
@@ -97,34 +100,6 @@ fn our_request_path_allocates_nothing_after_warm_up() {
     }
 }
 
-/// Reads one response (head and body, if any) off a keep-alive stream.
-fn read_one(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool) {
-    buf.clear();
-    let mut chunk = [0u8; 65536];
-    loop {
-        let n = s.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed");
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(h) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = std::str::from_utf8(&buf[..h]).unwrap();
-            let len: usize = head
-                .lines()
-                .find_map(|l| l.strip_prefix("Content-Length: "))
-                .unwrap()
-                .parse()
-                .unwrap();
-            let want = h + 4 + if head_only { 0 } else { len };
-            while buf.len() < want {
-                let n = s.read(&mut chunk).unwrap();
-                assert!(n > 0);
-                buf.extend_from_slice(&chunk[..n]);
-            }
-            assert_eq!(buf.len(), want, "one response at a time");
-            return;
-        }
-    }
-}
-
 /// Serves on a thread of its own, left to end with the test process: a
 /// timer to stop it by would itself be an allocation on every reactor
 /// turn (see `http::deadline`).
@@ -154,7 +129,7 @@ fn process_allocations(gpus: usize, n: usize) -> f64 {
     let mut buf = Vec::with_capacity(1 << 20);
     let mut round = |i: usize, s: &mut TcpStream| {
         s.write_all(request(i).as_bytes()).unwrap();
-        read_one(s, &mut buf, i % 5 == 2);
+        read_response_into(s, &mut buf, i % 5 == 2);
     };
     for i in 0..500 {
         round(i, &mut s);
@@ -192,7 +167,7 @@ fn accepting_a_connection_allocates_a_bounded_amount() {
         let mut s = TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(request(4).as_bytes()).unwrap();
-        read_one(&mut s, &mut buf, false);
+        read_response_into(&mut s, &mut buf, false);
     };
     for _ in 0..50 {
         one();

@@ -185,6 +185,9 @@ mod scenario {
 }
 use scenario::{Gpu, Mig, Scenario};
 
+// The C structs below mirror those of src/source/nvml/ffi.rs on purpose:
+// each side is written from nvml.h on its own, so a mistake in either
+// shows as a disagreement in the tests.
 #[repr(C)]
 pub struct PciInfo {
     bus_id_legacy: [c_char; 16],

@@ -121,11 +121,7 @@ fn gpus(p: &Published, out: &mut Vec<u8>) {
         write_u64(out, g.index as u64);
         out.extend_from_slice(b"\"><td class=\"n\">");
         write_u64(out, g.index as u64);
-        out.extend_from_slice(b"</td><td>");
-        html_escape(out, &g.model);
-        out.extend_from_slice(b"<br><small>");
-        html_escape(out, &g.uuid);
-        out.extend_from_slice(b"</small></td>");
+        identity(out, &g.model, &g.uuid);
         readings(&g.readings, out);
         out.extend_from_slice(if g.up {
             b"<td>up</td></tr>\n".as_slice()
@@ -140,16 +136,21 @@ fn gpus(p: &Published, out: &mut Vec<u8>) {
             write_u64(out, m.gpu_instance_id as u64);
             out.extend_from_slice(b"\"><td>MIG ");
             write_u64(out, m.gpu_instance_id as u64);
-            out.extend_from_slice(b"</td><td>");
-            html_escape(out, &m.profile);
-            out.extend_from_slice(b"<br><small>");
-            html_escape(out, &m.uuid);
-            out.extend_from_slice(b"</small></td>");
+            identity(out, &m.profile, &m.uuid);
             readings(&m.readings, out);
             out.extend_from_slice(b"<td></td></tr>\n");
         }
     }
     out.extend_from_slice(b"</table>\n");
+}
+
+/// Closes a row's first cell and writes the name and UUID cell.
+fn identity(out: &mut Vec<u8>, name: &str, uuid: &str) {
+    out.extend_from_slice(b"</td><td>");
+    html_escape(out, name);
+    out.extend_from_slice(b"<br><small>");
+    html_escape(out, uuid);
+    out.extend_from_slice(b"</small></td>");
 }
 
 /// The reading cells of one row, an en dash for each absent reading.

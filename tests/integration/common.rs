@@ -1,9 +1,10 @@
+use crate::response::read_response_into;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpu-exporter");
 
@@ -120,6 +121,56 @@ impl Exporter {
         let headers: Vec<_> = accept.iter().map(|a| ("Accept", *a)).collect();
         self.get("/metrics", &headers)
     }
+
+    /// The exporter on a scenario of its own (written to a temporary file
+    /// named `name`), after `args`.
+    pub fn on_scenario(name: &str, scenario: &str, args: &[&str]) -> Exporter {
+        let path = temp_file(name, scenario);
+        let mut all = args.to_vec();
+        all.extend(["--sim.scenario", path.to_str().unwrap()]);
+        Exporter::start(&all)
+    }
+
+    /// Fetches `path` until `done` holds of its body, for at most `limit`;
+    /// the body that did.
+    pub fn wait_for(&self, path: &str, limit: Duration, done: impl Fn(&str) -> bool) -> String {
+        eventually(limit, || {
+            let body = self.get(path, &[]).body;
+            match done(&body) {
+                true => Ok(body),
+                false => Err(format!("{path} last said:\n{body}\nlog:\n{}", self.log())),
+            }
+        })
+    }
+
+    /// Waits, for at most `limit`, until the log holds `text`.
+    pub fn wait_log(&self, text: &str, limit: Duration) {
+        eventually(limit, || match self.log() {
+            log if log.contains(text) => Ok(()),
+            log => Err(format!("no {text:?} in the log:\n{log}")),
+        })
+    }
+}
+
+/// Calls `f` every 100 ms until it answers `Ok`, for at most `limit`; then
+/// fails with what its last `Err` said.
+pub fn eventually<T>(limit: Duration, mut f: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match f() {
+            Ok(v) => return v,
+            Err(why) => assert!(Instant::now() < deadline, "gave up waiting: {why}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The value of the first sample in `body` whose line starts with `prefix`.
+pub fn value(body: &str, prefix: &str) -> Option<f64> {
+    body.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }
 
 impl Drop for Exporter {
@@ -177,43 +228,21 @@ impl Response {
 
 /// Reads one response; `with_body` is false for HEAD.
 pub fn read_response(s: &mut TcpStream, with_body: bool) -> Response {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        let n = s.read(&mut byte).expect("read response head");
-        assert_eq!(
-            n,
-            1,
-            "connection closed mid-head: {:?}",
-            String::from_utf8_lossy(&head)
-        );
-        head.push(byte[0]);
-    }
-    let head = String::from_utf8(head).unwrap();
+    let mut raw = Vec::new();
+    let head_len = read_response_into(s, &mut raw, !with_body);
+    let head = std::str::from_utf8(&raw[..head_len - 4]).unwrap();
     let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap();
-    assert!(status_line.starts_with("HTTP/1.1 "), "{status_line}");
-    let status = status_line[9..12].parse().unwrap();
-    let headers: Vec<(String, String)> = lines
-        .filter(|l| !l.is_empty())
+    let status = lines.next().unwrap()[9..12].parse().unwrap();
+    let headers = lines
         .map(|l| {
             let (k, v) = l.split_once(": ").unwrap();
             (k.to_string(), v.to_string())
         })
         .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k == "Content-Length")
-        .expect("Content-Length is always set")
-        .1
-        .parse()
-        .unwrap();
-    let mut body = vec![0u8; if with_body { len } else { 0 }];
-    s.read_exact(&mut body).unwrap();
     Response {
         status,
         headers,
-        body: String::from_utf8(body).unwrap(),
+        body: String::from_utf8(raw[head_len..].to_vec()).unwrap(),
     }
 }
 
@@ -234,6 +263,20 @@ pub fn have(tool: &str, probe: &[&str]) -> bool {
         eprintln!("SKIP: {tool} is not installed");
     }
     ok
+}
+
+/// Checks an exposition with `promtool check metrics`, where promtool is
+/// here (see [`have`]).
+pub fn check_metrics(body: &str) {
+    if have("promtool", &["--version"]) {
+        let out = pipe("promtool", &["check", "metrics"], body);
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// Runs `cmd args` with `input` on stdin.

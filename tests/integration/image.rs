@@ -5,7 +5,7 @@
 //! container engine) and scraped from here over 127.0.0.1. Each test has a
 //! buildah storage of its own, removed at its end.
 
-use crate::common::{Response, have, read_response, send, watch_log};
+use crate::common::{Response, eventually, have, read_response, send, value, watch_log};
 use crate::sources::fake_nvml::Fixture;
 use nanoserde::DeJson;
 use std::collections::BTreeMap;
@@ -403,21 +403,18 @@ impl Running {
 
     /// Polls `path` until `done` holds, for at most `limit`.
     fn wait_for(&self, path: &str, limit: Duration, done: impl Fn(&Response) -> bool) -> Response {
-        let deadline = Instant::now() + limit;
-        loop {
+        eventually(limit, || {
             let r = self.get(path);
-            if done(&r) {
-                return r;
+            match done(&r) {
+                true => Ok(r),
+                false => Err(format!(
+                    "{path}: last answer {} {}\nlog:\n{}",
+                    r.status,
+                    r.body,
+                    self.log.lock().unwrap()
+                )),
             }
-            assert!(
-                Instant::now() < deadline,
-                "gave up waiting on {path}; last answer {} {}\nlog:\n{}",
-                r.status,
-                r.body,
-                self.log.lock().unwrap()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        })
     }
 
     /// The uid line of /proc/PID/status of the exporter process.
@@ -436,13 +433,6 @@ impl Running {
             .collect::<Vec<_>>()
             .join(" ")
     }
-}
-
-fn value(body: &str, prefix: &str) -> Option<f64> {
-    body.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
 }
 
 #[derive(DeJson)]

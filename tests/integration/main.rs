@@ -11,6 +11,8 @@ mod http;
 mod image;
 mod prometheus;
 mod release;
+#[path = "../support/response.rs"]
+mod response;
 mod rules;
 mod signals;
 mod sources;

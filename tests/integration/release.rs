@@ -4,6 +4,7 @@
 
 use crate::common::{Exporter, temp_file};
 use crate::image::release_binary;
+use crate::response::read_response_into;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ fn scraper(addr: String, left: Arc<AtomicUsize>) -> std::thread::JoinHandle<usiz
     std::thread::spawn(move || {
         let mut s = TcpStream::connect(&addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut buf = vec![0u8; 1 << 17];
+        let mut buf = Vec::with_capacity(1 << 17);
         let mut done = 0;
         while left
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
@@ -38,23 +39,7 @@ fn scraper(addr: String, left: Arc<AtomicUsize>) -> std::thread::JoinHandle<usiz
         {
             s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
                 .unwrap();
-            let mut got = 0;
-            let end = loop {
-                got += s.read(&mut buf[got..]).unwrap();
-                if let Some(h) = buf[..got].windows(4).position(|w| w == b"\r\n\r\n") {
-                    let head = std::str::from_utf8(&buf[..h]).unwrap();
-                    let len: usize = head
-                        .lines()
-                        .find_map(|l| l.strip_prefix("Content-Length: "))
-                        .unwrap()
-                        .parse()
-                        .unwrap();
-                    break h + 4 + len;
-                }
-            };
-            while got < end {
-                got += s.read(&mut buf[got..end]).unwrap();
-            }
+            read_response_into(&mut s, &mut buf, false);
             done += 1;
         }
         done

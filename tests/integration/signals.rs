@@ -8,21 +8,20 @@ use std::io::Write;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-fn big_fleet() -> String {
+/// The exporter on 64 GPUs with a client that asks for far more than
+/// socket buffers hold and never reads, so a response stays in flight.
+fn with_stuck_client() -> (Exporter, TcpStream) {
     let gpus = vec!["{}"; 64].join(",");
-    temp_file("signals-big.json", &format!(r#"{{"gpus":[{gpus}]}}"#))
-        .to_str()
-        .unwrap()
-        .to_string()
-}
-
-/// A client that asks for far more than socket buffers hold and never
-/// reads: its response stays in flight.
-fn stuck_client(e: &Exporter) -> TcpStream {
+    let e = Exporter::on_scenario(
+        "signals-big.json",
+        &format!(r#"{{"gpus":[{gpus}]}}"#),
+        &["--web.write-timeout", "30s"],
+    );
     let mut s = e.connect();
     s.write_all("GET /metrics HTTP/1.1\r\n\r\n".repeat(600).as_bytes())
         .unwrap();
-    s
+    std::thread::sleep(Duration::from_millis(500));
+    (e, s)
 }
 
 #[test]
@@ -46,10 +45,7 @@ fn term_and_int_exit_0_within_a_second() {
 
 #[test]
 fn a_client_that_never_reads_does_not_hold_the_exit() {
-    let fleet = big_fleet();
-    let mut e = Exporter::start(&["--sim.scenario", &fleet, "--web.write-timeout", "30s"]);
-    let _stuck = stuck_client(&e);
-    std::thread::sleep(Duration::from_millis(500));
+    let (mut e, _stuck) = with_stuck_client();
     let t = Instant::now();
     e.signal("TERM");
     let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
@@ -64,10 +60,7 @@ fn a_client_that_never_reads_does_not_hold_the_exit() {
 
 #[test]
 fn a_second_signal_exits_at_once() {
-    let fleet = big_fleet();
-    let mut e = Exporter::start(&["--sim.scenario", &fleet, "--web.write-timeout", "30s"]);
-    let _stuck = stuck_client(&e);
-    std::thread::sleep(Duration::from_millis(500));
+    let (mut e, _stuck) = with_stuck_client();
     let t = Instant::now();
     e.signal("TERM");
     std::thread::sleep(Duration::from_millis(100));
@@ -79,18 +72,6 @@ fn a_second_signal_exits_at_once() {
         t.elapsed()
     );
     assert_eq!(status.code(), Some(128 + 2));
-}
-
-fn wait_alerts(e: &Exporter, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let body = e.get("/alerts", &[]).body;
-        if done(&body) {
-            return body;
-        }
-        assert!(Instant::now() < deadline, "{body}\n{}", e.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 #[test]
@@ -114,7 +95,9 @@ fn hup_reloads_rules_and_scenario_and_keeps_them_when_bad() {
     .unwrap();
     std::fs::write(&scenario, r#"{"gpus":[{},{},{"temperature_celsius":90}]}"#).unwrap();
     e.signal("HUP");
-    wait_alerts(&e, |b| b.contains(r#""alertname":"HotGPU","gpu":"2""#));
+    e.wait_for("/alerts", Duration::from_secs(10), |b| {
+        b.contains(r#""alertname":"HotGPU","gpu":"2""#)
+    });
     assert!(
         e.metrics(None)
             .body
@@ -128,11 +111,7 @@ fn hup_reloads_rules_and_scenario_and_keeps_them_when_bad() {
     )
     .unwrap();
     e.signal("HUP");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !e.log().contains("reload failed") {
-        assert!(Instant::now() < deadline, "{}", e.log());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    e.wait_log("reload failed", Duration::from_secs(5));
     assert!(e.log().contains("rules[0].severity"), "{}", e.log());
     std::thread::sleep(Duration::from_millis(1500));
     assert!(

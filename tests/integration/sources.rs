@@ -5,17 +5,10 @@
 #[path = "../support/fake_nvml.rs"]
 pub mod fake_nvml;
 
-use crate::common::{Exporter, have, pipe, run};
+use crate::common::{Exporter, check_metrics, run, value};
 use fake_nvml::Fixture;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-fn value(body: &str, prefix: &str) -> Option<f64> {
-    body.lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-}
 
 fn gpu(i: u32, extra: &str) -> String {
     format!(
@@ -34,22 +27,6 @@ fn fleet(gpus: &[String]) -> String {
         r#"{{"driver_version":"550.54.15","gpus":[{}]}}"#,
         gpus.join(",")
     )
-}
-
-/// Polls `/metrics` until `done` holds, for at most `limit`.
-fn wait_for(e: &Exporter, limit: Duration, done: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + limit;
-    loop {
-        let body = e.metrics(None).body;
-        if done(&body) {
-            return body;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "gave up waiting; last scrape:\n{body}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn nvml_args(f: &Fixture) -> Vec<String> {
@@ -79,7 +56,7 @@ fn nvml_fleet_through_the_binary() {
         .collect();
     let f = Fixture::new("bin-fleet", &fleet(&gpus));
     let e = start(&nvml_args(&f));
-    let body = wait_for(&e, Duration::from_secs(10), |b| {
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
         value(
             b,
             "gpu_xid_errors_total{gpu=\"2\",uuid=\"GPU-00000002-aaaa-bbbb-cccc-dddddddddddd\",xid=\"79\"}",
@@ -101,14 +78,7 @@ fn nvml_fleet_through_the_binary() {
     );
     // Not supported by the scenario: absent, never a sentinel.
     assert!(!body.contains("gpu_utilization_ratio{"));
-    if have("promtool", &["--version"]) {
-        let out = pipe("promtool", &["check", "metrics"], &body);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
+    check_metrics(&body);
 }
 
 #[test]
@@ -123,7 +93,7 @@ fn a_driver_that_is_not_loaded_never_stops_the_server() {
     assert!(r.body.contains("DRIVER_NOT_LOADED"), "{}", r.body);
     // The driver arrives: the retry with backoff picks it up.
     f.set_scenario(&fleet(&[gpu(0, "")]));
-    let body = wait_for(&e, Duration::from_secs(15), |b| {
+    let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
         value(b, "gpu_exporter_collect_success") == Some(1.0)
     });
     assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
@@ -145,7 +115,7 @@ fn a_hung_or_lost_gpu_leaves_metrics_answering() {
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(body.contains("gpu_exporter_snapshot_age_seconds"));
     // After the hang, GPU 1 is lost; GPU 0 keeps reporting.
-    let body = wait_for(&e, Duration::from_secs(15), |b| {
+    let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
         value(b, "gpu_up{gpu=\"1\"") == Some(0.0)
     });
     assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
@@ -157,7 +127,7 @@ fn a_hung_or_lost_gpu_leaves_metrics_answering() {
 fn zero_gpus_is_a_healthy_empty_fleet() {
     let f = Fixture::new("bin-zero", r#"{"gpus":[]}"#);
     let e = start(&nvml_args(&f));
-    let body = wait_for(&e, Duration::from_secs(10), |b| {
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
         value(b, "gpu_exporter_collect_success") == Some(1.0)
     });
     assert!(!body.contains("gpu_up{"));
@@ -321,7 +291,7 @@ fn workload_allocator_stats_join_the_nvml_readings() {
     let mut args = nvml_args(&f);
     args.extend(["--workload.stats-dir".into(), dir.to_str().unwrap().into()]);
     let e = start(&args);
-    let body = wait_for(&e, Duration::from_secs(10), |b| {
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
         b.contains("gpu_allocator_allocated_bytes{")
     });
     let g0 = "{gpu=\"0\",uuid=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\"}";
@@ -361,7 +331,7 @@ fn mig_instances_get_their_own_series() {
         ]}"#;
     let f = Fixture::new("bin-mig", &fleet(&[mig.to_string()]));
     let e = start(&nvml_args(&f));
-    let body = wait_for(&e, Duration::from_secs(10), |b| {
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
         b.contains("mig_instance=\"2\"")
     });
     let used = |uuid: &str, id: u32, profile: &str| {
@@ -387,12 +357,5 @@ fn mig_instances_get_their_own_series() {
             .lines()
             .any(|l| l.starts_with("gpu_temperature_celsius") && l.contains("mig_instance"))
     );
-    if have("promtool", &["--version"]) {
-        let out = pipe("promtool", &["check", "metrics"], &body);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stdout)
-        );
-    }
+    check_metrics(&body);
 }

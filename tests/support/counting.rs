@@ -67,6 +67,18 @@ pub fn count(f: impl FnOnce()) -> usize {
     taken()
 }
 
+/// Guards an allocation test against a counter that never moves: one
+/// allocation counts as one, and `grows`, which has to grow a buffer,
+/// counts as some.
+pub fn assert_the_counter_counts(grows: impl FnOnce()) {
+    let n = count(|| {
+        let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(64));
+        drop(std::hint::black_box(v));
+    });
+    assert_eq!(n, 1);
+    assert!(count(grows) > 0);
+}
+
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
