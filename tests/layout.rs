@@ -1,0 +1,388 @@
+//! The layout's rules, read from the source itself:
+//!
+//! - every module imports only from the floors below its own (its own
+//!   module aside): the `use crate::…`, `super::…` and inline `crate::`
+//!   paths of every file under `src/` are checked against [`FLOORS`];
+//! - modules of one floor never reach into each other, and a source or a
+//!   filler never into another's files; the one exception: the alert rules
+//!   name the exposition catalogue's families;
+//! - the README's module table lists every module, on its floor;
+//! - no file but `ffi.rs` holds more than 600 lines before its tests, and
+//!   `lib.rs` stays a table of contents.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Each top-level module of `src/` and its floor.
+const FLOORS: &[(&str, u8)] = &[
+    // Helpers that import nothing of the crate's own.
+    ("base", 0),
+    ("logger", 0),
+    // Flags in, a validated configuration out.
+    ("config", 1),
+    // The fleet model.
+    ("snapshot", 2),
+    // Sources and fillers, exposition, alerts, the process's own stats.
+    ("source", 3),
+    ("fill", 3),
+    ("exposition", 3),
+    ("alerts", 3),
+    ("process", 3),
+    // The collector, and which source and fillers it reads.
+    ("collector", 4),
+    ("select", 4),
+    // What serves a published snapshot: HTTP and the seed table.
+    ("http", 5),
+    ("table", 5),
+    // The wiring, and what only lists or re-exports modules.
+    ("app", 6),
+    ("lib", 6),
+    ("main", 6),
+    ("internals", 6),
+];
+
+/// Modules whose submodules are each a source or filler of its own: one
+/// never names another's files.
+const FAMILIES: &[&str] = &["source", "fill"];
+
+/// The one reach across floor 3: the rules name the catalogue's families.
+const ALLOWED: &[(&str, &str)] = &[("alerts", "exposition::catalogue")];
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+fn floor(top: &str) -> u8 {
+    FLOORS
+        .iter()
+        .find(|(m, _)| *m == top)
+        .unwrap_or_else(|| panic!("module {top} has no floor in tests/layout.rs"))
+        .1
+}
+
+/// Every `.rs` file under `dir`, sorted.
+fn files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(files(&path));
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A file's module path: `src/source/nvml/read.rs` is
+/// `["source", "nvml", "read"]`, `src/source/nvml/mod.rs` `["source",
+/// "nvml"]`, `src/lib.rs` `["lib"]`.
+fn module_of(file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src()).unwrap();
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
+        .collect();
+    if parts.len() > 1 && parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The paths a use tree spells from `text` on: `a::{b, c::{d, self}}` is
+/// `a::b`, `a::c::d` and `a::c`.
+fn use_paths(text: &str) -> Vec<String> {
+    fn tree(s: &[u8], i: &mut usize, prefix: &str, out: &mut Vec<String>) {
+        let mut path = prefix.to_string();
+        loop {
+            while s.get(*i).is_some_and(|b| b.is_ascii_whitespace()) {
+                *i += 1;
+            }
+            if s.get(*i) == Some(&b'{') {
+                *i += 1;
+                loop {
+                    tree(s, i, &path, out);
+                    while s.get(*i).is_some_and(|b| b.is_ascii_whitespace()) {
+                        *i += 1;
+                    }
+                    match s.get(*i) {
+                        Some(b',') => *i += 1,
+                        Some(b'}') => {
+                            *i += 1;
+                            return;
+                        }
+                        _ => return,
+                    }
+                    while s.get(*i).is_some_and(|b| b.is_ascii_whitespace()) {
+                        *i += 1;
+                    }
+                    if s.get(*i) == Some(&b'}') {
+                        *i += 1;
+                        return;
+                    }
+                }
+            }
+            let start = *i;
+            while s
+                .get(*i)
+                .is_some_and(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            {
+                *i += 1;
+            }
+            let word = std::str::from_utf8(&s[start..*i]).unwrap();
+            if word.is_empty() {
+                if !path.is_empty() && path != prefix {
+                    out.push(path);
+                }
+                return;
+            }
+            if word != "self" {
+                if !path.is_empty() {
+                    path.push_str("::");
+                }
+                path.push_str(word);
+            }
+            if s[*i..].starts_with(b"::") {
+                *i += 2;
+            } else {
+                out.push(path);
+                return;
+            }
+        }
+    }
+    let mut out = Vec::new();
+    tree(text.as_bytes(), &mut 0, "", &mut out);
+    out
+}
+
+/// Every path the code of `file` names from `crate`, `super` or `self`,
+/// resolved to a module path from the crate root (`["source", "Source"]`),
+/// with its line. Comments are passed over.
+fn references(file: &Path) -> Vec<(usize, Vec<String>)> {
+    let module = module_of(file);
+    // `self::` in a file is that file's module; `super::` its parent.
+    let at = if module == ["lib"] {
+        Vec::new()
+    } else {
+        module.clone()
+    };
+    let text = std::fs::read_to_string(file).unwrap();
+    // The code without comments, as one string (use trees span lines),
+    // and where each line starts in it.
+    let mut code = String::new();
+    let mut starts = Vec::new();
+    for line in text.lines() {
+        starts.push(code.len());
+        code.push_str(line.split("//").next().unwrap());
+        code.push('\n');
+    }
+    // Test modules come last; `super::` in one is the file's own module.
+    let tests = code
+        .find("\nmod tests {")
+        .or_else(|| code.find("\npub(super) mod tests {"))
+        .unwrap_or(code.len());
+    let mut out = Vec::new();
+    for start in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(i) = code[from..].find(start) {
+            let i = from + i;
+            from = i + start.len();
+            let before = code[..i].chars().last();
+            if before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':') {
+                continue;
+            }
+            let mut at = at.clone();
+            if i > tests {
+                at.push("tests".into());
+            }
+            let line = starts.partition_point(|&s| s <= i);
+            for path in use_paths(&code[i..]) {
+                let mut segs: Vec<&str> = path.split("::").collect();
+                let mut base = match segs[0] {
+                    "crate" => Vec::new(),
+                    _ => at.clone(),
+                };
+                if segs[0] == "self" {
+                    segs.remove(0);
+                }
+                while segs.first() == Some(&"super") {
+                    segs.remove(0);
+                    base.pop();
+                }
+                if segs.first() == Some(&"crate") {
+                    segs.remove(0);
+                }
+                base.extend(segs.iter().map(|s| s.to_string()));
+                if !base.is_empty() {
+                    out.push((line, base));
+                }
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Whether a module path names a module (a file or directory under
+/// `src/`), not an item.
+fn is_module(path: &[String]) -> bool {
+    let p = src().join(path.join("/"));
+    p.is_dir() || p.with_extension("rs").is_file()
+}
+
+fn problems() -> Vec<String> {
+    let mut problems = Vec::new();
+    for file in files(&src()) {
+        let module = module_of(&file);
+        let own = floor(&module[0]);
+        let shown = file
+            .strip_prefix(src().parent().unwrap())
+            .unwrap()
+            .display();
+        for (line, target) in references(&file) {
+            let top = target[0].as_str();
+            if top == module[0] {
+                // Within a family, a member reaches only the shared root.
+                if FAMILIES.contains(&top)
+                    && module.len() > 1
+                    && target.len() >= 2
+                    && target[1] != module[1]
+                    && is_module(&target[..2])
+                {
+                    problems.push(format!(
+                        "{shown}:{line}: {} reaches into {}",
+                        module[..2].join("::"),
+                        target[..2].join("::")
+                    ));
+                }
+                continue;
+            }
+            let theirs = floor(top);
+            let allowed = ALLOWED
+                .iter()
+                .any(|(m, t)| *m == module[0] && target.join("::").starts_with(t));
+            if own != 6 && theirs >= own && !allowed {
+                problems.push(format!(
+                    "{shown}:{line}: {} (floor {own}) imports {} (floor {theirs})",
+                    module[0],
+                    target.join("::")
+                ));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn imports_follow_the_floors() {
+    let problems = problems();
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn every_module_has_a_floor() {
+    for file in files(&src()) {
+        floor(&module_of(&file)[0]);
+    }
+}
+
+#[test]
+fn the_checker_reads_use_trees_and_resolves_paths() {
+    assert_eq!(
+        use_paths("crate::a::{b, c::{d, self}, e::F};"),
+        [
+            "crate::a::b",
+            "crate::a::c::d",
+            "crate::a::c",
+            "crate::a::e::F"
+        ]
+    );
+    assert_eq!(
+        use_paths("super::{Source, SourceError};"),
+        ["super::Source", "super::SourceError"]
+    );
+    assert_eq!(use_paths("crate::x::y(1)"), ["crate::x::y"]);
+    let read = src().join("source/nvml/read.rs");
+    let refs: Vec<Vec<String>> = references(&read).into_iter().map(|(_, p)| p).collect();
+    assert!(refs.contains(&vec![
+        "source".into(),
+        "nvml".into(),
+        "ffi".into(),
+        "Device".into()
+    ]));
+    assert!(refs.iter().any(|p| p[0] == "snapshot"));
+    // A made-up breach is seen: floor 3 naming floor 4.
+    assert_eq!(floor("alerts"), 3);
+    assert!(floor("collector") >= floor("alerts"));
+}
+
+/// Each module the README's module table lists, with its floor.
+fn readme_modules() -> BTreeMap<String, u8> {
+    let readme = std::fs::read_to_string(src().parent().unwrap().join("README.md")).unwrap();
+    let mut out = BTreeMap::new();
+    for line in readme.lines() {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let (Some(floor), Some(module)) = (
+            cells
+                .first()
+                .and_then(|c| c.strip_prefix("| ")?.parse().ok()),
+            cells.get(1).and_then(|c| c.strip_prefix("`src/")),
+        ) else {
+            continue;
+        };
+        let top = module.split(['/', '.', '`']).next().unwrap().to_string();
+        out.insert(top, floor);
+    }
+    out
+}
+
+#[test]
+fn the_readme_lists_every_module_on_its_floor() {
+    let readme = readme_modules();
+    for (module, floor) in FLOORS {
+        if *module == "internals" {
+            continue; // for the crate's own tests; README's Tests section
+        }
+        assert_eq!(
+            readme.get(*module),
+            Some(floor),
+            "README's module table: {module} on floor {floor}"
+        );
+    }
+    for module in readme.keys() {
+        assert!(
+            FLOORS.iter().any(|(m, _)| m == module),
+            "README lists {module}, which tests/layout.rs does not know"
+        );
+    }
+}
+
+/// Lines of `text` before its `#[cfg(test)]` module.
+fn code_lines(text: &str) -> usize {
+    text.lines()
+        .position(|l| l.starts_with("#[cfg(test)]"))
+        .unwrap_or(text.lines().count())
+}
+
+#[test]
+fn no_file_is_past_600_lines_before_its_tests() {
+    for file in files(&src()) {
+        if file.ends_with("source/nvml/ffi.rs") {
+            continue; // whole on purpose: it holds all the unsafe code
+        }
+        let n = code_lines(&std::fs::read_to_string(&file).unwrap());
+        assert!(n <= 600, "{}: {n} lines before its tests", file.display());
+    }
+}
+
+#[test]
+fn lib_rs_is_a_table_of_contents() {
+    let lib = std::fs::read_to_string(src().join("lib.rs")).unwrap();
+    assert!(
+        lib.lines().count() < 80,
+        "lib.rs: {} lines",
+        lib.lines().count()
+    );
+    assert!(!lib.contains("fn "), "lib.rs holds a function");
+}
