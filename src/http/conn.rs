@@ -5,6 +5,7 @@
 //! `HEAD_ROOM` bytes, then the head is written right-aligned in front of
 //! it, and the whole goes out in one write.
 
+use super::request::{Parsed, parse};
 use super::router::{self, Context, Method, Request, Response, Status};
 use super::server::Server;
 use async_io::Async;
@@ -16,92 +17,8 @@ use std::ops::Range;
 use std::rc::Rc;
 use std::time::Instant;
 
-/// The most a request head may take.
-pub const MAX_HEAD: usize = 8 * 1024;
-pub const MAX_HEADERS: usize = 64;
+pub use super::request::MAX_HEAD;
 const HEAD_ROOM: usize = 256;
-
-/// What the parser made of the buffered bytes.
-enum Parsed<'a> {
-    Request(Request<'a>, Framing),
-    Partial,
-    /// Answer with this status and close.
-    Reject(Status),
-}
-
-/// How a request sits on the connection.
-#[derive(Debug, PartialEq)]
-struct Framing {
-    /// Bytes the request head took.
-    consumed: usize,
-    keep_alive: bool,
-    http10: bool,
-}
-
-fn parse(buf: &[u8]) -> Parsed<'_> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut r = httparse::Request::new(&mut headers);
-    let n = match r.parse(buf) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD => return Parsed::Partial,
-        // A full buffer without a whole request line is a long URI.
-        Ok(httparse::Status::Partial) if !buf.contains(&b'\n') => {
-            return Parsed::Reject(Status::UriTooLong);
-        }
-        Ok(httparse::Status::Partial) | Err(httparse::Error::TooManyHeaders) => {
-            return Parsed::Reject(Status::HeadersTooLarge);
-        }
-        Err(_) => return Parsed::Reject(Status::BadRequest),
-    };
-    let (Some(method), Some(target), Some(version)) = (r.method, r.path, r.version) else {
-        return Parsed::Reject(Status::BadRequest);
-    };
-    let method = match method {
-        "GET" => Method::Get,
-        "HEAD" => Method::Head,
-        _ => Method::Other,
-    };
-    let mut accept = None;
-    let (mut close, mut keep_alive, mut lengths) = (false, false, 0);
-    for h in r.headers.iter() {
-        let name = h.name;
-        if name.eq_ignore_ascii_case("accept") {
-            accept = Some(h.value);
-        } else if name.eq_ignore_ascii_case("connection") {
-            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                close |= token.eq_ignore_ascii_case(b"close");
-                keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-            }
-        } else if name.eq_ignore_ascii_case("content-length") {
-            // No route takes a body; a non-empty one would desync us.
-            lengths += 1;
-            if h.value.trim_ascii() != b"0" || lengths > 1 {
-                return Parsed::Reject(Status::BadRequest);
-            }
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            return Parsed::Reject(Status::BadRequest);
-        }
-    }
-    let path = target.split_once('?').map_or(target, |(p, _)| p);
-    let keep = if version == 1 {
-        !close
-    } else {
-        keep_alive && !close
-    };
-    let framing = Framing {
-        consumed: n,
-        keep_alive: keep,
-        http10: version == 0,
-    };
-    Parsed::Request(
-        Request {
-            method,
-            path,
-            accept,
-        },
-        framing,
-    )
-}
 
 /// A response built in the output buffer.
 #[derive(Debug, PartialEq)]
@@ -133,7 +50,12 @@ fn respond(
         Parsed::Reject(status) => {
             out.extend_from_slice(status.line().as_bytes());
             out.push(b'\n');
-            (Response::text(status), buf.len(), false, false, false)
+            let resp = Response {
+                // OPTIONS * and CONNECT
+                allow: status == Status::MethodNotAllowed,
+                ..Response::text(status)
+            };
+            (resp, buf.len(), false, false, false)
         }
         Parsed::Request(req, f) => {
             let resp = route(&req, out);
@@ -276,80 +198,4 @@ fn write_head(out: &mut [u8], resp: &Response, keep: bool, http10: bool) -> usiz
     let start = HEAD_ROOM - len;
     out[start..HEAD_ROOM].copy_from_slice(&head[..len]);
     start
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn status(req: &[u8]) -> Option<Status> {
-        match parse(req) {
-            Parsed::Reject(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    #[test]
-    fn rejects() {
-        assert_eq!(
-            status(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"),
-            Some(Status::BadRequest)
-        );
-        assert_eq!(status(b"\x00\x01garbage\r\n\r\n"), Some(Status::BadRequest));
-        assert_eq!(
-            status(b"GET / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello"),
-            Some(Status::BadRequest)
-        );
-        assert_eq!(
-            status(b"GET / HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 0\r\n\r\n"),
-            Some(Status::BadRequest)
-        );
-        assert_eq!(
-            status(b"GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"),
-            Some(Status::BadRequest)
-        );
-        assert_eq!(
-            status(b"GET / HTTP/1.1\r\nX: a\r\n folded\r\n\r\n"),
-            Some(Status::BadRequest)
-        );
-        let many = format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(65));
-        assert_eq!(status(many.as_bytes()), Some(Status::HeadersTooLarge));
-        let long = format!("GET /{} HTTP/1.1", "a".repeat(MAX_HEAD));
-        assert_eq!(
-            status(&long.as_bytes()[..MAX_HEAD]),
-            Some(Status::UriTooLong)
-        );
-        let big = format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(MAX_HEAD));
-        assert_eq!(
-            status(&big.as_bytes()[..MAX_HEAD]),
-            Some(Status::HeadersTooLarge)
-        );
-    }
-
-    #[test]
-    fn accepts() {
-        let Parsed::Request(r, f) = parse(
-            b"GET /metrics?x=1 HTTP/1.0\r\nAccept: text/plain\r\nConnection: Keep-Alive\r\n\r\nGET",
-        ) else {
-            panic!()
-        };
-        assert_eq!((r.path, r.method), ("/metrics", Method::Get));
-        assert_eq!(
-            f,
-            Framing {
-                consumed: 73,
-                keep_alive: true,
-                http10: true
-            }
-        );
-        assert_eq!(r.accept, Some(&b"text/plain"[..]));
-        assert!(matches!(
-            parse(b"GET / HTTP/1.1\r\nHost: x\r\n"),
-            Parsed::Partial
-        ));
-        let Parsed::Request(_, f) = parse(b"HEAD / HTTP/1.1\r\nConnection: close\r\n\r\n") else {
-            panic!()
-        };
-        assert!(!f.keep_alive && !f.http10);
-    }
 }

@@ -45,7 +45,8 @@ fn slowloris_is_cut_off_while_scrapes_go_on() {
     let e = Exporter::start(&["--web.header-timeout", "2s"]);
     let mut slow: Vec<TcpStream> = (0..50).map(|_| e.connect()).collect();
     for s in &mut slow {
-        s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
     }
     // One more header line a second: never a whole head.
     let start = Instant::now();
@@ -106,7 +107,8 @@ fn a_full_house_of_busy_connections_gets_503() {
     let busy: Vec<TcpStream> = (0..4)
         .map(|_| {
             let mut s = e.connect();
-            s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
             s
         })
         .collect();
@@ -142,7 +144,7 @@ fn clients_that_never_read_are_dropped_and_cap_in_flight_requests() {
     ]);
     let baseline = e.open_fds();
     let before = e.fd_targets();
-    let burst = "GET /metrics HTTP/1.1\r\n\r\n".repeat(600);
+    let burst = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(600);
     let stuck: Vec<TcpStream> = (0..2)
         .map(|_| {
             let mut s = e.connect();
@@ -179,7 +181,8 @@ fn half_closed_and_reset_connections() {
     // Half-closed: the request arrives, then the client's end of stream;
     // the answer still comes, then the close.
     let mut s = e.connect();
-    s.write_all(b"GET /healthz HTTP/1.1\r\n\r\n").unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     s.shutdown(Shutdown::Write).unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
@@ -190,11 +193,12 @@ fn half_closed_and_reset_connections() {
     // Reset mid-request and mid-response: the server shrugs.
     for _ in 0..20 {
         let mut s = e.connect();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nAccept: text/plain\r\n")
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\n")
             .unwrap();
         drop(s);
         let mut s = e.connect();
-        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut first = [0u8; 16];
         s.read_exact(&mut first).unwrap();
         drop(s);
@@ -209,9 +213,9 @@ fn a_pipelined_burst_is_answered_in_order() {
     let mut burst = String::new();
     for i in 0..100 {
         burst.push_str(match i % 3 {
-            0 => "GET /healthz HTTP/1.1\r\n\r\n",
-            1 => "GET /nope HTTP/1.1\r\n\r\n",
-            _ => "HEAD /metrics HTTP/1.1\r\n\r\n",
+            0 => "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            1 => "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+            _ => "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
         });
     }
     s.write_all(burst.as_bytes()).unwrap();

@@ -60,7 +60,7 @@ fn keep_alive_and_pipelining() {
     }
     // Three requests in one write get three responses, in order.
     s.write_all(
-        b"GET /healthz HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\nHEAD /metrics HTTP/1.1\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nHEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
     )
     .unwrap();
     assert_eq!(read_response(&mut s, true).status, 200);
@@ -99,7 +99,10 @@ fn connection_close_and_http10() {
         (200, true)
     );
     assert_eq!(
-        closed_after(&e, b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"),
+        closed_after(
+            &e,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        ),
         (200, true)
     );
     // HTTP/1.0 with keep-alive stays open and says so.
@@ -119,10 +122,10 @@ fn malformed_requests_get_400_and_close() {
     for req in [
         &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
         b"\x00\x00\x00\x00garbage\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nX-A: b\r\n folded\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n folded\r\n\r\n",
     ] {
         // Exactly one response, then the close: no phantom second answer.
         assert_eq!(
@@ -132,9 +135,9 @@ fn malformed_requests_get_400_and_close() {
             String::from_utf8_lossy(req)
         );
     }
-    let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(9000));
+    let long = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(9000));
     assert_eq!(closed_after(&e, long.as_bytes()), (414, true));
-    let many = format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(65));
+    let many = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X: y\r\n".repeat(65));
     assert_eq!(closed_after(&e, many.as_bytes()), (431, true));
 }
 

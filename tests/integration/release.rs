@@ -96,7 +96,8 @@ fn an_idle_keep_alive_connection_costs_about_2_kib() {
     let idle: Vec<TcpStream> = (0..500)
         .map(|_| {
             let mut s = e.connect();
-            s.write_all(b"GET /healthz HTTP/1.1\r\n\r\n").unwrap();
+            s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                .unwrap();
             let mut buf = [0u8; 256];
             let n = s.read(&mut buf).unwrap();
             assert!(buf[..n].starts_with(b"HTTP/1.1 200"));

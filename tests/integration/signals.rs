@@ -18,8 +18,12 @@ fn with_stuck_client() -> (Exporter, TcpStream) {
         &["--web.write-timeout", "30s"],
     );
     let mut s = e.connect();
-    s.write_all("GET /metrics HTTP/1.1\r\n\r\n".repeat(600).as_bytes())
-        .unwrap();
+    s.write_all(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+            .repeat(600)
+            .as_bytes(),
+    )
+    .unwrap();
     std::thread::sleep(Duration::from_millis(500));
     (e, s)
 }
