@@ -92,6 +92,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
         telemetry_path: config.telemetry_path.clone(),
         runbook_base: config.runbook_base.clone(),
         max_age: config.interval * 3 + Duration::from_secs(1),
+        http: Default::default(),
     };
     let server = Rc::new(Server::new(ctx, config.limits.clone()));
     let reload = || load::reload(&config, simulated, &reloads);

@@ -11,14 +11,38 @@ pub use format::Format;
 use crate::base::numbers::write_f64;
 use crate::snapshot::Snapshot;
 use catalogue::{
-    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, PROCESS,
-    SNAPSHOT_AGE, SOURCE_INFO, TTFT,
+    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO,
+    GPU_UP, HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_OPEN, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
 
+/// The HTTP server's own counts at a scrape: they live on the HTTP
+/// thread, not in the snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HttpStats {
+    /// Connections open now.
+    pub open: u64,
+    /// Connections closed to make room, by [`EVICTED_REASONS`].
+    pub evicted: [u64; 3],
+    /// Seconds the accept loop waited at the connection cap.
+    pub accept_paused_seconds: f64,
+}
+
 /// Writes `snapshot` in `format` to `out`, after whatever `out` holds.
+#[cfg(any(test, feature = "internals"))]
 pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u8>) {
+    render_with(snapshot, None, format, now, out)
+}
+
+/// [`render`], with the HTTP server's families when it gives `http`.
+pub fn render_with(
+    snapshot: &Snapshot,
+    http: Option<&HttpStats>,
+    format: Format,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
     let mut w = Writer {
         out,
         om: format == Format::OpenMetrics,
@@ -113,6 +137,16 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
         .saturating_duration_since(snapshot.published)
         .as_secs_f64();
     w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
+    if let Some(h) = http {
+        w.scalar(&HTTP_OPEN, h.open as f64);
+        w.head(&HTTP_EVICTED);
+        for (reason, n) in EVICTED_REASONS.iter().zip(h.evicted) {
+            w.name(&HTTP_EVICTED);
+            w.open_label("reason", reason);
+            w.value(n as f64);
+        }
+        w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
+    }
     for (fam, read) in &PROCESS {
         if let Some(v) = read(&snapshot.process) {
             w.scalar(fam, v);

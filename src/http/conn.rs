@@ -6,12 +6,12 @@
 //! it, and the whole goes out in one write.
 
 use super::request::{Parsed, parse};
-use super::router::{self, Context, Method, Request, Response, Status};
-use super::server::Server;
+use super::router::{self, Context, Method, Response, Status};
+use super::server::{Key, Phase, Sent, Server};
 use async_io::Async;
 use smol::future::FutureExt;
-use smol::io::{AsyncReadExt, AsyncWriteExt};
-use std::io::{Cursor, Write};
+use smol::io::AsyncReadExt;
+use std::io::{Cursor, Read, Write};
 use std::net::TcpStream;
 use std::ops::Range;
 use std::rc::Rc;
@@ -33,15 +33,14 @@ pub struct Answer {
 /// The pure core of a connection: parses one request from `buf`, routes
 /// it and builds the whole response in `out`. `None` until a whole request
 /// head has arrived.
+#[cfg(any(test, feature = "internals"))]
 pub fn answer(buf: &[u8], ctx: &Context, out: &mut Vec<u8>) -> Option<Answer> {
-    respond(buf, out, |req, out| router::route(req, ctx, out))
+    respond(buf, ctx, false, out)
 }
 
-fn respond(
-    buf: &[u8],
-    out: &mut Vec<u8>,
-    route: impl FnOnce(&Request, &mut Vec<u8>) -> Response,
-) -> Option<Answer> {
+/// [`answer`]; `close` ends the connection after the response whatever
+/// the request asked.
+fn respond(buf: &[u8], ctx: &Context, close: bool, out: &mut Vec<u8>) -> Option<Answer> {
     let parsed = parse(buf);
     out.clear();
     out.resize(HEAD_ROOM, 0);
@@ -58,11 +57,11 @@ fn respond(
             (resp, buf.len(), false, false, false)
         }
         Parsed::Request(req, f) => {
-            let resp = route(&req, out);
+            let resp = router::route(&req, ctx, out);
             (
                 resp,
                 f.consumed,
-                f.keep_alive,
+                f.keep_alive && !close,
                 req.method == Method::Head,
                 f.http10,
             )
@@ -81,75 +80,92 @@ fn respond(
 /// deadline came first.
 async fn before<T>(
     srv: &Server,
-    id: u64,
+    key: Key,
     deadline: Instant,
     fut: impl Future<Output = T>,
 ) -> Option<T> {
     async { Some(fut.await) }
         .or(async {
-            srv.deadlines.sleep(id, deadline).await;
+            srv.deadlines.sleep(key.id, deadline).await;
             None
         })
         .await
 }
 
-/// Serves one connection until the client closes it, an error or a
-/// timeout. Between requests it holds no buffer: the head buffer goes back
-/// to the pool and it only waits for the socket to become readable.
-pub async fn serve(stream: Rc<Async<TcpStream>>, id: u64, srv: Rc<Server>) {
-    let mut inbuf = srv.take_inbuf();
+/// Sends connection `key`'s response (which the server holds) before
+/// `deadline`; false when it failed, timed out or was evicted.
+async fn send(srv: &Server, key: Key, stream: &Async<TcpStream>, deadline: Instant) -> bool {
+    loop {
+        match srv.write_some(key) {
+            Sent::All => return true,
+            Sent::Some => {}
+            Sent::Blocked => {
+                let ready = before(srv, key, deadline, stream.writable()).await;
+                if !matches!(ready, Some(Ok(()))) {
+                    return false;
+                }
+            }
+            Sent::Failed => return false,
+        }
+    }
+}
+
+/// Serves one connection until the client closes it, an error, a
+/// timeout or an eviction. While no request bytes are buffered (a new
+/// connection, or a kept-alive one between requests) it holds no buffer:
+/// it only waits for the socket to become readable.
+pub async fn serve(stream: Rc<Async<TcpStream>>, key: Key, srv: Rc<Server>) {
+    let mut inbuf = Vec::new();
     let mut filled = 0;
+    let mut served = false;
     let limits = &srv.limits;
     // A new connection must send its first request within the header
     // timeout; later ones start when their first byte arrives.
     let mut head_deadline = Instant::now() + limits.header_timeout;
-    loop {
-        if filled > 0 {
+    'conn: loop {
+        // Answer every whole request buffered, in order (pipelining).
+        while filled > 0 {
             let mut out = srv.take_outbuf();
-            let request = srv.begin_request();
-            let answered = match &request {
-                Some(_) => answer(&inbuf[..filled], &srv.ctx, &mut out),
-                None => respond(&inbuf[..filled], &mut out, |_, out| {
-                    out.extend_from_slice(b"too many requests in flight\n");
-                    Response::text(Status::Unavailable)
-                }),
+            let Some(a) = respond(&inbuf[..filled], &srv.ctx, srv.crowded(), &mut out) else {
+                srv.put_outbuf(out);
+                break;
             };
-            if let Some(a) = answered {
-                let deadline = Instant::now() + limits.write_timeout;
-                let sent = before(&srv, id, deadline, (&*stream).write_all(&out[a.range])).await;
-                drop(request);
-                srv.put_outbuf(out);
-                if !matches!(sent, Some(Ok(()))) || !a.keep_alive {
-                    break;
-                }
-                inbuf.copy_within(a.consumed..filled, 0);
-                filled -= a.consumed;
-                if filled > 0 {
-                    // Pipelined: the next request is already here.
-                    head_deadline = Instant::now() + limits.header_timeout;
-                    continue;
-                }
-                srv.put_inbuf(std::mem::take(&mut inbuf));
-                srv.set_idle(id, true);
-                let idle = Instant::now() + limits.idle_timeout;
-                let ready = before(&srv, id, idle, stream.readable()).await;
-                if !matches!(ready, Some(Ok(()))) {
-                    break;
-                }
-                inbuf = srv.take_inbuf();
-                head_deadline = Instant::now() + limits.header_timeout;
-            } else {
-                srv.put_outbuf(out);
+            srv.answer(key, out, a.range);
+            let deadline = Instant::now() + limits.write_timeout;
+            if !send(&srv, key, &stream, deadline).await || !a.keep_alive {
+                break 'conn;
             }
+            served = true;
+            inbuf.copy_within(a.consumed..filled, 0);
+            filled -= a.consumed;
+            head_deadline = Instant::now() + limits.header_timeout;
         }
-        if filled == inbuf.len() {
+        if filled == 0 {
+            if !inbuf.is_empty() {
+                srv.put_inbuf(std::mem::take(&mut inbuf));
+            }
+            let wait_until = if served {
+                srv.set_phase(key, Phase::Idle);
+                Instant::now() + limits.idle_timeout
+            } else {
+                head_deadline
+            };
+            let ready = before(&srv, key, wait_until, stream.readable()).await;
+            if !matches!(ready, Some(Ok(()))) {
+                break;
+            }
+            if served {
+                head_deadline = Instant::now() + limits.header_timeout;
+            }
+            inbuf = srv.take_inbuf();
+        } else if filled == inbuf.len() {
             // A partial head fills the buffer: make room, up to MAX_HEAD
             // (a full MAX_HEAD was refused by the parser above).
             inbuf.resize((inbuf.len() * 2).min(MAX_HEAD), 0);
         }
         match before(
             &srv,
-            id,
+            key,
             head_deadline,
             (&*stream).read(&mut inbuf[filled..]),
         )
@@ -157,18 +173,31 @@ pub async fn serve(stream: Rc<Async<TcpStream>>, id: u64, srv: Rc<Server>) {
         {
             Some(Ok(n)) if n > 0 => {
                 if filled == 0 {
-                    srv.set_idle(id, false);
+                    srv.set_phase(key, Phase::Head);
                 }
                 filled += n;
             }
-            // Closed, failed, or too slow to send a head (slowloris).
+            // Closed, failed, evicted, or too slow to send a head.
             _ => break,
         }
     }
+    drain(&stream);
     if !inbuf.is_empty() {
         srv.put_inbuf(inbuf);
     }
-    srv.forget(id);
+    srv.forget(key);
+}
+
+/// Reads a little of what the client sent and was not read: closing over
+/// unread bytes resets the connection, which can destroy the response on
+/// its way to the client.
+fn drain(stream: &Async<TcpStream>) {
+    let mut sink = [0u8; 512];
+    for _ in 0..16 {
+        if !matches!(stream.get_ref().read(&mut sink), Ok(n) if n > 0) {
+            break;
+        }
+    }
 }
 
 /// Writes the status line and headers just before the body and returns

@@ -3,9 +3,10 @@
 
 use super::{alerts, status};
 use crate::collector::Latest;
-use crate::exposition::{self, Format};
+use crate::exposition::{self, Format, HttpStats};
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// What every connection shares.
@@ -15,6 +16,41 @@ pub struct Context {
     pub runbook_base: String,
     /// A snapshot older than this is stale for `/readyz`.
     pub max_age: Duration,
+    /// The server's own counts, kept by `server.rs`, shown in the metrics.
+    pub http: Counts,
+}
+
+/// The HTTP server's own counts. Atomics, though one thread keeps them,
+/// so that a `Context` can be shared (the fuzz targets keep one in a
+/// static).
+#[derive(Default)]
+pub struct Counts {
+    open: AtomicU64,
+    evicted: [AtomicU64; 3],
+    paused_nanos: AtomicU64,
+}
+
+impl Counts {
+    pub fn get(&self) -> HttpStats {
+        HttpStats {
+            open: self.open.load(Relaxed),
+            evicted: self.evicted.each_ref().map(|n| n.load(Relaxed)),
+            accept_paused_seconds: self.paused_nanos.load(Relaxed) as f64 / 1e9,
+        }
+    }
+
+    pub fn set_open(&self, n: usize) {
+        self.open.store(n as u64, Relaxed);
+    }
+
+    /// One more eviction for `reason`, an index of `EVICTED_REASONS`.
+    pub fn evicted(&self, reason: usize) {
+        self.evicted[reason].fetch_add(1, Relaxed);
+    }
+
+    pub fn paused(&self, d: Duration) {
+        self.paused_nanos.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +144,9 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         Route::Metrics => {
             let format = Format::negotiate(req.accept);
             let published = ctx.latest.get();
-            exposition::render(&published.snapshot, format, Instant::now(), body);
+            let http = ctx.http.get();
+            let now = Instant::now();
+            exposition::render_with(&published.snapshot, Some(&http), format, now, body);
             Response {
                 status: Status::Ok,
                 content_type: format.content_type(),

@@ -1,5 +1,5 @@
-use crate::common::{Exporter, read_response, send};
-use std::io::{Read, Write};
+use crate::common::{Exporter, closed_after, read_response, send};
+use std::io::Write;
 
 #[test]
 fn routes() {
@@ -74,21 +74,6 @@ fn keep_alive_and_pipelining() {
             .unwrap()
             > 1000
     );
-}
-
-fn closed_after(e: &Exporter, request: &[u8]) -> (u16, bool) {
-    let mut s = e.connect();
-    s.write_all(request).unwrap();
-    let r = read_response(&mut s, true);
-    // Closed means EOF with nothing after the response, or a reset when
-    // the server closed with request bytes still unread.
-    let mut rest = Vec::new();
-    let closed = match s.read_to_end(&mut rest) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset && rest.is_empty(),
-    };
-    (r.status, closed)
 }
 
 #[test]
