@@ -95,9 +95,15 @@ pub fn run(config: Config) -> Result<u8, Error> {
         http: Default::default(),
     };
     let server = Rc::new(Server::new(ctx, config.limits.clone()));
-    let reload = || load::reload(&config, simulated, &reloads);
+    let hups = load::reloader(config, simulated, reloads)
+        .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
     Ok(signals::serve_until_stopped(
-        signals, listener, server, reload,
+        signals,
+        listener,
+        server,
+        move || {
+            let _ = hups.send(());
+        },
     ))
 }
 

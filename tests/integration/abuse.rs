@@ -1,14 +1,16 @@
 //! Adversarial clients against the real binary: slowloris, idle floods,
 //! clients that never read, half-closed and reset connections, pipelined
-//! bursts, connection churn past the cap, and strict request lines and
-//! Host. Every loop is bounded in count and time, and everything is on
-//! loopback.
+//! bursts, connection churn past the cap, strict request lines and Host,
+//! SIGTERM with blocked writers and reloads from a FIFO. Every loop is
+//! bounded in count and time, and everything is on loopback.
 
 use crate::common::{
-    Exporter, big_fleet, closed_after, exchange, never_reader, read_response, send, value,
+    BIN, Exporter, big_fleet, closed_after, exchange, never_reader, read_response, send, temp_file,
+    value,
 };
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -421,4 +423,80 @@ fn request_lines_and_hosts_are_held_to_http_1_1() {
         assert_eq!(r.header("Allow"), Some("GET, HEAD"));
     }
     scrape_ok(&e);
+}
+
+#[test]
+fn sigterm_with_blocked_writers_exits_within_a_second() {
+    let fleet = big_fleet();
+    let mut e = Exporter::start(&[
+        "--sim.scenario",
+        &fleet,
+        "--web.write-timeout",
+        "30s",
+        "--web.max-requests",
+        "4",
+    ]);
+    let _stuck: Vec<TcpStream> = (0..6).map(|_| never_reader(&e)).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    e.signal("TERM");
+    let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
+    let took = t.elapsed();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(1),
+        "{took:?}"
+    );
+    assert!(
+        e.log().contains("still in flight after 800ms"),
+        "{}",
+        e.log()
+    );
+}
+
+/// Replaces `path` with a FIFO that nothing ever writes.
+fn fifo(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    let mode = rustix::fs::Mode::from_raw_mode(0o600);
+    rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, mode, 0).unwrap();
+}
+
+#[test]
+fn reloads_refuse_a_fifo_and_a_huge_file_without_stopping_anything() {
+    let rules = temp_file("reload-rules.json", r#"{"rules":[]}"#);
+    let mut e = Exporter::start(&["--rules.file", rules.to_str().unwrap()]);
+    // A FIFO with no writer: reading it would wait forever.
+    fifo(&rules);
+    e.signal("HUP");
+    e.wait_log(
+        "a FIFO, not a regular file; refused unread",
+        Duration::from_secs(10),
+    );
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+    scrape_ok(&e);
+    // Over the 1 MiB limit: refused too, the old rules kept.
+    std::fs::remove_file(&rules).unwrap();
+    std::fs::write(&rules, format!("{{\"rules\":[]{}}}", " ".repeat(2 << 20))).unwrap();
+    e.signal("HUP");
+    e.wait_log("over the limit of 1048576", Duration::from_secs(10));
+    scrape_ok(&e);
+    let t = Instant::now();
+    e.signal("TERM");
+    let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
+    assert_eq!(status.code(), Some(0), "{:?}", t.elapsed());
+    // At start, either is a bad flag: exit code 2, one line.
+    let startup = rules.with_file_name("startup-fifo.json");
+    fifo(&startup);
+    let out = Command::new(BIN)
+        .args(["--source", "sim", "--once", "--rules.file"])
+        .arg(&startup)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--rules.file") && err.contains("a FIFO"),
+        "{err}"
+    );
 }

@@ -88,6 +88,19 @@ fn bad_configuration_exits_2() {
     );
     let p = temp_file("broken.json", "{\"gpus\": [");
     bad(&["--sim.scenario", p.to_str().unwrap()], "broken.json");
+    // A file a flag names is a regular file of at most 1 MiB.
+    let p = temp_file(
+        "huge.json",
+        &format!("{{\"gpus\":[]{}}}", " ".repeat(1 << 20)),
+    );
+    bad(
+        &["--sim.scenario", p.to_str().unwrap()],
+        "over the limit of 1048576",
+    );
+    bad(
+        &["--rules.file", "/dev/null"],
+        "a device, not a regular file",
+    );
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     bad(&["--web.listen-address", &addr], "--web.listen-address");
