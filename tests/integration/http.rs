@@ -1,5 +1,6 @@
-use crate::common::{Exporter, closed_after, read_response, send};
+use crate::common::{Exporter, closed_after, read_response, send, temp_file};
 use std::io::Write;
+use std::time::Duration;
 
 #[test]
 fn routes() {
@@ -151,4 +152,21 @@ fn runbooks_are_served_where_the_relative_links_point() {
     assert!(r.body.contains("Detect") && r.body.contains("Mitigate"));
     assert_eq!(e.get("/docs/runbooks/Nope.md", &[]).status, 404);
     assert_eq!(e.get("/docs/runbooks/../README.md", &[]).status, 404);
+}
+
+#[test]
+fn failure_reasons_show_no_paths_to_strangers() {
+    // A library that is no library: the reason names its path.
+    let lib = temp_file("not-a-library.so", "garbage");
+    let lib = lib.to_str().unwrap();
+    let e = Exporter::start(&["--source", "nvml", "--nvml.library", lib, "--xid.kmsg", ""]);
+    let r = e.get("/readyz", &[]);
+    assert_eq!(r.status, 503);
+    assert!(r.body.contains("[path]"), "{}", r.body);
+    let page = e.get("/", &[]).body;
+    assert!(page.contains("last collection failed: [path]"), "{page}");
+    for shown in [&r.body, &page] {
+        assert!(!shown.contains(lib) && !shown.contains("/tmp"), "{shown}");
+    }
+    e.wait_log(&format!("{lib}: cannot load NVML"), Duration::from_secs(5));
 }
