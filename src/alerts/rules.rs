@@ -365,14 +365,14 @@ impl Rule {
     }
 }
 
-const MIN: Duration = Duration::from_secs(60);
+pub(super) const MIN: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 
 /// The TTFT SLO: 99.9% of requests get their first token within 0.3 s.
 pub const TTFT_OBJECTIVE: f64 = 0.999;
 
 /// A rule without `keep_firing_for`, with its own runbook.
-fn rule(
+pub(super) fn rule(
     name: &str,
     expr: Expr,
     cmp: Cmp,
@@ -401,7 +401,7 @@ pub fn defaults() -> Vec<Rule> {
         short,
         factor,
     };
-    let rules = vec![
+    let mut rules = vec![
         rule(
             "GPUThrottling",
             Expr::Gauge(Signal::Throttled),
@@ -506,5 +506,6 @@ pub fn defaults() -> Vec<Rule> {
             )
         },
     ];
+    rules.extend(super::health::rules());
     rules
 }
