@@ -144,3 +144,73 @@ fn nvidia_smi_captures_give_health_families() {
     assert!(!body.contains("gpu_remapped_rows_total") && !body.contains("gpu_row_remap_pending"));
     check_metrics(&body);
 }
+
+#[test]
+fn the_fake_nvml_gives_every_health_family_and_promtool_is_clean() {
+    use crate::sources::fake_nvml::Fixture;
+    let gpu = r#"{"uuid":"GPU-health","temperature":50,"memory_temperature":60,
+      "memory_temperature_max":95,"recovery_action":1,"vbios":"96.00.A5.00.01","inforom":"G520.0200.00.05",
+      "remapped_rows":{"correctable":3,"uncorrectable":1,"pending":true,"failure":false},
+      "ecc_corrected":4,"ecc_uncorrected":0,"ecc_corrected_lifetime":40,"ecc_uncorrected_lifetime":1,
+      "pcie_link":{"generation":4,"generation_max":5,"gpu_generation_max":5,"width":8,"width_max":16},
+      "nvlink":{"links":4,"down":[3],"errors":[[1,2,3,4],[10,20,30,40]]},"nvlink_kib":{"tx":1,"rx":2},
+      "media":{"encoder":72,"decoder":5,"jpeg":1,"ofa":2},"fans":[38,120],
+      "pstate":2,"persistence":true,"compute_mode":3,
+      "gpm":{"sm_active":50.0,"sm_occupancy":25.0,"dram_active":40.0,"tensor":30.0,"fp64":1.0,
+             "fp32":5.0,"fp16":2.5,"pcie_tx_mibps":100.0,"pcie_rx_mibps":50.0}}"#;
+    let volta =
+        r#"{"uuid":"GPU-volta","retired_pages":{"single_bit":2,"double_bit":1,"pending":true}}"#;
+    let f = Fixture::new("bin-health", &format!(r#"{{"gpus":[{gpu},{volta}]}}"#));
+    let e = Exporter::start(&[
+        "--source",
+        "nvml",
+        "--nvml.library",
+        f.lib.to_str().unwrap(),
+        "--xid.kmsg",
+        "",
+        "--collect.interval",
+        "200ms",
+        "--collector.nvlink_link",
+    ]);
+    let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
+        b.contains("gpu_pipe_active_ratio{")
+    });
+    for family in [
+        "gpu_memory_temperature_max_celsius",
+        "gpu_remapped_rows_total",
+        "gpu_row_remap_pending",
+        "gpu_row_remap_failed",
+        "gpu_retired_pages_total",
+        "gpu_retired_pages_pending",
+        "gpu_ecc_corrected_errors_lifetime_total",
+        "gpu_pcie_link_width_max",
+        "gpu_nvlink_errors_total",
+        "gpu_nvlink_links_active",
+        "gpu_nvlink_link_active",
+        "gpu_nvlink_link_errors_total",
+        "gpu_recovery_action",
+        "gpu_fan_speed_ratio",
+        "gpu_media_utilization_ratio",
+        "gpu_pipe_active_ratio",
+        "gpu_performance_state",
+        "gpu_persistence_mode",
+        "gpu_compute_mode",
+        "gpu_mig_mode",
+        "gpu_exporter_collector_duration_seconds",
+    ] {
+        assert!(families(&body).iter().any(|n| n == family), "{family}");
+    }
+    assert!(body.contains("inforom_version=\"G520.0200.00.05\""));
+    assert_eq!(
+        value(
+            &body,
+            "gpu_fan_speed_ratio{gpu=\"0\",uuid=\"GPU-health\",fan=\"1\"}"
+        ),
+        Some(1.2)
+    );
+    assert_eq!(
+        value(&body, "gpu_exporter_collector_success{collector=\"fans\"}"),
+        Some(1.0)
+    );
+    check_metrics(&body);
+}
