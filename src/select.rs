@@ -4,16 +4,17 @@
 //! else the simulator, loudly. A real source gets the fillers the flags
 //! allow: Xid from the kernel log, and workload allocator stats.
 
-use crate::config::{Config, ConfigError, SourceKind};
+use crate::config::{Collector, Config, ConfigError, SourceKind};
 use crate::fill::Filler;
 use crate::fill::kmsg::KernelLogXid;
 use crate::fill::workload::WorkloadStats;
-use crate::snapshot::{Gpu, Model};
-use crate::source::nvml::Nvml;
+use crate::snapshot::{Gpu, Model, Timings};
+use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
 use crate::source::smi::Smi;
 use crate::source::{Source, SourceError};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// The source the flags ask for, with its fillers. `scenario` and `t0` are
 /// the simulator's, should it serve.
@@ -23,10 +24,15 @@ pub fn source(
     t0: f64,
 ) -> Result<Box<dyn Source>, ConfigError> {
     let nvml = || {
-        Nvml::open(config.nvml_library.as_deref())
+        let options = nvml::Options {
+            collectors: config.collectors,
+            ..nvml::Options::default()
+        };
+        Nvml::open_with(config.nvml_library.as_deref(), options)
             .map_err(|e| ConfigError(format!("--nvml.library: {e}")))
     };
-    let smi = || Smi::new(config.smi_path.clone(), config.smi_timeout);
+    let smi =
+        || Smi::new(config.smi_path.clone(), config.smi_timeout).collectors(config.collectors);
     let inner: Box<dyn Source> = match config.source {
         Some(SourceKind::Sim) => Box::new(Sim::new(scenario, t0)),
         Some(SourceKind::Nvml) => Box::new(nvml()?),
@@ -54,22 +60,29 @@ pub fn source(
     Ok(Box::new(Filled {
         inner,
         fillers: fillers(config)?,
+        timings: Timings::default(),
     }))
 }
 
-/// The fillers the flags ask for, in the order they fill.
-fn fillers(config: &Config) -> Result<Vec<Box<dyn Filler>>, ConfigError> {
-    let mut fillers: Vec<Box<dyn Filler>> = Vec::new();
+/// A filler and the collector its readings belong to.
+type Owned = (Collector, Box<dyn Filler>);
+
+/// The fillers the flags ask for, in the order they fill. A filler whose
+/// collector is off is never built.
+fn fillers(config: &Config) -> Result<Vec<Owned>, ConfigError> {
+    let mut fillers: Vec<Owned> = Vec::new();
+    let on = |c| config.collectors.has(c);
     match &config.xid_kmsg {
+        _ if !on(Collector::Xid) => {}
         Some(p) if p.as_os_str().is_empty() => {}
         Some(p) => {
             std::fs::File::open(p).map_err(|e| {
                 ConfigError(format!("--xid.kmsg: cannot read {}: {e}", p.display()))
             })?;
-            fillers.push(Box::new(KernelLogXid::new(p)));
+            fillers.push((Collector::Xid, Box::new(KernelLogXid::new(p))));
         }
         None => match std::fs::File::open("/dev/kmsg") {
-            Ok(_) => fillers.push(Box::new(KernelLogXid::new("/dev/kmsg"))),
+            Ok(_) => fillers.push((Collector::Xid, Box::new(KernelLogXid::new("/dev/kmsg")))),
             Err(e) => log::info!("xid: not reading /dev/kmsg ({e}); it needs CAP_SYSLOG"),
         },
     }
@@ -80,10 +93,16 @@ fn fillers(config: &Config) -> Result<Vec<Box<dyn Filler>>, ConfigError> {
                 dir.display()
             )));
         }
-        Some(dir) => fillers.push(Box::new(WorkloadStats::new(
-            dir.clone(),
-            config.workload_max_age,
-        ))),
+        Some(dir) if !on(Collector::Allocator) => {
+            log::warn!(
+                "--workload.stats-dir {}: not read, the allocator collector is off",
+                dir.display()
+            );
+        }
+        Some(dir) => fillers.push((
+            Collector::Allocator,
+            Box::new(WorkloadStats::new(dir.clone(), config.workload_max_age)),
+        )),
         None => {}
     }
     Ok(fillers)
@@ -103,7 +122,9 @@ fn find_program(program: &Path) -> Option<PathBuf> {
 /// A real source and its fillers.
 struct Filled {
     inner: Box<dyn Source>,
-    fillers: Vec<Box<dyn Filler>>,
+    fillers: Vec<Owned>,
+    /// The source's timings of the last collection, with the fillers'.
+    timings: Timings,
 }
 
 impl Source for Filled {
@@ -113,11 +134,18 @@ impl Source for Filled {
 
     fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {
         let mut gpus = self.inner.collect(at)?;
+        self.timings = self.inner.timings();
         // Real sources collect at wall-clock time, which file ages need.
-        for f in &mut self.fillers {
+        for (c, f) in &mut self.fillers {
+            let started = Instant::now();
             f.fill(at, &mut gpus);
+            self.timings.add(*c, started.elapsed().as_secs_f64());
         }
         Ok(gpus)
+    }
+
+    fn timings(&self) -> Timings {
+        self.timings
     }
 
     fn models(&self) -> Vec<Model> {

@@ -51,8 +51,29 @@ pub fn run(config: Config) -> Result<u8, Error> {
     let t0 = unix_now();
     let source = select::source(&config, scenario, t0)?;
     let simulated = source.kind() == SourceKind::Sim;
+    for r in &rules {
+        let off: Vec<&str> = r
+            .needs()
+            .iter()
+            .filter(|&c| !config.collectors.has(c))
+            .map(|c| c.name())
+            .collect();
+        if !off.is_empty() {
+            log::warn!(
+                "rule {} is inactive: collector {} is off",
+                r.name,
+                off.join(", ")
+            );
+        }
+    }
+    if config.collectors.has(crate::config::Collector::Processes) {
+        log::warn!(
+            "collector processes: reserved for per-process attribution; it has nothing to collect yet"
+        );
+    }
     let evaluator = alerts::Evaluator::new(rules);
-    let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale);
+    let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale)
+        .with_collectors(config.collectors);
     collector.replay(t0);
     let first = collector.collect_at(t0, false);
     log::info!(

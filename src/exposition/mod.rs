@@ -9,10 +9,13 @@ mod writer;
 pub use format::Format;
 
 use crate::base::numbers::write_f64;
+use crate::config::{Collector, Collectors};
 use crate::snapshot::Snapshot;
+use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
-    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO,
-    GPU_UP, HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_OPEN, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, TTFT,
+    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, COLLECTOR_DURATION, COLLECTOR_SUCCESS,
+    EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, HTTP_ACCEPT_PAUSED, HTTP_EVICTED,
+    HTTP_OPEN, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
@@ -29,10 +32,19 @@ pub struct HttpStats {
     pub accept_paused_seconds: f64,
 }
 
-/// Writes `snapshot` in `format` to `out`, after whatever `out` holds.
+/// Writes `snapshot` in `format` to `out`, after whatever `out` holds: the
+/// families of the collectors in `only` (a scrape's `collect[]` and
+/// `exclude[]`; [`Collectors::ALL`] for every one) that ran. The
+/// exporter's own families are always written.
 #[cfg(any(test, feature = "internals"))]
-pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u8>) {
-    render_with(snapshot, None, format, now, out)
+pub fn render(
+    snapshot: &Snapshot,
+    format: Format,
+    only: Collectors,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
+    render_with(snapshot, None, format, only, now, out)
 }
 
 /// [`render`], with the HTTP server's families when it gives `http`.
@@ -40,6 +52,7 @@ pub fn render_with(
     snapshot: &Snapshot,
     http: Option<&HttpStats>,
     format: Format,
+    only: Collectors,
     now: Instant,
     out: &mut Vec<u8>,
 ) {
@@ -48,6 +61,7 @@ pub fn render_with(
         om: format == Format::OpenMetrics,
         cached: [(0, 0); CACHED_TARGETS],
     };
+    let on = snapshot.collectors.and(only);
     let gpus = &snapshot.gpus;
 
     let gpu_targets = |f: &mut dyn FnMut(Target)| {
@@ -57,7 +71,7 @@ pub fn render_with(
             }
         })
     };
-    if !gpus.is_empty() {
+    if !gpus.is_empty() && on.has(Collector::Info) {
         w.head(&GPU_INFO);
         gpu_targets(&mut |t| {
             w.name(&GPU_INFO);
@@ -70,6 +84,14 @@ pub fn render_with(
             ] {
                 w.label(k, v);
             }
+            for (k, v) in [
+                ("vbios_version", &g.vbios_version),
+                ("inforom_version", &g.inforom_version),
+            ] {
+                if !v.is_empty() {
+                    w.label(k, v);
+                }
+            }
             w.value(1.0);
         });
         w.head(&GPU_UP);
@@ -79,7 +101,10 @@ pub fn render_with(
             w.value(if t.gpu.up { 1.0 } else { 0.0 });
         });
     }
-    for (fam, series) in &GPU_FAMILIES {
+    for (fam, series) in GPU_FAMILIES.iter().chain(&HEALTH_FAMILIES) {
+        if !fam.collector.is_some_and(|c| on.has(c)) {
+            continue;
+        }
         // The head goes before the first sample; a family without any
         // (every reading absent) is left out whole.
         let mut headed = false;
@@ -95,13 +120,17 @@ pub fn render_with(
                     Extra::None => {}
                     Extra::Label(text) => w.put(text),
                     Extra::Num(k, n) => w.num_label(k, n),
+                    Extra::NumLabel(k, n, text) => {
+                        w.num_label(k, n);
+                        w.put(text);
+                    }
                 }
                 w.value(v);
             })
         });
     }
 
-    if !snapshot.models.is_empty() {
+    if !snapshot.models.is_empty() && on.has(Collector::Models) {
         w.head(&TTFT);
         for m in &snapshot.models {
             let h = &m.ttft_seconds;
@@ -137,6 +166,26 @@ pub fn render_with(
         .saturating_duration_since(snapshot.published)
         .as_secs_f64();
     w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
+    let timed = |c: Collector| snapshot.timings.seconds[c as usize];
+    if on.iter().any(|c| timed(c).is_some()) {
+        w.head(&COLLECTOR_DURATION);
+        for c in on.iter() {
+            if let Some(s) = timed(c) {
+                w.name(&COLLECTOR_DURATION);
+                w.open_label("collector", c.name());
+                w.value(s);
+            }
+        }
+    }
+    if !on.is_empty() {
+        w.head(&COLLECTOR_SUCCESS);
+        for c in on.iter() {
+            let ok = snapshot.success() && !snapshot.timings.failed.has(c);
+            w.name(&COLLECTOR_SUCCESS);
+            w.open_label("collector", c.name());
+            w.value(if ok { 1.0 } else { 0.0 });
+        }
+    }
     if let Some(h) = http {
         w.scalar(&HTTP_OPEN, h.open as f64);
         w.head(&HTTP_EVICTED);

@@ -227,11 +227,9 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
     if hosts == 0 && !line.http10 {
         return Parsed::Reject(Status::BadRequest);
     }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     // `http://host` and `http://host?q` name the root.
-    let path = match target.split_once('?').map_or(target, |(p, _)| p) {
-        "" => "/",
-        p => p,
-    };
+    let path = if path.is_empty() { "/" } else { path };
     let keep = if line.http10 {
         keep_alive && !close
     } else {
@@ -246,6 +244,7 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
         Request {
             method,
             path,
+            query,
             accept,
         },
         framing,

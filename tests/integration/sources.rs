@@ -174,7 +174,7 @@ Core GPU temperature.
 "#;
 
 /// A fake nvidia-smi printing `csv` for queries, in a directory of its own.
-fn fake_smi(name: &str, csv: &str) -> PathBuf {
+pub fn fake_smi(name: &str, csv: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("smi-{name}"));
     let _ = std::fs::remove_dir_all(&dir);

@@ -30,21 +30,30 @@
 //! `sw_power_cap`, thermal → `sw_thermal_slowdown`, sync boost →
 //! `sync_boost`. The other reasons stay `None`.
 //!
-//! NVLink bytes (payload, all links, from NVML's KiB counters) and HBM
-//! temperature come from one `nvmlDeviceGetFieldValues` call per GPU; a
-//! field NVML refuses, e.g. on a GPU without NVLink, stays `None`.
+//! NVLink bytes (payload, all links, from NVML's KiB counters), HBM
+//! temperature, NVLink errors and links, and the recovery action come from
+//! one `nvmlDeviceGetFieldValues` call per GPU; a field NVML refuses, e.g.
+//! on a GPU without NVLink, stays `None`.
 //!
-//! None of these three is read on MIG instances.
+//! Collectors: each one's calls are made only when it is on (`Options`),
+//! and timed; a failed call (NOT_SUPPORTED aside) marks its collector
+//! failed. Where GPM gives PCIe traffic, the PCIe counter adds it instead
+//! of integrating the throughput sample.
+//!
+//! None of the field values, the violation counters or the hardware
+//! health is read on MIG instances.
 
 #[allow(unsafe_code)] // the one exception: see ffi.rs
 mod ffi;
 mod gpm;
+mod health;
 mod read;
 mod xid;
 
 use super::{Source, SourceError};
-use crate::config::SourceKind;
-use crate::snapshot::Gpu;
+use crate::config::Collector;
+use crate::config::{Collectors, SourceKind};
+use crate::snapshot::{Gpu, Timings};
 use ffi::Library;
 use gpm::GpmSlot;
 use read::{PcieCounter, read_gpu};
@@ -69,6 +78,8 @@ pub struct Options {
     /// How long each wait for Xid events lasts; also how long a retired
     /// Xid thread may take to notice and let its NVML session go.
     pub event_wait: Duration,
+    /// The collectors whose calls are made; the others' never are.
+    pub collectors: Collectors,
 }
 
 impl Default for Options {
@@ -77,6 +88,7 @@ impl Default for Options {
             retry_first: Duration::from_secs(1),
             retry_max: Duration::from_secs(60),
             event_wait: Duration::from_millis(1000),
+            collectors: Collectors::DEFAULT,
         }
     }
 }
@@ -91,6 +103,8 @@ pub struct Nvml {
     pcie: HashMap<String, PcieCounter>,
     /// Xid counts by UUID, written by the Xid thread.
     xids: Arc<Mutex<HashMap<String, XidCounts>>>,
+    /// How each collector fared in the last collection.
+    timings: Timings,
 }
 
 enum State {
@@ -120,11 +134,6 @@ struct Identity {
 }
 
 impl Nvml {
-    /// [`Nvml::open_with`] with the default options.
-    pub fn open(library: Option<&Path>) -> Result<Nvml, String> {
-        Nvml::open_with(library, Options::default())
-    }
-
     /// A source reading NVML from `library`, or [`DEFAULT_LIBRARY`]. A bare
     /// file name is searched for as the dynamic loader does; a path must
     /// exist, else this is a configuration error. A library that exists
@@ -152,6 +161,7 @@ impl Nvml {
             identities: HashMap::new(),
             pcie: HashMap::new(),
             xids: Arc::new(Mutex::new(HashMap::new())),
+            timings: Timings::default(),
         };
         // A failure here is reported by collect, which also retries.
         let _ = nvml.connect();
@@ -240,12 +250,22 @@ impl Source for Nvml {
             }
         };
         let devices: Vec<_> = (0..count).map(|i| (i, lib.device(i))).collect();
-        if session.xid.is_none() {
+        let on = self.options.collectors;
+        if session.xid.is_none() && on.has(Collector::Xid) {
             session.xid = Some(watch_xids(&lib, &devices, &self.xids, &self.options));
         }
+        self.timings = Timings::default();
         let mut gpus = Vec::with_capacity(devices.len());
         for (index, device) in devices {
-            let mut gpu = read_gpu(index, device, &lib, &mut self.pcie, &mut session.gpm);
+            let mut gpu = read_gpu(
+                index,
+                device,
+                &lib,
+                on,
+                &mut self.pcie,
+                &mut session.gpm,
+                &mut self.timings,
+            );
             if gpu.up {
                 self.identities.insert(
                     index,
@@ -273,5 +293,9 @@ impl Source for Nvml {
             gpus.push(gpu);
         }
         Ok(gpus)
+    }
+
+    fn timings(&self) -> Timings {
+        self.timings
     }
 }

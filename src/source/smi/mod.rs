@@ -6,9 +6,10 @@
 //! PCIe/NVLink bytes) stays `None`.
 
 pub mod csv;
+pub mod health;
 
 use super::{Source, SourceError};
-use crate::config::SourceKind;
+use crate::config::{Collectors, SourceKind};
 use crate::snapshot::Gpu;
 use csv::{clip, parse, supported_fields};
 use std::io::Read;
@@ -32,6 +33,8 @@ pub struct Smi {
     /// blocked in the driver dies only when the driver lets go). No new one
     /// starts until it is gone, so hung runs never pile up.
     stuck: Option<Child>,
+    /// Only these collectors' fields are queried.
+    collectors: Collectors,
 }
 
 impl Smi {
@@ -41,7 +44,14 @@ impl Smi {
             timeout,
             fields: None,
             stuck: None,
+            collectors: Collectors::DEFAULT,
         }
+    }
+
+    /// Queries only the fields of `collectors`.
+    pub fn collectors(mut self, collectors: Collectors) -> Smi {
+        self.collectors = collectors;
+        self
     }
 
     /// Runs nvidia-smi with `args`; its stdout on success.
@@ -158,7 +168,9 @@ impl Source for Smi {
             Some(f) => f,
             None => {
                 let help = self.run(&["--help-query-gpu"])?;
-                let f = supported_fields(&help);
+                let on = self.collectors;
+                let mut f = supported_fields(&help);
+                f.retain(|field| health::collector_of(field).is_none_or(|c| on.has(c)));
                 if f.is_empty() {
                     return Err(SourceError(
                         "smi: nvidia-smi --help-query-gpu lists none of the fields we read".into(),
