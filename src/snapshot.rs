@@ -118,14 +118,28 @@ impl Readings {
     }
 }
 
-/// One MIG instance of a GPU. Its series carry the MIG UUID plus
-/// `mig_instance` and `mig_profile`.
+/// One MIG GPU instance of a GPU. Its series carry the parent GPU's
+/// `gpu` and `uuid`, plus `mig_instance` (the GPU instance id) and
+/// `mig_profile`; memory and GPM readings belong to the GPU instance, so
+/// its compute instances share them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MigInstance {
+    /// The MIG UUID of its first compute instance (the only one in the
+    /// common layout); every one is in `compute`.
     pub uuid: String,
     pub gpu_instance_id: u32,
     pub profile: String,
+    /// Its compute instances, each a MIG device with a MIG UUID of its own.
+    pub compute: Vec<ComputeInstance>,
     pub readings: Readings,
+}
+
+/// One compute instance of a MIG GPU instance.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ComputeInstance {
+    /// `None` where the driver cannot say (no nvmlDeviceGetComputeInstanceId).
+    pub id: Option<u32>,
+    pub uuid: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]

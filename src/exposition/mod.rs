@@ -11,11 +11,12 @@ pub use format::Format;
 use crate::base::numbers::write_f64;
 use crate::snapshot::Snapshot;
 use catalogue::{
-    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, PROCESS,
-    SNAPSHOT_AGE, SOURCE_INFO, TTFT,
+    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS,
+    MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, Series, TTFT,
 };
 use std::time::Instant;
-use writer::{CACHED_TARGETS, Target, Writer, each_target};
+use writer::Target;
+use writer::{CACHED_TARGETS, Writer, each_target};
 
 /// Writes `snapshot` in `format` to `out`, after whatever `out` holds.
 pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u8>) {
@@ -56,24 +57,26 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
         });
     }
     for (fam, series) in &GPU_FAMILIES {
-        // The head goes before the first sample; a family without any
-        // (every reading absent) is left out whole.
-        let mut headed = false;
-        each_target(gpus, |t, r| {
-            series(r, &mut |extra, v| {
-                if !headed {
-                    w.head(fam);
-                    headed = true;
-                }
-                w.name(fam);
+        // A MIG instance's memory has families of its own.
+        let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
+        family_series(&mut w, gpus, fam, *series, |t| !gpu_only || t.mig.is_none());
+    }
+    for (fam, _, series) in &MIG_MEMORY {
+        family_series(&mut w, gpus, fam, *series, |t| t.mig.is_some());
+    }
+    if gpus.iter().any(|g| !g.mig.is_empty()) {
+        w.head(&MIG_INFO);
+        each_target(gpus, |t, _| {
+            let Some(m) = t.mig else { return };
+            for ci in &m.compute {
+                w.name(&MIG_INFO);
                 w.target(t);
-                match extra {
-                    Extra::None => {}
-                    Extra::Label(text) => w.put(text),
-                    Extra::Num(k, n) => w.num_label(k, n),
+                if let Some(id) = ci.id {
+                    w.num_label("mig_compute_instance", id);
                 }
-                w.value(v);
-            })
+                w.label("mig_uuid", &ci.uuid);
+                w.value(1.0);
+            }
         });
     }
 
@@ -121,4 +124,36 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
     if w.om {
         w.out.extend_from_slice(b"# EOF\n");
     }
+}
+
+/// The series of one family for the targets `wanted` picks. The head goes
+/// before the first sample; a family without any (every reading absent)
+/// is left out whole.
+fn family_series(
+    w: &mut Writer,
+    gpus: &[crate::snapshot::Gpu],
+    fam: &catalogue::Family,
+    series: Series,
+    wanted: impl Fn(&Target) -> bool,
+) {
+    let mut headed = false;
+    each_target(gpus, |t, r| {
+        if !wanted(&t) {
+            return;
+        }
+        series(r, &mut |extra, v| {
+            if !headed {
+                w.head(fam);
+                headed = true;
+            }
+            w.name(fam);
+            w.target(t);
+            match extra {
+                Extra::None => {}
+                Extra::Label(text) => w.put(text),
+                Extra::Num(k, n) => w.num_label(k, n),
+            }
+            w.value(v);
+        })
+    });
 }
