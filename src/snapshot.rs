@@ -225,7 +225,24 @@ pub struct Snapshot {
     pub process: ProcessStats,
 }
 
+/// The reason a snapshot gives before the first collection is done.
+pub const STARTING: &str = "first collection in progress";
+
 impl Snapshot {
+    /// What is served from start until the first collection (and, for the
+    /// simulator, its history replay) is done: no fleet, not a success.
+    pub fn starting(source: SourceKind) -> Snapshot {
+        Snapshot {
+            error: Some(STARTING.into()),
+            ..Snapshot::empty(source)
+        }
+    }
+
+    /// Whether this is [`Snapshot::starting`]'s placeholder.
+    pub fn is_starting(&self) -> bool {
+        self.error.as_deref() == Some(STARTING)
+    }
+
     pub fn empty(source: SourceKind) -> Snapshot {
         Snapshot {
             gpus: Vec::new(),

@@ -106,10 +106,14 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
     w.name(&BUILD_INFO);
     w.open_label("version", env!("CARGO_PKG_VERSION"));
     w.value(1.0);
-    w.head(&SOURCE_INFO);
-    w.name(&SOURCE_INFO);
-    w.open_label("source", snapshot.source.as_str());
-    w.value(1.0);
+    // Until the first collection the source may not be chosen yet (auto).
+    if !snapshot.is_starting() {
+        w.head(&SOURCE_INFO);
+        w.name(&SOURCE_INFO);
+        w.open_label("source", snapshot.source.as_str());
+        w.value(1.0);
+        w.scalar(&GPUS, gpus.len() as f64);
+    }
     w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
     w.scalar(&COLLECT_SUCCESS, if snapshot.success() { 1.0 } else { 0.0 });
     let age = now

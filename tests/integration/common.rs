@@ -17,14 +17,23 @@ pub struct Exporter {
 }
 
 impl Exporter {
+    /// The exporter on `args`, once its first collection is published.
     pub fn start(args: &[&str]) -> Exporter {
         Exporter::start_binary(Path::new(BIN), args)
     }
 
     pub fn start_binary(bin: &Path, args: &[&str]) -> Exporter {
+        let e = Exporter::serving(Command::new(bin), args);
+        e.wait_first_collection();
+        e
+    }
+
+    /// `cmd` (the exporter, or a command that runs it) with `args`, as soon
+    /// as it says where it serves: its first collection may still be going.
+    pub fn serving(mut cmd: Command, args: &[&str]) -> Exporter {
         // The simulator unless a test says otherwise (a later flag wins),
         // so a machine with a GPU runs the same tests.
-        let mut child = Command::new(bin)
+        let mut child = cmd
             .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::null())
@@ -40,6 +49,14 @@ impl Exporter {
             addr: hostport.parse().unwrap(),
             log,
         }
+    }
+
+    /// Waits until the first collection (and the simulator's replay) is
+    /// published, for at most a minute.
+    pub fn wait_first_collection(&self) {
+        self.wait_for("/readyz", Duration::from_secs(60), |b| {
+            !b.contains("first collection in progress")
+        });
     }
 
     pub fn log(&self) -> String {
