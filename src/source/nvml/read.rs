@@ -8,7 +8,7 @@ use super::ffi::{
 };
 use super::gpm::{GpmSlot, set_gpm};
 use crate::base::units::{KIB, MHZ};
-use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, MigInstance, Readings, TxRx};
+use crate::snapshot::{CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, TxRx};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -65,10 +65,35 @@ impl PcieCounter {
 }
 
 /// Calls NVML for one GPU, remembering whether it answered GPU_IS_LOST
-/// (after which nothing more is asked of it).
+/// (after which nothing more is asked of it) and which readings answered
+/// the "not available" sentinel.
 #[derive(Default)]
 pub(super) struct Probe {
     pub(super) lost: bool,
+    pub(super) sentinels: Vec<&'static str>,
+}
+
+/// NVML's NVML_VALUE_NOT_AVAILABLE: -1 in an unsigned reading, all ones.
+pub(super) trait Sentinel: Copy {
+    fn is_sentinel(self) -> bool;
+}
+
+impl Sentinel for u32 {
+    fn is_sentinel(self) -> bool {
+        self == u32::MAX
+    }
+}
+
+impl Sentinel for u64 {
+    fn is_sentinel(self) -> bool {
+        self == u64::MAX
+    }
+}
+
+impl Sentinel for ffi::Memory {
+    fn is_sentinel(self) -> bool {
+        self.total.is_sentinel() || self.used.is_sentinel() || self.free.is_sentinel()
+    }
 }
 
 impl Probe {
@@ -93,6 +118,20 @@ impl Probe {
             }
         }
     }
+
+    /// [`Probe::get`] for a reading, which NVML's sentinel leaves out.
+    pub(super) fn value<T: Sentinel>(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce() -> Result<T, Error>,
+    ) -> Option<T> {
+        let v = self.get(what, call)?;
+        if v.is_sentinel() {
+            self.sentinels.push(what);
+            return None;
+        }
+        Some(v)
+    }
 }
 
 pub(super) fn mhz(v: u32) -> f64 {
@@ -103,13 +142,14 @@ pub(super) fn milli(v: f64) -> f64 {
     v / 1000.0
 }
 
+/// One GPU, and the readings that answered NVML's sentinel.
 pub(super) fn read_gpu(
     index: u32,
     device: Result<Device<'_>, Error>,
     lib: &Arc<Library>,
     pcie: &mut HashMap<String, PcieCounter>,
     gpm: &mut HashMap<String, GpmSlot>,
-) -> Gpu {
+) -> (Gpu, Vec<&'static str>) {
     let down = |why: Error| {
         // Shown as up = false; a warning every collection would be noise.
         if why != Error::GPU_IS_LOST {
@@ -123,7 +163,7 @@ pub(super) fn read_gpu(
     };
     let d = match device {
         Ok(d) => d,
-        Err(e) => return down(e),
+        Err(e) => return (down(e), Vec::new()),
     };
     let mut p = Probe::default();
     let uuid = p.get("uuid", || d.uuid()).unwrap_or_default();
@@ -131,40 +171,40 @@ pub(super) fn read_gpu(
     let pci_bus_id = p.get("pci info", || d.pci_bus_id()).unwrap_or_default();
 
     let mut r = Readings {
-        temperature_celsius: p.get("temperature", || d.temperature()).map(f64::from),
-        sm_clock_hertz: p.get("sm clock", || d.clock(CLOCK_SM)).map(mhz),
-        sm_clock_max_hertz: p.get("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz),
-        memory_clock_hertz: p.get("memory clock", || d.clock(CLOCK_MEM)).map(mhz),
+        temperature_celsius: p.value("temperature", || d.temperature()).map(f64::from),
+        sm_clock_hertz: p.value("sm clock", || d.clock(CLOCK_SM)).map(mhz),
+        sm_clock_max_hertz: p.value("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz),
+        memory_clock_hertz: p.value("memory clock", || d.clock(CLOCK_MEM)).map(mhz),
         clocks_event_mask: p.get("clock event reasons", || d.clocks_event_reasons()),
         power_usage_watts: p
-            .get("power", || d.power_usage())
+            .value("power", || d.power_usage())
             .map(|mw| milli(mw.into())),
         power_limit_watts: p
-            .get("power limit", || d.power_limit())
+            .value("power limit", || d.power_limit())
             .map(|mw| milli(mw.into())),
         energy_joules_total: p
-            .get("energy", || d.total_energy())
+            .value("energy", || d.total_energy())
             .map(|mj| milli(mj as f64)),
         utilization_ratio: p
-            .get("utilization", || d.utilization())
+            .value("utilization", || d.utilization())
             .map(|pc| f64::from(pc) / 100.0),
         ecc_corrected_total: p
-            .get("ecc corrected", || d.ecc_volatile_total(false))
+            .value("ecc corrected", || d.ecc_volatile_total(false))
             .map(|n| n as f64),
         ecc_uncorrected_total: p
-            .get("ecc uncorrected", || d.ecc_volatile_total(true))
+            .value("ecc uncorrected", || d.ecc_volatile_total(true))
             .map(|n| n as f64),
         pcie_replay_errors_total: p
-            .get("pcie replay", || d.pcie_replay_counter())
+            .value("pcie replay", || d.pcie_replay_counter())
             .map(f64::from),
         ..Readings::default()
     };
-    set_memory(&mut r, p.get("memory", || d.memory()));
+    set_memory(&mut r, p.value("memory", || d.memory()));
     set_violations(&mut r, d, &mut p);
     set_fields(&mut r, d, &mut p);
 
-    let tx = p.get("pcie tx", || d.pcie_throughput(false));
-    let rx = p.get("pcie rx", || d.pcie_throughput(true));
+    let tx = p.value("pcie tx", || d.pcie_throughput(false));
+    let rx = p.value("pcie rx", || d.pcie_throughput(true));
     r.pcie_bytes_total = match (tx, rx) {
         (Some(tx), Some(rx)) => {
             let rate = TxRx {
@@ -198,9 +238,9 @@ pub(super) fn read_gpu(
     };
 
     if p.lost {
-        return down(Error::GPU_IS_LOST);
+        return (down(Error::GPU_IS_LOST), p.sentinels);
     }
-    Gpu {
+    let gpu = Gpu {
         index,
         uuid,
         model,
@@ -209,7 +249,8 @@ pub(super) fn read_gpu(
         up: true,
         readings: r,
         mig,
-    }
+    };
+    (gpu, p.sentinels)
 }
 
 /// Clock-event seconds for the reasons in [`VIOLATIONS`]; each policy
@@ -220,7 +261,7 @@ pub(super) fn set_violations(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
             continue;
         };
         r.clocks_event_seconds_total[i] = p
-            .get("violation status", || d.violation_ns(policy))
+            .value("violation status", || d.violation_ns(policy))
             .map(|ns| ns as f64 / 1e9);
     }
 }
@@ -251,8 +292,11 @@ pub(super) fn set_memory(r: &mut Readings, m: Option<ffi::Memory>) {
     }
 }
 
-/// The MIG devices of a GPU in MIG mode. NVML refuses most readings on
-/// them; those stay `None`.
+/// The MIG GPU instances of a GPU in MIG mode. NVML lists a MIG device per
+/// compute instance; those of one GPU instance share its memory and GPM
+/// readings, so they are one [`MigInstance`] with every compute instance in
+/// `compute`, read once. NVML refuses most readings on them; those stay
+/// `None`.
 pub(super) fn read_mig(
     d: Device<'_>,
     p: &mut Probe,
@@ -263,7 +307,7 @@ pub(super) fn read_mig(
     let slots = p
         .get("max mig devices", || d.max_mig_devices())
         .unwrap_or(0);
-    let mut out = Vec::new();
+    let mut out: Vec<MigInstance> = Vec::new();
     for slot in 0..slots {
         // NOT_FOUND: an empty slot.
         let Some(m) = p.get("mig device", || d.mig_device(slot)) else {
@@ -274,25 +318,37 @@ pub(super) fn read_mig(
         let (Some(uuid), Some(gpu_instance_id)) = (uuid, id) else {
             continue;
         };
+        let compute = ComputeInstance {
+            id: p.get("compute instance id", || m.compute_instance_id()),
+            uuid,
+        };
+        if let Some(gi) = out
+            .iter_mut()
+            .find(|g| g.gpu_instance_id == gpu_instance_id)
+        {
+            gi.compute.push(compute);
+            continue;
+        }
         let name = p.get("mig name", || m.name()).unwrap_or_default();
         let mut readings = Readings {
             utilization_ratio: p
-                .get("mig utilization", || m.utilization())
+                .value("mig utilization", || m.utilization())
                 .map(|pc| f64::from(pc) / 100.0),
             ..Readings::default()
         };
-        set_memory(&mut readings, p.get("mig memory", || m.memory()));
+        set_memory(&mut readings, p.value("mig memory", || m.memory()));
         let slot = gpm
-            .entry(uuid.clone())
+            .entry(compute.uuid.clone())
             .or_insert_with(|| GpmSlot::new(gpm_supported));
         set_gpm(
             &mut readings,
             slot.advance(lib, p, |s| s.take_mig(d, gpu_instance_id)),
         );
         out.push(MigInstance {
-            uuid,
+            uuid: compute.uuid.clone(),
             gpu_instance_id,
             profile: mig_profile(&name),
+            compute: vec![compute],
             readings,
         });
     }
