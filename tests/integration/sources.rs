@@ -201,11 +201,10 @@ fn auto_picks_nvidia_smi_and_xid_comes_from_the_kernel_log() {
         "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-aaaa, 00000000:9B:00.0, 44\n1, GPU-bbbb, 00000000:9C:00.0, 45\n",
     );
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("smi-auto/dmesg.txt");
+    // Xids from before the exporter started: seen, never counted as new.
     std::fs::write(
         &log,
-        "[ 100.1] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n\
-         [ 100.2] NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n\
-         [ 100.3] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n",
+        "[ 10.1] NVRM: Xid (PCI:0000:9b:00): 48, pid=1234, name=python, Ch 00000008\n",
     )
     .unwrap();
     // No NVML on this machine: auto falls through to nvidia-smi.
@@ -219,10 +218,37 @@ fn auto_picks_nvidia_smi_and_xid_comes_from_the_kernel_log() {
         "--xid.kmsg",
         log.to_str().unwrap(),
     ]);
-    let body = e.metrics(None).body;
+    e.wait_log(
+        "1 Xid from before the exporter started",
+        Duration::from_secs(10),
+    );
+    // Appended after start: counted.
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(
+            b"[ 100.1] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n\
+              [ 100.2] NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n\
+              [ 100.3] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n",
+        )
+        .unwrap();
+    }
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(
+            b,
+            "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",xid=\"79\"}",
+        ) == Some(2.0)
+    });
     assert!(
         body.contains("gpu_exporter_source_info{source=\"smi\"} 1"),
         "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",xid=\"48\"}"
+        ),
+        Some(0.0)
     );
     assert_eq!(
         value(
@@ -334,16 +360,21 @@ fn mig_instances_get_their_own_series() {
     let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
         b.contains("mig_instance=\"2\"")
     });
-    let used = |uuid: &str, id: u32, profile: &str| {
+    // The parent's uuid, so it joins gpu_info; the instance's memory in
+    // families of its own.
+    let used = |id: u32, profile: &str| {
         value(
             &body,
             &format!(
-                "gpu_memory_used_bytes{{gpu=\"0\",uuid=\"{uuid}\",mig_instance=\"{id}\",mig_profile=\"{profile}\"}}"
+                "gpu_mig_memory_used_bytes{{gpu=\"0\",uuid=\"GPU-mig-parent\",mig_instance=\"{id}\",mig_profile=\"{profile}\"}}"
             ),
         )
     };
-    assert_eq!(used("MIG-aaaa", 1, "3g.40gb"), Some(2949672960.0));
-    assert_eq!(used("MIG-bbbb", 2, "4g.40gb"), Some(949672960.0));
+    assert_eq!(used(1, "3g.40gb"), Some(2949672960.0));
+    assert_eq!(used(2, "4g.40gb"), Some(949672960.0));
+    assert!(body.contains(
+        "gpu_mig_info{gpu=\"0\",uuid=\"GPU-mig-parent\",mig_instance=\"1\",mig_profile=\"3g.40gb\",mig_compute_instance=\"0\",mig_uuid=\"MIG-aaaa\"} 1"
+    ), "{body}");
     assert_eq!(
         value(
             &body,
@@ -357,5 +388,54 @@ fn mig_instances_get_their_own_series() {
             .lines()
             .any(|l| l.starts_with("gpu_temperature_celsius") && l.contains("mig_instance"))
     );
+    // `sum by (gpu)` of every memory family counts each byte once: the
+    // GPU's own families hold the whole GPU, its instances' their own.
+    for (family, want) in [
+        ("gpu_memory_total_bytes", 85520809984.0),
+        ("gpu_memory_used_bytes", 2000.0),
+        ("gpu_mig_memory_total_bytes", 2.0 * 42949672960.0),
+    ] {
+        assert_eq!(
+            sum_by_gpu(&body, family),
+            [("0".to_string(), want)].into(),
+            "{family}"
+        );
+    }
+    // Every MIG series joins gpu_info on uuid.
+    let infos: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("gpu_info{"))
+        .filter_map(|l| label(l, "uuid"))
+        .collect();
+    let mig: Vec<&str> = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("mig_instance="))
+        .collect();
+    assert!(mig.len() > 4, "{body}");
+    for l in mig {
+        assert!(infos.contains(&label(l, "uuid").unwrap()), "{l}");
+    }
     check_metrics(&body);
+}
+
+/// A label's value in a sample line.
+pub fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
+}
+
+/// `sum by (gpu) (family)` over an exposition.
+pub fn sum_by_gpu(body: &str, family: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut sums = std::collections::BTreeMap::new();
+    for l in body
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+    {
+        let v: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+        *sums
+            .entry(label(l, "gpu").unwrap().to_string())
+            .or_insert(0.0) += v;
+    }
+    sums
 }
