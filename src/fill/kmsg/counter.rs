@@ -1,21 +1,90 @@
 //! Xid counts per GPU and code, from kernel log lines, each counted once.
 
 use super::line::{Stamp, Xid, normalize_bus_id, parse_xid, split_line};
-use std::collections::BTreeMap;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
 
-/// How a line reached the counter, which decides whether it is new.
+/// Xid lines remembered to tell a reread line from a new one.
+pub const RECENT: usize = 4096;
+
+/// How a line reached the counter.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// In a file as it was when the exporter started: from before start,
     /// never counted (its time still shows).
     Scan,
-    /// Appended since the last read: new. Also every `/dev/kmsg` record,
-    /// which its sequence number and stamp judge.
+    /// Read after start: new, unless the counter is rereading (see
+    /// [`XidCounter::reread`]). Also every `/dev/kmsg` record, which its
+    /// sequence number and stamp judge.
     Follow,
-    /// Read again from the start of a file that was rotated, truncated or
-    /// rewritten (`dmesg > file`): new only when stamped after every Xid
-    /// seen so far, or not stamped at all.
-    Reread,
+}
+
+/// The Xid lines seen lately (a hash of each, whole), and the latest stamp
+/// of those forgotten: a line stamped at or before it is older than what
+/// is remembered.
+#[derive(Clone, Debug, Default)]
+struct Recent {
+    order: VecDeque<(u64, Option<Stamp>)>,
+    set: HashSet<u64>,
+    high: [Option<f64>; 2],
+    forgotten: [Option<f64>; 2],
+}
+
+fn kind(s: Stamp) -> (usize, f64) {
+    match s {
+        Stamp::Unix(t) => (0, t),
+        Stamp::Monotonic(m) => (1, m),
+    }
+}
+
+fn raise(slot: &mut Option<f64>, v: f64) {
+    *slot = Some(slot.map_or(v, |h| h.max(v)));
+}
+
+impl Recent {
+    fn insert(&mut self, hash: u64, stamp: Option<Stamp>) {
+        if !self.set.insert(hash) {
+            return;
+        }
+        self.order.push_back((hash, stamp));
+        if let Some(s) = stamp {
+            let (k, v) = kind(s);
+            raise(&mut self.high[k], v);
+        }
+        if self.order.len() > RECENT
+            && let Some((old, stamp)) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+            if let Some(s) = stamp {
+                let (k, v) = kind(s);
+                raise(&mut self.forgotten[k], v);
+            }
+        }
+    }
+
+    /// Whether a line read again was seen already.
+    fn seen(&self, hash: u64, stamp: Option<Stamp>) -> bool {
+        if self.set.contains(&hash) {
+            return true;
+        }
+        stamp.is_some_and(|s| {
+            let (k, v) = kind(s);
+            self.forgotten[k].is_some_and(|f| v <= f)
+        })
+    }
+
+    /// Whether `stamp` is after every line remembered.
+    fn past(&self, stamp: Stamp) -> bool {
+        let (k, v) = kind(stamp);
+        self.high[k].is_none_or(|h| v > h)
+    }
+}
+
+fn hash_of(s: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
 }
 
 /// Counts Xid per (bus id, code) from kernel log lines.
@@ -25,9 +94,14 @@ pub enum Mode {
 /// reset, never an increase). A `/dev/kmsg` record counts when its
 /// monotonic stamp is after the exporter's start ([`XidCounter::set_start`])
 /// and its sequence number above every one seen (reopening replays the
-/// ring buffer). Lines of a text file count as [`Mode`] says. Xids from
-/// before start are tallied ([`XidCounter::before_start`]) and set the
-/// GPU's last Xid time, but are not counted.
+/// ring buffer). A text line counts when it was appended after start: not
+/// [`Mode::Scan`], and not stamped at or before start. After a rotation,
+/// truncation or rewrite ([`XidCounter::reread`]) lines may come again:
+/// until one stamped after every Xid line remembered arrives, a line counts
+/// only if it is none of the last [`RECENT`] Xid lines (whole, stamp
+/// included) nor older than them. Xids from before start are tallied
+/// ([`XidCounter::before_start`]) and set the GPU's last Xid time, but are
+/// not counted.
 #[derive(Clone, Debug, Default)]
 pub struct XidCounter {
     counts: BTreeMap<(String, u32), u64>,
@@ -36,9 +110,8 @@ pub struct XidCounter {
     boot_time: Option<f64>,
     /// Unix time and uptime (seconds since boot) of the exporter's start.
     start: Option<(f64, Option<f64>)>,
-    /// The latest stamp of any Xid seen, per kind: what a reread must pass.
-    high_unix: Option<f64>,
-    high_mono: Option<f64>,
+    recent: Recent,
+    rereading: bool,
     /// Xid from before start, by GPU and code, and the latest of them.
     before: BTreeMap<(String, u32), u64>,
     latest_before: Option<(Xid, Option<f64>)>,
@@ -66,8 +139,12 @@ impl XidCounter {
     /// record counts.
     pub fn set_start(&mut self, unix: f64, uptime: Option<f64>) {
         self.start = Some((unix, uptime));
-        self.high_unix = Some(unix);
-        self.high_mono = uptime;
+    }
+
+    /// What comes next may have been read before (the file was rotated,
+    /// truncated or rewritten): see [`XidCounter`].
+    pub fn reread(&mut self) {
+        self.rereading = true;
     }
 
     /// Feeds one line or `/dev/kmsg` record as [`Mode::Follow`]; the Xid
@@ -78,13 +155,14 @@ impl XidCounter {
 
     /// Feeds one line or record that reached us as `mode` says; the Xid it
     /// counted, if any.
-    pub fn feed(&mut self, line: &str, mode: Mode) -> Option<Xid> {
+    pub fn feed(&mut self, text: &str, mode: Mode) -> Option<Xid> {
         // Most lines are not Xid: skip them before taking them apart. Only
         // Xid records need their sequence number remembered.
-        if !line.contains("NVRM: Xid (") {
+        if !text.contains("NVRM: Xid (") {
             return None;
         }
-        let line = split_line(line);
+        let line = split_line(text);
+        let record = line.seq.is_some();
         if let Some(seq) = line.seq {
             if self.last_seq.is_some_and(|last| seq <= last) {
                 return None;
@@ -94,30 +172,35 @@ impl XidCounter {
         let xid = parse_xid(line.message)?;
         let time = match line.stamp {
             Some(Stamp::Unix(t)) => Some(t),
-            Some(Stamp::Monotonic(m)) if line.seq.is_some() => self.boot_time.map(|b| b + m),
+            Some(Stamp::Monotonic(m)) if record => self.boot_time.map(|b| b + m),
             _ => None,
         };
-        let new = self.is_new(line.seq.is_some(), line.stamp, mode);
         if let Some(t) = time {
             let last = self.last.entry(xid.bus_id.clone()).or_insert(t);
             *last = last.max(t);
         }
-        match line.stamp {
-            Some(Stamp::Unix(t)) => self.high_unix = Some(self.high_unix.map_or(t, |h| h.max(t))),
-            Some(Stamp::Monotonic(m)) => {
-                self.high_mono = Some(self.high_mono.map_or(m, |h| h.max(m)))
+        let before_start = mode == Mode::Scan || self.stamped_before_start(line.stamp);
+        let again = if record {
+            false
+        } else {
+            let hash = hash_of(text.trim_end_matches(['\n', '\r']));
+            let seen = self.recent.seen(hash, line.stamp);
+            if self.rereading && line.stamp.is_some_and(|s| self.recent.past(s)) {
+                self.rereading = false;
             }
-            None => {}
+            let again = self.rereading && seen;
+            self.recent.insert(hash, line.stamp);
+            again
+        };
+        if again {
+            return None;
         }
-        if !new {
-            // A reread line was seen before; the rest are from before start.
-            if mode != Mode::Reread || line.seq.is_some() {
-                *self
-                    .before
-                    .entry((xid.bus_id.clone(), xid.code))
-                    .or_default() += 1;
-                self.latest_before = Some((xid, time));
-            }
+        if before_start {
+            *self
+                .before
+                .entry((xid.bus_id.clone(), xid.code))
+                .or_default() += 1;
+            self.latest_before = Some((xid, time));
             return None;
         }
         *self
@@ -127,25 +210,12 @@ impl XidCounter {
         Some(xid)
     }
 
-    /// Whether an Xid line is new, before it raises the high-water marks.
-    fn is_new(&self, record: bool, stamp: Option<Stamp>, mode: Mode) -> bool {
-        let Some((start_unix, start_uptime)) = self.start else {
-            return true;
-        };
-        if record {
-            // A /dev/kmsg record: after start by its stamp.
-            return match (stamp, start_uptime) {
-                (Some(Stamp::Monotonic(m)), Some(up)) => m > up,
-                _ => true,
-            };
-        }
-        match (mode, stamp) {
-            (Mode::Scan, Some(Stamp::Unix(t))) => t > start_unix,
-            (Mode::Scan, _) => false,
-            (Mode::Follow, _) => true,
-            (Mode::Reread, Some(Stamp::Unix(t))) => self.high_unix.is_none_or(|h| t > h),
-            (Mode::Reread, Some(Stamp::Monotonic(m))) => self.high_mono.is_none_or(|h| m > h),
-            (Mode::Reread, None) => true,
+    /// Whether a stamp says the line was logged before the exporter started.
+    fn stamped_before_start(&self, stamp: Option<Stamp>) -> bool {
+        match (self.start, stamp) {
+            (Some((unix, _)), Some(Stamp::Unix(t))) => t <= unix,
+            (Some((_, Some(up))), Some(Stamp::Monotonic(m))) => m <= up,
+            _ => false,
         }
     }
 
@@ -384,33 +454,59 @@ pub(super) mod tests {
         // The last time includes the counted one.
         assert_eq!(c.last_timestamp("0000:9b:00"), Some(1_700_000_101.0));
 
-        // Text: what a file held at start never counts; appended lines do;
-        // a reread (`dmesg > file`) counts only lines stamped after every
-        // Xid seen.
+        // Text: what a file held at start never counts; appended lines do,
+        // equal stamps and all.
         let line = |t: &str, code: u32| format!("[{t}] NVRM: Xid (PCI:0000:9b:00): {code}, pid=1");
         let mut c = XidCounter::new();
         c.set_start(1_700_000_100.0, Some(100.0));
         assert!(c.feed(&line("50.0", 48), Mode::Scan).is_none());
         assert!(c.feed(&line("150.0", 48), Mode::Scan).is_none());
         assert!(c.feed(&line("200.0", 79), Mode::Follow).is_some());
+        assert!(c.feed(&line("200.0", 79), Mode::Follow).is_some());
+        // Appended, but stamped before start.
+        assert!(c.feed(&line("99.0", 79), Mode::Follow).is_none());
+        // A rewrite (`dmesg > file`): what was seen comes again, uncounted,
+        // until a line stamped after all of it.
+        c.reread();
         for l in [line("50.0", 48), line("150.0", 48), line("200.0", 79)] {
-            assert!(c.feed(&l, Mode::Reread).is_none(), "{l}");
+            assert!(c.feed(&l, Mode::Follow).is_none(), "{l}");
         }
-        assert!(c.feed(&line("201.0", 79), Mode::Reread).is_some());
-        // Unstamped lines cannot be told apart: a reread counts them.
-        assert!(
-            c.feed("NVRM: Xid (PCI:0000:9b:00): 13, pid=1", Mode::Reread)
-                .is_some()
-        );
-        assert!(
-            c.feed("NVRM: Xid (PCI:0000:9b:00): 13, pid=1", Mode::Scan)
-                .is_none()
-        );
-        assert_eq!(c.counts("0000:9b:00"), [(13, 1), (79, 2)]);
+        assert!(c.feed(&line("200.5", 13), Mode::Follow).is_some());
+        // Rereading is over: an equal line now is a new error.
+        assert!(c.feed(&line("200.5", 13), Mode::Follow).is_some());
+        // Unstamped lines: new unless rereading and seen.
+        let bare = "NVRM: Xid (PCI:0000:9b:00): 31, pid=1";
+        assert!(c.feed(bare, Mode::Follow).is_some());
+        c.reread();
+        assert!(c.feed(bare, Mode::Follow).is_none());
+        assert!(c.feed(bare, Mode::Scan).is_none());
+        assert_eq!(c.counts("0000:9b:00"), [(13, 2), (31, 1), (79, 2)]);
         assert_eq!(c.before_start().0, 3);
-        // Wall-clock stamps after start count even in what a file held.
+        // Wall-clock stamps: after start counts.
         let iso = "2030-01-01T00:00:00,000000+00:00 NVRM: Xid (PCI:0000:9b:00): 94, pid=1";
-        assert!(c.feed(iso, Mode::Scan).is_some());
+        assert!(c.feed(iso, Mode::Follow).is_some());
+        let iso_old = "2020-01-01T00:00:00,000000+00:00 NVRM: Xid (PCI:0000:9b:00): 94, pid=1";
+        assert!(c.feed(iso_old, Mode::Follow).is_none());
+    }
+
+    #[test]
+    fn a_reread_past_what_is_remembered_is_still_old() {
+        let line = |t: usize| format!("[{t}.0] NVRM: Xid (PCI:0000:9b:00): 45, pid=1, Ch {t:08x}");
+        let mut c = XidCounter::new();
+        c.set_start(1_700_000_000.0, Some(1.0));
+        let n = RECENT + 100;
+        for t in 2..n {
+            c.feed(&line(t), Mode::Follow);
+        }
+        let total = c.total();
+        // All of it again: the oldest are forgotten, but older than what
+        // is remembered.
+        c.reread();
+        for t in 2..n {
+            assert!(c.feed(&line(t), Mode::Follow).is_none(), "{t}");
+        }
+        assert_eq!(c.total(), total);
+        assert!(c.feed(&line(n), Mode::Follow).is_some());
     }
 
     #[test]
@@ -468,7 +564,8 @@ pub(super) mod tests {
                 .collect();
             c.feed_text(&mangled);
             let half: String = mangled.chars().take(mangled.chars().count() / 2).collect();
-            for mode in [Mode::Scan, Mode::Follow, Mode::Reread] {
+            for mode in [Mode::Scan, Mode::Follow] {
+                c.reread();
                 for l in half.lines() {
                     c.feed(l, mode);
                 }

@@ -5,10 +5,11 @@
 //!   of [`CHUNK`] bytes; a line longer than [`MAX_LINE`] is cut there.
 //! - Rotation is noticed by the path naming another file (device and
 //!   inode): the rest of the old one is read, then the new one from its
-//!   start, as [`Mode::Reread`]. Truncation (logrotate's copytruncate) is a
-//!   size below the offset; a rewrite in place (`dmesg > file`) is the bytes
-//!   just before the offset no longer being those read: both are read again
-//!   from the start, as [`Mode::Reread`].
+//!   start. Truncation (logrotate's copytruncate) is a size below the
+//!   offset; a rewrite in place (`dmesg > file`) is the bytes just before
+//!   the offset no longer being those read: both are read again from the
+//!   start. Either way the counter is told ([`XidCounter::reread`]), so
+//!   lines seen before are not counted again.
 //! - What the file held when the exporter started is [`Mode::Scan`]: from
 //!   before start.
 //! - A last line without its newline is counted once: when its newline
@@ -46,8 +47,6 @@ struct Open {
     tail: Vec<u8>,
     /// Bytes below this offset are from before start.
     scan_until: u64,
-    /// How lines past `scan_until` are taken until the end is reached.
-    mode: Mode,
     /// A line still without its newline.
     pending: Vec<u8>,
     /// The pending line was counted (the file stayed unchanged): the rest
@@ -126,10 +125,13 @@ impl Follower {
             }
             let id = identity(&m);
             // The file of the start: its bytes then are from before start.
-            // Any other: read it all, as a reread.
-            let (scan_until, mode) = match self.at_start.take() {
-                Some((start_id, size)) if start_id == id && !rotated => (size, Mode::Follow),
-                _ => (0, Mode::Reread),
+            // Any other may hold lines already seen.
+            let scan_until = match self.at_start.take() {
+                Some((start_id, size)) if start_id == id && !rotated => size,
+                _ => {
+                    counter.reread();
+                    0
+                }
             };
             self.open = Some(Open {
                 file,
@@ -137,7 +139,6 @@ impl Follower {
                 offset: 0,
                 tail: Vec::new(),
                 scan_until,
-                mode,
                 pending: Vec::new(),
                 pending_counted: false,
                 unchanged: 0,
@@ -147,13 +148,13 @@ impl Follower {
             let size = meta.len();
             if size < o.offset || !o.tail_matches() {
                 // Truncated or rewritten: from the start again.
+                counter.reread();
                 *o = Open {
                     file: o.file.try_clone()?,
                     id: o.id,
                     offset: 0,
                     tail: Vec::new(),
                     scan_until: 0,
-                    mode: Mode::Reread,
                     pending: Vec::new(),
                     pending_counted: false,
                     unchanged: 0,
@@ -196,8 +197,6 @@ impl Follower {
             o.unchanged = 0;
             lines += o.take(&self.buf[..n], counter);
         }
-        // Caught up: what comes next is appended.
-        o.mode = Mode::Follow;
         if !o.pending.is_empty() && !o.pending_counted && o.unchanged >= UNCHANGED_READS {
             // A last line without its newline, unchanged for two reads.
             let mode = o.mode_at(o.offset);
@@ -227,7 +226,7 @@ impl Open {
         if end <= self.scan_until {
             Mode::Scan
         } else {
-            self.mode
+            Mode::Follow
         }
     }
 
