@@ -48,7 +48,9 @@
 //! `nvmlInit*` of the process sleep that long before answering, as a
 //! driver that hangs at boot; a GPU's `"reset_after_collections": n`
 //! makes its counters (energy, ECC, PCIe replay, violation time) read 0
-//! after n collections, as after a GPU reset. A MIG entry's
+//! after n collections, as after a GPU reset; its
+//! `"xids_after_collections": n` holds its `xids` back until then (an Xid
+//! just before a loss). A MIG entry's
 //! `"compute_instance_id"` (default 0) is its compute instance: entries
 //! sharing a `gpu_instance_id` are compute instances of one GPU instance.
 //!
@@ -150,6 +152,8 @@ mod scenario {
         pub memory_temperature: Option<u32>,
         /// Counters read 0 after this many collections.
         pub reset_after_collections: Option<u64>,
+        /// Its `xids` are handed out only after this many collections.
+        pub xids_after_collections: Option<u64>,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -1099,10 +1103,14 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
         let Some(f) = state.as_mut() else {
             return UNINITIALIZED;
         };
+        let due: Vec<bool> = (0..f.scenario.gpus.len())
+            .map(|gi| f.xids_due(gi))
+            .collect();
         let Some(q) = f.sets.get_mut(&set.addr()) else {
             return INVALID_ARGUMENT;
         };
-        if let Some((gi, xid)) = q.pop_front() {
+        let next = q.iter().position(|&(gi, _)| due.get(gi) == Some(&true));
+        if let Some((gi, xid)) = next.and_then(|i| q.remove(i)) {
             let event = EventData {
                 device: gpu_handle(gi),
                 event_type: XID_CRITICAL_ERROR,
@@ -1323,6 +1331,15 @@ fn hang_first_init() {
 }
 
 impl Fake {
+    /// Whether GPU `gi`'s Xid events may be handed out yet.
+    fn xids_due(&self, gi: usize) -> bool {
+        self.scenario
+            .gpus
+            .get(gi)
+            .and_then(|g| g.xids_after_collections)
+            .is_none_or(|n| self.collections > n)
+    }
+
     /// Whether GPU `gi`'s counters have been reset.
     fn reset(&self, gi: usize) -> bool {
         self.scenario

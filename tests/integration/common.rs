@@ -330,3 +330,18 @@ pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     std::fs::write(&path, contents).unwrap();
     path
 }
+
+/// A file under tests/fixtures, as text.
+pub fn fixture(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// Seconds since boot: a kernel log line stamped later than this was
+/// logged after now.
+pub fn uptime() -> f64 {
+    let text = std::fs::read_to_string("/proc/uptime").unwrap();
+    text.split_whitespace().next().unwrap().parse().unwrap()
+}

@@ -9,6 +9,8 @@ mod exposition;
 mod faults;
 mod http;
 mod image;
+mod kernel_log;
+mod lost;
 mod prometheus;
 mod release;
 #[path = "../support/response.rs"]
@@ -16,4 +18,5 @@ mod response;
 mod rules;
 mod signals;
 mod sources;
+mod startup;
 mod status;

@@ -37,7 +37,7 @@ const SHORT_RULES: &str = r#"{ "rules": [
   { "name": "TTFTBudgetBurnSlow", "for": "3s" }
 ] }"#;
 
-struct Server(Child);
+pub struct Server(pub Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -46,7 +46,7 @@ impl Drop for Server {
     }
 }
 
-fn http_get(addr: &str, path: &str) -> Option<String> {
+pub fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
@@ -59,7 +59,7 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
 
 /// Firing alerts in a Prometheus-shaped `/api/v1/alerts` body, as
 /// (alertname, gpu or model_name).
-fn firing(body: &str) -> BTreeSet<(String, String)> {
+pub fn firing(body: &str) -> BTreeSet<(String, String)> {
     body.split(r#"{"labels":{"#)
         .skip(1)
         .filter(|alert| alert.contains(r#""state":"firing""#))
@@ -176,4 +176,172 @@ fn firing_reads_both_shapes() {
     let prom = r#"{"status":"success","data":{"alerts":[{"labels":{"alertname":"GPULost","gpu":"3","instance":"x","severity":"page"},"annotations":{},"state":"firing","activeAt":"t","value":"1e+00"},{"labels":{"alertname":"Slow","model_name":"m"},"state":"pending"}]}}"#;
     let want: BTreeSet<_> = [("GPULost".to_string(), "gpu3".to_string())].into();
     assert_eq!(firing(prom), want);
+}
+
+/// Percent-encodes a PromQL query for a URL.
+fn encode(q: &str) -> String {
+    q.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// An instant query's result, as Prometheus' JSON body.
+fn query(prom: &str, q: &str) -> String {
+    http_get(prom, &format!("/api/v1/query?query={}", encode(q))).unwrap_or_default()
+}
+
+/// Xids counted before a restart and Xids in a rotated, truncated or
+/// rewritten kernel log are no new Xids: a real Prometheus scraping the
+/// exporter through all of it sees no increase and fires nothing.
+#[test]
+fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
+    use crate::sources::fake_smi;
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("gpu-exporter-rotate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("dmesg.log");
+    let old: String = (1..=3)
+        .map(|i| format!("[  10{i}.000000] NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"))
+        .collect();
+    std::fs::write(&log, &old).unwrap();
+    let smi = fake_smi(
+        "rotate",
+        "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-a, 00000000:9B:00.0, 40\n1, GPU-b, 00000000:9C:00.0, 41\n",
+    );
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let (smi_s, log_s) = (smi.to_str().unwrap(), log.to_str().unwrap());
+    let exporter = || {
+        Exporter::start(&[
+            "--source",
+            "smi",
+            "--smi.path",
+            smi_s,
+            "--xid.kmsg",
+            log_s,
+            "--web.listen-address",
+            &listen,
+        ])
+    };
+    let printed = run(&["--print-rules"]);
+    let rule_file = temp_file(
+        "rotate-rules.yml",
+        &String::from_utf8(printed.stdout).unwrap(),
+    );
+    let prom_port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let prom = format!("127.0.0.1:{prom_port}");
+    let config = temp_file(
+        "rotate-prometheus.yml",
+        &format!(
+            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
+             rule_files: ['{}']\n\
+             scrape_configs:\n  - job_name: gpu\n    static_configs: [{{targets: ['{listen}']}}]\n",
+            rule_file.display()
+        ),
+    );
+    let tsdb = dir.join("tsdb");
+    let e = exporter();
+    let _server = Server(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
+            .arg(format!("--web.listen-address={prom}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start prometheus"),
+    );
+    // Prometheus has scraped a few times before anything happens.
+    let scraped = |n: u32| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let body = query(&prom, "count_over_time(gpu_up{gpu=\"0\"}[10m])");
+            let count = body
+                .rsplit(",\"")
+                .next()
+                .and_then(|v| v.split('"').next())
+                .and_then(|v| v.parse::<u32>().ok());
+            if count.is_some_and(|c| c >= n) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus never scraped {n} times: {body}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    scraped(3);
+    // A new Xid after start, not critical: counted, pages nothing.
+    let append = |text: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    let new = format!(
+        "[{:.6}] NVRM: Xid (PCI:0000:9b:00): 13, pid=1, name=x, Graphics Exception\n",
+        crate::common::uptime() + 200.0
+    );
+    append(&new);
+    e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        b.contains("gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-a\",xid=\"13\"} 1")
+    });
+    scraped(6);
+
+    // A restart: everything in the log is from before it.
+    drop(e);
+    let e = exporter();
+    scraped(10);
+    // `dmesg > file`: the same file rewritten with all of it again.
+    std::fs::write(&log, format!("{old}{new}")).unwrap();
+    scraped(13);
+    // logrotate's copytruncate, the old lines written back.
+    std::fs::write(&log, "").unwrap();
+    scraped(15);
+    append(&old);
+    scraped(18);
+    // Rotation to a new file holding the old lines.
+    std::fs::rename(&log, dir.join("dmesg.log.1")).unwrap();
+    std::fs::write(&log, &old).unwrap();
+    scraped(22);
+
+    let body = e.metrics(None).body;
+    assert!(
+        body.contains("gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-a\",xid=\"79\"} 0"),
+        "{body}"
+    );
+    // Nothing new, by Prometheus' own reading.
+    let increase = query(
+        &prom,
+        "sum(increase(gpu_xid_errors_total{xid=\"79\"}[10m]))",
+    );
+    assert!(increase.contains("\"0\"]"), "{increase}");
+    let alerts = query(
+        &prom,
+        "count_over_time(ALERTS{alertname=\"GPUXidErrors\"}[10m])",
+    );
+    assert!(alerts.contains("\"result\":[]"), "{alerts}");
+    assert!(
+        !firing(&e.get("/alerts", &[]).body)
+            .iter()
+            .any(|(a, _)| a == "GPUXidErrors")
+    );
+    drop(e);
+    let _ = std::fs::remove_dir_all(&dir);
 }
