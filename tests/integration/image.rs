@@ -665,3 +665,37 @@ fn the_static_image_serves_the_simulator_and_cannot_load_nvml() {
     let m = r.get("/metrics");
     assert_eq!(value(&m.body, "gpu_exporter_collect_success"), Some(0.0));
 }
+
+#[test]
+fn the_image_loads_the_real_library_and_reports_the_driver_missing() {
+    let Some(real) = crate::nvidia_real::real() else {
+        return;
+    };
+    let Some(b) = Buildah::new("real-nvml") else {
+        return;
+    };
+    let image = b.build(Variant::Scratch);
+    // Where the toolkit would mount the driver's own file; the packaged
+    // name is a link to it.
+    let lib = std::fs::canonicalize(&real.lib).unwrap();
+    let target = format!("{MULTIARCH}/libnvidia-ml.so.1");
+    let r = b.start(&image, &[(&lib, &target)], &["--collect.interval", "200ms"]);
+    let ready = r.wait_for("/readyz", Duration::from_secs(30), |m| {
+        m.body.contains("NVML init failed")
+    });
+    // Its NEEDED libraries (libpthread, libm, libdl, libc, librt) are in the
+    // image: it loads, and NVML says the driver is missing.
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(
+        ready
+            .body
+            .contains("NVML init failed: NVML_ERROR_DRIVER_NOT_LOADED (9)"),
+        "{}",
+        ready.body
+    );
+    assert!(!ready.body.contains("cannot load NVML"), "{}", ready.body);
+    let m = r.get("/metrics");
+    assert_eq!(value(&m.body, "gpu_exporter_collect_success"), Some(0.0));
+    assert_eq!(r.get("/healthz").status, 200);
+    assert_eq!(r.exporter_uids(), "65534 65534 65534 65534");
+}

@@ -11,6 +11,7 @@ mod http;
 mod image;
 mod kernel_log;
 mod lost;
+mod nvidia_real;
 mod prometheus;
 mod release;
 #[path = "../support/response.rs"]
