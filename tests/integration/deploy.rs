@@ -143,8 +143,10 @@ fn assert_hardened(m: &Flat, c: &str) {
     let caps = format!("{sc}.capabilities");
     assert_eq!(list(m, &format!("{caps}.drop")), [r#""ALL""#], "{caps}");
     assert_eq!(list(m, &format!("{caps}.add")), [r#""SYSLOG""#], "{caps}");
-    expect(m, &format!("{c}.resources.limits.memory"), r#""16Mi""#);
-    expect(m, &format!("{c}.resources.requests.memory"), r#""16Mi""#);
+    // From the real library's measured peak, with margin (nvidia_real.rs
+    // holds the limit to it).
+    expect(m, &format!("{c}.resources.limits.memory"), r#""64Mi""#);
+    expect(m, &format!("{c}.resources.requests.memory"), r#""32Mi""#);
     expect(m, &format!("{c}.resources.requests.cpu"), r#""10m""#);
     expect(
         m,
@@ -462,7 +464,7 @@ fn systemd_unit_is_hardened_and_verifies() {
         ("ProtectHome", "yes"),
         ("PrivateTmp", "yes"),
         ("NoNewPrivileges", "yes"),
-        ("MemoryMax", "16M"),
+        ("MemoryMax", "64M"),
         ("Restart", "on-failure"),
         ("CapabilityBoundingSet", "CAP_SYSLOG"),
         ("AmbientCapabilities", "CAP_SYSLOG"),
