@@ -3,8 +3,6 @@
 //! lasts; its end once. A note about one thing (a GPU's reading out of
 //! range) is logged once per key.
 
-use std::collections::HashSet;
-use std::hash::Hash;
 use std::time::{Duration, Instant};
 
 /// While a failure lasts, it is logged again at most this often.
@@ -79,20 +77,25 @@ impl Repeating {
     }
 }
 
-/// Keys already noted, so that each is logged once.
+/// Keys already noted, so that each is logged once. Few: one per GPU and
+/// reading at most, so a list.
 #[derive(Debug)]
-pub struct Noted<K>(HashSet<K>);
+pub struct Noted<K>(Vec<K>);
 
 impl<K> Default for Noted<K> {
     fn default() -> Noted<K> {
-        Noted(HashSet::new())
+        Noted(Vec::new())
     }
 }
 
-impl<K: Hash + Eq> Noted<K> {
+impl<K: PartialEq> Noted<K> {
     /// True the first time `key` is seen.
     pub fn first(&mut self, key: K) -> bool {
-        self.0.insert(key)
+        if self.0.contains(&key) {
+            return false;
+        }
+        self.0.push(key);
+        true
     }
 }
 

@@ -15,8 +15,7 @@ use catalogue::{
     MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, Series, TTFT,
 };
 use std::time::Instant;
-use writer::Target;
-use writer::{CACHED_TARGETS, Writer, each_target};
+use writer::{CACHED_TARGETS, Target, Writer, each_target};
 
 /// Writes `snapshot` in `format` to `out`, after whatever `out` holds.
 pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u8>) {
@@ -59,10 +58,10 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
     for (fam, series) in &GPU_FAMILIES {
         // A MIG instance's memory has families of its own.
         let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
-        family_series(&mut w, gpus, fam, *series, |t| !gpu_only || t.mig.is_none());
+        family_series(&mut w, gpus, fam, *series, Some(gpu_only).filter(|&g| g));
     }
     for (fam, _, series) in &MIG_MEMORY {
-        family_series(&mut w, gpus, fam, *series, |t| t.mig.is_some());
+        family_series(&mut w, gpus, fam, *series, Some(false));
     }
     if gpus.iter().any(|g| !g.mig.is_empty()) {
         w.head(&MIG_INFO);
@@ -130,7 +129,8 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
     }
 }
 
-/// The series of one family for the targets `wanted` picks. The head goes
+/// The series of one family: of every target, or with `only`, of the
+/// GPUs (`Some(true)`) or the MIG instances (`Some(false)`). The head goes
 /// before the first sample; a family without any (every reading absent)
 /// is left out whole.
 fn family_series(
@@ -138,11 +138,11 @@ fn family_series(
     gpus: &[crate::snapshot::Gpu],
     fam: &catalogue::Family,
     series: Series,
-    wanted: impl Fn(&Target) -> bool,
+    only: Option<bool>,
 ) {
     let mut headed = false;
     each_target(gpus, |t, r| {
-        if !wanted(&t) {
+        if only.is_some_and(|gpu| gpu != t.mig.is_none()) {
             return;
         }
         series(r, &mut |extra, v| {

@@ -12,7 +12,6 @@
 
 use crate::base::quiet::Noted;
 use crate::snapshot::{Readings, TxRx};
-use std::collections::BTreeMap;
 
 /// A counter by family and, for the labelled ones, the label as a number
 /// (Xid code, direction 0 tx / 1 rx, clock-event reason).
@@ -26,10 +25,10 @@ struct Mono {
     offset: f64,
 }
 
-/// The counters of one GPU.
+/// The counters of one GPU: a few dozen at most, so a list.
 #[derive(Debug, Default)]
 pub(super) struct Counters {
-    by: BTreeMap<Key, Mono>,
+    by: Vec<(Key, Mono)>,
     resets: Noted<&'static str>,
 }
 
@@ -80,7 +79,7 @@ impl Counters {
             return;
         }
         if !up {
-            for (&(family, code), m) in &self.by {
+            for &((family, code), m) in &self.by {
                 if family == XID && !out.iter().any(|&(c, _)| c == code) {
                     out.push((code, (m.raw + m.offset) as u64));
                 }
@@ -94,15 +93,14 @@ impl Counters {
     }
 
     fn one(&mut self, key: Key, v: Option<f64>, up: bool, who: &str) -> Option<f64> {
-        match (v, self.by.get_mut(&key)) {
+        let found = self.by.iter_mut().find(|(k, _)| *k == key).map(|(_, m)| m);
+        match (v, found) {
             (Some(v), None) => {
-                self.by.insert(
-                    key,
-                    Mono {
-                        raw: v,
-                        offset: 0.0,
-                    },
-                );
+                let m = Mono {
+                    raw: v,
+                    offset: 0.0,
+                };
+                self.by.push((key, m));
                 Some(v)
             }
             (Some(v), Some(m)) => {

@@ -167,7 +167,7 @@ impl Fleet {
             remember(&mut g, k);
             out.push(g);
         }
-        out.sort_by(|a, b| (a.index, &a.uuid).cmp(&(b.index, &b.uuid)));
+        sort_by_index(&mut out);
         *gpus = out;
     }
 
@@ -198,6 +198,18 @@ impl Fleet {
             return wanted;
         }
         self.known.iter().map(|k| k.index + 1).max().unwrap_or(0)
+    }
+}
+
+/// Sorts by `gpu` index: an insertion sort, as the list is short and all
+/// but the lost GPUs come sorted (and it keeps the binary small).
+fn sort_by_index(gpus: &mut [Gpu]) {
+    for i in 1..gpus.len() {
+        let mut j = i;
+        while j > 0 && gpus[j - 1].index > gpus[j].index {
+            gpus.swap(j - 1, j);
+            j -= 1;
+        }
     }
 }
 

@@ -345,3 +345,41 @@ pub fn uptime() -> f64 {
     let text = std::fs::read_to_string("/proc/uptime").unwrap();
     text.split_whitespace().next().unwrap().parse().unwrap()
 }
+
+/// A live (not zombie) process, from /proc/PID/stat.
+pub struct Proc {
+    pub pid: u32,
+    pub comm: String,
+    pub ppid: u32,
+    pub pgrp: u32,
+}
+
+/// Every live process.
+pub fn processes() -> Vec<Proc> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp ...": comm may hold spaces.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let num = |i: usize| rest.get(i).and_then(|v| v.parse().ok());
+        if let (Some(&state), Some(ppid), Some(pgrp)) = (rest.first(), num(1), num(2))
+            && state != "Z"
+        {
+            found.push(Proc {
+                pid,
+                comm: stat[open + 1..close].to_string(),
+                ppid,
+                pgrp,
+            });
+        }
+    }
+    found
+}

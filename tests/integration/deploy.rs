@@ -33,10 +33,10 @@ fn text(out: &Output) -> String {
 }
 
 /// A fresh directory for one test, removed on drop.
-struct TempDir(PathBuf);
+pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    fn new(tag: &str) -> TempDir {
+    pub fn new(tag: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!("gpu-exporter-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -883,14 +883,14 @@ fn dashboard_metrics_exist() {
 
 /// A Prometheus server on a free loopback port; killed (and its data
 /// removed) on drop, panics included.
-struct Prometheus {
+pub struct Prometheus {
     child: Child,
     addr: SocketAddr,
     dir: TempDir,
 }
 
 impl Prometheus {
-    fn start(target: SocketAddr) -> Prometheus {
+    pub fn start(target: SocketAddr) -> Prometheus {
         let dir = TempDir::new("prometheus");
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
@@ -927,7 +927,7 @@ impl Prometheus {
     }
 
     /// GET `target`; None while the server is not answering yet.
-    fn get(&mut self, target: &str) -> Option<(u16, String)> {
+    pub fn get(&mut self, target: &str) -> Option<(u16, String)> {
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!("prometheus exited ({status}):\n{}", self.log());
         }
@@ -980,7 +980,7 @@ struct Series {
     metric: BTreeMap<String, String>,
 }
 
-fn urlencode(s: &str) -> String {
+pub fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

@@ -5,7 +5,7 @@
 //! container engine) and scraped from here over 127.0.0.1. Each test has a
 //! buildah storage of its own, removed at its end.
 
-use crate::common::{Response, eventually, have, read_response, send, value, watch_log};
+use crate::common::{Response, eventually, have, processes, read_response, send, value, watch_log};
 use crate::sources::fake_nvml::Fixture;
 use nanoserde::DeJson;
 use std::collections::BTreeMap;
@@ -52,24 +52,11 @@ fn kill_group(pgid: u32) {
 /// Live (not zombie) processes in process group `pgid`, with their
 /// command names.
 fn group_members(pgid: u32) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid pgrp ...": comm may hold spaces.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        if rest.len() > 2 && rest[0] != "Z" && rest[2] == pgid.to_string() {
-            found.push((pid, stat[open + 1..close].to_string()));
-        }
-    }
-    found
+    processes()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid)
+        .map(|p| (p.pid, p.comm))
+        .collect()
 }
 
 /// Runs `cmd` in a process group of its own, for at most `limit`.

@@ -4,6 +4,8 @@
 //! file, and the Xid rate only through the scenario: no verdict is faked.
 
 use crate::common::{Exporter, have, run, temp_file};
+use crate::deploy::{Prometheus, TempDir, urlencode};
+use crate::sources::fake_smi;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -178,21 +180,17 @@ fn firing_reads_both_shapes() {
     assert_eq!(firing(prom), want);
 }
 
-/// Percent-encodes a PromQL query for a URL.
-fn encode(q: &str) -> String {
-    q.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+/// An instant query's result, as Prometheus' JSON body.
+fn query(prom: &mut Prometheus, q: &str) -> String {
+    prom.get(&format!("/api/v1/query?query={}", urlencode(q)))
+        .map(|(_, body)| body)
+        .unwrap_or_default()
 }
 
-/// An instant query's result, as Prometheus' JSON body.
-fn query(prom: &str, q: &str) -> String {
-    http_get(prom, &format!("/api/v1/query?query={}", encode(q))).unwrap_or_default()
+/// The value of an instant query's first sample, once there is one.
+fn first_value(body: &str) -> Option<f64> {
+    let (_, rest) = body.split_once("\"value\":[")?;
+    rest.split('"').nth(1)?.parse().ok()
 }
 
 /// Xids counted before a restart and Xids in a rotated, truncated or
@@ -200,14 +198,11 @@ fn query(prom: &str, q: &str) -> String {
 /// exporter through all of it sees no increase and fires nothing.
 #[test]
 fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
-    use crate::sources::fake_smi;
     if !have("prometheus", &["--version"]) {
         return;
     }
-    let dir = std::env::temp_dir().join(format!("gpu-exporter-rotate-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("dmesg.log");
+    let dir = TempDir::new("rotate");
+    let log = dir.0.join("dmesg.log");
     let old: String = (1..=3)
         .map(|i| format!("[  10{i}.000000] NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"))
         .collect();
@@ -216,12 +211,12 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
         "rotate",
         "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-a, 00000000:9B:00.0, 40\n1, GPU-b, 00000000:9C:00.0, 41\n",
     );
-    let port = TcpListener::bind("127.0.0.1:0")
+    // One address across the restart, as Prometheus knows it.
+    let listen = TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
-        .unwrap()
-        .port();
-    let listen = format!("127.0.0.1:{port}");
+        .unwrap();
+    let listen_s = listen.to_string();
     let (smi_s, log_s) = (smi.to_str().unwrap(), log.to_str().unwrap());
     let exporter = || {
         Exporter::start(&[
@@ -232,52 +227,18 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
             "--xid.kmsg",
             log_s,
             "--web.listen-address",
-            &listen,
+            &listen_s,
         ])
     };
-    let printed = run(&["--print-rules"]);
-    let rule_file = temp_file(
-        "rotate-rules.yml",
-        &String::from_utf8(printed.stdout).unwrap(),
-    );
-    let prom_port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let prom = format!("127.0.0.1:{prom_port}");
-    let config = temp_file(
-        "rotate-prometheus.yml",
-        &format!(
-            "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
-             rule_files: ['{}']\n\
-             scrape_configs:\n  - job_name: gpu\n    static_configs: [{{targets: ['{listen}']}}]\n",
-            rule_file.display()
-        ),
-    );
-    let tsdb = dir.join("tsdb");
     let e = exporter();
-    let _server = Server(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!("--storage.tsdb.path={}", tsdb.display()))
-            .arg(format!("--web.listen-address={prom}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start prometheus"),
-    );
-    // Prometheus has scraped a few times before anything happens.
-    let scraped = |n: u32| {
+    // The committed rule file: what --print-rules prints by default.
+    let mut prom = Prometheus::start(listen);
+    // Waits (bounded) until Prometheus has scraped GPU 0 `n` times.
+    let scraped = |prom: &mut Prometheus, n: f64| {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let body = query(&prom, "count_over_time(gpu_up{gpu=\"0\"}[10m])");
-            let count = body
-                .rsplit(",\"")
-                .next()
-                .and_then(|v| v.split('"').next())
-                .and_then(|v| v.parse::<u32>().ok());
-            if count.is_some_and(|c| c >= n) {
+            let body = query(prom, "count_over_time(gpu_up{gpu=\"0\"}[10m])");
+            if first_value(&body).is_some_and(|c| c >= n) {
                 return;
             }
             assert!(
@@ -287,7 +248,7 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
             std::thread::sleep(Duration::from_millis(500));
         }
     };
-    scraped(3);
+    scraped(&mut prom, 3.0);
     // A new Xid after start, not critical: counted, pages nothing.
     let append = |text: &str| {
         use std::io::Write;
@@ -302,24 +263,24 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
     e.wait_for("/metrics", Duration::from_secs(10), |b| {
         b.contains("gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-a\",xid=\"13\"} 1")
     });
-    scraped(6);
+    scraped(&mut prom, 6.0);
 
     // A restart: everything in the log is from before it.
     drop(e);
     let e = exporter();
-    scraped(10);
+    scraped(&mut prom, 10.0);
     // `dmesg > file`: the same file rewritten with all of it again.
     std::fs::write(&log, format!("{old}{new}")).unwrap();
-    scraped(13);
+    scraped(&mut prom, 13.0);
     // logrotate's copytruncate, the old lines written back.
     std::fs::write(&log, "").unwrap();
-    scraped(15);
+    scraped(&mut prom, 15.0);
     append(&old);
-    scraped(18);
+    scraped(&mut prom, 18.0);
     // Rotation to a new file holding the old lines.
-    std::fs::rename(&log, dir.join("dmesg.log.1")).unwrap();
+    std::fs::rename(&log, dir.0.join("dmesg.log.1")).unwrap();
     std::fs::write(&log, &old).unwrap();
-    scraped(22);
+    scraped(&mut prom, 22.0);
 
     let body = e.metrics(None).body;
     assert!(
@@ -328,12 +289,12 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
     );
     // Nothing new, by Prometheus' own reading.
     let increase = query(
-        &prom,
+        &mut prom,
         "sum(increase(gpu_xid_errors_total{xid=\"79\"}[10m]))",
     );
-    assert!(increase.contains("\"0\"]"), "{increase}");
+    assert_eq!(first_value(&increase), Some(0.0), "{increase}");
     let alerts = query(
-        &prom,
+        &mut prom,
         "count_over_time(ALERTS{alertname=\"GPUXidErrors\"}[10m])",
     );
     assert!(alerts.contains("\"result\":[]"), "{alerts}");
@@ -342,6 +303,4 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
             .iter()
             .any(|(a, _)| a == "GPUXidErrors")
     );
-    drop(e);
-    let _ = std::fs::remove_dir_all(&dir);
 }

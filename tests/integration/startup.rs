@@ -2,7 +2,7 @@
 //! the first collection, quiet logs, zero GPUs, readings out of range, and
 //! nvidia-smi children that never outlive it.
 
-use crate::common::{BIN, Exporter, eventually, value};
+use crate::common::{BIN, Exporter, eventually, processes, value};
 use crate::sources::fake_nvml::Fixture;
 use crate::sources::{fake_smi, fleet, gpu, nvml_args, start};
 use std::process::Command;
@@ -126,35 +126,15 @@ fn readings_outside_their_range_are_left_out_and_logged_once() {
 
 /// Live children of `pid` named `comm`.
 fn children(pid: u32, comm: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        if stat[open + 1..close] == *comm
-            && rest.len() > 1
-            && rest[0] != "Z"
-            && rest[1] == pid.to_string()
-        {
-            found.push(child);
-        }
-    }
-    found
+    processes()
+        .into_iter()
+        .filter(|p| p.ppid == pid && p.comm == comm)
+        .map(|p| p.pid)
+        .collect()
 }
 
 fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        s.rsplit(')')
-            .next()
-            .is_some_and(|r| !r.trim_start().starts_with('Z'))
-    })
+    processes().iter().any(|p| p.pid == pid)
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use super::line::{Stamp, Xid, normalize_bus_id, parse_xid, split_line};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
 
 /// Xid lines remembered to tell a reread line from a new one.
@@ -26,7 +26,6 @@ pub enum Mode {
 #[derive(Clone, Debug, Default)]
 struct Recent {
     order: VecDeque<(u64, Option<Stamp>)>,
-    set: HashSet<u64>,
     high: [Option<f64>; 2],
     forgotten: [Option<f64>; 2],
 }
@@ -43,8 +42,12 @@ fn raise(slot: &mut Option<f64>, v: f64) {
 }
 
 impl Recent {
+    fn contains(&self, hash: u64) -> bool {
+        self.order.iter().any(|&(h, _)| h == hash)
+    }
+
     fn insert(&mut self, hash: u64, stamp: Option<Stamp>) {
-        if !self.set.insert(hash) {
+        if self.contains(hash) {
             return;
         }
         self.order.push_back((hash, stamp));
@@ -53,19 +56,16 @@ impl Recent {
             raise(&mut self.high[k], v);
         }
         if self.order.len() > RECENT
-            && let Some((old, stamp)) = self.order.pop_front()
+            && let Some((_, Some(s))) = self.order.pop_front()
         {
-            self.set.remove(&old);
-            if let Some(s) = stamp {
-                let (k, v) = kind(s);
-                raise(&mut self.forgotten[k], v);
-            }
+            let (k, v) = kind(s);
+            raise(&mut self.forgotten[k], v);
         }
     }
 
     /// Whether a line read again was seen already.
     fn seen(&self, hash: u64, stamp: Option<Stamp>) -> bool {
-        if self.set.contains(&hash) {
+        if self.contains(hash) {
             return true;
         }
         stamp.is_some_and(|s| {

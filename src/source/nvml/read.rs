@@ -126,11 +126,16 @@ impl Probe {
         call: impl FnOnce() -> Result<T, Error>,
     ) -> Option<T> {
         let v = self.get(what, call)?;
-        if v.is_sentinel() {
+        self.keep(what, v.is_sentinel()).then_some(v)
+    }
+
+    /// Whether a reading is kept; a sentinel is noted instead.
+    #[inline(never)]
+    fn keep(&mut self, what: &'static str, sentinel: bool) -> bool {
+        if sentinel {
             self.sentinels.push(what);
-            return None;
         }
-        Some(v)
+        !sentinel
     }
 }
 
