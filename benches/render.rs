@@ -11,7 +11,7 @@
 //! `cargo bench --bench render`
 
 use divan::Bencher;
-use gpu_exporter::config::SourceKind;
+use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
 use gpu_exporter::internals::exposition::catalogue::{Extra, GPU_FAMILIES, Kind};
 use gpu_exporter::internals::exposition::{Format, render};
@@ -87,13 +87,18 @@ fn registry(s: &Snapshot) -> Registry {
             l.push(("mig_instance".into(), m.gpu_instance_id.to_string()));
             l.push(("mig_profile".into(), m.profile.clone()));
         }
-        match extra {
-            Extra::None => {}
-            Extra::Label(text) => {
-                let (k, v) = text.trim_start_matches(',').split_once('=').unwrap();
-                l.push((k.into(), v.trim_matches('"').into()));
-            }
-            Extra::Num(k, n) => l.push((k.into(), n.to_string())),
+        let (num, text) = match extra {
+            Extra::None => (None, None),
+            Extra::Label(text) => (None, Some(text)),
+            Extra::Num(k, n) => (Some((k, n)), None),
+            Extra::NumLabel(k, n, text) => (Some((k, n)), Some(text)),
+        };
+        if let Some((k, n)) = num {
+            l.push((k.into(), n.to_string()));
+        }
+        if let Some(text) = text {
+            let (k, v) = text.trim_start_matches(',').split_once('=').unwrap();
+            l.push((k.into(), v.trim_matches('"').into()));
         }
         l
     };
@@ -146,7 +151,7 @@ fn ours_text(b: Bencher, fleet: &str) {
     let (mut buf, now) = (Vec::new(), Instant::now());
     b.bench_local(|| {
         buf.clear();
-        render(&s, Format::Text, now, &mut buf);
+        render(&s, Format::Text, Collectors::ALL, now, &mut buf);
     });
 }
 
@@ -156,7 +161,7 @@ fn ours_openmetrics(b: Bencher, fleet: &str) {
     let (mut buf, now) = (Vec::new(), Instant::now());
     b.bench_local(|| {
         buf.clear();
-        render(&s, Format::OpenMetrics, now, &mut buf);
+        render(&s, Format::OpenMetrics, Collectors::ALL, now, &mut buf);
     });
 }
 
@@ -234,11 +239,11 @@ fn ratios() {
             .map(|_| {
                 let a = time(&mut || {
                     buf.clear();
-                    render(&s, Format::Text, now, &mut buf);
+                    render(&s, Format::Text, Collectors::ALL, now, &mut buf);
                 });
                 let b = time(&mut || {
                     buf.clear();
-                    render(&s, Format::OpenMetrics, now, &mut buf);
+                    render(&s, Format::OpenMetrics, Collectors::ALL, now, &mut buf);
                 });
                 let c = time(&mut || {
                     text.clear();

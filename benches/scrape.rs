@@ -6,7 +6,7 @@
 //! `cargo bench --bench scrape`. Absolute times drift between machines;
 //! read the ratios.
 
-use gpu_exporter::config::SourceKind;
+use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::exposition::{Format, render};
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
@@ -40,14 +40,20 @@ fn bench_render() {
         for format in [Format::Text, Format::OpenMetrics] {
             let mut buf = Vec::new();
             let now = Instant::now();
-            render(&s, format, now, &mut buf);
+            render(&s, format, Collectors::ALL, now, &mut buf);
             let iters = 20_000 / gpus as u32 + 100;
             let mut runs: Vec<Duration> = (0..5)
                 .map(|_| {
                     let t = Instant::now();
                     for _ in 0..iters {
                         buf.clear();
-                        render(std::hint::black_box(&s), format, now, &mut buf);
+                        render(
+                            std::hint::black_box(&s),
+                            format,
+                            Collectors::ALL,
+                            now,
+                            &mut buf,
+                        );
                     }
                     t.elapsed() / iters
                 })

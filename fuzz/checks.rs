@@ -6,6 +6,7 @@
 //! both take this file in with `#[path = ...] mod checks;`, so stable CI
 //! runs exactly the code the fuzzer runs.
 
+use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::alerts;
 use gpu_exporter::internals::collector::{Collector, Latest};
 use gpu_exporter::internals::exposition::{self, Format};
@@ -142,7 +143,7 @@ fn check_render(snapshot: &Snapshot) {
     let mut out = Vec::new();
     for format in [Format::Text, Format::OpenMetrics] {
         out.clear();
-        exposition::render(snapshot, format, Instant::now(), &mut out);
+        exposition::render(snapshot, format, Collectors::ALL, Instant::now(), &mut out);
         let text = std::str::from_utf8(&out).expect("exposition is UTF-8");
         assert!(text.ends_with('\n'), "{format:?} ends without a newline");
         assert_eq!(
@@ -181,6 +182,8 @@ pub fn check_scenario_json(data: &[u8]) {
             collect_duration: Duration::ZERO,
             error: None,
             process: Default::default(),
+            collectors: Collectors::DEFAULT,
+            timings: Default::default(),
         },
         Err(e) => Snapshot {
             error: Some(e.0),

@@ -5,6 +5,7 @@ use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Evaluator, Rule, Transition};
 use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
+use crate::config::{Collector as Named, Collectors};
 use crate::process;
 use crate::snapshot::Snapshot;
 use crate::source::Source;
@@ -52,6 +53,9 @@ pub struct Collector {
     last_good: Option<Snapshot>,
     /// Failed collections, logged quietly.
     failing: Repeating,
+    /// The collectors the flags turned on; the readings of the others are
+    /// left out, whatever the source read.
+    collectors: Collectors,
 }
 
 impl Collector {
@@ -68,7 +72,14 @@ impl Collector {
             max_stale,
             last_good: None,
             failing: Repeating::new(),
+            collectors: Collectors::DEFAULT,
         }
+    }
+
+    /// Runs only `collectors` (the default: [`Collectors::DEFAULT`]).
+    pub fn with_collectors(mut self, collectors: Collectors) -> Collector {
+        self.collectors = collectors;
+        self
     }
 
     pub fn evaluator(&self) -> &Evaluator {
@@ -114,16 +125,29 @@ impl Collector {
             process::read_stats()
         };
         let snapshot = match result {
-            Ok(gpus) => {
+            Ok(mut gpus) => {
+                let on = self.collectors;
+                for g in &mut gpus {
+                    g.readings.retain(on);
+                    for m in &mut g.mig {
+                        m.readings.retain(on);
+                    }
+                }
                 let s = Snapshot {
                     gpus,
-                    models: self.source.models(),
+                    models: if on.has(Named::Models) {
+                        self.source.models()
+                    } else {
+                        Vec::new()
+                    },
                     source: self.source.kind(),
                     at,
                     published: Instant::now(),
                     collect_duration,
                     error: None,
                     process,
+                    collectors: on,
+                    timings: self.source.timings(),
                 };
                 if !replaying {
                     self.last_good = Some(s.clone());
@@ -156,6 +180,7 @@ impl Collector {
                 s.collect_duration = collect_duration;
                 s.error = Some(e.0);
                 s.process = process;
+                s.collectors = self.collectors;
                 s
             }
         };

@@ -9,17 +9,18 @@
 //! one fails before serving starts; [`Plan::build`] then loads NVML or
 //! probes for nvidia-smi, which may block, on the collector thread.
 
-use crate::config::{Config, ConfigError, SourceKind};
+use crate::config::{Collector, Config, ConfigError, SourceKind};
 use crate::fill::Filler;
 use crate::fill::kmsg::{KernelLogXid, check_path};
 use crate::fill::workload::WorkloadStats;
 use crate::fleet::Fleet;
-use crate::snapshot::{Gpu, Model};
+use crate::snapshot::{Gpu, Model, Timings};
 use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
 use crate::source::smi::Smi;
 use crate::source::{Source, SourceError};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// A checked configuration of the source, to build where blocking is fine.
 pub struct Plan {
@@ -27,7 +28,7 @@ pub struct Plan {
     scenario: Scenario,
     /// The library to load, checked.
     library: PathBuf,
-    fillers: Vec<Box<dyn Filler>>,
+    fillers: Vec<Owned>,
 }
 
 /// Checks what the flags ask of the source, loading and running nothing.
@@ -65,9 +66,16 @@ impl Plan {
         let config = &self.config;
         let smi = || {
             Smi::new(config.smi_path.clone(), config.smi_timeout)
+                .collectors(config.collectors)
                 .with_spawn_hook(nvml::die_with_parent)
         };
-        let nvml = || Nvml::new(self.library.clone(), nvml::Options::default());
+        let nvml = || {
+            let options = nvml::Options {
+                collectors: config.collectors,
+                ..nvml::Options::default()
+            };
+            Nvml::new(self.library.clone(), options)
+        };
         let inner: Box<dyn Source> = match config.source {
             Some(SourceKind::Sim) => Box::new(Sim::new(self.scenario, t0)),
             Some(SourceKind::Nvml) => Box::new(nvml()),
@@ -98,21 +106,28 @@ impl Plan {
             inner,
             fleet: Fleet::new(),
             fillers,
+            timings: Timings::default(),
         })
     }
 }
 
-/// The fillers the flags ask for, in the order they fill.
-fn fillers(config: &Config) -> Result<Vec<Box<dyn Filler>>, ConfigError> {
-    let mut fillers: Vec<Box<dyn Filler>> = Vec::new();
+/// A filler and the collector its readings belong to.
+type Owned = (Collector, Box<dyn Filler>);
+
+/// The fillers the flags ask for, in the order they fill. A filler whose
+/// collector is off is never built.
+fn fillers(config: &Config) -> Result<Vec<Owned>, ConfigError> {
+    let mut fillers: Vec<Owned> = Vec::new();
+    let on = |c| config.collectors.has(c);
     match &config.xid_kmsg {
+        _ if !on(Collector::Xid) => {}
         Some(p) if p.as_os_str().is_empty() => {}
         Some(p) => {
             check_path(p).map_err(|e| ConfigError(format!("--xid.kmsg: {e}")))?;
-            fillers.push(Box::new(KernelLogXid::new(p)));
+            fillers.push((Collector::Xid, Box::new(KernelLogXid::new(p))));
         }
         None => match check_path(Path::new("/dev/kmsg")) {
-            Ok(()) => fillers.push(Box::new(KernelLogXid::new("/dev/kmsg"))),
+            Ok(()) => fillers.push((Collector::Xid, Box::new(KernelLogXid::new("/dev/kmsg")))),
             Err(e) => log::info!("xid: not reading the kernel log ({e}); it needs CAP_SYSLOG"),
         },
     }
@@ -123,10 +138,16 @@ fn fillers(config: &Config) -> Result<Vec<Box<dyn Filler>>, ConfigError> {
                 dir.display()
             )));
         }
-        Some(dir) => fillers.push(Box::new(WorkloadStats::new(
-            dir.clone(),
-            config.workload_max_age,
-        ))),
+        Some(dir) if !on(Collector::Allocator) => {
+            log::warn!(
+                "--workload.stats-dir {}: not read, the allocator collector is off",
+                dir.display()
+            );
+        }
+        Some(dir) => fillers.push((
+            Collector::Allocator,
+            Box::new(WorkloadStats::new(dir.clone(), config.workload_max_age)),
+        )),
         None => {}
     }
     Ok(fillers)
@@ -148,7 +169,9 @@ fn find_program(program: &Path) -> Option<PathBuf> {
 struct Pipeline {
     inner: Box<dyn Source>,
     fleet: Fleet,
-    fillers: Vec<Box<dyn Filler>>,
+    fillers: Vec<Owned>,
+    /// The source's timings of the last collection, with the fillers'.
+    timings: Timings,
 }
 
 impl Source for Pipeline {
@@ -158,13 +181,20 @@ impl Source for Pipeline {
 
     fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {
         let mut gpus = self.inner.collect(at)?;
+        self.timings = self.inner.timings();
         self.fleet.identify(&mut gpus);
         // Real sources collect at wall-clock time, which file ages need.
-        for f in &mut self.fillers {
+        for (c, f) in &mut self.fillers {
+            let started = Instant::now();
             f.fill(at, &mut gpus);
+            self.timings.add(*c, started.elapsed().as_secs_f64());
         }
         self.fleet.settle(&mut gpus);
         Ok(gpus)
+    }
+
+    fn timings(&self) -> Timings {
+        self.timings
     }
 
     fn models(&self) -> Vec<Model> {

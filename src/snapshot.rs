@@ -4,7 +4,7 @@
 //! A reading a source cannot give is `None`, and its series is left out.
 //! Sentinel numbers (0xFFFFFFFF, -1) never get this far.
 
-use crate::config::SourceKind;
+use crate::config::{Collector, Collectors, SourceKind};
 use std::time::{Duration, Instant};
 
 /// NVML clock event reasons, in bit order: reason `i` is bit `1 << i`.
@@ -98,6 +98,63 @@ pub struct Readings {
     /// Seconds spent under each reason in [`CLOCK_EVENT_REASONS`] order;
     /// NVML reports violation time only for some of them.
     pub clocks_event_seconds_total: [Option<f64>; 9],
+    /// Hardware health and state beyond the readings above.
+    pub health: Health,
+}
+
+/// Fans read per GPU at most.
+pub const MAX_FANS: usize = 8;
+
+/// One NVLink, for the opt-in per-link series.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NvlinkLink {
+    pub link: u32,
+    pub active: Option<bool>,
+    /// As [`Health::nvlink_errors`].
+    pub errors: [Option<f64>; 4],
+}
+
+/// Hardware health and state: memory repairs, links, recovery, fans,
+/// media engines, pipes and modes. Every reading as in [`Readings`].
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Health {
+    /// Rows remapped: correctable, uncorrectable (Ampere and later).
+    pub remapped_rows: [Option<f64>; 2],
+    pub row_remap_pending: Option<bool>,
+    pub row_remap_failed: Option<bool>,
+    /// Pages retired: single-bit, double-bit (before Ampere).
+    pub retired_pages: [Option<f64>; 2],
+    pub retired_pages_pending: Option<bool>,
+    /// ECC errors since the board was made (NVML aggregate).
+    pub ecc_corrected_lifetime: Option<f64>,
+    pub ecc_uncorrected_lifetime: Option<f64>,
+    pub pcie_link_generation: Option<f64>,
+    pub pcie_link_generation_max: Option<f64>,
+    pub pcie_link_width: Option<f64>,
+    pub pcie_link_width_max: Option<f64>,
+    /// Summed over links: CRC flit, CRC data, replay, recovery.
+    pub nvlink_errors: [Option<f64>; 4],
+    pub nvlink_links: Option<f64>,
+    pub nvlink_links_active: Option<f64>,
+    pub nvlink_per_link: Vec<NvlinkLink>,
+    /// NVML's recovery action; values it does not name are kept.
+    pub recovery_action: Option<f64>,
+    /// Each fan's speed over its maximum; may exceed 1.
+    pub fan_speed_ratios: [Option<f64>; MAX_FANS],
+    /// Encoder, decoder, JPEG, OFA.
+    pub media_ratios: [Option<f64>; 4],
+    /// Any tensor core, then the non-tensor FP64, FP32 and FP16 pipes.
+    pub pipe_active_ratios: [Option<f64>; 4],
+    /// P0 (fastest) to P15.
+    pub performance_state: Option<f64>,
+    pub persistence_mode: Option<bool>,
+    /// NVML's compute mode: 0 default, 1 exclusive thread, 2 prohibited,
+    /// 3 exclusive process.
+    pub compute_mode: Option<f64>,
+    pub mig_mode: Option<bool>,
+    /// The memory temperature at which the GPU slows down
+    /// (NVML_TEMPERATURE_THRESHOLD_MEM_MAX).
+    pub memory_temperature_max_celsius: Option<f64>,
 }
 
 impl Readings {
@@ -115,6 +172,94 @@ impl Readings {
     /// Whether any reason in [`THROTTLE_MASK`] is active.
     pub fn throttled(&self) -> Option<bool> {
         self.clocks_event_mask.map(|m| m & THROTTLE_MASK != 0)
+    }
+
+    /// Leaves out every reading of a collector not in `on`, so that a
+    /// disabled collector's readings reach no consumer, whatever the
+    /// source read.
+    pub fn retain(&mut self, on: Collectors) {
+        let h = &mut self.health;
+        for c in Collector::ALL.into_iter().filter(|&c| !on.has(c)) {
+            match c {
+                Collector::Temperature => {
+                    self.temperature_celsius = None;
+                    self.memory_temperature_celsius = None;
+                    h.memory_temperature_max_celsius = None;
+                }
+                Collector::Clocks => {
+                    self.sm_clock_hertz = None;
+                    self.sm_clock_max_hertz = None;
+                    self.memory_clock_hertz = None;
+                    self.clocks_event_mask = None;
+                    self.clocks_event_seconds_total = [None; 9];
+                }
+                Collector::Power => {
+                    self.power_usage_watts = None;
+                    self.power_limit_watts = None;
+                    self.energy_joules_total = None;
+                }
+                Collector::Utilization => self.utilization_ratio = None,
+                Collector::Gpm => {
+                    self.sm_active_ratio = None;
+                    self.sm_occupancy_ratio = None;
+                    self.dram_active_ratio = None;
+                    h.pipe_active_ratios = [None; 4];
+                }
+                Collector::Memory => {
+                    self.memory_total_bytes = None;
+                    self.memory_used_bytes = None;
+                    self.memory_free_bytes = None;
+                    self.memory_reserved_bytes = None;
+                }
+                Collector::Allocator => {
+                    self.allocator_reserved_bytes = None;
+                    self.allocator_allocated_bytes = None;
+                    self.largest_free_bytes = None;
+                }
+                Collector::Xid => {
+                    self.xid_errors = None;
+                    self.xid_last_timestamp_seconds = None;
+                }
+                Collector::Ecc => {
+                    self.ecc_corrected_total = None;
+                    self.ecc_uncorrected_total = None;
+                    h.ecc_corrected_lifetime = None;
+                    h.ecc_uncorrected_lifetime = None;
+                }
+                Collector::Remap => {
+                    h.remapped_rows = [None; 2];
+                    h.row_remap_pending = None;
+                    h.row_remap_failed = None;
+                    h.retired_pages = [None; 2];
+                    h.retired_pages_pending = None;
+                }
+                Collector::Pcie => {
+                    self.pcie_bytes_total = None;
+                    self.pcie_replay_errors_total = None;
+                    h.pcie_link_generation = None;
+                    h.pcie_link_generation_max = None;
+                    h.pcie_link_width = None;
+                    h.pcie_link_width_max = None;
+                }
+                Collector::Nvlink => {
+                    self.nvlink_bytes_total = None;
+                    h.nvlink_errors = [None; 4];
+                    h.nvlink_links = None;
+                    h.nvlink_links_active = None;
+                }
+                Collector::NvlinkLink => h.nvlink_per_link.clear(),
+                Collector::Recovery => h.recovery_action = None,
+                Collector::Fans => h.fan_speed_ratios = [None; MAX_FANS],
+                Collector::Media => h.media_ratios = [None; 4],
+                Collector::State => {
+                    h.performance_state = None;
+                    h.persistence_mode = None;
+                    h.compute_mode = None;
+                    h.mig_mode = None;
+                }
+                Collector::Info | Collector::Models | Collector::Processes => {}
+            }
+        }
     }
 }
 
@@ -151,6 +296,10 @@ pub struct Gpu {
     /// As NVML spells it: `00000000:3B:00.0`.
     pub pci_bus_id: String,
     pub driver_version: String,
+    /// Firmware versions, empty where unknown; they never change while
+    /// the driver runs.
+    pub vbios_version: String,
+    pub inforom_version: String,
     /// False once the GPU is lost (NVML_ERROR_GPU_IS_LOST, or gone from
     /// the source); its readings are then empty.
     pub up: bool,
@@ -206,6 +355,35 @@ pub struct Model {
     pub ttft_seconds: Histogram,
 }
 
+/// How each collector fared in one collection, where the source can say.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Timings {
+    /// Collectors with a call that failed; NOT_SUPPORTED is no failure.
+    pub failed: Collectors,
+    /// Seconds each collector took, by [`Collector`] index, where timed.
+    pub seconds: [Option<f64>; Collector::COUNT],
+}
+
+impl Timings {
+    /// Adds `seconds` to what `c` took.
+    pub fn add(&mut self, c: Collector, seconds: f64) {
+        let s = &mut self.seconds[c as usize];
+        *s = Some(s.unwrap_or(0.0) + seconds);
+    }
+
+    /// Adds what `other` saw: its failures and its seconds.
+    pub fn merge(&mut self, other: &Timings) {
+        for c in Collector::ALL {
+            if other.failed.has(c) {
+                self.failed = self.failed.with(c);
+            }
+            if let Some(s) = other.seconds[c as usize] {
+                self.add(c, s);
+            }
+        }
+    }
+}
+
 /// What one collection produced. The collector stamps timing and outcome.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
@@ -223,6 +401,9 @@ pub struct Snapshot {
     /// failure `gpus` holds the last good readings while they are fresh.
     pub error: Option<String>,
     pub process: ProcessStats,
+    /// The collectors that ran (the flags'), and how each fared.
+    pub collectors: Collectors,
+    pub timings: Timings,
 }
 
 /// The reason a snapshot gives before the first collection is done.
@@ -253,6 +434,8 @@ impl Snapshot {
             collect_duration: Duration::ZERO,
             error: Some("no collection has completed yet".into()),
             process: ProcessStats::default(),
+            collectors: Collectors::DEFAULT,
+            timings: Timings::default(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! counting global allocator proves it. It counts only on a thread inside
 //! [`count`], so parallel tests and the harness don't disturb it.
 
-use gpu_exporter::config::SourceKind;
+use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::exposition::{Format, render};
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
@@ -39,12 +39,12 @@ fn a_scrape_allocates_nothing_after_warm_up() {
         let snapshot = fleet(gpus);
         for format in [Format::Text, Format::OpenMetrics] {
             let (mut buf, now) = (Vec::new(), Instant::now());
-            render(&snapshot, format, now, &mut buf);
+            render(&snapshot, format, Collectors::ALL, now, &mut buf);
             let size = buf.len();
             let allocations = count(|| {
                 for _ in 0..100 {
                     buf.clear();
-                    render(&snapshot, format, now, &mut buf);
+                    render(&snapshot, format, Collectors::ALL, now, &mut buf);
                 }
             });
             assert_eq!(
@@ -58,8 +58,57 @@ fn a_scrape_allocates_nothing_after_warm_up() {
 }
 
 #[test]
+fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
+    use gpu_exporter::config::Collector::{Gpm, Temperature, Xid};
+    use gpu_exporter::internals::http::query;
+    let snapshot = fleet(4);
+    let now = Instant::now();
+    let queries = [
+        "collect%5B%5D=gpm&collect%5B%5D=xid",
+        "collect[]=temperature&exclude[]=temperature",
+        "exclude%5B%5D=clocks&exclude%5B%5D=nvlink",
+    ];
+    let mut full = Vec::new();
+    render(&snapshot, Format::Text, Collectors::ALL, now, &mut full);
+    for q in queries {
+        let only = query::collectors(q).unwrap();
+        let mut buf = Vec::new();
+        render(&snapshot, Format::Text, only, now, &mut buf);
+        let size = buf.len();
+        assert!(size < full.len(), "{q}");
+        let allocations = count(|| {
+            for _ in 0..100 {
+                buf.clear();
+                let only = query::collectors(std::hint::black_box(q)).unwrap();
+                render(&snapshot, Format::Text, only, now, &mut buf);
+            }
+        });
+        assert_eq!(allocations, 0, "{q}: {allocations} allocations");
+        assert_eq!(buf.len(), size);
+    }
+    let mut buf = Vec::new();
+    let only = Collectors::NONE.with(Gpm).with(Xid);
+    render(&snapshot, Format::Text, only, now, &mut buf);
+    let text = String::from_utf8(buf).unwrap();
+    assert!(text.contains("\ngpu_sm_active_ratio{") && text.contains("\ngpu_xid_errors_total{"));
+    assert!(!text.contains("gpu_temperature_celsius") && !text.contains("gpu_info{"));
+    // The exporter's own families stay, and only those collectors' rows.
+    assert!(text.contains("gpu_exporter_collect_success 1"));
+    assert!(text.contains("gpu_exporter_collector_success{collector=\"xid\"} 1"));
+    assert!(!text.contains(&format!("collector=\"{}\"", Temperature.name())));
+}
+
+#[test]
 fn the_counter_counts() {
     // A render into an empty buffer has to grow it.
     let snapshot = fleet(4);
-    assert_the_counter_counts(|| render(&snapshot, Format::Text, Instant::now(), &mut Vec::new()));
+    assert_the_counter_counts(|| {
+        render(
+            &snapshot,
+            Format::Text,
+            Collectors::ALL,
+            Instant::now(),
+            &mut Vec::new(),
+        )
+    });
 }

@@ -67,14 +67,22 @@ fn context(gpus: usize) -> Context {
 const OPENMETRICS: &str =
     "Accept: application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3\r\n";
 
-/// Request `i` of a mixed sequence: both formats, HEAD, a 404, health.
+/// Kinds of request in [`request`]'s sequence.
+const KINDS: usize = 8;
+
+/// Request `i` of a mixed sequence: both formats, HEAD, a 404, health,
+/// scrapes filtered by `collect[]` (as Prometheus' `params` encode it) and
+/// `exclude[]`, and an unknown collector (400).
 fn request(i: usize) -> String {
-    match i % 5 {
+    match i % KINDS {
         0 => "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".into(),
         1 => format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{OPENMETRICS}\r\n"),
         2 => "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n".into(),
         3 => "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n".into(),
-        _ => "GET /readyz?x=1 HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+        4 => "GET /readyz?x=1 HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+        5 => "GET /metrics?collect%5B%5D=gpm&collect%5B%5D=xid HTTP/1.1\r\nHost: x\r\n\r\n".into(),
+        6 => format!("GET /metrics?exclude[]=clocks HTTP/1.1\r\nHost: x\r\n{OPENMETRICS}\r\n"),
+        _ => "GET /metrics?collect%5B%5D=gpus HTTP/1.1\r\nHost: x\r\n\r\n".into(),
     }
 }
 
@@ -83,7 +91,7 @@ fn our_request_path_allocates_nothing_after_warm_up() {
     let _turn = turn();
     for gpus in [1, 64] {
         let ctx = context(gpus);
-        let requests: Vec<String> = (0..5).map(request).collect();
+        let requests: Vec<String> = (0..KINDS).map(request).collect();
         let mut out = Vec::new();
         for r in &requests {
             answer(r.as_bytes(), &ctx, &mut out).unwrap();
@@ -91,7 +99,7 @@ fn our_request_path_allocates_nothing_after_warm_up() {
         let mut bytes = 0;
         let allocations = count(|| {
             for i in 0..10_000 {
-                let a = answer(requests[i % 5].as_bytes(), &ctx, &mut out).unwrap();
+                let a = answer(requests[i % KINDS].as_bytes(), &ctx, &mut out).unwrap();
                 bytes += a.range.len();
             }
         });
@@ -129,7 +137,7 @@ fn process_allocations(gpus: usize, n: usize) -> f64 {
     let mut buf = Vec::with_capacity(1 << 20);
     let mut round = |i: usize, s: &mut TcpStream| {
         s.write_all(request(i).as_bytes()).unwrap();
-        read_response_into(s, &mut buf, i % 5 == 2);
+        read_response_into(s, &mut buf, i % KINDS == 2);
     };
     for i in 0..500 {
         round(i, &mut s);

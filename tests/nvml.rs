@@ -417,10 +417,12 @@ fn unsupported_readings_are_absent_not_sentinels() {
         let g = &gpus[0];
         assert!(g.up);
         assert_eq!(g.uuid, "GPU-sparse");
-        let expected = Readings {
+        let mut expected = Readings {
             temperature_celsius: Some(33.0),
             ..Readings::default()
         };
+        // The fake answers every GPU's MIG mode: off, a reading too.
+        expected.health.mig_mode = Some(false);
         // Including xid_errors: no events, so another reader may fill it.
         assert_eq!(g.readings, expected);
     }
@@ -591,21 +593,24 @@ fn a_failing_device_count_drops_the_session_and_reinitialises() {
 #[test]
 fn an_explicit_library_path_that_does_not_exist_is_a_configuration_error() {
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-such-dir/libnvidia-ml.so.1");
-    let e = Nvml::open(Some(&path)).err().expect("an error");
+    let e = Nvml::open_with(Some(&path), Options::default())
+        .err()
+        .expect("an error");
     assert!(e.contains(&path.display().to_string()), "{e}");
 }
 
 #[test]
 fn a_file_that_is_not_a_library_fails_collections_without_panicking() {
     let f = Fixture::new("not-a-library", "{}");
-    let mut nvml = Nvml::open(Some(&f.dir.join("scenario.json"))).expect("the file exists");
+    let mut nvml = Nvml::open_with(Some(&f.dir.join("scenario.json")), Options::default())
+        .expect("the file exists");
     let e = nvml.collect(0.0).unwrap_err();
     assert!(e.0.contains("scenario.json"), "{e}");
 }
 
 #[test]
 fn the_default_library_constructs_with_or_without_a_driver() {
-    let mut nvml = Nvml::open(None).expect("no path to be wrong");
+    let mut nvml = Nvml::open_with(None, Options::default()).expect("no path to be wrong");
     // Ok on a machine with NVIDIA's driver; elsewhere an error naming it.
     if let Err(e) = nvml.collect(0.0) {
         assert!(e.0.contains("libnvidia-ml.so.1"), "{e}");
@@ -645,7 +650,7 @@ fn nvml_not_available_sentinels_are_left_out() {
     let mut nvml = f.open();
     let g = &collect(&mut nvml)[0];
     assert!(g.up);
-    let expected = Readings {
+    let mut expected = Readings {
         // All ones: "not available", left out.
         temperature_celsius: None,
         power_usage_watts: None,
@@ -655,6 +660,7 @@ fn nvml_not_available_sentinels_are_left_out() {
         sm_clock_hertz: Some(1980e6),
         ..Readings::default()
     };
+    expected.health.mig_mode = Some(false);
     assert_eq!(g.readings, expected);
 }
 

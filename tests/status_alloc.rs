@@ -78,6 +78,12 @@ fn the_status_page_allocates_nothing_after_warm_up() {
         },
     });
     degraded.alerts[0].state = State::Pending;
+    // And hardware health to report: a reset asked for, a pending remap,
+    // a narrow PCIe link.
+    let h = &mut degraded.snapshot.gpus[2].readings.health;
+    h.recovery_action = Some(1.0);
+    h.row_remap_pending = Some(true);
+    h.pcie_link_width = Some(8.0);
 
     for (name, p) in [("demo", &demo), ("degraded", &degraded)] {
         let (mut buf, now) = (Vec::new(), Instant::now());
@@ -97,7 +103,14 @@ fn the_status_page_allocates_nothing_after_warm_up() {
         }
         assert!(html.contains("https://runbooks.example/gpu/GPUXidErrors.md"));
         assert_eq!(html.matches("<tr id=\"gpu-").count(), 4, "{name}");
+        let reasons = "driver asks for a GPU reset; row remap waits for a reset; PCIe x8 of x16";
+        assert_eq!(html.contains(reasons), name == "degraded", "{name}");
     }
+    // The demo fleet is healthy hardware: every GPU's health cell says ok.
+    let mut buf = Vec::new();
+    page(&demo, &mut buf, Instant::now());
+    let html = String::from_utf8(buf).unwrap();
+    assert_eq!(html.matches("<td>ok</td></tr>").count(), 4, "{html}");
 }
 
 #[test]

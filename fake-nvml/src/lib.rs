@@ -14,6 +14,7 @@
 //! ```json
 //! { "init_error": 9, "driver_version": "550.90.07",
 //!   "hang": { "call": "nvmlDeviceGetPowerUsage", "ms": 1500 },
+//!   "fail": { "call": "nvmlDeviceGetFanSpeed_v2", "code": 999 },
 //!   "count_error": { "after_collections": 2, "code": 999 },
 //!   "gpus": [ { "name": "...", "uuid": "GPU-...", "bus_id": "00000000:3B:00.0",
 //!     "temperature": 40, "sm_clock_mhz": 1980, "memory_clock_mhz": 2619,
@@ -25,10 +26,22 @@
 //!     "pcie_tx_kbps": 1000, "pcie_rx_kbps": 2000, "pcie_replay": 0,
 //!     "violation_ns": { "power": 1, "thermal": 1, "sync_boost": 1 },
 //!     "nvlink_kib": { "tx": 1, "rx": 1 }, "memory_temperature": 55,
+//!     "memory_temperature_max": 95, "recovery_action": 0, "fans": [38, 120],
+//!     "remapped_rows": { "correctable": 0, "uncorrectable": 1, "pending": true, "failure": false },
+//!     "retired_pages": { "single_bit": 2, "double_bit": 1, "pending": false },
+//!     "ecc_corrected_lifetime": 5, "ecc_uncorrected_lifetime": 1,
+//!     "pcie_link": { "generation": 4, "generation_max": 5, "gpu_generation_max": 5,
+//!                    "width": 8, "width_max": 16 },
+//!     "nvlink": { "links": 18, "down": [3], "errors": [[1, 2, 3, 4]], "nvlink5": false },
+//!     "media": { "encoder": 72, "decoder": 0, "jpeg": 0, "ofa": 0 },
+//!     "pstate": 0, "persistence": true, "compute_mode": 0,
+//!     "vbios": "96.00.A5.00.01", "inforom": "G520.0200.00.05",
 //!     "lost_after_collections": 1, "lost_after_ms": 5000,
 //!     "mig": [ { "name": "... MIG 3g.40gb", "uuid": "MIG-...", "gpu_instance_id": 1,
 //!                "memory": { ... }, "gpm": { ... } } ],
-//!     "gpm": { "sm_active": 50.0, "sm_occupancy": 25.0, "dram_active": 40.0 },
+//!     "gpm": { "sm_active": 50.0, "sm_occupancy": 25.0, "dram_active": 40.0,
+//!              "tensor": 30.0, "fp64": 0.0, "fp32": 5.0, "fp16": 2.0,
+//!              "pcie_tx_mibps": 100.0, "pcie_rx_mibps": 50.0 },
 //!     "events": true, "xids": [79, 48] } ] }
 //! ```
 //!
@@ -41,8 +54,13 @@
 //! thermal, sync boost; every other policy, or one left out, is
 //! NOT_SUPPORTED). nvmlDeviceGetFieldValues answers the NVLink data
 //! throughput fields (138/139, all links only) from `nvlink_kib` and the
-//! memory temperature field (82) from `memory_temperature`; anything else
-//! gets a per-field NOT_SUPPORTED.
+//! memory temperature field (82) from `memory_temperature`, the NVLink
+//! error totals (38, 45, 52, 59), or with `nvlink5` the NVLink 5 counts
+//! (208, 215, all links only), and the link count (91) from `nvlink`, and
+//! the recovery action (230) from `recovery_action`; anything else gets a
+//! per-field NOT_SUPPORTED. The old-driver build also lacks
+//! nvmlDeviceGetRemappedRows, the fan calls, the JPEG and OFA utilization
+//! calls and nvmlDeviceGetGpuMaxPcieLinkGeneration.
 //!
 //! Failure scripts (issue 11): `"init_hang_ms": 5000` makes the first
 //! `nvmlInit*` of the process sleep that long before answering, as a
@@ -100,6 +118,8 @@ mod scenario {
         pub init_error: Option<u32>,
         pub driver_version: Option<String>,
         pub hang: Option<Hang>,
+        /// Every call of this name fails with this code.
+        pub fail: Option<Fail>,
         /// nvmlDeviceGetCount_v2 fails with `code` once more than
         /// `after_collections` collections happened since init, as when
         /// the driver goes away under a running exporter.
@@ -112,6 +132,12 @@ mod scenario {
     #[derive(DeJson, Clone, Copy)]
     pub struct CountError {
         pub after_collections: u64,
+        pub code: u32,
+    }
+
+    #[derive(DeJson, Clone)]
+    pub struct Fail {
+        pub call: String,
         pub code: u32,
     }
 
@@ -154,6 +180,64 @@ mod scenario {
         pub reset_after_collections: Option<u64>,
         /// Its `xids` are handed out only after this many collections.
         pub xids_after_collections: Option<u64>,
+        pub memory_temperature_max: Option<u32>,
+        pub remapped_rows: Option<Remapped>,
+        pub retired_pages: Option<Retired>,
+        pub ecc_corrected_lifetime: Option<u64>,
+        pub ecc_uncorrected_lifetime: Option<u64>,
+        pub pcie_link: Option<PcieLink>,
+        pub nvlink: Option<Nvlink>,
+        pub recovery_action: Option<u32>,
+        pub fans: Option<Vec<u32>>,
+        pub media: Option<Media>,
+        pub pstate: Option<u32>,
+        pub persistence: Option<bool>,
+        pub compute_mode: Option<u32>,
+        pub vbios: Option<String>,
+        pub inforom: Option<String>,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct Remapped {
+        pub correctable: u32,
+        pub uncorrectable: u32,
+        pub pending: bool,
+        pub failure: bool,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct Retired {
+        pub single_bit: u32,
+        pub double_bit: u32,
+        pub pending: bool,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct PcieLink {
+        pub generation: u32,
+        /// Of the GPU and the slot; absent: only the GPU's maximum.
+        pub generation_max: Option<u32>,
+        pub gpu_generation_max: u32,
+        pub width: u32,
+        pub width_max: u32,
+    }
+
+    /// `errors` per link: CRC flit, CRC data, replay, recovery. `nvlink5`
+    /// answers the NVLink 5 counts instead of the error totals.
+    #[derive(DeJson, Clone)]
+    pub struct Nvlink {
+        pub links: u32,
+        pub down: Option<Vec<u32>>,
+        pub errors: Option<Vec<Vec<u64>>>,
+        pub nvlink5: Option<bool>,
+    }
+
+    #[derive(DeJson, Clone, Copy)]
+    pub struct Media {
+        pub encoder: u32,
+        pub decoder: u32,
+        pub jpeg: Option<u32>,
+        pub ofa: Option<u32>,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -174,6 +258,12 @@ mod scenario {
         pub sm_active: f64,
         pub sm_occupancy: f64,
         pub dram_active: f64,
+        pub tensor: Option<f64>,
+        pub fp64: Option<f64>,
+        pub fp32: Option<f64>,
+        pub fp16: Option<f64>,
+        pub pcie_tx_mibps: Option<f64>,
+        pub pcie_rx_mibps: Option<f64>,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -460,6 +550,9 @@ fn on_device(call: &str, dev: Device, f: impl FnOnce(usize, Target) -> Result<()
     let Some(fake) = state.as_ref() else {
         return UNINITIALIZED;
     };
+    if let Some(fail) = fake.scenario.fail.as_ref().filter(|f| f.call == call) {
+        return fail.code;
+    }
     let a = dev.addr();
     let Some(gi) = (a >> 16).checked_sub(1) else {
         return INVALID_ARGUMENT;
@@ -833,14 +926,16 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(dev: Device, mem: *mut MemoryV1
 pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
     dev: Device,
     error_type: c_uint,
-    _counter_type: c_uint,
+    counter_type: c_uint,
     n: *mut c_ulonglong,
 ) -> Ret {
     on_device("nvmlDeviceGetTotalEccErrors", dev, |_, t| {
         let g = t.gpu()?;
-        let v = match error_type {
-            0 => g.ecc_corrected,
-            1 => g.ecc_uncorrected,
+        let v = match (error_type, counter_type) {
+            (0, 0) => g.ecc_corrected,
+            (1, 0) => g.ecc_uncorrected,
+            (0, 1) => g.ecc_corrected_lifetime,
+            (1, 1) => g.ecc_uncorrected_lifetime,
             _ => return Err(INVALID_ARGUMENT),
         };
         // SAFETY: an out-pointer (nvml.h).
@@ -875,6 +970,303 @@ pub unsafe extern "C" fn nvmlDeviceGetPcieReplayCounter(dev: Device, n: *mut c_u
     })
 }
 
+/// Answers a device call that writes one unsigned int.
+fn uint_of(
+    call: &str,
+    dev: Device,
+    out: *mut c_uint,
+    read: impl FnOnce(&Gpu) -> Option<u32>,
+) -> Ret {
+    on_device(call, dev, |_, t| {
+        let v = supported(read(t.gpu()?))?;
+        // SAFETY: an out-pointer (nvml.h).
+        unsafe { put(out, v) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetTemperatureThreshold(
+    dev: Device,
+    kind: c_uint,
+    c: *mut c_uint,
+) -> Ret {
+    // Only NVML_TEMPERATURE_THRESHOLD_MEM_MAX is modelled.
+    uint_of("nvmlDeviceGetTemperatureThreshold", dev, c, |g| {
+        (kind == 2).then_some(g.memory_temperature_max).flatten()
+    })
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
+    dev: Device,
+    corr: *mut c_uint,
+    unc: *mut c_uint,
+    pending: *mut c_uint,
+    failure: *mut c_uint,
+) -> Ret {
+    on_device("nvmlDeviceGetRemappedRows", dev, |_, t| {
+        let r = supported(t.gpu()?.remapped_rows)?;
+        // SAFETY: out-pointers (nvml.h).
+        unsafe {
+            put(corr, r.correctable)?;
+            put(unc, r.uncorrectable)?;
+            put(pending, c_uint::from(r.pending))?;
+            put(failure, c_uint::from(r.failure))
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPages_v2(
+    dev: Device,
+    cause: c_uint,
+    count: *mut c_uint,
+    addresses: *mut c_ulonglong,
+    _timestamps: *mut c_ulonglong,
+) -> Ret {
+    on_device("nvmlDeviceGetRetiredPages_v2", dev, |_, t| {
+        let r = supported(t.gpu()?.retired_pages)?;
+        let n = match cause {
+            0 => r.single_bit,
+            1 => r.double_bit,
+            _ => return Err(INVALID_ARGUMENT),
+        };
+        if count.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        // SAFETY: count points at the caller's buffer size (nvml.h).
+        let room = unsafe { *count };
+        // SAFETY: an out-pointer (nvml.h).
+        unsafe { put(count, n)? };
+        // The addresses themselves are not modelled: only the count.
+        if n > room || (n > 0 && addresses.is_null()) {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
+    dev: Device,
+    p: *mut c_uint,
+) -> Ret {
+    uint_of("nvmlDeviceGetRetiredPagesPendingStatus", dev, p, |g| {
+        g.retired_pages.map(|r| c_uint::from(r.pending))
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkGeneration(dev: Device, v: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetCurrPcieLinkGeneration", dev, v, |g| {
+        g.pcie_link.map(|l| l.generation)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkGeneration(dev: Device, v: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetMaxPcieLinkGeneration", dev, v, |g| {
+        g.pcie_link.and_then(|l| l.generation_max)
+    })
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGpuMaxPcieLinkGeneration(dev: Device, v: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetGpuMaxPcieLinkGeneration", dev, v, |g| {
+        g.pcie_link.map(|l| l.gpu_generation_max)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetCurrPcieLinkWidth(dev: Device, v: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetCurrPcieLinkWidth", dev, v, |g| {
+        g.pcie_link.map(|l| l.width)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkWidth(dev: Device, v: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetMaxPcieLinkWidth", dev, v, |g| {
+        g.pcie_link.map(|l| l.width_max)
+    })
+}
+
+/// Link `link` of the GPU's NVLinks, or the error a bad index gets.
+fn nvlink_of(g: &Gpu, link: c_uint) -> Result<&scenario::Nvlink, Ret> {
+    let n = supported(g.nvlink.as_ref())?;
+    if link >= n.links {
+        return Err(INVALID_ARGUMENT);
+    }
+    Ok(n)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
+    dev: Device,
+    link: c_uint,
+    up: *mut c_uint,
+) -> Ret {
+    on_device("nvmlDeviceGetNvLinkState", dev, |_, t| {
+        let n = nvlink_of(t.gpu()?, link)?;
+        let down = n.down.iter().flatten().any(|&l| l == link);
+        // SAFETY: an out-pointer (nvml.h).
+        unsafe { put(up, c_uint::from(!down)) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
+    dev: Device,
+    link: c_uint,
+    counter: c_uint,
+    v: *mut c_ulonglong,
+) -> Ret {
+    on_device("nvmlDeviceGetNvLinkErrorCounter", dev, |_, t| {
+        let n = nvlink_of(t.gpu()?, link)?;
+        // DL_REPLAY, DL_RECOVERY, DL_CRC_FLIT, DL_CRC_DATA to the
+        // scenario's order (CRC flit, CRC data, replay, recovery).
+        let k = match counter {
+            0 => 2,
+            1 => 3,
+            2 => 0,
+            3 => 1,
+            _ => return Err(INVALID_ARGUMENT),
+        };
+        let errors = supported(n.errors.as_ref())?;
+        let count = errors.get(link as usize).and_then(|l| l.get(k)).copied();
+        // SAFETY: an out-pointer (nvml.h).
+        unsafe { put(v, count.unwrap_or(0)) }
+    })
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetNumFans(dev: Device, n: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetNumFans", dev, n, |g| {
+        g.fans.as_ref().map(|f| f.len() as c_uint)
+    })
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetFanSpeed_v2(
+    dev: Device,
+    fan: c_uint,
+    pc: *mut c_uint,
+) -> Ret {
+    on_device("nvmlDeviceGetFanSpeed_v2", dev, |_, t| {
+        let fans = supported(t.gpu()?.fans.as_ref())?;
+        let v = *fans.get(fan as usize).ok_or(INVALID_ARGUMENT)?;
+        // SAFETY: an out-pointer (nvml.h).
+        unsafe { put(pc, v) }
+    })
+}
+
+/// A media engine's utilization and a sampling period.
+fn media_of(
+    call: &str,
+    dev: Device,
+    util: *mut c_uint,
+    period: *mut c_uint,
+    read: impl FnOnce(scenario::Media) -> Option<u32>,
+) -> Ret {
+    on_device(call, dev, |_, t| {
+        let v = supported(t.gpu()?.media.and_then(read))?;
+        // SAFETY: out-pointers (nvml.h).
+        unsafe {
+            put(util, v)?;
+            put(period, 167_000)
+        }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetEncoderUtilization(
+    dev: Device,
+    util: *mut c_uint,
+    period: *mut c_uint,
+) -> Ret {
+    media_of("nvmlDeviceGetEncoderUtilization", dev, util, period, |m| {
+        Some(m.encoder)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetDecoderUtilization(
+    dev: Device,
+    util: *mut c_uint,
+    period: *mut c_uint,
+) -> Ret {
+    media_of("nvmlDeviceGetDecoderUtilization", dev, util, period, |m| {
+        Some(m.decoder)
+    })
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetJpgUtilization(
+    dev: Device,
+    util: *mut c_uint,
+    period: *mut c_uint,
+) -> Ret {
+    media_of("nvmlDeviceGetJpgUtilization", dev, util, period, |m| m.jpeg)
+}
+
+#[cfg(not(feature = "old-driver"))]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetOfaUtilization(
+    dev: Device,
+    util: *mut c_uint,
+    period: *mut c_uint,
+) -> Ret {
+    media_of("nvmlDeviceGetOfaUtilization", dev, util, period, |m| m.ofa)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPerformanceState(dev: Device, p: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetPerformanceState", dev, p, |g| g.pstate)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(dev: Device, p: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetPersistenceMode", dev, p, |g| {
+        g.persistence.map(c_uint::from)
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeMode(dev: Device, p: *mut c_uint) -> Ret {
+    uint_of("nvmlDeviceGetComputeMode", dev, p, |g| g.compute_mode)
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetVbiosVersion(
+    dev: Device,
+    buf: *mut c_char,
+    len: c_uint,
+) -> Ret {
+    on_device("nvmlDeviceGetVbiosVersion", dev, |_, t| {
+        let v = supported(t.gpu()?.vbios.as_deref())?;
+        // SAFETY: buf holds len bytes (nvml.h).
+        unsafe { put_str(buf, len, v) }
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetInforomImageVersion(
+    dev: Device,
+    buf: *mut c_char,
+    len: c_uint,
+) -> Ret {
+    on_device("nvmlDeviceGetInforomImageVersion", dev, |_, t| {
+        let v = supported(t.gpu()?.inforom.as_deref())?;
+        // SAFETY: buf holds len bytes (nvml.h).
+        unsafe { put_str(buf, len, v) }
+    })
+}
+
 #[cfg(not(feature = "old-driver"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
@@ -903,16 +1295,43 @@ pub unsafe extern "C" fn nvmlDeviceGetViolationStatus(
     })
 }
 
+/// A GPU's NVLink errors of kind `k` (CRC flit, CRC data, replay,
+/// recovery), summed over links, when the GPU is of NVLink generation
+/// `nvlink5` (or not).
+fn nvlink_sum(g: &Gpu, k: usize, nvlink5: bool) -> Result<u64, Ret> {
+    let n = supported(g.nvlink.as_ref())?;
+    if n.nvlink5.unwrap_or(false) != nvlink5 {
+        return Err(NOT_SUPPORTED);
+    }
+    Ok(n.errors
+        .iter()
+        .flatten()
+        .map(|l| l.get(k).copied().unwrap_or(0))
+        .sum())
+}
+
 /// One field's outcome: its value type and raw union bytes.
 fn field_value(g: &Gpu, field_id: c_uint, scope_id: c_uint) -> Result<(c_uint, [u8; 8]), Ret> {
     let ull = |v: u64| (VALUE_TYPE_UNSIGNED_LONG_LONG, v.to_ne_bytes());
+    let uint = |v: u32| {
+        let mut b = [0; 8];
+        b[..4].copy_from_slice(&v.to_ne_bytes());
+        (VALUE_TYPE_UNSIGNED_INT, b)
+    };
     match field_id {
-        FI_DEV_MEMORY_TEMP => {
-            let t = supported(g.memory_temperature)?;
-            let mut b = [0; 8];
-            b[..4].copy_from_slice(&t.to_ne_bytes());
-            Ok((VALUE_TYPE_UNSIGNED_INT, b))
-        }
+        FI_DEV_MEMORY_TEMP => Ok(uint(supported(g.memory_temperature)?)),
+        // NVLink error totals (CRC flit, CRC data, replay, recovery).
+        38 => Ok(ull(nvlink_sum(g, 0, false)?)),
+        45 => Ok(ull(nvlink_sum(g, 1, false)?)),
+        52 => Ok(ull(nvlink_sum(g, 2, false)?)),
+        59 => Ok(ull(nvlink_sum(g, 3, false)?)),
+        // NVLink 5: received errors and link recoveries, all links.
+        208 if scope_id == u32::MAX => Ok(ull(nvlink_sum(g, 1, true)?)),
+        215 if scope_id == u32::MAX => Ok(ull(nvlink_sum(g, 3, true)?)),
+        // NVLINK_LINK_COUNT.
+        91 => Ok(uint(supported(g.nvlink.as_ref())?.links)),
+        // GET_GPU_RECOVERY_ACTION.
+        230 => Ok(uint(supported(g.recovery_action)?)),
         // Only the all-links sum is modelled.
         FI_DEV_NVLINK_THROUGHPUT_DATA_TX if scope_id == u32::MAX => {
             Ok(ull(supported(g.nvlink_kib)?.tx))
@@ -1298,6 +1717,12 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(query: *mut GpmMetricsGet) -> Ret {
             2 => Some(gpm.sm_active),
             3 => Some(gpm.sm_occupancy),
             10 => Some(gpm.dram_active),
+            5 => gpm.tensor,
+            11 => gpm.fp64,
+            12 => gpm.fp32,
+            13 => gpm.fp16,
+            20 => gpm.pcie_tx_mibps,
+            21 => gpm.pcie_rx_mibps,
             _ => None,
         };
         m.nvml_return = if value.is_some() {

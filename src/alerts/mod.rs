@@ -3,6 +3,7 @@
 
 pub mod eval;
 pub mod file;
+mod health;
 pub mod promql;
 pub mod rules;
 mod summary;

@@ -1,12 +1,18 @@
 //! The same rules as PromQL: a Prometheus rule file that evaluates exactly
 //! what the exporter evaluates itself, plus the SLO recording rules.
 
-use super::rules::{Expr, Rule, Signal};
+use super::rules::{BUSY_SM_ACTIVE, Expr, Rule, Signal};
 use crate::base::numbers::write_f64;
 use crate::base::time::format_duration;
+use crate::exposition::catalogue::health::{
+    MEMORY_TEMPERATURE_MAX, NVLINK_ERRORS, NVLINK_LINKS, NVLINK_LINKS_ACTIVE, PCIE_LINK_WIDTH,
+    PCIE_LINK_WIDTH_MAX, RECOVERY_ACTION, RETIRED_PAGES_PENDING, ROW_REMAP_FAILED,
+    ROW_REMAP_PENDING,
+};
 use crate::exposition::catalogue::{
-    ALLOCATOR_ALLOCATED, CLOCKS_EVENT_ACTIVE, COLLECT_SUCCESS, ECC_UNCORRECTED, GPU_INFO, GPU_UP,
-    LARGEST_FREE, MEMORY_TOTAL, MEMORY_USED, TEMPERATURE, TTFT, XID_ERRORS,
+    ALLOCATOR_ALLOCATED, ALLOCATOR_RESERVED, CLOCKS_EVENT_ACTIVE, COLLECT_SUCCESS, ECC_UNCORRECTED,
+    GPU_INFO, GPU_UP, LARGEST_FREE, MEMORY_TEMPERATURE, MEMORY_TOTAL, MEMORY_USED, PCIE_REPLAYS,
+    SM_ACTIVE, TEMPERATURE, TTFT, XID_ERRORS,
 };
 use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, THROTTLE_MASK, TTFT_SLO_SECONDS};
 use std::fmt::Write;
@@ -54,10 +60,35 @@ impl Signal {
             Signal::AllocatorAllocated => ALLOCATOR_ALLOCATED.name.into(),
             Signal::Temperature => TEMPERATURE.name.into(),
             Signal::CollectSuccess => COLLECT_SUCCESS.name.into(),
+            Signal::RowRemapFailed => ROW_REMAP_FAILED.name.into(),
+            Signal::RowRemapPending => ROW_REMAP_PENDING.name.into(),
+            Signal::RetiredPagesPending => RETIRED_PAGES_PENDING.name.into(),
+            Signal::PcieLinkWidthRatio => {
+                format!("({} / {})", PCIE_LINK_WIDTH.name, PCIE_LINK_WIDTH_MAX.name)
+            }
+            // Busy as the GPU itself is, not its MIG instances: the same
+            // readings the exporter's evaluator looks at.
+            Signal::NvlinkDownWhileBusy => format!(
+                "(({} - {}) and on (gpu, uuid) ({}{{mig_instance=\"\"}} > {} or {}{{mig_instance=\"\"}} > 0))",
+                NVLINK_LINKS.name,
+                NVLINK_LINKS_ACTIVE.name,
+                SM_ACTIVE.name,
+                num(BUSY_SM_ACTIVE),
+                ALLOCATOR_RESERVED.name
+            ),
+            Signal::MemoryTemperature => MEMORY_TEMPERATURE.name.into(),
+            Signal::MemoryTemperatureHeadroom => format!(
+                "({} - {})",
+                MEMORY_TEMPERATURE_MAX.name, MEMORY_TEMPERATURE.name
+            ),
+            Signal::RecoveryAction => RECOVERY_ACTION.name.into(),
+            Signal::RecoveryReset => format!("({} == 1)", RECOVERY_ACTION.name),
             Signal::CriticalXid
             | Signal::EccUncorrected
             | Signal::Requests
-            | Signal::GoodRequests => {
+            | Signal::GoodRequests
+            | Signal::NvlinkErrors
+            | Signal::PcieReplays => {
                 format!("sum by ({}) ({})", self.by(), self.series())
             }
         }
@@ -78,6 +109,8 @@ impl Signal {
                 format!("{}{{xid=~\"{}\"}}", XID_ERRORS.sample(), codes.join("|"))
             }
             Signal::EccUncorrected => ECC_UNCORRECTED.sample(),
+            Signal::NvlinkErrors => NVLINK_ERRORS.sample(),
+            Signal::PcieReplays => PCIE_REPLAYS.sample(),
             Signal::Requests => format!("{}_count", TTFT.name),
             Signal::GoodRequests => {
                 format!("{}_bucket{{le=\"{}\"}}", TTFT.name, num(TTFT_SLO_SECONDS))

@@ -1,7 +1,8 @@
 //! The rule data. A rule reads one [`Signal`] per subject (a GPU, a served
 //! model, or the exporter itself) through an [`Expr`], and compares it.
 
-use crate::snapshot::{Snapshot, TTFT_SLO_SECONDS};
+use crate::config::{Collector, Collectors};
+use crate::snapshot::{Readings, Snapshot, TTFT_SLO_SECONDS};
 use std::time::Duration;
 
 /// Who an alert is about; its labels.
@@ -47,10 +48,35 @@ pub enum Signal {
     Requests,
     /// Requests whose first token came within the SLO (a counter).
     GoodRequests,
+    /// 1 once a row remap failed.
+    RowRemapFailed,
+    /// 1 while a row remap waits for a reset.
+    RowRemapPending,
+    /// 1 while a page retirement waits for a reset.
+    RetiredPagesPending,
+    /// PCIe link width over its maximum.
+    PcieLinkWidthRatio,
+    /// NVLink errors of every kind, summed (a counter).
+    NvlinkErrors,
+    /// NVLinks down, on a busy GPU only: SM active above [`BUSY_SM_ACTIVE`]
+    /// or a workload reporting allocator memory on it.
+    NvlinkDownWhileBusy,
+    /// PCIe replays (a counter).
+    PcieReplays,
+    MemoryTemperature,
+    /// Degrees between the memory's slowdown temperature and its own.
+    MemoryTemperatureHeadroom,
+    /// NVML's recovery action.
+    RecoveryAction,
+    /// 1 while the recovery action is a GPU reset.
+    RecoveryReset,
 }
 
+/// SM active above this makes a GPU busy for [`Signal::NvlinkDownWhileBusy`].
+pub const BUSY_SM_ACTIVE: f64 = 0.1;
+
 impl Signal {
-    pub const ALL: [Signal; 10] = [
+    pub const ALL: [Signal; 21] = [
         Signal::Throttled,
         Signal::CriticalXid,
         Signal::EccUncorrected,
@@ -61,6 +87,17 @@ impl Signal {
         Signal::CollectSuccess,
         Signal::Requests,
         Signal::GoodRequests,
+        Signal::RowRemapFailed,
+        Signal::RowRemapPending,
+        Signal::RetiredPagesPending,
+        Signal::PcieLinkWidthRatio,
+        Signal::NvlinkErrors,
+        Signal::NvlinkDownWhileBusy,
+        Signal::PcieReplays,
+        Signal::MemoryTemperature,
+        Signal::MemoryTemperatureHeadroom,
+        Signal::RecoveryAction,
+        Signal::RecoveryReset,
     ];
 
     /// Its name in rule files.
@@ -76,39 +113,108 @@ impl Signal {
             Signal::CollectSuccess => "collect_success",
             Signal::Requests => "requests",
             Signal::GoodRequests => "good_requests",
+            Signal::RowRemapFailed => "row_remap_failed",
+            Signal::RowRemapPending => "row_remap_pending",
+            Signal::RetiredPagesPending => "retired_pages_pending",
+            Signal::PcieLinkWidthRatio => "pcie_link_width_ratio",
+            Signal::NvlinkErrors => "nvlink_errors",
+            Signal::NvlinkDownWhileBusy => "nvlink_down_while_busy",
+            Signal::PcieReplays => "pcie_replays",
+            Signal::MemoryTemperature => "memory_temperature",
+            Signal::MemoryTemperatureHeadroom => "memory_temperature_headroom",
+            Signal::RecoveryAction => "recovery_action",
+            Signal::RecoveryReset => "recovery_reset",
         }
     }
 
     pub fn is_counter(self) -> bool {
         matches!(
             self,
-            Signal::CriticalXid | Signal::EccUncorrected | Signal::Requests | Signal::GoodRequests
+            Signal::CriticalXid
+                | Signal::EccUncorrected
+                | Signal::Requests
+                | Signal::GoodRequests
+                | Signal::NvlinkErrors
+                | Signal::PcieReplays
         )
+    }
+
+    /// The collectors whose readings it reads.
+    pub fn needs(self) -> Collectors {
+        use Collector::*;
+        let one = |c| Collectors::NONE.with(c);
+        match self {
+            Signal::Throttled => one(Clocks),
+            Signal::CriticalXid => one(Xid),
+            Signal::EccUncorrected => one(Ecc),
+            Signal::LargestFreeRatio => one(Allocator).with(Memory),
+            Signal::Up => one(Info),
+            Signal::AllocatorAllocated => one(Allocator),
+            Signal::Temperature | Signal::MemoryTemperature => one(Temperature),
+            Signal::MemoryTemperatureHeadroom => one(Temperature),
+            Signal::CollectSuccess => Collectors::NONE,
+            Signal::Requests | Signal::GoodRequests => one(Models),
+            Signal::RowRemapFailed | Signal::RowRemapPending | Signal::RetiredPagesPending => {
+                one(Remap)
+            }
+            Signal::PcieLinkWidthRatio | Signal::PcieReplays => one(Pcie),
+            Signal::NvlinkErrors | Signal::NvlinkDownWhileBusy => one(Nvlink),
+            Signal::RecoveryAction | Signal::RecoveryReset => one(Recovery),
+        }
+    }
+
+    /// One GPU's value of a GPU signal.
+    fn of_gpu(self, up: bool, r: &Readings) -> Option<f64> {
+        let h = &r.health;
+        let flag = |b: Option<bool>| b.map(|b| if b { 1.0 } else { 0.0 });
+        match self {
+            Signal::Throttled => flag(r.throttled()),
+            Signal::CriticalXid => r.critical_xid_total(),
+            Signal::EccUncorrected => r.ecc_uncorrected_total,
+            Signal::LargestFreeRatio => {
+                let (free, total, used) = (
+                    r.largest_free_bytes?,
+                    r.memory_total_bytes?,
+                    r.memory_used_bytes?,
+                );
+                (total > 0.0 && used > 0.0).then(|| free / total)
+            }
+            Signal::Up => flag(Some(up)),
+            Signal::AllocatorAllocated => r.allocator_allocated_bytes,
+            Signal::Temperature => r.temperature_celsius,
+            Signal::RowRemapFailed => flag(h.row_remap_failed),
+            Signal::RowRemapPending => flag(h.row_remap_pending),
+            Signal::RetiredPagesPending => flag(h.retired_pages_pending),
+            Signal::PcieLinkWidthRatio => Some(h.pcie_link_width? / h.pcie_link_width_max?),
+            Signal::NvlinkErrors => {
+                let mut it = h.nvlink_errors.iter().flatten().peekable();
+                it.peek()?;
+                Some(it.sum())
+            }
+            Signal::NvlinkDownWhileBusy => {
+                let busy = r.sm_active_ratio.is_some_and(|a| a > BUSY_SM_ACTIVE)
+                    || r.allocator_reserved_bytes.is_some_and(|b| b > 0.0);
+                busy.then_some(h.nvlink_links? - h.nvlink_links_active?)
+            }
+            Signal::PcieReplays => r.pcie_replay_errors_total,
+            Signal::MemoryTemperature => r.memory_temperature_celsius,
+            Signal::MemoryTemperatureHeadroom => {
+                Some(h.memory_temperature_max_celsius? - r.memory_temperature_celsius?)
+            }
+            Signal::RecoveryAction => h.recovery_action,
+            Signal::RecoveryReset => h.recovery_action.map(|a| if a == 1.0 { 1.0 } else { 0.0 }),
+            Signal::CollectSuccess | Signal::Requests | Signal::GoodRequests => None,
+        }
     }
 
     /// Each subject's value in `snap`; a subject that lacks the reading is
     /// left out, as its series would be.
     pub fn read(self, snap: &Snapshot, out: &mut Vec<(Subject, f64)>) {
-        let gpu_value = |g: &crate::snapshot::Gpu| {
-            let r = &g.readings;
-            match self {
-                Signal::Throttled => r.throttled().map(|t| if t { 1.0 } else { 0.0 }),
-                Signal::CriticalXid => r.critical_xid_total(),
-                Signal::EccUncorrected => r.ecc_uncorrected_total,
-                Signal::LargestFreeRatio => {
-                    let (free, total, used) = (
-                        r.largest_free_bytes?,
-                        r.memory_total_bytes?,
-                        r.memory_used_bytes?,
-                    );
-                    (total > 0.0 && used > 0.0).then(|| free / total)
-                }
-                Signal::Up => Some(if g.up { 1.0 } else { 0.0 }),
-                Signal::AllocatorAllocated => r.allocator_allocated_bytes,
-                Signal::Temperature => r.temperature_celsius,
-                _ => None,
-            }
-        };
+        // A collector that is off leaves the rule without data, as its
+        // series would be absent from Prometheus.
+        if self.needs().iter().any(|c| !snap.collectors.has(c)) {
+            return;
+        }
         match self {
             Signal::CollectSuccess => {
                 out.push((Subject::Exporter, if snap.success() { 1.0 } else { 0.0 }))
@@ -127,7 +233,7 @@ impl Signal {
             }
             _ => {
                 for g in &snap.gpus {
-                    if let Some(v) = gpu_value(g) {
+                    if let Some(v) = self.of_gpu(g.up, &g.readings) {
                         out.push((
                             Subject::Gpu {
                                 index: g.index,
@@ -242,21 +348,40 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// The collectors whose readings the rule reads.
+    pub fn needs(&self) -> Collectors {
+        match &self.expr {
+            Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => {
+                s.needs()
+            }
+            Expr::BurnRate { .. } => Signal::Requests.needs(),
+            Expr::DriverVersionSkew => Signal::Up.needs(),
+        }
+    }
+
     /// The runbook for this rule: `<runbook>.md` under `base`.
     pub fn runbook_url(&self, base: &str) -> String {
         format!("{base}{}.md", self.runbook)
     }
 }
 
-const MIN: Duration = Duration::from_secs(60);
+pub(super) const MIN: Duration = Duration::from_secs(60);
 const HOUR: Duration = Duration::from_secs(3600);
 
 /// The TTFT SLO: 99.9% of requests get their first token within 0.3 s.
 pub const TTFT_OBJECTIVE: f64 = 0.999;
 
-/// The built-in rule set. Thresholds are documented in the README.
-pub fn defaults() -> Vec<Rule> {
-    let rule = |name: &str, expr, cmp, threshold, for_, severity, summary: &str| Rule {
+/// A rule without `keep_firing_for`, with its own runbook.
+pub(super) fn rule(
+    name: &str,
+    expr: Expr,
+    cmp: Cmp,
+    threshold: f64,
+    for_: Duration,
+    severity: Severity,
+    summary: &str,
+) -> Rule {
+    Rule {
         name: name.into(),
         expr,
         cmp,
@@ -266,13 +391,17 @@ pub fn defaults() -> Vec<Rule> {
         severity,
         summary: summary.into(),
         runbook: name.into(),
-    };
+    }
+}
+
+/// The built-in rule set. Thresholds are documented in the README.
+pub fn defaults() -> Vec<Rule> {
     let burn = |long, short, factor| BurnWindow {
         long,
         short,
         factor,
     };
-    vec![
+    let mut rules = vec![
         rule(
             "GPUThrottling",
             Expr::Gauge(Signal::Throttled),
@@ -376,5 +505,7 @@ pub fn defaults() -> Vec<Rule> {
                 "{{ $labels.model_name }} is spending its TTFT error budget faster than it earns it ({{ printf \"%.1f\" $value }}x)",
             )
         },
-    ]
+    ];
+    rules.extend(super::health::rules());
+    rules
 }

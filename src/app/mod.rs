@@ -55,12 +55,34 @@ pub fn run(config: Config) -> Result<u8, Error> {
         Some(bind(config.listen)?)
     };
     let plan = select::plan(&config, scenario)?;
+    for r in &rules {
+        let off: Vec<&str> = r
+            .needs()
+            .iter()
+            .filter(|&c| !config.collectors.has(c))
+            .map(|c| c.name())
+            .collect();
+        if !off.is_empty() {
+            log::warn!(
+                "rule {} is inactive: collector {} is off",
+                r.name,
+                off.join(", ")
+            );
+        }
+    }
+    if config.collectors.has(crate::config::Collector::Processes) {
+        log::warn!(
+            "collector processes: reserved for per-process attribution; it has nothing to collect yet"
+        );
+    }
     let evaluator = alerts::Evaluator::new(rules);
+    let collectors = config.collectors;
 
     let Some(listener) = listener else {
         let t0 = unix_now();
         let source = plan.build(t0);
-        let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale);
+        let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale)
+            .with_collectors(collectors);
         let first = collector.first(t0);
         log_history(collector.evaluator());
         print!("{}", table::render(&first, collector.evaluator()));
@@ -89,7 +111,8 @@ pub fn run(config: Config) -> Result<u8, Error> {
             let source = plan.build(unix_now());
             let sim = source.kind() == SourceKind::Sim;
             sim_flag.store(sim, Ordering::Relaxed);
-            let collector = Collector::new(source, evaluator, interval, max_stale);
+            let collector =
+                Collector::new(source, evaluator, interval, max_stale).with_collectors(collectors);
             collector.run(for_collector, reload_rx, |first, evaluator| {
                 log_history(evaluator);
                 if sim {

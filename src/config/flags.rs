@@ -3,6 +3,7 @@
 //! written from the table and [`parse_args`] reads flags by it; a test
 //! holds the README's flag table to `--help` and back.
 
+use super::collectors::{Collector, Collectors, UnknownCollector};
 use super::{Command, Config, ConfigError, SourceKind};
 use crate::base::time::parse_duration;
 use std::ffi::OsString;
@@ -27,6 +28,9 @@ enum Action {
     /// Takes a value; the error is about the value, without the flag.
     Set(fn(&mut Config, &str) -> Result<(), String>),
     Switch(fn(&mut Config)),
+    /// A pattern flag, `--collector.NAME` (true) or `--no-collector.NAME`.
+    Collector(bool),
+    DisableDefaults,
     Help,
     Version,
 }
@@ -278,6 +282,21 @@ pub static FLAGS: &[Flag] = &[
         },
     ),
     switch(
+        "--collector.NAME",
+        "turn collector NAME on (see README: info, temperature, clocks, power, utilization, gpm, memory, allocator, xid, ecc, remap, pcie, nvlink, nvlink_link, recovery, fans, media, state, models, processes); all but nvlink_link and processes are on by default",
+        Action::Collector(true),
+    ),
+    switch(
+        "--no-collector.NAME",
+        "turn collector NAME off: its families are left out and its calls never made",
+        Action::Collector(false),
+    ),
+    switch(
+        "--collector.disable-defaults",
+        "start from no collector, then turn on those named by --collector.NAME",
+        Action::DisableDefaults,
+    ),
+    switch(
         "--print-rules",
         "print the alert rules as a Prometheus rule file and exit",
         Action::Switch(|c| c.print_rules = true),
@@ -331,6 +350,10 @@ where
     use lexopt::prelude::*;
     let bad = |m: String| ConfigError(m);
     let mut c = Config::default();
+    // Collector flags: the last word on each wins, whatever the order
+    // relative to --collector.disable-defaults.
+    let mut chosen: [Option<bool>; Collector::COUNT] = [None; Collector::COUNT];
+    let mut base = Collectors::DEFAULT;
     let mut p = lexopt::Parser::from_args(args);
     while let Some(arg) = p.next().map_err(|e| bad(e.to_string()))? {
         let name = match &arg {
@@ -344,13 +367,27 @@ where
                 )));
             }
         };
-        let Some(flag) = FLAGS.iter().find(|f| f.name == name) else {
+        let flag = FLAGS.iter().find(|f| f.name == name).or_else(|| {
+            FLAGS.iter().find(|f| {
+                f.name
+                    .strip_suffix("NAME")
+                    .is_some_and(|p| name.starts_with(p))
+            })
+        });
+        let Some(flag) = flag else {
             return Err(bad(format!("unknown flag {name} (see --help)")));
         };
         match flag.action {
             Action::Help => return Ok(Command::Help),
             Action::Version => return Ok(Command::Version),
             Action::Switch(f) => f(&mut c),
+            Action::DisableDefaults => base = Collectors::NONE,
+            Action::Collector(on) => {
+                let which = name.rsplit_once('.').map_or("", |(_, n)| n);
+                let collector = Collector::from_name(which)
+                    .ok_or_else(|| bad(format!("{name}: {}", UnknownCollector(which))))?;
+                chosen[collector as usize] = Some(on);
+            }
             Action::Set(f) => {
                 let value = p
                     .value()
@@ -361,6 +398,15 @@ where
             }
         }
     }
+    c.collectors =
+        Collector::ALL
+            .into_iter()
+            .zip(chosen)
+            .fold(base, |set, (collector, on)| match on {
+                Some(true) => set.with(collector),
+                Some(false) => set.without(collector),
+                None => set,
+            });
     Ok(Command::Run(Box::new(c)))
 }
 
@@ -450,10 +496,58 @@ mod tests {
             (&["--log.level", "loud"], "--log.level"),
             (&["--sim.scenario"], "--sim.scenario"),
             (&["stray"], "stray"),
+            (
+                &["--collector.gpus"],
+                "--collector.gpus: unknown collector \"gpus\"",
+            ),
+            (&["--no-collector.nvlinks"], "--no-collector.nvlinks"),
+            (&["--collector."], "--collector."),
         ] {
             let e = run(args).unwrap_err();
             assert!(e.0.contains(want), "{args:?}: {e}");
             assert!(!e.0.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn collector_flags() {
+        use crate::config::collectors::Collector::{Fans, Gpm, NvlinkLink, Xid};
+        let c = run(&[]).unwrap().collectors;
+        assert_eq!(c, Collectors::DEFAULT);
+        let c = run(&["--no-collector.gpm", "--collector.nvlink_link"])
+            .unwrap()
+            .collectors;
+        assert_eq!(c, Collectors::DEFAULT.without(Gpm).with(NvlinkLink));
+        // disable-defaults applies wherever it stands; the last word on a
+        // collector wins.
+        for args in [
+            &[
+                "--collector.xid",
+                "--collector.disable-defaults",
+                "--collector.fans",
+            ][..],
+            &[
+                "--collector.disable-defaults",
+                "--no-collector.xid",
+                "--collector.xid",
+                "--collector.fans",
+            ],
+        ] {
+            let c = run(args).unwrap().collectors;
+            assert_eq!(c, Collectors::NONE.with(Xid).with(Fans), "{args:?}");
+        }
+        // --help names every collector, and the ones off by default.
+        let help = FLAGS
+            .iter()
+            .find(|f| f.name == "--collector.NAME")
+            .unwrap()
+            .help;
+        assert!(help.contains(&crate::config::collector_names()), "{help}");
+        for c in Collector::ALL.iter().filter(|c| !c.default_on()) {
+            assert!(
+                help.contains(&format!("all but {}", c.name()))
+                    || help.contains(&format!("and {} are on", c.name()))
+            );
         }
     }
 

@@ -1,8 +1,10 @@
 //! Flags in, a validated [`Config`] out. Every problem is one line that
 //! names the flag or file, and maps to exit code 2.
 
+mod collectors;
 mod flags;
 
+pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
 pub use flags::{FLAGS, Flag, parse_args, usage};
 
 use std::fmt;
@@ -110,6 +112,8 @@ pub struct Config {
     pub runbook_base: String,
     /// `--rules.file`.
     pub rules_file: Option<PathBuf>,
+    /// `--collector.*`, `--no-collector.*`: which collectors run.
+    pub collectors: Collectors,
 }
 
 impl Default for Config {
@@ -133,6 +137,7 @@ impl Default for Config {
             print_rules: false,
             runbook_base: "docs/runbooks/".into(),
             rules_file: None,
+            collectors: Collectors::DEFAULT,
         }
     }
 }

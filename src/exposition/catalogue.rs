@@ -3,6 +3,9 @@
 //! long list of the same shape on purpose: a family is added or changed in
 //! one place, and the render walks it in output order.
 
+pub mod health;
+
+use crate::config::Collector;
 use crate::snapshot::{ProcessStats, Readings, TxRx};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,6 +28,9 @@ pub struct Family {
     pub help: &'static str,
     /// The help holds nothing to escape, so it is written as it is.
     pub(super) plain_help: bool,
+    /// The collector it belongs to; `None` for the exporter's own, which
+    /// are always written.
+    pub collector: Option<Collector>,
 }
 
 impl Family {
@@ -45,6 +51,12 @@ impl Family {
     /// [`Family::sample_name`] as a String, for PromQL.
     pub fn sample(&self) -> String {
         format!("{}{}", self.name, self.suffix())
+    }
+
+    /// The family, as part of collector `c`.
+    pub(super) const fn of(mut self, c: Collector) -> Family {
+        self.collector = Some(c);
+        self
     }
 }
 
@@ -73,6 +85,7 @@ pub(super) const fn family(name: &'static str, kind: Kind, help: &'static str) -
         unit,
         help,
         plain_help,
+        collector: None,
     }
 }
 
@@ -90,15 +103,20 @@ const fn ends_with(s: &[u8], suffix: &[u8]) -> bool {
     true
 }
 
+use Collector::{
+    Allocator, Clocks, Ecc, Gpm, Memory, Models, Nvlink, Pcie, Power, Temperature, Utilization, Xid,
+};
 use Kind::{Counter, Gauge, Info};
 
 /// An extra label after `gpu` and `uuid`: one of the catalogue's own,
-/// spelled out whole (`,reason="hw_slowdown"`), or a number.
+/// spelled out whole (`,reason="hw_slowdown"`), a number, or a number
+/// and then one of the catalogue's own.
 #[derive(Clone, Copy)]
 pub enum Extra {
     None,
     Label(&'static str),
     Num(&'static str, u32),
+    NumLabel(&'static str, u32, &'static str),
 }
 
 /// `,reason="…"` for each of [`CLOCK_EVENT_REASONS`], in order.
@@ -136,13 +154,15 @@ fn directions(v: Option<TxRx>, f: &mut dyn FnMut(Extra, f64)) {
 pub static GPU_INFO: Family = family(
     "gpu",
     Info,
-    "GPU identity: product name, PCI bus id and driver version. Always 1.",
-);
+    "GPU identity: product name, PCI bus id, driver, VBIOS and InfoROM versions. Always 1.",
+)
+.of(Collector::Info);
 pub static GPU_UP: Family = family(
     "gpu_up",
     Gauge,
     "1 if the GPU answers, 0 once it is lost (fallen off the bus, NVML GPU_IS_LOST).",
-);
+)
+.of(Collector::Info);
 
 // The families the PromQL rules name (`alerts::promql`) are constants of
 // their own; the rest are written in place in the table below.
@@ -150,45 +170,74 @@ pub const TEMPERATURE: Family = family(
     "gpu_temperature_celsius",
     Gauge,
     "GPU die temperature. Lags throttling; watch gpu_clocks_event_active too.",
-);
+)
+.of(Temperature);
 pub const CLOCKS_EVENT_ACTIVE: Family = family(
     "gpu_clocks_event_active",
     Gauge,
     "1 while an NVML clock event reason holds clocks down. Thermal, hw slowdown and power brake are silent performance loss; sw_power_cap alone is normal under load.",
-);
-pub const MEMORY_TOTAL: Family = family("gpu_memory_total_bytes", Gauge, "Total device memory.");
-pub const MEMORY_USED: Family = family("gpu_memory_used_bytes", Gauge, "Device memory in use.");
+)
+.of(Clocks);
+pub const MEMORY_TOTAL: Family =
+    family("gpu_memory_total_bytes", Gauge, "Total device memory.").of(Memory);
+pub const MEMORY_USED: Family =
+    family("gpu_memory_used_bytes", Gauge, "Device memory in use.").of(Memory);
 pub const ALLOCATOR_ALLOCATED: Family = family(
     "gpu_allocator_allocated_bytes",
     Gauge,
     "Memory the workload's tensors occupy. Rising steadily means a leak.",
-);
+)
+.of(Allocator);
 pub const LARGEST_FREE: Family = family(
     "gpu_memory_largest_free_bytes",
     Gauge,
     "Largest contiguous free block: the fragmentation early warning, before an OOM at 60% used.",
-);
+)
+.of(Allocator);
 pub const XID_ERRORS: Family = family(
     "gpu_xid_errors",
     Counter,
     "Xid errors by code. Alert on increase(), never on the value. Critical codes are present at 0 until they happen.",
-);
+)
+.of(Xid);
 pub const ECC_UNCORRECTED: Family = family(
     "gpu_ecc_uncorrected_errors",
     Counter,
     "Uncorrected ECC errors (volatile). Any increase means a dying GPU: page.",
-);
+)
+.of(Ecc);
 
+pub const MEMORY_TEMPERATURE: Family =
+    family("gpu_memory_temperature_celsius", Gauge, "HBM temperature.").of(Temperature);
+pub const SM_ACTIVE: Family = family(
+    "gpu_sm_active_ratio",
+    Gauge,
+    "Fraction of time SMs had at least one warp resident: the real saturation signal.",
+)
+.of(Gpm);
+pub const ALLOCATOR_RESERVED: Family = family(
+    "gpu_allocator_reserved_bytes",
+    Gauge,
+    "Memory the workload's caching allocator holds. Reserved minus allocated is cache.",
+)
+.of(Allocator);
+pub const PCIE_REPLAYS: Family = family(
+    "gpu_pcie_replay_errors",
+    Counter,
+    "PCIe replays: a flaky link or riser.",
+)
+.of(Pcie);
 /// Every per-GPU (and per-MIG-instance) family after `gpu_info` and
 /// `gpu_up`, in output order, with how to read its series.
 pub static GPU_FAMILIES: [(Family, Series); 28] = [
     (TEMPERATURE, one!(temperature_celsius)),
     (
-        family("gpu_memory_temperature_celsius", Gauge, "HBM temperature."),
+        MEMORY_TEMPERATURE,
         one!(memory_temperature_celsius),
     ),
     (
-        family("gpu_sm_clock_hertz", Gauge, "Current SM clock."),
+        family("gpu_sm_clock_hertz", Gauge, "Current SM clock.")
+        .of(Clocks),
         one!(sm_clock_hertz),
     ),
     (
@@ -196,11 +245,13 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_sm_clock_max_hertz",
             Gauge,
             "Maximum SM clock; the current clock well below it means lost performance.",
-        ),
+        )
+        .of(Clocks),
         one!(sm_clock_max_hertz),
     ),
     (
-        family("gpu_memory_clock_hertz", Gauge, "Current memory clock."),
+        family("gpu_memory_clock_hertz", Gauge, "Current memory clock.")
+        .of(Clocks),
         one!(memory_clock_hertz),
     ),
     (CLOCKS_EVENT_ACTIVE, |r, f| {
@@ -211,11 +262,13 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
         }
     }),
     (
-        family("gpu_power_usage_watts", Gauge, "Power draw."),
+        family("gpu_power_usage_watts", Gauge, "Power draw.")
+        .of(Power),
         one!(power_usage_watts),
     ),
     (
-        family("gpu_power_limit_watts", Gauge, "Enforced power limit."),
+        family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
+        .of(Power),
         one!(power_limit_watts),
     ),
     (
@@ -223,15 +276,12 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_utilization_ratio",
             Gauge,
             "Fraction of time a kernel ran (nvidia-smi utilization.gpu). Misleading: one tiny kernel reads as 100%, so it says nothing about how busy the SMs are. Use gpu_sm_active_ratio; never alert on this.",
-        ),
+        )
+        .of(Utilization),
         one!(utilization_ratio),
     ),
     (
-        family(
-            "gpu_sm_active_ratio",
-            Gauge,
-            "Fraction of time SMs had at least one warp resident: the real saturation signal.",
-        ),
+        SM_ACTIVE,
         one!(sm_active_ratio),
     ),
     (
@@ -239,7 +289,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_sm_occupancy_ratio",
             Gauge,
             "Resident warps as a fraction of the SMs' maximum.",
-        ),
+        )
+        .of(Gpm),
         one!(sm_occupancy_ratio),
     ),
     (
@@ -247,7 +298,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_dram_active_ratio",
             Gauge,
             "Fraction of time the memory interface was busy: the bandwidth signal.",
-        ),
+        )
+        .of(Gpm),
         one!(dram_active_ratio),
     ),
     (MEMORY_TOTAL, one!(memory_total_bytes)),
@@ -257,7 +309,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_memory_free_bytes",
             Gauge,
             "Device memory free. Free is not allocatable when it is fragmented; see gpu_memory_largest_free_bytes.",
-        ),
+        )
+        .of(Memory),
         one!(memory_free_bytes),
     ),
     (
@@ -265,15 +318,12 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_memory_reserved_bytes",
             Gauge,
             "Device memory reserved by the driver and firmware.",
-        ),
+        )
+        .of(Memory),
         one!(memory_reserved_bytes),
     ),
     (
-        family(
-            "gpu_allocator_reserved_bytes",
-            Gauge,
-            "Memory the workload's caching allocator holds. Reserved minus allocated is cache.",
-        ),
+        ALLOCATOR_RESERVED,
         one!(allocator_reserved_bytes),
     ),
     (ALLOCATOR_ALLOCATED, one!(allocator_allocated_bytes)),
@@ -283,7 +333,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_xid_last_timestamp_seconds",
             Gauge,
             "Unix time of the last Xid error seen on this GPU.",
-        ),
+        )
+        .of(Xid),
         one!(xid_last_timestamp_seconds),
     ),
     (XID_ERRORS, |r, f| {
@@ -296,7 +347,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_ecc_corrected_errors",
             Counter,
             "Corrected ECC errors (volatile).",
-        ),
+        )
+        .of(Ecc),
         one!(ecc_corrected_total),
     ),
     (ECC_UNCORRECTED, one!(ecc_uncorrected_total)),
@@ -305,19 +357,17 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_energy_joules",
             Counter,
             "Energy consumed since the driver loaded.",
-        ),
+        )
+        .of(Power),
         one!(energy_joules_total),
     ),
     (
-        family("gpu_pcie_bytes", Counter, "PCIe bytes moved, by direction."),
+        family("gpu_pcie_bytes", Counter, "PCIe bytes moved, by direction.")
+        .of(Pcie),
         |r, f| directions(r.pcie_bytes_total, f),
     ),
     (
-        family(
-            "gpu_pcie_replay_errors",
-            Counter,
-            "PCIe replays: a flaky link or riser.",
-        ),
+        PCIE_REPLAYS,
         one!(pcie_replay_errors_total),
     ),
     (
@@ -325,7 +375,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_nvlink_bytes",
             Counter,
             "NVLink bytes moved, by direction. Low during tensor parallelism means a topology problem.",
-        ),
+        )
+        .of(Nvlink),
         |r, f| directions(r.nvlink_bytes_total, f),
     ),
     (
@@ -333,7 +384,8 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
             "gpu_clocks_event_seconds",
             Counter,
             "Seconds clocks were held down, by reason.",
-        ),
+        )
+        .of(Clocks),
         |r, f| {
             for (label, s) in REASON_LABELS.iter().zip(r.clocks_event_seconds_total) {
                 if let Some(s) = s {
@@ -354,7 +406,8 @@ pub static MIG_MEMORY: [(Family, &str, Series); 5] = [
             "gpu_mig_memory_total_bytes",
             Gauge,
             "Memory of a MIG GPU instance; gpu_memory_total_bytes stays the whole GPU's.",
-        ),
+        )
+        .of(Memory),
         MEMORY_TOTAL.name,
         one!(memory_total_bytes),
     ),
@@ -363,7 +416,8 @@ pub static MIG_MEMORY: [(Family, &str, Series); 5] = [
             "gpu_mig_memory_used_bytes",
             Gauge,
             "Memory in use in a MIG GPU instance.",
-        ),
+        )
+        .of(Memory),
         MEMORY_USED.name,
         one!(memory_used_bytes),
     ),
@@ -372,7 +426,8 @@ pub static MIG_MEMORY: [(Family, &str, Series); 5] = [
             "gpu_mig_memory_free_bytes",
             Gauge,
             "Memory free in a MIG GPU instance.",
-        ),
+        )
+        .of(Memory),
         "gpu_memory_free_bytes",
         one!(memory_free_bytes),
     ),
@@ -381,7 +436,8 @@ pub static MIG_MEMORY: [(Family, &str, Series); 5] = [
             "gpu_mig_memory_reserved_bytes",
             Gauge,
             "Memory of a MIG GPU instance reserved by the driver.",
-        ),
+        )
+        .of(Memory),
         "gpu_memory_reserved_bytes",
         one!(memory_reserved_bytes),
     ),
@@ -390,7 +446,8 @@ pub static MIG_MEMORY: [(Family, &str, Series); 5] = [
             "gpu_mig_memory_largest_free_bytes",
             Gauge,
             "Largest contiguous free block in a MIG GPU instance (workload stats).",
-        ),
+        )
+        .of(Allocator),
         LARGEST_FREE.name,
         one!(largest_free_bytes),
     ),
@@ -402,7 +459,8 @@ pub static MIG_INFO: Family = family(
     "gpu_mig",
     Info,
     "A MIG device: the GPU instance (mig_instance) and compute instance (mig_compute_instance) it is, and its own MIG UUID (mig_uuid). Always 1.",
-);
+)
+.of(Collector::Info);
 
 /// GPUs in the served snapshot, lost ones included.
 pub static GPUS: Family = family(
@@ -415,7 +473,8 @@ pub static TTFT: Family = family(
     "llm_ttft_seconds",
     Kind::Histogram,
     "Time to first token per request, by served model. The TTFT SLO counts a request as good when it is at most 0.3 s.",
-);
+)
+.of(Models);
 
 pub static BUILD_INFO: Family = family(
     "gpu_exporter_build",
@@ -441,6 +500,16 @@ pub static SNAPSHOT_AGE: Family = family(
     "gpu_exporter_snapshot_age_seconds",
     Gauge,
     "Seconds since the served readings were collected.",
+);
+pub static COLLECTOR_DURATION: Family = family(
+    "gpu_exporter_collector_duration_seconds",
+    Gauge,
+    "Seconds each collector's calls took in the last collection, all GPUs together; left out where the source cannot time them (nvidia-smi, the simulator).",
+);
+pub static COLLECTOR_SUCCESS: Family = family(
+    "gpu_exporter_collector_success",
+    Gauge,
+    "1 if none of the collector's calls failed in the last collection. A reading the GPU does not support (NOT_SUPPORTED) is no failure.",
 );
 pub type ProcessReading = fn(&ProcessStats) -> Option<f64>;
 
@@ -497,6 +566,14 @@ mod tests {
         for (label, reason) in REASON_LABELS.iter().zip(CLOCK_EVENT_REASONS) {
             assert_eq!(*label, format!(",reason=\"{reason}\""));
         }
+    }
+
+    #[test]
+    fn gpu_families_belong_to_collectors() {
+        for (f, _) in &GPU_FAMILIES {
+            assert!(f.collector.is_some(), "{}", f.name);
+        }
+        assert_eq!(BUILD_INFO.collector, None);
     }
 
     #[test]

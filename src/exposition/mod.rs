@@ -9,21 +9,34 @@ mod writer;
 pub use format::Format;
 
 use crate::base::numbers::write_f64;
+use crate::config::{Collector, Collectors};
 use crate::snapshot::Snapshot;
+use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
-    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS,
-    MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, Series, TTFT,
+    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, COLLECTOR_DURATION, COLLECTOR_SUCCESS, Extra,
+    GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS, MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO,
+    Series, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
 
-/// Writes `snapshot` in `format` to `out`, after whatever `out` holds.
-pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u8>) {
+/// Writes `snapshot` in `format` to `out`, after whatever `out` holds: the
+/// families of the collectors in `only` (a scrape's `collect[]` and
+/// `exclude[]`; [`Collectors::ALL`] for every one) that ran. The
+/// exporter's own families are always written.
+pub fn render(
+    snapshot: &Snapshot,
+    format: Format,
+    only: Collectors,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
     let mut w = Writer {
         out,
         om: format == Format::OpenMetrics,
         cached: [(0, 0); CACHED_TARGETS],
     };
+    let on = snapshot.collectors.and(only);
     let gpus = &snapshot.gpus;
 
     let gpu_targets = |f: &mut dyn FnMut(Target)| {
@@ -33,7 +46,7 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
             }
         })
     };
-    if !gpus.is_empty() {
+    if !gpus.is_empty() && on.has(Collector::Info) {
         w.head(&GPU_INFO);
         gpu_targets(&mut |t| {
             w.name(&GPU_INFO);
@@ -46,6 +59,14 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
             ] {
                 w.label(k, v);
             }
+            for (k, v) in [
+                ("vbios_version", &g.vbios_version),
+                ("inforom_version", &g.inforom_version),
+            ] {
+                if !v.is_empty() {
+                    w.label(k, v);
+                }
+            }
             w.value(1.0);
         });
         w.head(&GPU_UP);
@@ -55,15 +76,20 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
             w.value(if t.gpu.up { 1.0 } else { 0.0 });
         });
     }
-    for (fam, series) in &GPU_FAMILIES {
+    for (fam, series) in GPU_FAMILIES.iter().chain(&HEALTH_FAMILIES) {
+        if !fam.collector.is_some_and(|c| on.has(c)) {
+            continue;
+        }
         // A MIG instance's memory has families of its own.
         let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
         family_series(&mut w, gpus, fam, *series, Some(gpu_only).filter(|&g| g));
     }
     for (fam, _, series) in &MIG_MEMORY {
-        family_series(&mut w, gpus, fam, *series, Some(false));
+        if fam.collector.is_some_and(|c| on.has(c)) {
+            family_series(&mut w, gpus, fam, *series, Some(false));
+        }
     }
-    if gpus.iter().any(|g| !g.mig.is_empty()) {
+    if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
         w.head(&MIG_INFO);
         each_target(gpus, |t, _| {
             let Some(m) = t.mig else { return };
@@ -79,7 +105,7 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
         });
     }
 
-    if !snapshot.models.is_empty() {
+    if !snapshot.models.is_empty() && on.has(Collector::Models) {
         w.head(&TTFT);
         for m in &snapshot.models {
             let h = &m.ttft_seconds;
@@ -119,6 +145,26 @@ pub fn render(snapshot: &Snapshot, format: Format, now: Instant, out: &mut Vec<u
         .saturating_duration_since(snapshot.published)
         .as_secs_f64();
     w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
+    let timed = |c: Collector| snapshot.timings.seconds[c as usize];
+    if on.iter().any(|c| timed(c).is_some()) {
+        w.head(&COLLECTOR_DURATION);
+        for c in on.iter() {
+            if let Some(s) = timed(c) {
+                w.name(&COLLECTOR_DURATION);
+                w.open_label("collector", c.name());
+                w.value(s);
+            }
+        }
+    }
+    if !on.is_empty() {
+        w.head(&COLLECTOR_SUCCESS);
+        for c in on.iter() {
+            let ok = snapshot.success() && !snapshot.timings.failed.has(c);
+            w.name(&COLLECTOR_SUCCESS);
+            w.open_label("collector", c.name());
+            w.value(if ok { 1.0 } else { 0.0 });
+        }
+    }
     for (fam, read) in &PROCESS {
         if let Some(v) = read(&snapshot.process) {
             w.scalar(fam, v);
@@ -156,6 +202,10 @@ fn family_series(
                 Extra::None => {}
                 Extra::Label(text) => w.put(text),
                 Extra::Num(k, n) => w.num_label(k, n),
+                Extra::NumLabel(k, n, text) => {
+                    w.num_label(k, n);
+                    w.put(text);
+                }
             }
             w.value(v);
         })

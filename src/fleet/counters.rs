@@ -61,6 +61,26 @@ impl Counters {
         for (i, v) in r.clocks_event_seconds_total.iter_mut().enumerate() {
             *v = one("gpu_clocks_event_seconds_total", i as u32, *v);
         }
+        let h = &mut r.health;
+        h.ecc_corrected_lifetime = one(
+            "gpu_ecc_corrected_errors_lifetime_total",
+            0,
+            h.ecc_corrected_lifetime,
+        );
+        h.ecc_uncorrected_lifetime = one(
+            "gpu_ecc_uncorrected_errors_lifetime_total",
+            0,
+            h.ecc_uncorrected_lifetime,
+        );
+        for (family, values) in [
+            ("gpu_remapped_rows_total", &mut h.remapped_rows[..]),
+            ("gpu_retired_pages_total", &mut h.retired_pages[..]),
+            ("gpu_nvlink_errors_total", &mut h.nvlink_errors[..]),
+        ] {
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = one(family, i as u32, *v);
+            }
+        }
         self.xids(r, up, who);
     }
 

@@ -39,6 +39,8 @@ struct Known {
     /// `pci_bus_id` normalised, to match nvidia-smi's and the kernel's forms.
     bus: Option<String>,
     driver_version: String,
+    vbios_version: String,
+    inforom_version: String,
     counters: Counters,
 }
 
@@ -116,6 +118,8 @@ impl Fleet {
                         k.source_index = g.index;
                         update(&mut k.model, &g.model);
                         update(&mut k.driver_version, &g.driver_version);
+                        update(&mut k.vbios_version, &g.vbios_version);
+                        update(&mut k.inforom_version, &g.inforom_version);
                         if bus.is_some() {
                             update(&mut k.pci_bus_id, &g.pci_bus_id);
                             k.bus = bus;
@@ -142,6 +146,8 @@ impl Fleet {
                         pci_bus_id: g.pci_bus_id.clone(),
                         bus,
                         driver_version: g.driver_version.clone(),
+                        vbios_version: g.vbios_version.clone(),
+                        inforom_version: g.inforom_version.clone(),
                         counters: Counters::default(),
                     });
                     seen.push(true);
@@ -230,6 +236,8 @@ fn remember(g: &mut Gpu, k: &Known) {
     g.model.clone_from(&k.model);
     g.pci_bus_id.clone_from(&k.pci_bus_id);
     g.driver_version.clone_from(&k.driver_version);
+    g.vbios_version.clone_from(&k.vbios_version);
+    g.inforom_version.clone_from(&k.inforom_version);
     g.mig.clear();
 }
 
@@ -252,7 +260,7 @@ mod tests {
                 xid_errors: Some(vec![(79, 1)]),
                 ..Readings::default()
             },
-            mig: Vec::new(),
+            ..Gpu::default()
         }
     }
 

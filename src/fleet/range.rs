@@ -4,8 +4,8 @@
 //! family.
 //!
 //! A family with a range of its own gets a [`Range`] constant here and a
-//! line in [`check`]; fans (0 to 2, as NVML says a fan may run above 100%)
-//! have [`FAN_RATIO`] ready.
+//! line in [`check`]; fans run 0 to 2, as NVML says a fan may run above
+//! 100% ([`FAN_RATIO`]).
 
 use crate::base::quiet::Noted;
 use crate::snapshot::{Readings, TxRx};
@@ -42,10 +42,6 @@ pub const POWER_WATTS: Range = Range {
 /// Utilization, SM active and occupancy, DRAM active.
 pub const RATIO: Range = Range { min: 0.0, max: 1.0 };
 /// Fan speed as a ratio: NVML says a fan may report over 100%.
-#[allow(
-    dead_code,
-    reason = "kept for the fan family of the hardware-health issue"
-)]
 pub const FAN_RATIO: Range = Range { min: 0.0, max: 2.0 };
 /// Memory sizes: up to 1 PiB per GPU.
 pub const MEMORY_BYTES: Range = Range {
@@ -165,6 +161,42 @@ pub fn check(r: &mut Readings, who: &str, noted: &mut Noted<(String, &'static st
     for v in &mut r.clocks_event_seconds_total {
         keep("gpu_clocks_event_seconds_total", v, COUNT);
     }
+    let h = &mut r.health;
+    keep(
+        "gpu_memory_temperature_max_celsius",
+        &mut h.memory_temperature_max_celsius,
+        TEMPERATURE_CELSIUS,
+    );
+    for v in &mut h.fan_speed_ratios {
+        keep("gpu_fan_speed_ratio", v, FAN_RATIO);
+    }
+    for v in &mut h.media_ratios {
+        keep("gpu_media_utilization_ratio", v, RATIO);
+    }
+    for v in &mut h.pipe_active_ratios {
+        keep("gpu_pipe_active_ratio", v, RATIO);
+    }
+    for (family, v) in [
+        (
+            "gpu_ecc_corrected_errors_lifetime_total",
+            &mut h.ecc_corrected_lifetime,
+        ),
+        (
+            "gpu_ecc_uncorrected_errors_lifetime_total",
+            &mut h.ecc_uncorrected_lifetime,
+        ),
+    ] {
+        keep(family, v, COUNT);
+    }
+    for v in h.remapped_rows.iter_mut() {
+        keep("gpu_remapped_rows_total", v, COUNT);
+    }
+    for v in h.retired_pages.iter_mut() {
+        keep("gpu_retired_pages_total", v, COUNT);
+    }
+    for v in h.nvlink_errors.iter_mut() {
+        keep("gpu_nvlink_errors_total", v, COUNT);
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +228,11 @@ mod tests {
         assert!(!noted.first(("GPU-a".into(), "gpu_temperature_celsius")));
         assert!(noted.first(("GPU-b".into(), "gpu_temperature_celsius")));
         assert!(FAN_RATIO.holds(1.2) && !FAN_RATIO.holds(2.5) && !RATIO.holds(1.2));
+        let mut r = Readings::default();
+        r.health.fan_speed_ratios[0] = Some(1.5);
+        r.health.fan_speed_ratios[1] = Some(3.0);
+        check(&mut r, "GPU-a", &mut noted);
+        assert_eq!(r.health.fan_speed_ratios[..2], [Some(1.5), None]);
         assert!(TEMPERATURE_CELSIUS.holds(-40.0) && TEMPERATURE_CELSIUS.holds(150.0));
     }
 }

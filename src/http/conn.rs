@@ -82,7 +82,7 @@ fn parse(buf: &[u8]) -> Parsed<'_> {
             return Parsed::Reject(Status::BadRequest);
         }
     }
-    let path = target.split_once('?').map_or(target, |(p, _)| p);
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let keep = if version == 1 {
         !close
     } else {
@@ -97,6 +97,7 @@ fn parse(buf: &[u8]) -> Parsed<'_> {
         Request {
             method,
             path,
+            query,
             accept,
         },
         framing,

@@ -1,7 +1,7 @@
 //! Routes a parsed request to its response body. The body goes straight
 //! into the connection's reused buffer.
 
-use super::{alerts, status};
+use super::{alerts, query, status};
 use crate::collector::Latest;
 use crate::exposition::{self, Format};
 use std::io::Write;
@@ -28,6 +28,8 @@ pub struct Request<'a> {
     pub method: Method,
     /// The path without its query string.
     pub path: &'a str,
+    /// What follows the `?`, if anything; only the metrics path reads it.
+    pub query: &'a str,
     pub accept: Option<&'a [u8]>,
 }
 
@@ -106,9 +108,16 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
     }
     match route {
         Route::Metrics => {
+            let only = match query::collectors(req.query) {
+                Ok(only) => only,
+                Err(e) => {
+                    e.write(body);
+                    return Response::text(Status::BadRequest);
+                }
+            };
             let format = Format::negotiate(req.accept);
             let published = ctx.latest.get();
-            exposition::render(&published.snapshot, format, Instant::now(), body);
+            exposition::render(&published.snapshot, format, only, Instant::now(), body);
             Response {
                 status: Status::Ok,
                 content_type: format.content_type(),

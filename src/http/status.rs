@@ -126,10 +126,11 @@ fn gpus(p: &Published, out: &mut Vec<u8>) {
     out.extend_from_slice(
         b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th><th>temp</th>\
           <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
-          <th>memory used / total</th><th>largest free</th><th>critical Xid</th><th>up</th></tr>\n",
+          <th>memory used / total</th><th>largest free</th><th>critical Xid</th><th>up</th>\
+          <th>health</th></tr>\n",
     );
     if s.gpus.is_empty() {
-        out.extend_from_slice(b"<tr><td colspan=\"10\">no GPUs in this snapshot</td></tr>\n");
+        out.extend_from_slice(b"<tr><td colspan=\"11\">no GPUs in this snapshot</td></tr>\n");
     }
     for g in &s.gpus {
         out.extend_from_slice(b"<tr id=\"gpu-");
@@ -139,10 +140,11 @@ fn gpus(p: &Published, out: &mut Vec<u8>) {
         identity(out, &g.model, &g.uuid);
         readings(&g.readings, out);
         out.extend_from_slice(if g.up {
-            b"<td>up</td></tr>\n".as_slice()
+            b"<td>up</td>".as_slice()
         } else {
-            b"<td class=\"bad\">LOST</td></tr>\n".as_slice()
+            b"<td class=\"bad\">LOST</td>".as_slice()
         });
+        health(out, g.up, &g.readings);
         for m in &g.mig {
             // Indented under its GPU; MIG instances have no `up` of their own.
             out.extend_from_slice(b"<tr class=\"mig\" id=\"gpu-");
@@ -153,7 +155,7 @@ fn gpus(p: &Published, out: &mut Vec<u8>) {
             write_u64(out, m.gpu_instance_id as u64);
             identity(out, &m.profile, &m.uuid);
             readings(&m.readings, out);
-            out.extend_from_slice(b"<td></td></tr>\n");
+            out.extend_from_slice(b"<td></td><td></td></tr>\n");
         }
     }
     out.extend_from_slice(b"</table>\n");
@@ -188,6 +190,71 @@ fn readings(r: &Readings, out: &mut Vec<u8>) {
     );
     cell(out, r.largest_free_bytes, GIB, 1, " GiB");
     cell(out, r.critical_xid_total(), 1.0, 0, "");
+}
+
+/// The health cell and the row's end: `ok`, or why not, worst first:
+/// what the driver asks for, memory repairs, links, memory heat.
+fn health(out: &mut Vec<u8>, up: bool, r: &Readings) {
+    let h = &r.health;
+    let start = out.len();
+    out.extend_from_slice(b"<td class=\"bad\">");
+    let body = out.len();
+    let why = |out: &mut Vec<u8>, text: &[u8]| {
+        if out.len() > body {
+            out.extend_from_slice(b"; ");
+        }
+        out.extend_from_slice(text);
+    };
+    if !up {
+        why(out, b"lost: not answering");
+    }
+    match h.recovery_action {
+        Some(1.0) => why(out, b"driver asks for a GPU reset"),
+        Some(a) if a > 1.0 => {
+            why(out, b"driver asks for a reboot or drain (recovery action ");
+            write_f64(out, a);
+            out.push(b')');
+        }
+        _ => {}
+    }
+    if h.row_remap_failed == Some(true) {
+        why(out, b"row remap failed: replace");
+    }
+    if h.row_remap_pending == Some(true) {
+        why(out, b"row remap waits for a reset");
+    }
+    if h.retired_pages_pending == Some(true) {
+        why(out, b"page retirement waits for a reset");
+    }
+    if let (Some(n), Some(up)) = (h.nvlink_links, h.nvlink_links_active)
+        && up < n
+    {
+        why(out, b"NVLink ");
+        write_f64(out, up);
+        out.push(b'/');
+        write_f64(out, n);
+        out.extend_from_slice(b" up");
+    }
+    if let (Some(w), Some(max)) = (h.pcie_link_width, h.pcie_link_width_max)
+        && w < max
+    {
+        why(out, b"PCIe x");
+        write_f64(out, w);
+        out.extend_from_slice(b" of x");
+        write_f64(out, max);
+    }
+    if let (Some(t), Some(max)) = (
+        r.memory_temperature_celsius,
+        h.memory_temperature_max_celsius,
+    ) && t > max - 5.0
+    {
+        why(out, b"memory near its slowdown temperature");
+    }
+    if out.len() == body {
+        out.truncate(start);
+        out.extend_from_slice(b"<td>ok");
+    }
+    out.extend_from_slice(b"</td></tr>\n");
 }
 
 /// `v / scale` rounded to `decimals` places, or an en dash.
@@ -433,13 +500,15 @@ mod tests {
         };
         let page = page(&published(vec![bare]));
         let c = cells(&page, "gpu-3");
-        // index, model, the seven reading cells and up.
-        assert_eq!(c.len(), 10, "{c:?}");
+        // index, model, the seven reading cells, up and health.
+        assert_eq!(c.len(), 11, "{c:?}");
         assert_eq!(c[0], "3");
         for (i, cell) in c[2..9].iter().enumerate() {
             assert_eq!(cell, "&ndash;", "cell {}", i + 2);
         }
         assert_eq!(c[9], "up");
+        // Nothing known to be wrong.
+        assert_eq!(c[10], "ok");
         // Only the simulator gets the banner.
         assert!(!page.contains("SIMULATED"));
         assert!(!page.contains("no GPUs"));
@@ -473,6 +542,15 @@ mod tests {
                 memory_total_bytes: Some(80.0 * GIB),
                 largest_free_bytes: Some(1.25 * GIB),
                 xid_errors: Some(vec![(13, 5), (79, 2)]),
+                health: crate::snapshot::Health {
+                    recovery_action: Some(2.0),
+                    row_remap_pending: Some(true),
+                    nvlink_links: Some(18.0),
+                    nvlink_links_active: Some(16.0),
+                    pcie_link_width: Some(8.0),
+                    pcie_link_width_max: Some(16.0),
+                    ..Default::default()
+                },
                 ..Default::default()
             },
             mig: vec![MigInstance {
@@ -499,6 +577,8 @@ mod tests {
             // Xid 13 is an application fault, not critical.
             "2",
             "LOST",
+            "lost: not answering; driver asks for a reboot or drain (recovery action 2); \
+             row remap waits for a reset; NVLink 16/18 up; PCIe x8 of x16",
         ];
         assert_eq!(&c[2..], &want, "{c:?}");
         let m = cells(&page, "gpu-0-mig-1");
@@ -506,6 +586,7 @@ mod tests {
         assert_eq!(m[4], "&ndash;");
         assert_eq!(m[6], "&ndash; / 40 GiB");
         assert_eq!(m[9], "");
+        assert_eq!(m[10], "");
     }
 
     #[test]

@@ -7,7 +7,7 @@ pub mod sim;
 pub mod smi;
 
 use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Model};
+use crate::snapshot::{Gpu, Model, Timings};
 use std::fmt;
 
 /// Why a collection failed. The message reaches the log and `/readyz`.
@@ -34,6 +34,12 @@ pub trait Source: Send {
     /// rules have data.
     fn models(&self) -> Vec<Model> {
         Vec::new()
+    }
+
+    /// How each collector fared in the last `collect`, where the source
+    /// times them.
+    fn timings(&self) -> Timings {
+        Timings::default()
     }
 
     /// Seconds of its own past the source can replay through the alert

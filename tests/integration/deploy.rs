@@ -573,13 +573,17 @@ mod grafana {
         pub uid: String,
     }
 
+    /// A panel, or a row (which holds no query) grouping the panels
+    /// below it.
     #[derive(DeJson)]
     pub struct Panel {
         pub id: u32,
+        #[nserde(rename = "type")]
+        pub kind: String,
         pub title: String,
-        pub description: String,
-        pub datasource: Datasource,
-        pub targets: Vec<Target>,
+        pub description: Option<String>,
+        pub datasource: Option<Datasource>,
+        pub targets: Option<Vec<Target>>,
     }
 
     #[derive(DeJson)]
@@ -603,6 +607,7 @@ fn queries(d: &Dashboard) -> Vec<(String, String, String)> {
         .flat_map(|p| {
             p.targets
                 .iter()
+                .flatten()
                 .map(|t| (p.title.clone(), t.ref_id.clone(), t.expr.clone()))
         })
         .collect()
@@ -781,13 +786,22 @@ fn dashboard_is_wired_to_its_variables() {
     }
     let mut ids = BTreeSet::new();
     let mut used = BTreeSet::new();
+    let mut rows = Vec::new();
     for p in &d.panels {
         assert!(ids.insert(p.id), "panel id {} twice", p.id);
-        assert!(!p.description.is_empty(), "{} has no description", p.title);
-        assert_eq!(p.datasource.kind, "prometheus", "{}", p.title);
-        assert_eq!(p.datasource.uid, "${datasource}", "{}", p.title);
-        assert!(!p.targets.is_empty(), "{} has no query", p.title);
-        for t in &p.targets {
+        if p.kind == "row" {
+            assert!(p.targets.is_none(), "row {} has a query", p.title);
+            rows.push(p.title.as_str());
+            continue;
+        }
+        let description = p.description.as_deref().unwrap_or_default();
+        assert!(!description.is_empty(), "{} has no description", p.title);
+        let ds = p.datasource.as_ref().expect("a datasource");
+        assert_eq!(ds.kind, "prometheus", "{}", p.title);
+        assert_eq!(ds.uid, "${datasource}", "{}", p.title);
+        let targets = p.targets.as_deref().unwrap_or_default();
+        assert!(!targets.is_empty(), "{} has no query", p.title);
+        for t in targets {
             assert_eq!(t.datasource.uid, "${datasource}", "{}", p.title);
             let names = metric_names(&t.expr);
             assert!(!names.is_empty(), "{}: no metric in {}", p.title, t.expr);
@@ -817,9 +831,19 @@ fn dashboard_is_wired_to_its_variables() {
         "model_name:llm_ttft_slo_errors:ratio_rate5m",
         "model_name:llm_ttft_slo_errors:ratio_rate3d",
         "model_name:llm_goodput_requests:rate5m",
+        "gpu_remapped_rows_total",
+        "gpu_retired_pages_total",
+        "gpu_row_remap_pending",
+        "gpu_row_remap_failed",
+        "gpu_pcie_link_width",
+        "gpu_pcie_link_width_max",
+        "gpu_nvlink_errors_total",
+        "gpu_nvlink_links_active",
+        "gpu_recovery_action",
     ] {
         assert!(used.contains(metric), "no panel shows {metric}");
     }
+    assert_eq!(rows, ["Hardware health"]);
 }
 
 #[test]
@@ -855,7 +879,12 @@ fn dashboard_queries_parse() {
 
 #[test]
 fn dashboard_metrics_exist() {
-    let e = Exporter::start(&[]);
+    // An H100 and a V100, which retires pages instead of remapping rows.
+    let e = Exporter::on_scenario(
+        "dashboard-fleet.json",
+        r#"{"gpus":[{},{"model":"Tesla V100-SXM2-32GB","health":{"retired_pages_pending":false}}]}"#,
+        &[],
+    );
     let body = e.metrics(None).body;
     let mut known: BTreeSet<String> = body
         .lines()

@@ -3,6 +3,7 @@
 
 mod abuse;
 mod cli;
+mod collectors;
 mod common;
 mod deploy;
 mod exposition;

@@ -13,11 +13,17 @@ use std::time::{Duration, Instant};
 
 const MIB: u64 = 1024 * 1024;
 
+/// The default build's ceiling. It was 1 MiB before the hardware-health
+/// collectors; the web-security issue owns the ceilings now: 1.85 MiB for
+/// the default build (with TLS), so that the scratch image stays at most
+/// 5 MiB, and 1 MiB for a build without default features.
+const MAX_BINARY_BYTES: u64 = MIB * 185 / 100;
+
 #[test]
-fn the_release_binary_is_at_most_1_mib() {
+fn the_release_binary_is_within_its_ceiling() {
     let size = std::fs::metadata(release_binary()).unwrap().len();
     println!("release binary: {size} bytes");
-    assert!(size <= MIB, "{size} bytes");
+    assert!(size <= MAX_BINARY_BYTES, "{size} bytes");
 }
 
 fn eight_gpus() -> String {

@@ -38,6 +38,7 @@ pub struct Error(pub u32);
 impl Error {
     pub const INVALID_ARGUMENT: Error = Error(2);
     pub const NOT_SUPPORTED: Error = Error(3);
+    pub const INSUFFICIENT_SIZE: Error = Error(7);
     pub const TIMEOUT: Error = Error(10);
     /// Also what a symbol missing from the library answers.
     pub const FUNCTION_NOT_FOUND: Error = Error(13);
@@ -318,6 +319,28 @@ functions! {
     gpm_metrics_get = "nvmlGpmMetricsGet" fn(*mut GpmMetricsGet);
     violation_status = "nvmlDeviceGetViolationStatus" fn(RawDevice, c_uint, *mut ViolationTime);
     field_values = "nvmlDeviceGetFieldValues" fn(RawDevice, c_int, *mut FieldValue);
+    temperature_threshold = "nvmlDeviceGetTemperatureThreshold" fn(RawDevice, c_uint, *mut c_uint);
+    remapped_rows = "nvmlDeviceGetRemappedRows" fn(RawDevice, *mut c_uint, *mut c_uint, *mut c_uint, *mut c_uint);
+    retired_pages = "nvmlDeviceGetRetiredPages_v2" fn(RawDevice, c_uint, *mut c_uint, *mut c_ulonglong, *mut c_ulonglong);
+    retired_pending = "nvmlDeviceGetRetiredPagesPendingStatus" fn(RawDevice, *mut c_uint);
+    pcie_gen = "nvmlDeviceGetCurrPcieLinkGeneration" fn(RawDevice, *mut c_uint);
+    pcie_gen_max = "nvmlDeviceGetMaxPcieLinkGeneration" fn(RawDevice, *mut c_uint);
+    pcie_gpu_gen_max = "nvmlDeviceGetGpuMaxPcieLinkGeneration" fn(RawDevice, *mut c_uint);
+    pcie_width = "nvmlDeviceGetCurrPcieLinkWidth" fn(RawDevice, *mut c_uint);
+    pcie_width_max = "nvmlDeviceGetMaxPcieLinkWidth" fn(RawDevice, *mut c_uint);
+    nvlink_state = "nvmlDeviceGetNvLinkState" fn(RawDevice, c_uint, *mut c_uint);
+    nvlink_error = "nvmlDeviceGetNvLinkErrorCounter" fn(RawDevice, c_uint, c_uint, *mut c_ulonglong);
+    num_fans = "nvmlDeviceGetNumFans" fn(RawDevice, *mut c_uint);
+    fan_speed = "nvmlDeviceGetFanSpeed_v2" fn(RawDevice, c_uint, *mut c_uint);
+    encoder = "nvmlDeviceGetEncoderUtilization" fn(RawDevice, *mut c_uint, *mut c_uint);
+    decoder = "nvmlDeviceGetDecoderUtilization" fn(RawDevice, *mut c_uint, *mut c_uint);
+    jpg = "nvmlDeviceGetJpgUtilization" fn(RawDevice, *mut c_uint, *mut c_uint);
+    ofa = "nvmlDeviceGetOfaUtilization" fn(RawDevice, *mut c_uint, *mut c_uint);
+    pstate = "nvmlDeviceGetPerformanceState" fn(RawDevice, *mut c_uint);
+    persistence = "nvmlDeviceGetPersistenceMode" fn(RawDevice, *mut c_uint);
+    compute_mode = "nvmlDeviceGetComputeMode" fn(RawDevice, *mut c_uint);
+    vbios = "nvmlDeviceGetVbiosVersion" fn(RawDevice, *mut c_char, c_uint);
+    inforom = "nvmlDeviceGetInforomImageVersion" fn(RawDevice, *mut c_char, c_uint);
 }
 
 /// A `dlopen` handle, closed on drop.
@@ -530,6 +553,30 @@ pub const FI_DEV_NVLINK_THROUGHPUT_DATA_RX: u32 = 139;
 /// scopeId of UINT_MAX returns aggregate value summed up across all
 /// links").
 pub const SCOPE_ALL_LINKS: u32 = u32::MAX;
+/// `NVML_FI_DEV_NVLINK_{CRC_FLIT,CRC_DATA,REPLAY,RECOVERY}_ERROR_COUNT_TOTAL`:
+/// each error counter summed over all links (NVLink 4 and earlier).
+pub const FI_DEV_NVLINK_ERROR_TOTALS: [u32; 4] = [38, 45, 52, 59];
+/// `NVML_FI_DEV_NVLINK_LINK_COUNT`: the links the GPU has.
+pub const FI_DEV_NVLINK_LINK_COUNT: u32 = 91;
+/// NVLink 5 (Blackwell), where the totals above are unsupported, counts
+/// with `NVML_FI_DEV_NVLINK_COUNT_*` over all links: received packets with
+/// errors (`RCV_ERRORS`) stand in for data CRC errors and link recovery
+/// events (`LINK_RECOVERY_EVENTS`) for recoveries; NVLink 5 has no flit
+/// CRC or replay counter of its own, so those stay absent.
+pub const FI_DEV_NVLINK_COUNT_RCV_ERRORS: u32 = 208;
+pub const FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS: u32 = 215;
+/// `NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`: `nvmlDeviceGpuRecoveryAction_t`,
+/// 0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain and reset,
+/// 5 recover IMEX domain (cuda-python's nvml.h; pynvml's list says 5 is a
+/// bus reset: either way it is kept as the number it is).
+pub const FI_DEV_GET_GPU_RECOVERY_ACTION: u32 = 230;
+/// `NVML_TEMPERATURE_THRESHOLD_MEM_MAX`.
+pub const TEMPERATURE_THRESHOLD_MEM_MAX: u32 = 2;
+/// `nvmlNvLinkErrorCounter_t`, in [`crate::snapshot::Health::nvlink_errors`]
+/// order: DL_CRC_FLIT, DL_CRC_DATA, DL_REPLAY, DL_RECOVERY.
+pub const NVLINK_ERROR_COUNTERS: [u32; 4] = [2, 3, 0, 1];
+/// `NVML_NVLINK_MAX_LINKS` in current headers.
+pub const NVLINK_MAX_LINKS: u32 = 18;
 
 /// A field value's `nvmlValue_t` read as `valueType` says (nvml.h
 /// `nvmlValueType_t`), as f64. The union's members all start at its first
@@ -720,14 +767,16 @@ impl<'a> Device<'a> {
         })
     }
 
-    /// Volatile ECC error count (since the driver loaded).
-    pub fn ecc_volatile_total(&self, uncorrected: bool) -> Result<u64, Error> {
+    /// ECC error count: volatile (since the driver loaded), or lifetime
+    /// (NVML's aggregate, kept in the InfoROM).
+    pub fn ecc_total(&self, uncorrected: bool, lifetime: bool) -> Result<u64, Error> {
         let f = present(self.fns().ecc_total)?;
         let mut n = 0;
-        let kind = c_uint::from(uncorrected);
+        let (kind, counter) = (c_uint::from(uncorrected), c_uint::from(lifetime));
         // SAFETY: a live handle, nvml.h's error type (0 corrected,
-        // 1 uncorrected) and counter type (0 volatile), an out-pointer.
-        check(unsafe { f(self.raw, kind, 0, &mut n) })?;
+        // 1 uncorrected) and counter type (0 volatile, 1 aggregate), an
+        // out-pointer.
+        check(unsafe { f(self.raw, kind, counter, &mut n) })?;
         Ok(n)
     }
 
@@ -805,6 +854,118 @@ impl<'a> Device<'a> {
             .iter()
             .map(|v| check(v.nvml_return).and_then(|()| decode_value(v.value_type, v.value)))
             .collect())
+    }
+
+    /// The memory temperature at which the GPU slows down, °C.
+    pub fn memory_temperature_max(&self) -> Result<u32, Error> {
+        self.u32_by(
+            self.fns().temperature_threshold,
+            TEMPERATURE_THRESHOLD_MEM_MAX,
+        )
+    }
+
+    /// Rows remapped for correctable and uncorrectable errors, and
+    /// whether a remap is pending and a remap failed.
+    pub fn remapped_rows(&self) -> Result<([u32; 2], bool, bool), Error> {
+        let f = present(self.fns().remapped_rows)?;
+        let [mut c, mut u, mut pending, mut failed] = [0; 4];
+        // SAFETY: a live handle of this library and four valid
+        // out-pointers, as nvml.h declares them.
+        check(unsafe { f(self.raw, &mut c, &mut u, &mut pending, &mut failed) })?;
+        Ok(([c, u], pending != 0, failed != 0))
+    }
+
+    /// Pages retired for `cause`: 0 multiple single-bit errors, 1 a
+    /// double-bit error.
+    pub fn retired_pages(&self, cause: u32) -> Result<u32, Error> {
+        let f = present(self.fns().retired_pages)?;
+        let mut count = 0;
+        // SAFETY: a live handle of this library; a count of 0 asks only
+        // for the count (nvml.h), so the null buffers are never written.
+        let r = unsafe {
+            f(
+                self.raw,
+                cause,
+                &mut count,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        match check(r) {
+            Ok(()) | Err(Error::INSUFFICIENT_SIZE) => Ok(count),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn retired_pages_pending(&self) -> Result<bool, Error> {
+        self.u32_of(self.fns().retired_pending).map(|v| v != 0)
+    }
+
+    /// The PCIe link: current generation, its maximum (of the GPU and the
+    /// slot; of the GPU alone where the driver lacks that), current width
+    /// and its maximum, each on its own.
+    pub fn pcie_link(&self) -> [Result<u32, Error>; 4] {
+        let gen_max = match self.u32_of(self.fns().pcie_gen_max) {
+            Err(Error::FUNCTION_NOT_FOUND | Error::NOT_SUPPORTED) => {
+                self.u32_of(self.fns().pcie_gpu_gen_max)
+            }
+            r => r,
+        };
+        [
+            self.u32_of(self.fns().pcie_gen),
+            gen_max,
+            self.u32_of(self.fns().pcie_width),
+            self.u32_of(self.fns().pcie_width_max),
+        ]
+    }
+
+    pub fn nvlink_active(&self, link: u32) -> Result<bool, Error> {
+        self.u32_by(self.fns().nvlink_state, link).map(|v| v != 0)
+    }
+
+    /// One of link `link`'s error counters (an `nvmlNvLinkErrorCounter_t`).
+    pub fn nvlink_errors(&self, link: u32, counter: u32) -> Result<u64, Error> {
+        let f = present(self.fns().nvlink_error)?;
+        let mut v = 0;
+        // SAFETY: a live handle of this library, a link and counter index
+        // (NVML checks both) and a valid out-pointer.
+        check(unsafe { f(self.raw, link, counter, &mut v) })?;
+        Ok(v)
+    }
+
+    pub fn fan_count(&self) -> Result<u32, Error> {
+        self.u32_of(self.fns().num_fans)
+    }
+
+    /// Fan `fan`'s speed, % of its rated maximum (may exceed 100).
+    pub fn fan_speed(&self, fan: u32) -> Result<u32, Error> {
+        self.u32_by(self.fns().fan_speed, fan)
+    }
+
+    /// Encoder, decoder, JPEG and OFA utilization, %, each on its own.
+    pub fn media(&self) -> [Result<u32, Error>; 4] {
+        let fns = self.fns();
+        [fns.encoder, fns.decoder, fns.jpg, fns.ofa].map(|f| {
+            let f = present(f)?;
+            let (mut util, mut period) = (0, 0);
+            // SAFETY: a live handle of this library and valid out-pointers.
+            check(unsafe { f(self.raw, &mut util, &mut period) })?;
+            Ok(util)
+        })
+    }
+
+    /// P-state, persistence mode and compute mode, each on its own.
+    pub fn state(&self) -> [Result<u32, Error>; 3] {
+        let fns = self.fns();
+        [fns.pstate, fns.persistence, fns.compute_mode].map(|f| self.u32_of(f))
+    }
+
+    pub fn vbios_version(&self) -> Result<String, Error> {
+        self.string(self.fns().vbios)
+    }
+
+    pub fn inforom_version(&self) -> Result<String, Error> {
+        self.string(self.fns().inforom)
     }
 
     /// Whether GPM metrics can be read (Hopper and later).
@@ -899,10 +1060,15 @@ impl Drop for EventSet {
     }
 }
 
-/// GPM metric ids (nvml.h `NVML_GPM_METRIC_*`); values are percentages.
+/// GPM metric ids (nvml.h `NVML_GPM_METRIC_*`); values are percentages
+/// but for PCIe, MiB/s.
 pub const GPM_SM_UTIL: u32 = 2;
 pub const GPM_SM_OCCUPANCY: u32 = 3;
 pub const GPM_DRAM_BW_UTIL: u32 = 10;
+/// Any tensor core, then the non-tensor FP64, FP32 and FP16 pipes.
+pub const GPM_PIPES: [u32; 4] = [5, 11, 12, 13];
+/// PCIe traffic from and to the GPU, MiB/s.
+pub const GPM_PCIE: [u32; 2] = [20, 21];
 
 /// A GPM sample buffer, freed on drop. Metrics come from two samples of
 /// the same device taken some time apart.

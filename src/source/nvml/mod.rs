@@ -40,22 +40,30 @@
 //! `sw_power_cap`, thermal → `sw_thermal_slowdown`, sync boost →
 //! `sync_boost`. The other reasons stay `None`.
 //!
-//! NVLink bytes (payload, all links, from NVML's KiB counters) and HBM
-//! temperature come from one `nvmlDeviceGetFieldValues` call per GPU; a
-//! field NVML refuses, e.g. on a GPU without NVLink, stays `None`.
+//! NVLink bytes (payload, all links, from NVML's KiB counters), HBM
+//! temperature, NVLink errors and links, and the recovery action come from
+//! one `nvmlDeviceGetFieldValues` call per GPU; a field NVML refuses, e.g.
+//! on a GPU without NVLink, stays `None`.
 //!
-//! None of these three is read on MIG instances.
+//! Collectors: each one's calls are made only when it is on (`Options`),
+//! and timed; a failed call (NOT_SUPPORTED aside) marks its collector
+//! failed. Where GPM gives PCIe traffic, the PCIe counter adds it instead
+//! of integrating the throughput sample.
+//!
+//! None of the field values, the violation counters or the hardware
+//! health is read on MIG instances.
 
 #[allow(unsafe_code)] // the one exception: see ffi.rs
 mod ffi;
 mod gpm;
+mod health;
 mod read;
 mod xid;
 
 use super::{Source, SourceError};
 use crate::base::quiet::Noted;
-use crate::config::SourceKind;
-use crate::snapshot::Gpu;
+use crate::config::{Collector, Collectors, SourceKind};
+use crate::snapshot::{Gpu, Timings};
 use ffi::Library;
 #[cfg(feature = "internals")]
 pub use ffi::{SYMBOLS, missing_symbols};
@@ -82,6 +90,8 @@ pub struct Options {
     /// How long each wait for Xid events lasts; also how long a retired
     /// Xid thread may take to notice and let its NVML session go.
     pub event_wait: Duration,
+    /// The collectors whose calls are made; the others' never are.
+    pub collectors: Collectors,
 }
 
 impl Default for Options {
@@ -90,6 +100,7 @@ impl Default for Options {
             retry_first: Duration::from_secs(1),
             retry_max: Duration::from_secs(60),
             event_wait: Duration::from_millis(1000),
+            collectors: Collectors::DEFAULT,
         }
     }
 }
@@ -106,6 +117,8 @@ pub struct Nvml {
     pcie: HashMap<String, PcieCounter>,
     /// Xid counts by UUID, written by the Xid thread.
     xids: Arc<Mutex<HashMap<String, XidCounts>>>,
+    /// How each collector fared in the last collection.
+    timings: Timings,
 }
 
 enum State {
@@ -158,6 +171,7 @@ impl Nvml {
             sentinels: Noted::default(),
             pcie: HashMap::new(),
             xids: Arc::new(Mutex::new(HashMap::new())),
+            timings: Timings::default(),
         };
         // A failure here is reported by collect, which also retries.
         let _ = nvml.connect();
@@ -286,13 +300,24 @@ impl Source for Nvml {
             }
         };
         let devices: Vec<_> = (0..count).map(|i| (i, lib.device(i))).collect();
-        if session.xid.is_none() {
+        let on = self.options.collectors;
+        if session.xid.is_none() && on.has(Collector::Xid) {
             session.xid = Some(watch_xids(&lib, &devices, &self.xids, &self.options));
         }
+        self.timings = Timings::default();
         let mut gpus = Vec::with_capacity(devices.len());
         for (index, device) in devices {
-            let (mut gpu, sentinels) =
-                read_gpu(index, device, &lib, &mut self.pcie, &mut session.gpm);
+            let mut sentinels = Vec::new();
+            let mut gpu = read_gpu(
+                index,
+                device,
+                &lib,
+                on,
+                &mut self.pcie,
+                &mut session.gpm,
+                &mut self.timings,
+                &mut sentinels,
+            );
             for what in sentinels {
                 if self.sentinels.first((gpu.uuid.clone(), what)) {
                     log::warn!(
@@ -335,5 +360,9 @@ impl Source for Nvml {
             gpus.push(gpu);
         }
         Ok(gpus)
+    }
+
+    fn timings(&self) -> Timings {
+        self.timings
     }
 }

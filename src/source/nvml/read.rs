@@ -1,14 +1,24 @@
 //! One GPU's readings, each converted to base units; a reading NVML does
-//! not support, or a symbol the driver lacks, leaves its field `None`.
+//! not support, or a symbol the driver lacks, leaves its field `None`, and
+//! so does NVML's "not available" sentinel (all ones).
+//! Each collector's calls are made only when it is on, and timed.
 
 use super::ffi::{
     self, CLOCK_MEM, CLOCK_SM, Device, Error, FI_DEV_MEMORY_TEMP, FI_DEV_NVLINK_THROUGHPUT_DATA_RX,
     FI_DEV_NVLINK_THROUGHPUT_DATA_TX, Library, PERF_POLICY_POWER, PERF_POLICY_SYNC_BOOST,
     PERF_POLICY_THERMAL, SCOPE_ALL_LINKS,
 };
-use super::gpm::{GpmSlot, set_gpm};
-use crate::base::units::{KIB, MHZ};
-use crate::snapshot::{CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, TxRx};
+use super::gpm::{self, GpmSlot, set_gpm};
+use super::health;
+use crate::base::units::{KIB, MHZ, MIB};
+use crate::config::Collector::{
+    self, Clocks, Ecc, Gpm, Info, Memory, Nvlink, NvlinkLink, Pcie, Power, Recovery, Temperature,
+    Utilization,
+};
+use crate::config::Collectors;
+use crate::snapshot::{
+    CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, Timings, TxRx,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -37,14 +47,6 @@ pub(super) const VIOLATIONS: [(u32, &str); 3] = [
     (PERF_POLICY_SYNC_BOOST, "sync_boost"),
 ];
 
-/// What one `nvmlDeviceGetFieldValues` call per GPU asks for, in this
-/// order: NVLink TX and RX over all links, then memory temperature.
-pub(super) const FIELDS: [(u32, u32); 3] = [
-    (FI_DEV_NVLINK_THROUGHPUT_DATA_TX, SCOPE_ALL_LINKS),
-    (FI_DEV_NVLINK_THROUGHPUT_DATA_RX, SCOPE_ALL_LINKS),
-    (FI_DEV_MEMORY_TEMP, 0),
-];
-
 #[derive(Debug, Default)]
 pub(super) struct PcieCounter {
     total: TxRx,
@@ -62,15 +64,121 @@ impl PcieCounter {
         self.last = Some((now, rate));
         self.total
     }
+
+    /// Adds bytes known exactly (GPM's average over the interval); the
+    /// next sampled rate starts a new integration.
+    pub(super) fn add(&mut self, bytes: TxRx) -> TxRx {
+        self.total.tx += bytes.tx;
+        self.total.rx += bytes.rx;
+        self.last = None;
+        self.total
+    }
 }
 
-/// Calls NVML for one GPU, remembering whether it answered GPU_IS_LOST
-/// (after which nothing more is asked of it) and which readings answered
-/// the "not available" sentinel.
-#[derive(Default)]
+/// Calls NVML for one GPU: remembers whether it answered GPU_IS_LOST
+/// (after which nothing more is asked of it), runs each collector's calls
+/// only when it is on, and times them.
 pub(super) struct Probe {
     pub(super) lost: bool,
+    /// The readings that answered NVML's "not available" sentinel.
     pub(super) sentinels: Vec<&'static str>,
+    on: Collectors,
+    /// The collector whose calls are being made.
+    collector: Collector,
+    pub(super) timings: Timings,
+}
+
+impl Probe {
+    pub(super) fn new(on: Collectors) -> Probe {
+        Probe {
+            lost: false,
+            sentinels: Vec::new(),
+            on,
+            collector: Info,
+            timings: Timings::default(),
+        }
+    }
+
+    pub(super) fn on(&self, c: Collector) -> bool {
+        self.on.has(c)
+    }
+
+    /// [`Probe::get`] for a reading, which NVML's sentinel leaves out.
+    pub(super) fn value<T: Sentinel>(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce() -> Result<T, Error>,
+    ) -> Option<T> {
+        let v = self.get(what, call)?;
+        self.keep(what, v.is_sentinel()).then_some(v)
+    }
+
+    /// Whether a reading is kept; a sentinel is noted instead.
+    #[inline(never)]
+    fn keep(&mut self, what: &'static str, sentinel: bool) -> bool {
+        if sentinel {
+            self.sentinels.push(what);
+        }
+        !sentinel
+    }
+
+    /// Counts a failed call against the current collector.
+    pub(super) fn failed(&mut self, what: &str, e: Error) {
+        log::debug!("source nvml: {what}: {e}");
+        self.timings.failed = self.timings.failed.with(self.collector);
+    }
+
+    pub(super) fn get<T>(
+        &mut self,
+        what: &str,
+        call: impl FnOnce() -> Result<T, Error>,
+    ) -> Option<T> {
+        if self.lost {
+            return None;
+        }
+        self.check(what, call())
+    }
+
+    /// A call's outcome: its value, or `None` after noting why.
+    pub(super) fn check<T>(&mut self, what: &str, r: Result<T, Error>) -> Option<T> {
+        match r {
+            Ok(v) => Some(v),
+            Err(Error::GPU_IS_LOST) => {
+                self.lost = true;
+                None
+            }
+            Err(Error::NOT_SUPPORTED | Error::FUNCTION_NOT_FOUND) => None,
+            Err(e) => {
+                self.failed(what, e);
+                None
+            }
+        }
+    }
+
+    /// [`Probe::check`] for a call of collector `c`.
+    pub(super) fn check_as<T>(
+        &mut self,
+        c: Collector,
+        what: &str,
+        r: Result<T, Error>,
+    ) -> Option<T> {
+        let outer = std::mem::replace(&mut self.collector, c);
+        let v = self.check(what, r);
+        self.collector = outer;
+        v
+    }
+
+    /// Runs `f` as collector `c`'s calls when `c` is on, timing them.
+    pub(super) fn section(&mut self, c: Collector, f: impl FnOnce(&mut Probe)) {
+        if self.lost || !self.on(c) {
+            return;
+        }
+        let outer = std::mem::replace(&mut self.collector, c);
+        let started = Instant::now();
+        f(self);
+        self.timings.add(c, started.elapsed().as_secs_f64());
+        self.collector = outer;
+    }
 }
 
 /// NVML's NVML_VALUE_NOT_AVAILABLE: -1 in an unsigned reading, all ones.
@@ -96,49 +204,6 @@ impl Sentinel for ffi::Memory {
     }
 }
 
-impl Probe {
-    pub(super) fn get<T>(
-        &mut self,
-        what: &str,
-        call: impl FnOnce() -> Result<T, Error>,
-    ) -> Option<T> {
-        if self.lost {
-            return None;
-        }
-        match call() {
-            Ok(v) => Some(v),
-            Err(Error::GPU_IS_LOST) => {
-                self.lost = true;
-                None
-            }
-            Err(Error::NOT_SUPPORTED | Error::FUNCTION_NOT_FOUND) => None,
-            Err(e) => {
-                log::debug!("source nvml: {what}: {e}");
-                None
-            }
-        }
-    }
-
-    /// [`Probe::get`] for a reading, which NVML's sentinel leaves out.
-    pub(super) fn value<T: Sentinel>(
-        &mut self,
-        what: &'static str,
-        call: impl FnOnce() -> Result<T, Error>,
-    ) -> Option<T> {
-        let v = self.get(what, call)?;
-        self.keep(what, v.is_sentinel()).then_some(v)
-    }
-
-    /// Whether a reading is kept; a sentinel is noted instead.
-    #[inline(never)]
-    fn keep(&mut self, what: &'static str, sentinel: bool) -> bool {
-        if sentinel {
-            self.sentinels.push(what);
-        }
-        !sentinel
-    }
-}
-
 pub(super) fn mhz(v: u32) -> f64 {
     f64::from(v) * MHZ
 }
@@ -147,14 +212,20 @@ pub(super) fn milli(v: f64) -> f64 {
     v / 1000.0
 }
 
-/// One GPU, and the readings that answered NVML's sentinel.
+/// The readings of one GPU and its MIG instances; how each collector
+/// fared is added to `timings`, and the readings that answered NVML's
+/// sentinel to `sentinels`.
+#[allow(clippy::too_many_arguments, reason = "one GPU's state, read once")]
 pub(super) fn read_gpu(
     index: u32,
     device: Result<Device<'_>, Error>,
     lib: &Arc<Library>,
+    on: Collectors,
     pcie: &mut HashMap<String, PcieCounter>,
-    gpm: &mut HashMap<String, GpmSlot>,
-) -> (Gpu, Vec<&'static str>) {
+    gpm_slots: &mut HashMap<String, GpmSlot>,
+    timings: &mut Timings,
+    sentinels: &mut Vec<&'static str>,
+) -> Gpu {
     let down = |why: Error| {
         // Shown as up = false; a warning every collection would be noise.
         if why != Error::GPU_IS_LOST {
@@ -168,94 +239,153 @@ pub(super) fn read_gpu(
     };
     let d = match device {
         Ok(d) => d,
-        Err(e) => return (down(e), Vec::new()),
+        Err(e) => return down(e),
     };
-    let mut p = Probe::default();
+    let mut p = Probe::new(on);
     let uuid = p.get("uuid", || d.uuid()).unwrap_or_default();
     let model = p.get("name", || d.name()).unwrap_or_default();
     let pci_bus_id = p.get("pci info", || d.pci_bus_id()).unwrap_or_default();
 
-    let mut r = Readings {
-        temperature_celsius: p.value("temperature", || d.temperature()).map(f64::from),
-        sm_clock_hertz: p.value("sm clock", || d.clock(CLOCK_SM)).map(mhz),
-        sm_clock_max_hertz: p.value("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz),
-        memory_clock_hertz: p.value("memory clock", || d.clock(CLOCK_MEM)).map(mhz),
-        clocks_event_mask: p.get("clock event reasons", || d.clocks_event_reasons()),
-        power_usage_watts: p
+    let mut r = Readings::default();
+    let (mut vbios_version, mut inforom_version) = (String::new(), String::new());
+    p.section(Info, |p| {
+        vbios_version = p.get("vbios", || d.vbios_version()).unwrap_or_default();
+        inforom_version = p.get("inforom", || d.inforom_version()).unwrap_or_default();
+    });
+    p.section(Temperature, |p| {
+        r.temperature_celsius = p.value("temperature", || d.temperature()).map(f64::from);
+        r.health.memory_temperature_max_celsius = p
+            .value("memory max temperature", || d.memory_temperature_max())
+            .map(f64::from);
+    });
+    p.section(Clocks, |p| {
+        r.sm_clock_hertz = p.value("sm clock", || d.clock(CLOCK_SM)).map(mhz);
+        r.sm_clock_max_hertz = p.value("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz);
+        r.memory_clock_hertz = p.value("memory clock", || d.clock(CLOCK_MEM)).map(mhz);
+        r.clocks_event_mask = p.get("clock event reasons", || d.clocks_event_reasons());
+        set_violations(&mut r, d, p);
+    });
+    p.section(Power, |p| {
+        r.power_usage_watts = p
             .value("power", || d.power_usage())
-            .map(|mw| milli(mw.into())),
-        power_limit_watts: p
+            .map(|mw| milli(mw.into()));
+        r.power_limit_watts = p
             .value("power limit", || d.power_limit())
-            .map(|mw| milli(mw.into())),
-        energy_joules_total: p
+            .map(|mw| milli(mw.into()));
+        r.energy_joules_total = p
             .value("energy", || d.total_energy())
-            .map(|mj| milli(mj as f64)),
-        utilization_ratio: p
+            .map(|mj| milli(mj as f64));
+    });
+    p.section(Utilization, |p| {
+        r.utilization_ratio = p
             .value("utilization", || d.utilization())
-            .map(|pc| f64::from(pc) / 100.0),
-        ecc_corrected_total: p
-            .value("ecc corrected", || d.ecc_volatile_total(false))
-            .map(|n| n as f64),
-        ecc_uncorrected_total: p
-            .value("ecc uncorrected", || d.ecc_volatile_total(true))
-            .map(|n| n as f64),
-        pcie_replay_errors_total: p
-            .value("pcie replay", || d.pcie_replay_counter())
-            .map(f64::from),
-        ..Readings::default()
-    };
-    set_memory(&mut r, p.value("memory", || d.memory()));
-    set_violations(&mut r, d, &mut p);
+            .map(|pc| f64::from(pc) / 100.0);
+    });
+    p.section(Ecc, |p| {
+        let n = |v: u64| v as f64;
+        r.ecc_corrected_total = p
+            .value("ecc corrected", || d.ecc_total(false, false))
+            .map(n);
+        r.ecc_uncorrected_total = p
+            .value("ecc uncorrected", || d.ecc_total(true, false))
+            .map(n);
+        let h = &mut r.health;
+        h.ecc_corrected_lifetime = p.value("ecc lifetime", || d.ecc_total(false, true)).map(n);
+        h.ecc_uncorrected_lifetime = p.value("ecc lifetime", || d.ecc_total(true, true)).map(n);
+    });
+    p.section(Memory, |p| {
+        set_memory(&mut r, p.value("memory", || d.memory()))
+    });
+    health::read(&mut r.health, d, &mut p);
     set_fields(&mut r, d, &mut p);
 
-    let tx = p.value("pcie tx", || d.pcie_throughput(false));
-    let rx = p.value("pcie rx", || d.pcie_throughput(true));
-    r.pcie_bytes_total = match (tx, rx) {
-        (Some(tx), Some(rx)) => {
-            let rate = TxRx {
-                tx: f64::from(tx) * PCIE_KB,
-                rx: f64::from(rx) * PCIE_KB,
-            };
-            let counter = pcie.entry(uuid.clone()).or_default();
-            Some(counter.advance(Instant::now(), rate))
-        }
-        // Not integrated across a gap: the counter resumes where it was.
-        _ => {
-            if let Some(counter) = pcie.get_mut(&uuid) {
-                counter.last = None;
-            }
-            None
-        }
-    };
-
-    let gpm_supported = p.get("gpm support", || d.gpm_supported()) == Some(true);
-    if !p.lost {
-        let slot = gpm
+    // GPM feeds the gpm collector and, where it can, the PCIe counter.
+    let (want_gpm, want_pcie) = (p.on(Gpm), p.on(Pcie));
+    let gpm_supported =
+        (want_gpm || want_pcie) && p.get("gpm support", || d.gpm_supported()) == Some(true);
+    let mut sampled = None;
+    if !p.lost && gpm_supported {
+        let slot = gpm_slots
             .entry(uuid.clone())
-            .or_insert_with(|| GpmSlot::new(gpm_supported));
-        set_gpm(&mut r, slot.advance(lib, &mut p, |s| s.take(d)));
+            .or_insert_with(|| GpmSlot::new(true));
+        let ids = gpm::metrics(want_gpm, want_pcie);
+        p.section(if want_gpm { Gpm } else { Pcie }, |p| {
+            sampled = slot.advance(lib, p, ids, |s| s.take(d));
+        });
+        if want_gpm {
+            set_gpm(&mut r, sampled.as_ref());
+        }
     }
+    p.section(Pcie, |p| {
+        r.pcie_replay_errors_total = p
+            .value("pcie replay", || d.pcie_replay_counter())
+            .map(f64::from);
+        r.pcie_bytes_total = pcie_bytes(d, p, pcie.entry(uuid.clone()).or_default(), &sampled);
+    });
 
-    let mig = if p.get("mig mode", || d.mig_enabled()) == Some(true) {
-        read_mig(d, &mut p, lib, gpm, gpm_supported)
+    let mig_on = p.get("mig mode", || d.mig_enabled());
+    if p.on(crate::config::Collector::State) {
+        r.health.mig_mode = mig_on;
+    }
+    let mig = if mig_on == Some(true) {
+        read_mig(d, &mut p, lib, gpm_slots, gpm_supported)
     } else {
         Vec::new()
     };
 
+    timings.merge(&p.timings);
+    sentinels.append(&mut p.sentinels);
     if p.lost {
-        return (down(Error::GPU_IS_LOST), p.sentinels);
+        return down(Error::GPU_IS_LOST);
     }
-    let gpu = Gpu {
+    Gpu {
         index,
         uuid,
         model,
         pci_bus_id,
         driver_version: String::new(),
+        vbios_version,
+        inforom_version,
         up: true,
         readings: r,
         mig,
-    };
-    (gpu, p.sentinels)
+    }
+}
+
+/// PCIe bytes: from GPM's traffic over the interval where it has it,
+/// exact; else NVML's ~20 ms throughput sample, integrated.
+fn pcie_bytes(
+    d: Device<'_>,
+    p: &mut Probe,
+    counter: &mut PcieCounter,
+    gpm: &Option<gpm::Gpm>,
+) -> Option<TxRx> {
+    if let Some(g) = gpm {
+        let n = g.values.len();
+        if let (Some(Some(tx)), Some(Some(rx))) = (g.values.get(n - 2), g.values.get(n - 1)) {
+            let bytes = |mibps: f64| mibps * MIB * g.seconds;
+            return Some(counter.add(TxRx {
+                tx: bytes(*tx),
+                rx: bytes(*rx),
+            }));
+        }
+    }
+    let tx = p.value("pcie tx", || d.pcie_throughput(false));
+    let rx = p.value("pcie rx", || d.pcie_throughput(true));
+    match (tx, rx) {
+        (Some(tx), Some(rx)) => {
+            let rate = TxRx {
+                tx: f64::from(tx) * PCIE_KB,
+                rx: f64::from(rx) * PCIE_KB,
+            };
+            Some(counter.advance(Instant::now(), rate))
+        }
+        // Not integrated across a gap: the counter resumes where it was.
+        _ => {
+            counter.last = None;
+            None
+        }
+    }
 }
 
 /// Clock-event seconds for the reasons in [`VIOLATIONS`]; each policy
@@ -271,21 +401,72 @@ pub(super) fn set_violations(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
     }
 }
 
-/// NVLink bytes and memory temperature from one field-values call. NVLink
-/// needs both directions, so a half-answered pair is left out.
+/// What the one `nvmlDeviceGetFieldValues` call per GPU asks for, by
+/// collector: memory temperature (temperature); NVLink TX and RX bytes
+/// over all links, the link count and the error totals (nvlink; the
+/// link count for nvlink_link too); the recovery action (recovery).
+fn field_ids(p: &Probe) -> Vec<(Collector, u32, u32)> {
+    let mut ids = Vec::new();
+    if p.on(Temperature) {
+        ids.push((Temperature, FI_DEV_MEMORY_TEMP, 0));
+    }
+    if p.on(Nvlink) {
+        ids.push((Nvlink, FI_DEV_NVLINK_THROUGHPUT_DATA_TX, SCOPE_ALL_LINKS));
+        ids.push((Nvlink, FI_DEV_NVLINK_THROUGHPUT_DATA_RX, SCOPE_ALL_LINKS));
+        ids.extend(health::NVLINK_FIELDS.map(|(f, scope)| (Nvlink, f, scope)));
+    }
+    if p.on(Nvlink) || p.on(NvlinkLink) {
+        ids.push((Nvlink, ffi::FI_DEV_NVLINK_LINK_COUNT, 0));
+    }
+    if p.on(Recovery) {
+        ids.push((Recovery, ffi::FI_DEV_GET_GPU_RECOVERY_ACTION, 0));
+    }
+    ids
+}
+
+/// Memory temperature, NVLink and the recovery action from one
+/// field-values call, its time shared among the collectors that asked.
+/// NVLink bytes need both directions, so a half-answered pair is left out.
 pub(super) fn set_fields(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
-    let Some(values) = p.get("field values", || d.field_values(&FIELDS)) else {
+    let ids = field_ids(p);
+    if ids.is_empty() || p.lost {
         return;
-    };
-    let mut values = values.into_iter().map(|v| p.get("field value", || v));
-    let (tx, rx, temp) = (values.next(), values.next(), values.next());
-    if let (Some(Some(tx)), Some(Some(rx))) = (tx, rx) {
+    }
+    let asked: Vec<(u32, u32)> = ids.iter().map(|&(_, f, s)| (f, s)).collect();
+    let started = Instant::now();
+    let result = d.field_values(&asked);
+    let mut by: Vec<Collector> = ids.iter().map(|&(c, ..)| c).collect();
+    by.dedup();
+    let share = started.elapsed().as_secs_f64() / by.len() as f64;
+    for &c in &by {
+        p.timings.add(c, share);
+        if let Err(e) = result {
+            p.check_as::<()>(c, "field values", Err(e));
+        }
+    }
+    let Ok(values) = result else { return };
+    let mut got = Vec::with_capacity(ids.len());
+    for (&(c, id, _), v) in ids.iter().zip(values) {
+        // A field this driver does not know is unsupported, not a failure.
+        if v != Err(Error::INVALID_ARGUMENT)
+            && let Some(v) = p.check_as(c, "field value", v)
+        {
+            got.push((id, v));
+        }
+    }
+    let field = |id| health::field(&got, id);
+    r.memory_temperature_celsius = field(FI_DEV_MEMORY_TEMP);
+    if let (Some(tx), Some(rx)) = (
+        field(FI_DEV_NVLINK_THROUGHPUT_DATA_TX),
+        field(FI_DEV_NVLINK_THROUGHPUT_DATA_RX),
+    ) {
         r.nvlink_bytes_total = Some(TxRx {
             tx: tx * NVLINK_KIB,
             rx: rx * NVLINK_KIB,
         });
     }
-    r.memory_temperature_celsius = temp.flatten();
+    r.health.recovery_action = field(ffi::FI_DEV_GET_GPU_RECOVERY_ACTION);
+    health::nvlink(&mut r.health, d, p, &got);
 }
 
 pub(super) fn set_memory(r: &mut Readings, m: Option<ffi::Memory>) {
@@ -301,12 +482,12 @@ pub(super) fn set_memory(r: &mut Readings, m: Option<ffi::Memory>) {
 /// compute instance; those of one GPU instance share its memory and GPM
 /// readings, so they are one [`MigInstance`] with every compute instance in
 /// `compute`, read once. NVML refuses most readings on them; those stay
-/// `None`.
+/// `None`. Their memory, utilization and GPM belong to those collectors.
 pub(super) fn read_mig(
     d: Device<'_>,
     p: &mut Probe,
     lib: &Arc<Library>,
-    gpm: &mut HashMap<String, GpmSlot>,
+    gpm_slots: &mut HashMap<String, GpmSlot>,
     gpm_supported: bool,
 ) -> Vec<MigInstance> {
     let slots = p
@@ -325,7 +506,7 @@ pub(super) fn read_mig(
         };
         let compute = ComputeInstance {
             id: p.get("compute instance id", || m.compute_instance_id()),
-            uuid,
+            uuid: uuid.clone(),
         };
         if let Some(gi) = out
             .iter_mut()
@@ -335,22 +516,26 @@ pub(super) fn read_mig(
             continue;
         }
         let name = p.get("mig name", || m.name()).unwrap_or_default();
-        let mut readings = Readings {
-            utilization_ratio: p
+        let mut readings = Readings::default();
+        p.section(Utilization, |p| {
+            readings.utilization_ratio = p
                 .value("mig utilization", || m.utilization())
-                .map(|pc| f64::from(pc) / 100.0),
-            ..Readings::default()
-        };
-        set_memory(&mut readings, p.value("mig memory", || m.memory()));
-        let slot = gpm
-            .entry(compute.uuid.clone())
-            .or_insert_with(|| GpmSlot::new(gpm_supported));
-        set_gpm(
-            &mut readings,
-            slot.advance(lib, p, |s| s.take_mig(d, gpu_instance_id)),
-        );
+                .map(|pc| f64::from(pc) / 100.0);
+        });
+        p.section(Memory, |p| {
+            set_memory(&mut readings, p.value("mig memory", || m.memory()))
+        });
+        p.section(Gpm, |p| {
+            let slot = gpm_slots
+                .entry(uuid.clone())
+                .or_insert_with(|| GpmSlot::new(gpm_supported));
+            let sampled = slot.advance(lib, p, gpm::metrics(true, false), |s| {
+                s.take_mig(d, gpu_instance_id)
+            });
+            set_gpm(&mut readings, sampled.as_ref());
+        });
         out.push(MigInstance {
-            uuid: compute.uuid.clone(),
+            uuid,
             gpu_instance_id,
             profile: mig_profile(&name),
             compute: vec![compute],

@@ -6,6 +6,7 @@
 //! before serving, so `for` durations and windows have filled by the first
 //! scrape. Incidents are scripted at offsets from `t0`.
 
+mod health;
 mod scenario;
 
 pub use scenario::Scenario;
@@ -97,6 +98,7 @@ impl Sim {
             g.energy += g.power * dt;
             g.pcie += g.pcie_rate * dt;
             g.nvlink += g.nvlink_rate * dt;
+            g.health.advance(dt);
             for (i, s) in g.event_seconds.iter_mut().enumerate() {
                 if g.events & (1 << i) != 0 {
                     *s += dt;
@@ -122,6 +124,10 @@ impl Sim {
                     let g = &mut self.gpus[*i];
                     g.events = c.events.unwrap_or(g.events);
                     g.temp = c.temp.unwrap_or(g.temp);
+                    g.mem_temp = c.mem_temp.unwrap_or(g.mem_temp);
+                    if let Some(h) = &c.health {
+                        g.health.apply(h);
+                    }
                     g.sm_mhz = c.sm_mhz.unwrap_or(g.sm_mhz);
                     g.largest_free = c.largest_free.unwrap_or(g.largest_free);
                     g.alloc_allocated = c.alloc_allocated.unwrap_or(g.alloc_allocated);
@@ -144,6 +150,8 @@ impl Sim {
             model: g.model.clone(),
             pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + i),
             driver_version: self.scenario.driver_version.clone(),
+            vbios_version: "96.00.A5.00.01".into(),
+            inforom_version: "G520.0200.00.05".into(),
             up: !g.lost,
             readings: Readings::default(),
             mig: Vec::new(),
@@ -192,12 +200,13 @@ impl Sim {
                 tx: g.pcie.round(),
                 rx: (g.pcie * 0.8).round(),
             }),
-            pcie_replay_errors_total: Some(0.0),
+            pcie_replay_errors_total: Some(g.health.replays()),
             nvlink_bytes_total: Some(TxRx {
                 tx: g.nvlink.round(),
                 rx: g.nvlink.round(),
             }),
             clocks_event_seconds_total: g.event_seconds.map(Some),
+            health: g.health.readings(g.sm_active),
         };
         gpu
     }

@@ -1,6 +1,7 @@
 //! Scenario files: the fleet at its origin and the incident script, read
 //! and checked field by field; every error names the field.
 
+use super::health::{self, HealthSpec, HealthState};
 use crate::base::json;
 use crate::base::time::parse_duration;
 use crate::base::units::GIB;
@@ -14,6 +15,7 @@ const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.json");
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {
     use crate::base::json::json_struct;
+    use crate::source::sim::health::HealthSpec;
 
     json_struct! {
         pub struct ScenarioFile {
@@ -61,6 +63,7 @@ mod file {
             /// A periodic Xid: `xid` happens once every `xid_every`.
             pub xid: Option<u32>,
             pub xid_every: Option<String>,
+            pub health: Option<HealthSpec>,
         }
     }
 
@@ -74,6 +77,7 @@ mod file {
             pub slow_fraction: Option<f64>,
             pub clock_events: Option<Vec<String>>,
             pub temperature_celsius: Option<f64>,
+            pub memory_temperature_celsius: Option<f64>,
             pub sm_clock_mhz: Option<f64>,
             pub largest_free_gib: Option<f64>,
             pub allocator_allocated_gib: Option<f64>,
@@ -81,6 +85,7 @@ mod file {
             /// One occurrence of this Xid code (`count` of them).
             pub xid: Option<u32>,
             pub count: Option<u64>,
+            pub health: Option<HealthSpec>,
             /// The next collection blocks this long.
             pub hang: Option<String>,
             /// Collections fail for this long.
@@ -122,6 +127,7 @@ pub(super) struct GpuState {
     pub(super) pcie: f64,
     pub(super) nvlink: f64,
     pub(super) event_seconds: [f64; 9],
+    pub(super) health: HealthState,
 }
 /// One served model and its TTFT histogram so far.
 #[derive(Clone, Debug, PartialEq)]
@@ -147,11 +153,13 @@ pub(super) enum Action {
 pub(super) struct GpuChange {
     pub(super) events: Option<u64>,
     pub(super) temp: Option<f64>,
+    pub(super) mem_temp: Option<f64>,
     pub(super) sm_mhz: Option<f64>,
     pub(super) largest_free: Option<f64>,
     pub(super) alloc_allocated: Option<f64>,
     pub(super) lost: Option<bool>,
     pub(super) xid: Option<(u32, u64)>,
+    pub(super) health: Option<HealthSpec>,
 }
 /// An action at `at` seconds after serving starts.
 #[derive(Clone, Debug, PartialEq)]
@@ -285,6 +293,11 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         -40.0,
         150.0,
     )?;
+    let mut health = HealthState::default();
+    if let Some(h) = &g.health {
+        health::check(h)?;
+        health.apply(h);
+    }
     Ok(GpuState {
         model: g
             .model
@@ -361,6 +374,7 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         pcie: 0.0,
         nvlink: 0.0,
         event_seconds: [0.0; 9],
+        health,
     })
 }
 fn model_state(m: &ModelSpec) -> Result<ModelState, String> {
@@ -401,6 +415,10 @@ fn incident(s: &IncidentSpec, gpus: usize, models: &[ModelState]) -> Result<Inci
             .temperature_celsius
             .map(|v| check("temperature_celsius", Some(v), 0.0, -40.0, 150.0))
             .transpose()?,
+        mem_temp: s
+            .memory_temperature_celsius
+            .map(|v| check("memory_temperature_celsius", Some(v), 0.0, -40.0, 150.0))
+            .transpose()?,
         sm_mhz: s
             .sm_clock_mhz
             .map(|v| check("sm_clock_mhz", Some(v), 0.0, 0.0, 10_000.0))
@@ -418,6 +436,13 @@ fn incident(s: &IncidentSpec, gpus: usize, models: &[ModelState]) -> Result<Inci
             .xid
             .map(|c| xid_code("xid", c).map(|c| (c, s.count.unwrap_or(1))))
             .transpose()?,
+        health: match &s.health {
+            Some(h) => {
+                health::check(h)?;
+                Some(h.clone())
+            }
+            None => None,
+        },
     };
     let fleet = [s.hang.as_deref(), s.fail.as_deref()];
     let action = match (s.gpu, fleet, change == GpuChange::default()) {
@@ -432,7 +457,7 @@ fn incident(s: &IncidentSpec, gpus: usize, models: &[ModelState]) -> Result<Inci
             return Err(format!("gpu: {g} is not in the fleet (0..{gpus})"));
         }
         (Some(_), [None, None], true) => {
-            return Err("gpu: names a GPU but no change (clock_events, temperature_celsius, sm_clock_mhz, largest_free_gib, allocator_allocated_gib, lost or xid)".into());
+            return Err("gpu: names a GPU but no change (clock_events, temperature_celsius, memory_temperature_celsius, sm_clock_mhz, largest_free_gib, allocator_allocated_gib, lost, xid or health)".into());
         }
         (None, [None, None], _) => {
             return Err(

@@ -2,6 +2,7 @@
 //! what each column means, and its cells. Pure, and never panics, so the
 //! fuzz targets call it directly.
 
+use super::health::{HEALTH_FIELDS, HealthColumns};
 use crate::base::pci::normalize_bus_id;
 use crate::base::units::{MHZ, MIB};
 use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
@@ -116,6 +117,7 @@ pub fn supported_fields(help_query_gpu_output: &str) -> Vec<&'static str> {
         .collect();
     FIELDS
         .iter()
+        .chain(HEALTH_FIELDS)
         .filter_map(|&field| {
             if known.contains(field) {
                 return Some(field);
@@ -173,10 +175,6 @@ pub fn parse_flag(cell: &str) -> Option<bool> {
 }
 
 /// A performance state `P0` (fastest) to `P15`.
-#[allow(
-    dead_code,
-    reason = "kept for the P-state family of the hardware-health issue"
-)]
 pub fn parse_pstate(cell: &str) -> Option<u8> {
     let n = cell.trim().strip_prefix('P')?;
     if n.is_empty() || n.len() > 2 || !n.bytes().all(|b| b.is_ascii_digit()) {
@@ -217,7 +215,7 @@ fn is_header(cells: &[&str], queried: &[&str]) -> bool {
     cells.iter().all(|c| name_shaped(c))
         && cells.iter().any(|c| {
             let c = canonical_field(c);
-            c.contains('.') || FIELDS.contains(&c.as_str())
+            c.contains('.') || FIELDS.contains(&c.as_str()) || HEALTH_FIELDS.contains(&c.as_str())
         })
 }
 
@@ -414,6 +412,7 @@ struct Row {
     mem_reserved: Option<usize>,
     ecc_corrected: Option<usize>,
     ecc_uncorrected: Option<usize>,
+    health: HealthColumns,
 }
 
 impl Row {
@@ -444,6 +443,7 @@ impl Row {
             mem_reserved: col("memory.reserved"),
             ecc_corrected: col("ecc.errors.corrected.volatile.total"),
             ecc_uncorrected: col("ecc.errors.uncorrected.volatile.total"),
+            health: HealthColumns::new(columns),
         }
     }
 
@@ -497,12 +497,16 @@ impl Row {
             clocks_event_seconds_total: self.counters.map(|c| num(c, "us").map(|v| v / 1e6)),
             ..Readings::default()
         };
+        let (vbios_version, inforom_version, health) = self.health.read(values);
+        let readings = Readings { health, ..readings };
         let gpu = Gpu {
             index,
             uuid,
             model: text(self.name),
             pci_bus_id: text(self.bus_id),
             driver_version: text(self.driver),
+            vbios_version,
+            inforom_version,
             up: true,
             readings,
             mig: Vec::new(),

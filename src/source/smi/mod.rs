@@ -10,10 +10,11 @@
 //! one GPU's trouble is not the node's.
 
 pub mod csv;
+pub mod health;
 
 use super::{Source, SourceError};
 use crate::base::quiet::Noted;
-use crate::config::SourceKind;
+use crate::config::{Collectors, SourceKind};
 use crate::snapshot::Gpu;
 use csv::{failure_message, parse, supported_fields, unreachable};
 use std::io::Read;
@@ -42,6 +43,8 @@ pub struct Smi {
     spawn_hook: Option<fn(&mut Command)>,
     /// Unreachable GPUs already logged, by bus id and reason.
     unreachable: Noted<(String, String)>,
+    /// Only these collectors' fields are queried.
+    collectors: Collectors,
 }
 
 /// A finished run: its exit status and its output.
@@ -60,12 +63,19 @@ impl Smi {
             stuck: None,
             spawn_hook: None,
             unreachable: Noted::default(),
+            collectors: Collectors::DEFAULT,
         }
     }
 
     /// Calls `hook` on every nvidia-smi command before it starts.
     pub fn with_spawn_hook(mut self, hook: fn(&mut Command)) -> Smi {
         self.spawn_hook = Some(hook);
+        self
+    }
+
+    /// Queries only the fields of `collectors`.
+    pub fn collectors(mut self, collectors: Collectors) -> Smi {
+        self.collectors = collectors;
         self
     }
 
@@ -197,7 +207,9 @@ impl Source for Smi {
             Some(f) => f,
             None => {
                 let help = self.run(&["--help-query-gpu"])?;
-                let f = supported_fields(&help);
+                let on = self.collectors;
+                let mut f = supported_fields(&help);
+                f.retain(|field| health::collector_of(field).is_none_or(|c| on.has(c)));
                 if f.is_empty() {
                     return Err(SourceError(
                         "smi: nvidia-smi --help-query-gpu lists none of the fields we read".into(),

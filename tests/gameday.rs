@@ -1,0 +1,87 @@
+//! The hardware-health rules on the simulator: each fires on its game-day
+//! incident (`scenarios/gameday.json`), on the GPU the incident names, and
+//! none fires on the healthy default fleet.
+
+use gpu_exporter::internals::alerts::{Evaluator, State, Subject, rules::defaults};
+use gpu_exporter::internals::collector::Collector;
+use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const HEALTH_RULES: [&str; 10] = [
+    "GPURowRemapFailure",
+    "GPURowRemapPending",
+    "GPURetiredPagesPending",
+    "GPUPCIeLinkDegraded",
+    "GPUNVLinkErrors",
+    "GPUNVLinkDown",
+    "GPUPCIeReplayErrors",
+    "GPUMemoryTemperatureHigh",
+    "GPURecoveryReset",
+    "GPURecoveryRebootOrDrain",
+];
+
+const T0: f64 = 1.8e9;
+
+/// The firing (rule, GPU) pairs after `minutes` of `scenario`, collected
+/// every 15 s from the start of serving.
+fn firing(scenario: Scenario, minutes: u64) -> BTreeSet<(String, u32)> {
+    let mut c = Collector::new(
+        Box::new(Sim::new(scenario, T0)),
+        Evaluator::new(defaults()),
+        Duration::from_secs(15),
+        Duration::from_secs(60),
+    );
+    let mut alerts = Vec::new();
+    for step in 0..=minutes * 4 {
+        alerts = c.collect_at(T0 + step as f64 * 15.0, false).alerts;
+    }
+    alerts
+        .iter()
+        .filter(|a| a.state == State::Firing)
+        .filter_map(|a| match a.subject {
+            Subject::Gpu { index, .. } => Some((a.rule.name.clone(), index)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_health_rule_fires_on_its_incident() {
+    // The game day's 20 s hang would sleep for real; it is not ours.
+    let text = include_str!("../scenarios/gameday.json")
+        .replace(r#"{ "at": "150s", "hang": "20s" },"#, "");
+    let fired = firing(Scenario::parse(&text).unwrap(), 20);
+    let health: BTreeSet<(String, u32)> = fired
+        .into_iter()
+        .filter(|(rule, _)| HEALTH_RULES.contains(&rule.as_str()))
+        .collect();
+    let want: BTreeSet<(String, u32)> = [
+        ("GPURowRemapPending", 0),
+        ("GPURecoveryReset", 0),
+        ("GPUMemoryTemperatureHigh", 1),
+        ("GPUNVLinkErrors", 2),
+        ("GPURowRemapFailure", 4),
+        ("GPURecoveryRebootOrDrain", 4),
+        ("GPURetiredPagesPending", 5),
+        ("GPUPCIeLinkDegraded", 6),
+        ("GPUPCIeReplayErrors", 6),
+        ("GPUNVLinkDown", 7),
+    ]
+    .into_iter()
+    .map(|(r, g)| (r.to_string(), g))
+    .collect();
+    assert_eq!(health, want);
+}
+
+#[test]
+fn the_healthy_default_fleet_fires_no_health_rule() {
+    let fired = firing(Scenario::default_fleet(), 20);
+    assert!(!fired.is_empty(), "the demo's own alerts fire");
+    for (rule, gpu) in &fired {
+        assert!(
+            !HEALTH_RULES.contains(&rule.as_str()),
+            "{rule} on gpu {gpu}"
+        );
+    }
+}
