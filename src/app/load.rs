@@ -10,7 +10,8 @@ use crate::config::{Config, ConfigError};
 use crate::source::Source;
 use crate::source::sim::{Scenario, Sim};
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 
 /// The text of the JSON file `flag` names, or a one-line error naming
 /// both.
@@ -66,9 +67,11 @@ fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
 /// Starts the thread that reloads on each message; the HTTP thread only
 /// sends one per SIGHUP, so a slow file never delays a scrape. SIGHUPs
 /// that arrive during a reload make one more reload, not one each.
+/// `simulated`: whether the simulator serves, known once the collector
+/// has built the source.
 pub fn reloader(
     config: Config,
-    simulated: bool,
+    simulated: Arc<AtomicBool>,
     to: mpsc::Sender<Reload>,
 ) -> std::io::Result<mpsc::Sender<()>> {
     let (hups, rx) = mpsc::channel::<()>();
@@ -77,7 +80,7 @@ pub fn reloader(
         .spawn(move || {
             while rx.recv().is_ok() {
                 while rx.try_recv().is_ok() {}
-                reload(&config, simulated, &to);
+                reload(&config, simulated.load(Ordering::Relaxed), &to);
             }
         })?;
     Ok(hups)

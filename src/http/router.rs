@@ -189,6 +189,10 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             let s = &published.snapshot;
             let age = Instant::now().saturating_duration_since(s.published);
             let status = match &s.error {
+                Some(_) if s.is_starting() => {
+                    let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+                    Status::Unavailable
+                }
                 Some(e) => {
                     body.extend_from_slice(b"not ready: last collection failed: ");
                     without_paths(e, |s| body.extend_from_slice(s.as_bytes()));
