@@ -920,12 +920,22 @@ pub struct Prometheus {
 
 impl Prometheus {
     pub fn start(target: SocketAddr) -> Prometheus {
-        let dir = TempDir::new("prometheus");
+        Prometheus::with_config(
+            "prometheus",
+            &format!(
+                "rule_files:\n  - '{}'\n\
+                 scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{target}']\n",
+                root().join(RULES).display()
+            ),
+        )
+    }
+
+    /// A Prometheus scraping and evaluating every second, on the rest of
+    /// its configuration, `config` (in a directory named after `tag`).
+    pub fn with_config(tag: &str, config: &str) -> Prometheus {
+        let dir = TempDir::new(tag);
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{target}']\n",
-            root().join(RULES).display()
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n{config}"
         );
         std::fs::write(dir.0.join("prometheus.yml"), config).unwrap();
         // Free now; a race for it shows as Prometheus exiting, reported below.
