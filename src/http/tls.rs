@@ -204,14 +204,18 @@ impl Tls {
     /// appended to `out` (send it, even with an error: it holds the alert
     /// that tells the client why).
     pub fn handshake(&mut self, out: &mut Vec<u8>) -> Result<Handshake, TlsError> {
-        if self.len == self.incoming.len() && !self.incoming.is_empty() {
-            return Err(TlsError::Oversized);
-        }
         match self.turn(out, None)? {
             Some(Read::Closed) => Err(TlsError::Tls(rustls::Error::HandshakeNotComplete)),
+            _ if self.conn.is_handshaking() && self.full() => Err(TlsError::Oversized),
             _ if self.conn.is_handshaking() => Ok(Handshake::More),
             _ => Ok(Handshake::Done),
         }
+    }
+
+    /// Whether the ciphertext buffer is full: with rustls still wanting
+    /// more, a record larger than TLS allows.
+    fn full(&self) -> bool {
+        self.len == self.incoming.len() && !self.incoming.is_empty()
     }
 
     /// Request bytes into `buf`, from what was read; anything rustls wants
@@ -220,10 +224,10 @@ impl Tls {
         if self.plain_at < self.plain.len() {
             return Ok(Read::Bytes(self.take_plain(Some(buf))));
         }
-        if self.len == self.incoming.len() && !self.incoming.is_empty() {
-            return Err(TlsError::Oversized);
+        match self.turn(out, Some(buf))?.unwrap_or(Read::More) {
+            Read::More if self.full() => Err(TlsError::Oversized),
+            r => Ok(r),
         }
-        Ok(self.turn(out, Some(buf))?.unwrap_or(Read::More))
     }
 
     /// Seals `plain` into records appended to `out`: one record per 16 KiB.

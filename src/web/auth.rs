@@ -16,9 +16,10 @@
 
 use super::User;
 use super::bcrypt::Hash;
+use smol::lock::OnceCell;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
 /// Locks `m`, whatever a panic elsewhere left (a panic aborts anyway).
@@ -114,8 +115,17 @@ struct Job {
     hash: Hash,
     password: [u8; 72],
     len: usize,
-    reply: smol::channel::Sender<bool>,
+    flight: Flight,
 }
+
+/// One bcrypt under way: everyone asking with the same credentials waits
+/// for its answer instead of queueing another (a Prometheus restarting
+/// with many connections, say).
+type Flight = Arc<OnceCell<bool>>;
+
+/// A flight this old is taken for lost (the worker gone) and no longer
+/// joined: far more than a queue of cost-14 bcrypts takes.
+const STALE: Duration = Duration::from_secs(10);
 
 /// Basic auth for one loaded web config; a reload makes a new one (and so
 /// an empty cache, and a new worker when the old one's queue drains).
@@ -127,6 +137,8 @@ pub struct Auth {
     cache: Mutex<(Vec<(u128, u64)>, u64)>,
     bucket: TokenBucket,
     jobs: mpsc::SyncSender<Job>,
+    /// bcrypts under way, by credentials' key, with when they started.
+    flights: Mutex<Vec<(u128, Instant, Flight)>>,
     limits: Limits,
     bcrypts: AtomicU64,
 }
@@ -135,7 +147,7 @@ pub struct Auth {
 pub struct Pending {
     key: u128,
     valid_user: bool,
-    reply: smol::channel::Receiver<bool>,
+    flight: Flight,
 }
 
 /// The outcome of the synchronous first step.
@@ -163,7 +175,7 @@ impl Auth {
                 // Ends when the Auth (the only sender) is dropped.
                 for job in rx {
                     let ok = job.hash.verify(&job.password[..job.len]);
-                    let _ = job.reply.try_send(ok);
+                    let _ = job.flight.set_blocking(ok);
                 }
             })?;
         Ok(Some(Auth {
@@ -176,6 +188,7 @@ impl Auth {
                 limits.burst.max(1),
             ),
             jobs: tx,
+            flights: Mutex::new(Vec::with_capacity(limits.queue + 1)),
             limits,
             bcrypts: AtomicU64::new(0),
         }))
@@ -218,24 +231,37 @@ impl Auth {
             }
         }
         let hash = found.map_or(&self.dummy, |i| &self.users[i].hash);
+        let valid_user = found.is_some();
+        let now = Instant::now();
+        let mut flights = lock(&self.flights);
+        flights.retain(|(_, at, f)| f.get().is_none() && now.duration_since(*at) < STALE);
+        if let Some((_, _, flight)) = flights.iter().find(|(k, _, _)| *k == key) {
+            let flight = flight.clone();
+            return Step::Wait(Pending {
+                key,
+                valid_user,
+                flight,
+            });
+        }
         if !self.bucket.allow() {
             return Step::Done(Verdict::Busy);
         }
-        let (tx, rx) = smol::channel::bounded(1);
+        let flight = Flight::default();
         let mut job = Job {
             hash: hash.clone(),
             password: [0; 72],
             len: password.len().min(72),
-            reply: tx,
+            flight: flight.clone(),
         };
         job.password[..job.len].copy_from_slice(&password[..job.len]);
         match self.jobs.try_send(job) {
             Ok(()) => {
                 self.bcrypts.fetch_add(1, Relaxed);
+                flights.push((key, now, flight.clone()));
                 Step::Wait(Pending {
                     key,
-                    valid_user: found.is_some(),
-                    reply: rx,
+                    valid_user,
+                    flight,
                 })
             }
             Err(_) => Step::Done(Verdict::Busy),
@@ -244,13 +270,12 @@ impl Auth {
 
     /// Waits for the worker's answer and caches a success.
     pub async fn finish(&self, p: Pending) -> Verdict {
-        match p.reply.recv().await {
-            Ok(true) if p.valid_user => {
+        match *p.flight.wait().await {
+            true if p.valid_user => {
                 self.remember(p.key);
                 Verdict::Allowed
             }
-            Ok(_) => Verdict::Denied,
-            Err(_) => Verdict::Busy,
+            _ => Verdict::Denied,
         }
     }
 
@@ -415,6 +440,125 @@ mod tests {
         }
         let long = format!("Basic {}", "QUFB".repeat(200));
         assert_eq!(parse_basic(long.as_bytes(), &mut b), None);
+    }
+
+    /// `Basic base64(user:password)`.
+    fn header(user: &str, password: &str) -> Vec<u8> {
+        const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let raw = format!("{user}:{password}").into_bytes();
+        let mut out = b"Basic ".to_vec();
+        for c in raw.chunks(3) {
+            let n = (u32::from(c[0]) << 16)
+                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+                | u32::from(*c.get(2).unwrap_or(&0));
+            for i in 0..4 {
+                out.push(if i <= c.len() {
+                    B64[(n >> (18 - 6 * i)) as usize & 63]
+                } else {
+                    b'='
+                });
+            }
+        }
+        out
+    }
+
+    /// dave/dave123 at cost 10 (exporter-toolkit's testdata) and u/U*U at
+    /// cost 5 (Debian's htpasswd).
+    fn auth(limits: Limits) -> Auth {
+        let user = |name: &str, hash: &str| User {
+            name: name.into(),
+            hash: Hash::parse(hash).unwrap(),
+        };
+        let users = vec![
+            user(
+                "dave",
+                "$2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq",
+            ),
+            user(
+                "u",
+                "$2y$05$dhBBcrUqYOQncjX3esbAxeM2Fj3gtb6Kr07DKxszK66F1YjfBaE.u",
+            ),
+        ];
+        Auth::new(users, limits).unwrap().unwrap()
+    }
+
+    #[test]
+    fn verifies_caches_and_times_unknown_users_alike() {
+        let a = auth(Limits::default());
+        assert_eq!(a.dummy_cost(), 10, "as slow as the slowest user");
+        let check = |u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p))));
+        assert_eq!(check("u", "U*U"), Verdict::Allowed);
+        assert_eq!(check("dave", "dave123"), Verdict::Allowed);
+        assert_eq!(a.bcrypts(), 2);
+        assert_eq!(check("u", "U*U"), Verdict::Allowed);
+        assert_eq!(a.bcrypts(), 2, "a cached success pays no bcrypt");
+        assert_eq!(check("u", "wrong"), Verdict::Denied);
+        assert_eq!(check("dave", "U*U"), Verdict::Denied);
+        // An unknown user runs a bcrypt too (the dummy's).
+        assert_eq!(check("mallory", "dave123"), Verdict::Denied);
+        assert_eq!(a.bcrypts(), 5);
+        // Failures are not cached.
+        assert_eq!(check("u", "wrong"), Verdict::Denied);
+        assert_eq!(a.bcrypts(), 6);
+        // No header, another scheme, garbage: 401 without a bcrypt.
+        assert_eq!(smol::block_on(a.check(None)), Verdict::Denied);
+        assert_eq!(smol::block_on(a.check(Some(b"Bearer x"))), Verdict::Denied);
+        assert_eq!(a.bcrypts(), 6);
+    }
+
+    #[test]
+    fn the_same_credentials_at_once_share_one_bcrypt() {
+        let a = auth(Limits::default());
+        let good = header("u", "U*U");
+        let pending: Vec<Pending> = (0..64)
+            .map(|_| match a.step(Some(&good)) {
+                Step::Wait(p) => p,
+                Step::Done(v) => panic!("{v:?}"),
+            })
+            .collect();
+        assert_eq!(a.bcrypts(), 1);
+        for p in pending {
+            assert_eq!(smol::block_on(a.finish(p)), Verdict::Allowed);
+        }
+        assert_eq!(a.bcrypts(), 1);
+    }
+
+    #[test]
+    fn a_password_flood_gets_429_and_a_cached_scraper_does_not() {
+        let limits = Limits {
+            per_second: 1,
+            burst: 2,
+            queue: 1,
+            ..Limits::default()
+        };
+        let a = auth(limits);
+        let good = header("u", "U*U");
+        // Twenty different guesses at once: two tokens, so at most two
+        // bcrypts queue and the rest are refused at once with 429.
+        let mut pending = Vec::new();
+        let mut busy = 0;
+        for i in 0..20 {
+            match a.step(Some(&header("u", &format!("guess{i}")))) {
+                Step::Wait(p) => pending.push(p),
+                Step::Done(Verdict::Busy) => busy += 1,
+                Step::Done(v) => panic!("{v:?}"),
+            }
+        }
+        assert!(pending.len() <= 2, "{}", pending.len());
+        assert_eq!(busy + pending.len(), 20);
+        for p in pending {
+            assert_eq!(smol::block_on(a.finish(p)), Verdict::Denied);
+        }
+        // The bucket is empty: even the right password gets 429 until a
+        // token comes (one a second).
+        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Busy);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Allowed);
+        // Once cached, a flood no longer touches it.
+        for i in 0..20 {
+            let _ = a.step(Some(&header("u", &format!("again{i}"))));
+        }
+        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Allowed);
     }
 
     #[test]

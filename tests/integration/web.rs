@@ -257,6 +257,33 @@ fn tls_and_basic_auth_with_curl_and_openssl() {
     assert!(out.contains("ALPN protocol: http/1.1"), "{out}");
     assert_eq!(handshake_errors(&metrics(), "failed"), failed + 4.0);
 
+    // Pipelined requests over TLS, in one record and across several, are
+    // answered in order on the kept-alive connection.
+    let config = tls_client::config(dir, None, true);
+    let mut c = tls_client::Client::connect(e.addr, config);
+    let get = |path: &str| {
+        format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Basic cHJvbTpzM2NyZXQ=\r\n\r\n")
+    };
+    let mut buf = Vec::new();
+    for _ in 0..2 {
+        c.send(format!("{}{}{}", get("/healthz"), get("/nope"), get("/readyz")).as_bytes());
+        for want in ["HTTP/1.1 200", "HTTP/1.1 404", "HTTP/1.1 200"] {
+            c.receive(&mut buf, false);
+            assert!(
+                buf.starts_with(want.as_bytes()),
+                "{:?}",
+                String::from_utf8_lossy(&buf)
+            );
+        }
+    }
+    for path in ["/healthz", "/readyz"] {
+        c.send(get(path).as_bytes());
+    }
+    for _ in 0..2 {
+        c.receive(&mut buf, false);
+        assert!(buf.starts_with(b"HTTP/1.1 200"));
+    }
+
     // Plain HTTP on the TLS port is a failed handshake: an alert or a
     // close, never an HTTP answer.
     let mut s = TcpStream::connect(e.addr).unwrap();

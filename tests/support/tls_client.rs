@@ -67,8 +67,18 @@ impl Client {
     /// Sends `request` and reads one response into `buf`; returns the
     /// length of its head. `head_only` for a HEAD request.
     pub fn exchange(&mut self, request: &[u8], buf: &mut Vec<u8>, head_only: bool) -> usize {
-        self.stream.write_all(request).unwrap();
+        self.send(request);
+        self.receive(buf, head_only)
+    }
+
+    /// Sends `bytes`: one request, or several pipelined.
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).unwrap();
         self.stream.flush().unwrap();
+    }
+
+    /// Reads the next response into `buf`; returns the length of its head.
+    pub fn receive(&mut self, buf: &mut Vec<u8>, head_only: bool) -> usize {
         buf.clear();
         buf.append(&mut self.rest);
         let mut chunk = [0u8; 16 * 1024];
