@@ -99,23 +99,13 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
         .as_deref()
         .map(|w| dur("window", w))
         .transpose()?;
-    let base_kind = base.map(|b| match b.expr {
-        Expr::Gauge(_) => "gauge",
-        Expr::Increase(..) => "increase",
-        Expr::Rate(..) => "rate",
-        Expr::Deriv(..) => "deriv",
-        Expr::BurnRate { .. } => "burn_rate",
-        Expr::DriverVersionSkew => "driver_version_skew",
-    });
+    let base_kind = base.map(|b| b.expr.kind());
     let kind = spec
         .kind
         .as_deref()
         .or(base_kind)
         .ok_or("kind: missing for a new rule")?;
-    let base_signal = base.and_then(|b| match b.expr {
-        Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => Some(s),
-        _ => None,
-    });
+    let base_signal = base.and_then(|b| b.expr.signal());
     let base_window = base.and_then(|b| match b.expr {
         Expr::Increase(_, w) | Expr::Rate(_, w) | Expr::Deriv(_, w) => Some(w),
         _ => None,
@@ -189,6 +179,9 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             Expr::BurnRate { objective, windows }
         }
         "driver_version_skew" => Expr::DriverVersionSkew,
+        "exporter_down" => Expr::ExporterDown,
+        "job_absent" => Expr::JobAbsent,
+        "gpu_count_dropped" => Expr::GpuCountDropped,
         other => {
             return Err(format!(
                 "kind: unknown kind {other:?} (expected gauge, increase, rate, deriv or burn_rate)"
@@ -234,17 +227,19 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             base.map(|b| b.keep_firing_for),
         )?,
         severity,
-        summary: spec
+        summary_template: spec
             .summary
             .clone()
-            .or_else(|| base.map(|b| b.summary.clone()))
+            .or_else(|| base.map(|b| b.summary_template.clone()))
             .unwrap_or_default(),
+        summary: String::new(),
         runbook: spec
             .runbook
             .clone()
             .or_else(|| base.map(|b| b.runbook.clone()))
             .unwrap_or_else(|| name.clone()),
-    })
+    }
+    .spell())
 }
 
 #[cfg(test)]

@@ -19,15 +19,20 @@ pub fn scenario(config: &Config) -> Result<Scenario, ConfigError> {
     Scenario::parse(&text).map_err(|e| ConfigError(format!("--sim.scenario {shown}: {e}")))
 }
 
-/// The default rules with `--rules.file` merged in.
+/// The default rules with `--rules.file` merged in, pages made to
+/// survive failures (`rules::cover_failures`).
 pub fn rules(config: &Config) -> Result<Vec<Rule>, ConfigError> {
-    let Some(path) = &config.rules_file else {
-        return Ok(alerts::rules::defaults());
+    let rules = match &config.rules_file {
+        None => alerts::rules::defaults(),
+        Some(path) => {
+            let shown = path.display();
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| ConfigError(format!("--rules.file: cannot read {shown}: {e}")))?;
+            alerts::file::load(&text)
+                .map_err(|e| ConfigError(format!("--rules.file {shown}: {e}")))?
+        }
     };
-    let shown = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("--rules.file: cannot read {shown}: {e}")))?;
-    alerts::file::load(&text).map_err(|e| ConfigError(format!("--rules.file {shown}: {e}")))
+    Ok(alerts::rules::cover_failures(rules, config.max_stale))
 }
 
 /// SIGHUP: re-reads the rules file and, for the simulator, the scenario,

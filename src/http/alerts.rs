@@ -1,13 +1,17 @@
 //! `/alerts`: the active alerts as JSON, in the shape of Prometheus'
-//! `/api/v1/alerts`, so the same tooling reads either.
+//! `/api/v1/alerts`, so the same tooling reads either. Two additions that
+//! tooling ignores: an alert Alertmanager's inhibitions would mute carries
+//! `"mutedBy"`, and while the history replays, `"warnings"` say so (the
+//! alerts are not settled yet).
 
-use crate::alerts::{Alert, expand};
+use crate::alerts::expand;
 use crate::base::time::rfc3339;
+use crate::collector::Published;
 use std::io::Write;
 
-pub fn write_json(alerts: &[Alert], runbook_base: &str, out: &mut Vec<u8>) {
+pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(br#"{"status":"success","data":{"alerts":["#);
-    for (i, a) in alerts.iter().enumerate() {
+    for (i, a) in p.alerts.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -31,9 +35,21 @@ pub fn write_json(alerts: &[Alert], runbook_base: &str, out: &mut Vec<u8>) {
         string(out, &rfc3339(a.active_at));
         out.extend_from_slice(br#","value":"#);
         string(out, &go_exponent(a.value));
+        if let Some(m) = &a.muted_by {
+            out.extend_from_slice(br#","mutedBy":"#);
+            string(out, &m.by.name);
+        }
         out.push(b'}');
     }
-    out.extend_from_slice(b"]}}\n");
+    out.extend_from_slice(b"]}");
+    if let Some(r) = p.replay {
+        let _ = write!(
+            out,
+            r#","warnings":["alert history is still replaying ({} of {} steps): these alerts are not settled"]"#,
+            r.done, r.total
+        );
+    }
+    out.extend_from_slice(b"}\n");
 }
 
 fn string(out: &mut Vec<u8>, s: &str) {

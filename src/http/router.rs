@@ -4,17 +4,19 @@
 use super::{alerts, query, status};
 use crate::collector::Latest;
 use crate::exposition::{self, Format};
+use crate::snapshot::Bounds;
 use std::io::Write;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// What every connection shares.
 pub struct Context {
     pub latest: Arc<Latest>,
     pub telemetry_path: String,
+    /// The runbook links' base on `/alerts` and the status page.
     pub runbook_base: String,
-    /// A snapshot older than this is stale for `/readyz`.
-    pub max_age: Duration,
+    /// When a collection counts as stalled and its readings as withheld.
+    pub bounds: Bounds,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +119,9 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             };
             let format = Format::negotiate(req.accept);
             let published = ctx.latest.get();
-            exposition::render(&published.snapshot, format, only, Instant::now(), body);
+            let now = Instant::now();
+            let fresh = published.snapshot.freshness(now, ctx.bounds);
+            exposition::render(&published.snapshot, fresh, format, only, now, body);
             Response {
                 status: Status::Ok,
                 content_type: format.content_type(),
@@ -126,7 +130,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         }
         Route::Alerts => {
             let published = ctx.latest.get();
-            alerts::write_json(&published.alerts, &ctx.runbook_base, body);
+            alerts::write_json(&published, &ctx.runbook_base, body);
             Response {
                 status: Status::Ok,
                 content_type: "application/json",
@@ -148,26 +152,34 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         Route::Readyz => {
             let published = ctx.latest.get();
             let s = &published.snapshot;
-            let age = Instant::now().saturating_duration_since(s.published);
-            let status = match &s.error {
-                Some(_) if s.is_starting() => {
+            let now = Instant::now();
+            let status = match (&s.error, published.replay) {
+                (Some(_), _) if s.is_starting() => {
                     let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
                     Status::Unavailable
                 }
-                Some(e) => {
-                    let _ = writeln!(body, "not ready: last collection failed: {e}");
-                    Status::Unavailable
-                }
-                None if age > ctx.max_age => {
+                (_, Some(p)) if p.first => {
                     let _ = writeln!(
                         body,
-                        "not ready: readings are {:.1}s old (limit {:.1}s)",
-                        age.as_secs_f64(),
-                        ctx.max_age.as_secs_f64()
+                        "not ready: alert history replaying ({} of {} steps)",
+                        p.done, p.total
                     );
                     Status::Unavailable
                 }
-                None => {
+                (Some(e), _) => {
+                    let _ = writeln!(body, "not ready: last collection failed: {e}");
+                    Status::Unavailable
+                }
+                (None, _) if s.freshness(now, ctx.bounds).stalled => {
+                    let _ = writeln!(
+                        body,
+                        "not ready: collection stalled, readings are {:.1}s old (limit {:.1}s)",
+                        now.saturating_duration_since(s.published).as_secs_f64(),
+                        ctx.bounds.stall_after.as_secs_f64()
+                    );
+                    Status::Unavailable
+                }
+                (None, _) => {
                     body.extend_from_slice(b"ok\n");
                     Status::Ok
                 }
@@ -180,6 +192,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
                 &published,
                 &ctx.telemetry_path,
                 &ctx.runbook_base,
+                ctx.bounds,
                 Instant::now(),
                 body,
             );

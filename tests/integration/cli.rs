@@ -27,7 +27,7 @@ fn once_prints_the_seed_table() {
         "== SLO: 99.9% of requests get their first token within 300ms =="
     );
     assert!(
-        lines[2].starts_with("model llama-3.1-70b-instruct: burn 5m=29."),
+        lines[2].starts_with("model llama-3.1-70b-instruct: burn 5m=30.0x"),
         "{slo}"
     );
     assert!(

@@ -1086,3 +1086,45 @@ fn dashboard_queries_return_data_from_prometheus() {
         }
     }
 }
+
+// -------------------------------------------------------- Alertmanager ----
+
+const ALERTMANAGER: &str = "deploy/alertmanager/alertmanager.yml";
+
+/// The shipped Alertmanager configuration passes `amtool check-config`,
+/// routes pages and tickets to their receivers and the rest nowhere, and
+/// holds the inhibit rules the exporter marks by (a unit test in
+/// src/alerts/inhibit.rs compares them).
+#[test]
+fn amtool_checks_the_alertmanager_config() {
+    if !have("amtool", &["--version"]) {
+        return;
+    }
+    let path = root().join(ALERTMANAGER);
+    let out = Command::new("amtool")
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("SUCCESS"), "{report}");
+    assert!(report.contains("8 inhibit rules"), "{report}");
+    for (labels, receiver) in [
+        (
+            &["severity=page", "alertname=GPULost", "uuid=GPU-1"][..],
+            "page",
+        ),
+        (&["severity=ticket", "alertname=GPUXidEvents"][..], "ticket"),
+        (&["alertname=Watchdog"][..], "null"),
+    ] {
+        let out = Command::new("amtool")
+            .args(["config", "routes", "test", "--config.file"])
+            .arg(&path)
+            .args(labels)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.trim(), receiver, "{labels:?}: {}", text(&out));
+    }
+}
