@@ -57,6 +57,7 @@ fn context() -> &'static Context {
             telemetry_path: "/metrics".into(),
             runbook_base: "https://runbooks.example/".into(),
             bounds: Bounds::new(Duration::from_secs(5), Duration::from_secs(60)),
+            http: Default::default(),
         }
     })
 }

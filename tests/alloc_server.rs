@@ -61,6 +61,7 @@ fn context(gpus: usize) -> Context {
         telemetry_path: "/metrics".into(),
         runbook_base: "docs/runbooks/".into(),
         bounds: bounds(),
+        http: Default::default(),
     }
 }
 
