@@ -5,7 +5,7 @@ mod collectors;
 mod flags;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
-pub use flags::{FLAGS, Flag, parse_args, usage};
+pub use flags::{FLAGS, Flag, MAX_NAME, MIN_INTERVAL, parse_args, usage};
 
 use std::fmt;
 use std::net::SocketAddr;

@@ -125,6 +125,61 @@ fn bad_configuration_exits_2() {
     bad(&["--web.listen-address", &addr], "--web.listen-address");
 }
 
+/// Each documented limit (README, Limits) exceeded: one line, exit code 2.
+#[test]
+fn every_limit_is_exit_2_with_one_line() {
+    bad(&["--collect.interval", "50ms"], "below the 100ms minimum");
+    let rules = |n: usize| {
+        let r: Vec<String> = (0..n)
+            .map(|i| format!(r#"{{"name":"R{i}","kind":"gauge","signal":"up","threshold":1,"severity":"page"}}"#))
+            .collect();
+        format!(r#"{{"replace":true,"rules":[{}]}}"#, r.join(","))
+    };
+    let p = temp_file("limit-rules.json", &rules(1001));
+    bad(&["--rules.file", p.to_str().unwrap()], "at most 1000");
+    let p = temp_file("limit-rules-ok.json", &rules(1000));
+    assert_eq!(
+        run(&["--print-rules", "--rules.file", p.to_str().unwrap()])
+            .status
+            .code(),
+        Some(0)
+    );
+    let name = "N".repeat(129);
+    let p = temp_file(
+        "limit-name.json",
+        &format!(r#"{{"rules":[{{"name":"{name}"}}]}}"#),
+    );
+    bad(&["--rules.file", p.to_str().unwrap()], "rules[0].name");
+    let p = temp_file(
+        "limit-window.json",
+        r#"{"rules":[{"name":"GPUXidErrors","window":"4d"}]}"#,
+    );
+    bad(&["--rules.file", p.to_str().unwrap()], "longer than 3d");
+    let gpus = vec!["{}"; 65].join(",");
+    let p = temp_file("limit-gpus.json", &format!(r#"{{"gpus":[{gpus}]}}"#));
+    bad(&["--sim.scenario", p.to_str().unwrap()], "1 to 64");
+    let models: Vec<String> = (0..17).map(|i| format!(r#"{{"name":"m{i}"}}"#)).collect();
+    let p = temp_file(
+        "limit-models.json",
+        &format!(r#"{{"gpus":[{{}}],"models":[{}]}}"#, models.join(",")),
+    );
+    bad(&["--sim.scenario", p.to_str().unwrap()], "at most 16");
+    let p = temp_file(
+        "limit-model-name.json",
+        &format!(r#"{{"gpus":[{{"model":"{name}"}}]}}"#),
+    );
+    bad(&["--sim.scenario", p.to_str().unwrap()], "gpus[0].model");
+    let p = temp_file(
+        "limit-rules-size.json",
+        &format!(r#"{{"rules":[]{}}}"#, " ".repeat(1 << 20)),
+    );
+    bad(
+        &["--rules.file", p.to_str().unwrap()],
+        "over the limit of 1048576",
+    );
+    bad(&["--alerts.scrape-job", "a\"b"], "--alerts.scrape-job");
+}
+
 #[test]
 fn help_and_version() {
     let out = run(&["--help"]);
