@@ -9,7 +9,8 @@
 //! - **Tiers 1 and 2**, windows up to 6h and beyond: a block spans at most
 //!   60 s (300 s) of samples, but a run of equal values stays one block
 //!   however long, and ends at the first change (while the ring has room
-//!   for it), as it does at a counter reset. Every block keeps its first
+//!   for it: at most one block per span as many blocks as end by time), as
+//!   it does at a counter reset. Every block keeps its first
 //!   and last sample exactly, its sample count, and for gauges the
 //!   least-squares sums of its samples. A window whose start falls inside
 //!   a block that changed value reads that block's samples as evenly spaced
@@ -102,14 +103,16 @@ struct Ring {
     /// How far back its longest window reaches.
     span: f64,
     spacing: f64,
-    /// Blocks it may hold before runs stop ending at changes.
+    /// Blocks it may hold before runs stop ending at changes. Blocks that
+    /// end by time span at least `spacing` each, so a ring holds at most
+    /// `cap` plus `span / spacing` of them.
     cap: usize,
 }
 
 impl Ring {
     fn new(span: f64, spacing: f64) -> Ring {
         let cap = if spacing > 0.0 {
-            2 * (span / spacing).ceil() as usize + 4
+            (span / spacing).ceil() as usize + 2
         } else {
             usize::MAX
         };
