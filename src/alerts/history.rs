@@ -74,6 +74,28 @@ impl Block {
         )
     }
 
+    /// The count and least-squares sums, relative to sample `j`, of the
+    /// samples `j..` as [`Block::sample`] places them: evenly spaced on a
+    /// line, in closed form (a constant run may hold thousands).
+    fn tail_sums(&self, j: u32) -> (f64, Sums) {
+        let m = f64::from(self.n - j);
+        if self.n < 2 {
+            return (m, Sums::default());
+        }
+        let steps = f64::from(self.n - 1);
+        let (d, s) = ((self.t1 - self.t0) / steps, (self.a1 - self.a0) / steps);
+        // Over q = 0..m: Σq and Σq².
+        let q1 = m * (m - 1.0) / 2.0;
+        let q2 = (m - 1.0) * m * (2.0 * m - 1.0) / 6.0;
+        let sums = Sums {
+            x: d * q1,
+            y: s * q1,
+            xx: d * d * q2,
+            xy: d * s * q2,
+        };
+        (m, sums)
+    }
+
     /// The first sample at or after `start` (the block must end there).
     fn first_from(&self, start: f64) -> u32 {
         if self.t0 >= start || self.n < 2 {
@@ -293,10 +315,9 @@ impl Track {
         for (k, b) in ring.blocks.iter().enumerate().skip(i) {
             if k == i && j > 0 {
                 // The samples j.. of a block the window starts inside.
-                for q in j..b.n {
-                    let (ts, v) = b.sample(q);
-                    add(1.0, ts - t_ref, v - a_ref, Sums::default());
-                }
+                let (m, sums) = b.tail_sums(j);
+                let (t_j, a_j) = b.sample(j);
+                add(m, t_j - t_ref, a_j - a_ref, sums);
                 continue;
             }
             let sums = ring.sums.get(k).copied().unwrap_or_default();
