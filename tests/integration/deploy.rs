@@ -919,13 +919,20 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
+    /// Prometheus scraping `target` every second with the committed rules.
     pub fn start(target: SocketAddr) -> Prometheus {
-        let dir = TempDir::new("prometheus");
+        Prometheus::start_with(target, &root().join(RULES))
+    }
+
+    /// Prometheus scraping `target` every second, as job `gpu-exporter`,
+    /// evaluating `rules` every second.
+    pub fn start_with(target: SocketAddr, rules: &Path) -> Prometheus {
+        let dir = TempDir::new(&format!("prometheus-{}", target.port()));
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - '{}'\n\
              scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{target}']\n",
-            root().join(RULES).display()
+            rules.display()
         );
         std::fs::write(dir.0.join("prometheus.yml"), config).unwrap();
         // Free now; a race for it shows as Prometheus exiting, reported below.
