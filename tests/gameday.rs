@@ -107,3 +107,34 @@ fn a_preallocated_engine_is_not_fragmentation() {
         .collect();
     assert_eq!(kv, [("KVFragmentationRisk".to_string(), 1)].into());
 }
+
+/// One page per incident, in-process: a GPU logs Xid 79 and falls off the
+/// bus; both page, and the Xid page is marked as the one Alertmanager's
+/// inhibition mutes (`deploy/alertmanager/alertmanager.yml`).
+#[test]
+fn the_lost_gpus_xid_page_is_marked_muted() {
+    let scenario = Scenario::parse(
+        r#"{"gpus":[{},{}],"incidents":[{"at":"30s","gpu":1,"xid":79},{"at":"60s","gpu":1,"lost":true}]}"#,
+    )
+    .unwrap();
+    let mut c = Collector::new(Box::new(Sim::new(scenario, T0)), Duration::from_secs(15));
+    let mut e = Evaluator::new(defaults());
+    for step in 0..=12 {
+        e.eval(&c.collect_at(T0 + step as f64 * 15.0));
+    }
+    let marks: BTreeSet<(String, Option<String>)> = e
+        .alerts()
+        .iter()
+        .filter(|a| a.state == State::Firing)
+        .map(|a| {
+            let by = a.muted_by.as_ref().map(|m| m.by.name.clone());
+            (a.rule.name.clone(), by)
+        })
+        .collect();
+    let want: BTreeSet<(String, Option<String>)> = [
+        ("GPULost".to_string(), None),
+        ("GPUXidErrors".to_string(), Some("GPULost".to_string())),
+    ]
+    .into();
+    assert_eq!(marks, want);
+}

@@ -106,3 +106,59 @@ mod tests {
         assert_eq!(out, br#""a\"b\\c\u000ad""#);
     }
 }
+
+#[cfg(test)]
+mod shape {
+    use super::*;
+    use crate::alerts::eval::Muted;
+    use crate::alerts::{Alert, State, Subject, rules::defaults};
+    use crate::collector::Progress;
+    use crate::config::SourceKind;
+    use crate::snapshot::Snapshot;
+    use std::sync::Arc;
+
+    #[test]
+    fn muted_alerts_and_a_replay_are_said() {
+        let rules = defaults();
+        let rule = |n: &str| Arc::new(rules.iter().find(|r| r.name == n).unwrap().clone());
+        let subject = Subject::Gpu {
+            index: 1,
+            uuid: "GPU-1".into(),
+        };
+        let alert = Alert {
+            rule: rule("GPUXidErrors"),
+            subject,
+            state: State::Firing,
+            active_at: 0.0,
+            value: 1.0,
+            muted_by: Some(Muted {
+                by: rule("GPULost"),
+                why: "",
+            }),
+        };
+        let p = Published {
+            snapshot: Arc::new(Snapshot::empty(SourceKind::Sim)),
+            alerts: Arc::new(vec![alert]),
+            replay: Some(Progress {
+                done: 256,
+                total: 5280,
+                first: true,
+            }),
+        };
+        let mut out = Vec::new();
+        write_json(&p, "docs/runbooks/", &mut out);
+        let json = String::from_utf8(out).unwrap();
+        assert!(
+            json.contains(r#","value":"1e+00","mutedBy":"GPULost"}"#),
+            "{json}"
+        );
+        assert!(
+            json.ends_with(
+                "]},\"warnings\":[\"alert history is still replaying (256 of 5280 steps): \
+                 these alerts are not settled\"]}\n"
+            ),
+            "{json}"
+        );
+        assert!(json.contains(r#""runbook_url":"docs/runbooks/GPUXidErrors.md""#));
+    }
+}
