@@ -125,6 +125,13 @@ fn bad_configuration_exits_2() {
     bad(&["--web.listen-address", &addr], "--web.listen-address");
 }
 
+/// `flag` naming a file that holds `contents`: one line saying `says`,
+/// exit code 2.
+fn bad_file(flag: &str, name: &str, contents: &str, says: &str) {
+    let p = temp_file(name, contents);
+    bad(&[flag, p.to_str().unwrap()], says);
+}
+
 /// Each documented limit (README, Limits) exceeded: one line, exit code 2.
 #[test]
 fn every_limit_is_exit_2_with_one_line() {
@@ -135,48 +142,58 @@ fn every_limit_is_exit_2_with_one_line() {
             .collect();
         format!(r#"{{"replace":true,"rules":[{}]}}"#, r.join(","))
     };
-    let p = temp_file("limit-rules.json", &rules(1001));
-    bad(&["--rules.file", p.to_str().unwrap()], "at most 1000");
     let p = temp_file("limit-rules-ok.json", &rules(1000));
-    assert_eq!(
-        run(&["--print-rules", "--rules.file", p.to_str().unwrap()])
-            .status
-            .code(),
-        Some(0)
-    );
+    let printed = run(&["--print-rules", "--rules.file", p.to_str().unwrap()]);
+    assert_eq!(printed.status.code(), Some(0));
     let name = "N".repeat(129);
-    let p = temp_file(
-        "limit-name.json",
-        &format!(r#"{{"rules":[{{"name":"{name}"}}]}}"#),
-    );
-    bad(&["--rules.file", p.to_str().unwrap()], "rules[0].name");
-    let p = temp_file(
-        "limit-window.json",
-        r#"{"rules":[{"name":"GPUXidErrors","window":"4d"}]}"#,
-    );
-    bad(&["--rules.file", p.to_str().unwrap()], "longer than 3d");
     let gpus = vec!["{}"; 65].join(",");
-    let p = temp_file("limit-gpus.json", &format!(r#"{{"gpus":[{gpus}]}}"#));
-    bad(&["--sim.scenario", p.to_str().unwrap()], "1 to 64");
     let models: Vec<String> = (0..17).map(|i| format!(r#"{{"name":"m{i}"}}"#)).collect();
-    let p = temp_file(
-        "limit-models.json",
-        &format!(r#"{{"gpus":[{{}}],"models":[{}]}}"#, models.join(",")),
-    );
-    bad(&["--sim.scenario", p.to_str().unwrap()], "at most 16");
-    let p = temp_file(
-        "limit-model-name.json",
-        &format!(r#"{{"gpus":[{{"model":"{name}"}}]}}"#),
-    );
-    bad(&["--sim.scenario", p.to_str().unwrap()], "gpus[0].model");
-    let p = temp_file(
-        "limit-rules-size.json",
-        &format!(r#"{{"rules":[]{}}}"#, " ".repeat(1 << 20)),
-    );
-    bad(
-        &["--rules.file", p.to_str().unwrap()],
-        "over the limit of 1048576",
-    );
+    for (flag, file, contents, says) in [
+        (
+            "--rules.file",
+            "limit-rules.json",
+            rules(1001),
+            "at most 1000",
+        ),
+        (
+            "--rules.file",
+            "limit-name.json",
+            format!(r#"{{"rules":[{{"name":"{name}"}}]}}"#),
+            "rules[0].name",
+        ),
+        (
+            "--rules.file",
+            "limit-window.json",
+            r#"{"rules":[{"name":"GPUXidErrors","window":"4d"}]}"#.into(),
+            "longer than 3d",
+        ),
+        (
+            "--rules.file",
+            "limit-rules-size.json",
+            format!(r#"{{"rules":[]{}}}"#, " ".repeat(1 << 20)),
+            "over the limit of 1048576",
+        ),
+        (
+            "--sim.scenario",
+            "limit-gpus.json",
+            format!(r#"{{"gpus":[{gpus}]}}"#),
+            "1 to 64",
+        ),
+        (
+            "--sim.scenario",
+            "limit-models.json",
+            format!(r#"{{"gpus":[{{}}],"models":[{}]}}"#, models.join(",")),
+            "at most 16",
+        ),
+        (
+            "--sim.scenario",
+            "limit-model-name.json",
+            format!(r#"{{"gpus":[{{"model":"{name}"}}]}}"#),
+            "gpus[0].model",
+        ),
+    ] {
+        bad_file(flag, file, &contents, says);
+    }
     bad(&["--alerts.scrape-job", "a\"b"], "--alerts.scrape-job");
 }
 
