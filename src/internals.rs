@@ -47,6 +47,10 @@ pub mod web {
 pub mod collector {
     pub use crate::collector::*;
 }
+/// The alert evaluator's thread.
+pub mod alerting {
+    pub use crate::alerting::*;
+}
 /// HTTP.
 pub mod http {
     pub use crate::http::*;

@@ -33,8 +33,20 @@ pub fn clock_event_bit(name: &str) -> Option<u64> {
         .map(|i| 1u64 << i)
 }
 
-/// Xid codes that usually mean hardware or driver trouble worth a page
-/// (see the README for where the list comes from).
+/// Xid codes that page: NVIDIA's Xid catalogue says reset the GPU (or
+/// replace it) now. 48 double-bit ECC, 62 internal micro-controller halt,
+/// 64 a row remap or page retirement that failed, 74 NVLink, 79 fallen off
+/// the bus, 95 uncontained ECC, 119 and 120 GSP (see the README).
+pub const PAGE_XIDS: [u32; 8] = [48, 62, 64, 74, 79, 95, 119, 120];
+
+/// Xid codes of recorded or corrected events, worth a ticket: 63 a row
+/// remap or page retirement recorded (it takes effect at the next reset),
+/// 92 a high single-bit ECC error rate (corrected), 94 a contained ECC
+/// error (the catalogue's action: restart the application; the GPU goes on).
+pub const TICKET_XIDS: [u32; 3] = [63, 92, 94];
+
+/// Every Xid code an alert watches, sorted: each is served at 0 until it
+/// happens.
 pub const CRITICAL_XIDS: [u32; 11] = [48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120];
 
 /// What [`Readings::xid_errors`] holds for a source that sees Xid: every
@@ -158,12 +170,18 @@ pub struct Health {
 }
 
 impl Readings {
-    /// Sum of the critical Xid counters, if the source sees Xid.
+    /// Sum of the watched Xid counters ([`CRITICAL_XIDS`]), if the source
+    /// sees Xid.
     pub fn critical_xid_total(&self) -> Option<f64> {
+        self.xid_total(&CRITICAL_XIDS)
+    }
+
+    /// Sum of the Xid counters of `codes`, if the source sees Xid.
+    pub fn xid_total(&self, codes: &[u32]) -> Option<f64> {
         let xids = self.xid_errors.as_ref()?;
         Some(
             xids.iter()
-                .filter(|(code, _)| CRITICAL_XIDS.contains(code))
+                .filter(|(code, _)| codes.contains(code))
                 .map(|&(_, n)| n as f64)
                 .sum(),
         )
@@ -394,8 +412,12 @@ pub struct Snapshot {
     pub source: SourceKind,
     /// Unix time of the collection (the simulator's clock for `sim`).
     pub at: f64,
-    /// Monotonic time the snapshot was published, for its age.
+    /// Monotonic time its readings were collected, for their age: on a
+    /// failed collection, the last good one's.
     pub published: Instant,
+    /// Monotonic time the collection that made it ended, failed or not: a
+    /// collection is stalled while none has ended for a while.
+    pub finished: Instant,
     pub collect_duration: Duration,
     /// `None` when the collection succeeded; the reason otherwise. On
     /// failure `gpus` holds the last good readings while they are fresh.
@@ -431,6 +453,7 @@ impl Snapshot {
             source,
             at: 0.0,
             published: Instant::now(),
+            finished: Instant::now(),
             collect_duration: Duration::ZERO,
             error: Some("no collection has completed yet".into()),
             process: ProcessStats::default(),
@@ -442,6 +465,53 @@ impl Snapshot {
     pub fn success(&self) -> bool {
         self.error.is_none()
     }
+
+    /// How its readings stand at `now` (see [`Freshness`]).
+    pub fn freshness(&self, now: Instant, bounds: Bounds) -> Freshness {
+        if self.is_starting() {
+            return Freshness::default();
+        }
+        let since = |t: Instant| now.saturating_duration_since(t);
+        let stalled = since(self.finished) > bounds.stall_after;
+        let failing = stalled || !self.success();
+        Freshness {
+            stalled,
+            hidden: failing && !self.gpus.is_empty() && since(self.published) > bounds.max_stale,
+        }
+    }
+}
+
+/// When served readings stop counting as current.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    /// A collection not ended this long after the last one is stalled.
+    pub stall_after: Duration,
+    /// While collections fail or stall, the last good readings are served
+    /// this long (`--collect.max-stale`), then withheld.
+    pub max_stale: Duration,
+}
+
+impl Bounds {
+    /// A few intervals: three, and a second for a slow source.
+    pub fn new(interval: Duration, max_stale: Duration) -> Bounds {
+        Bounds {
+            stall_after: interval * 3 + Duration::from_secs(1),
+            max_stale,
+        }
+    }
+}
+
+/// How a snapshot's readings stand at a moment, worked out the same way
+/// where they are served (HTTP) and where they are evaluated (the alert
+/// evaluator's thread), never on the collector thread, which may be stuck.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Freshness {
+    /// A collection has run past [`Bounds::stall_after`]: served as a
+    /// failed collection, `gpu_exporter_collect_success 0`.
+    pub stalled: bool,
+    /// Collections fail or stall and the last good readings are older than
+    /// [`Bounds::max_stale`]: the GPUs' and models' series are withheld.
+    pub hidden: bool,
 }
 
 #[cfg(test)]

@@ -39,12 +39,26 @@ fn a_scrape_allocates_nothing_after_warm_up() {
         let snapshot = fleet(gpus);
         for format in [Format::Text, Format::OpenMetrics] {
             let (mut buf, now) = (Vec::new(), Instant::now());
-            render(&snapshot, format, Collectors::ALL, now, &mut buf);
+            render(
+                &snapshot,
+                Default::default(),
+                format,
+                Collectors::ALL,
+                now,
+                &mut buf,
+            );
             let size = buf.len();
             let allocations = count(|| {
                 for _ in 0..100 {
                     buf.clear();
-                    render(&snapshot, format, Collectors::ALL, now, &mut buf);
+                    render(
+                        &snapshot,
+                        Default::default(),
+                        format,
+                        Collectors::ALL,
+                        now,
+                        &mut buf,
+                    );
                 }
             });
             assert_eq!(
@@ -69,18 +83,39 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
         "exclude%5B%5D=clocks&exclude%5B%5D=nvlink",
     ];
     let mut full = Vec::new();
-    render(&snapshot, Format::Text, Collectors::ALL, now, &mut full);
+    render(
+        &snapshot,
+        Default::default(),
+        Format::Text,
+        Collectors::ALL,
+        now,
+        &mut full,
+    );
     for q in queries {
         let only = query::collectors(q).unwrap();
         let mut buf = Vec::new();
-        render(&snapshot, Format::Text, only, now, &mut buf);
+        render(
+            &snapshot,
+            Default::default(),
+            Format::Text,
+            only,
+            now,
+            &mut buf,
+        );
         let size = buf.len();
         assert!(size < full.len(), "{q}");
         let allocations = count(|| {
             for _ in 0..100 {
                 buf.clear();
                 let only = query::collectors(std::hint::black_box(q)).unwrap();
-                render(&snapshot, Format::Text, only, now, &mut buf);
+                render(
+                    &snapshot,
+                    Default::default(),
+                    Format::Text,
+                    only,
+                    now,
+                    &mut buf,
+                );
             }
         });
         assert_eq!(allocations, 0, "{q}: {allocations} allocations");
@@ -88,7 +123,14 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
     }
     let mut buf = Vec::new();
     let only = Collectors::NONE.with(Gpm).with(Xid);
-    render(&snapshot, Format::Text, only, now, &mut buf);
+    render(
+        &snapshot,
+        Default::default(),
+        Format::Text,
+        only,
+        now,
+        &mut buf,
+    );
     let text = String::from_utf8(buf).unwrap();
     assert!(text.contains("\ngpu_sm_active_ratio{") && text.contains("\ngpu_xid_errors_total{"));
     assert!(!text.contains("gpu_temperature_celsius") && !text.contains("gpu_info{"));
@@ -105,6 +147,7 @@ fn the_counter_counts() {
     assert_the_counter_counts(|| {
         render(
             &snapshot,
+            Default::default(),
             Format::Text,
             Collectors::ALL,
             Instant::now(),

@@ -15,12 +15,14 @@
 //!   share.
 
 use gpu_exporter::config::Limits;
-use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
+use gpu_exporter::internals::alerting::settled;
+use gpu_exporter::internals::alerts::rules::defaults;
 use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::http::conn::{Policy, answer, respond};
 use gpu_exporter::internals::http::guard::{Guard, Shared};
 use gpu_exporter::internals::http::gzip::Compressor;
 use gpu_exporter::internals::http::{Context, Server};
+use gpu_exporter::internals::snapshot::Bounds;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -56,14 +58,12 @@ fn published(gpus: usize) -> Published {
     let list = vec![r#"{"xid":79,"xid_every":"60s"}"#; gpus].join(",");
     let scenario =
         Scenario::parse(&format!(r#"{{"gpus":[{list}],"models":[{{"name":"m"}}]}}"#)).unwrap();
-    let mut c = Collector::new(
-        Box::new(Sim::new(scenario, t0)),
-        Evaluator::new(defaults()),
-        Duration::from_secs(1),
-        Duration::from_secs(60),
-    );
-    c.replay(t0);
-    c.collect_at(t0, false)
+    let mut c = Collector::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
+    settled(&mut c, defaults(), bounds(), t0).0
+}
+
+fn bounds() -> Bounds {
+    Bounds::new(Duration::from_secs(1), Duration::from_secs(60))
 }
 
 fn context(gpus: usize) -> Context {
@@ -71,7 +71,7 @@ fn context(gpus: usize) -> Context {
         latest: Arc::new(Latest::new(published(gpus))),
         telemetry_path: "/metrics".into(),
         runbook_base: "docs/runbooks/".into(),
-        max_age: Duration::from_secs(60),
+        bounds: bounds(),
         http: Default::default(),
     }
 }

@@ -61,6 +61,13 @@ const fn switch(name: &'static str, help: &'static str, action: Action) -> Flag 
     }
 }
 
+/// The shortest `--collect.interval`: every collection is evaluated, and
+/// the shortest windows read every sample.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The longest name a flag or file may give (rule, model, job).
+pub const MAX_NAME: usize = 128;
+
 /// Every flag, in `--help` order.
 pub static FLAGS: &[Flag] = &[
     set(
@@ -242,11 +249,11 @@ pub static FLAGS: &[Flag] = &[
         "--collect.interval",
         "DUR",
         "1s",
-        "time between collections, at least 10ms (e.g. 500ms, 1s, 5m, 1h)",
+        "time between collections, at least 100ms (e.g. 500ms, 1s, 5m, 1h)",
         |c, v| {
             c.interval = parse_duration(v)?;
-            if c.interval < Duration::from_millis(10) {
-                return Err(format!("{v:?} is below the 10ms minimum"));
+            if c.interval < MIN_INTERVAL {
+                return Err(format!("{v:?} is below the 100ms minimum"));
             }
             Ok(())
         },
@@ -294,10 +301,25 @@ pub static FLAGS: &[Flag] = &[
     set(
         "--alerts.runbook-base-url",
         "URL",
-        "docs/runbooks/",
-        "prefix of each alert's runbook_url: http(s)://... or a relative path, with {{ $labels.NAME }} for Prometheus to expand",
+        "",
+        "prefix of each alert's runbook_url: http(s)://... or a relative path, with {{ $labels.NAME }} for Prometheus to expand (default: the exporter's own copies, http://{{ $labels.instance }}/docs/runbooks/ in the printed rules and docs/runbooks/ on /alerts and /)",
         |c, v| {
-            c.runbook_base = runbook_base(v)?;
+            c.runbook_base = Some(runbook_base(v)?);
+            Ok(())
+        },
+    ),
+    set(
+        "--alerts.scrape-job",
+        "JOB",
+        "gpu-exporter",
+        "the job Prometheus scrapes the exporters under, for the printed rules only Prometheus evaluates (up, absent, GPU count)",
+        |c, v| {
+            if v.is_empty() || v.len() > MAX_NAME || v.contains(['"', '\\', '\n']) {
+                return Err(format!(
+                    "{v:?} must be 1 to {MAX_NAME} bytes without quotes, backslashes or newlines"
+                ));
+            }
+            c.scrape_job = v.into();
             Ok(())
         },
     ),

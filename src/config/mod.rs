@@ -5,7 +5,7 @@ mod collectors;
 mod flags;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
-pub use flags::{FLAGS, Flag, parse_args, usage};
+pub use flags::{FLAGS, Flag, MAX_NAME, MIN_INTERVAL, parse_args, usage};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -116,8 +116,19 @@ pub struct Config {
     pub once: bool,
     /// `--print-rules`.
     pub print_rules: bool,
-    /// `--alerts.runbook-base-url`.
-    pub runbook_base: String,
+    /// `--alerts.runbook-base-url`; `None`: the exporter's own copies
+    /// (see [`Config::printed_runbook_base`]).
+    pub runbook_base: Option<String>,
+    /// `--alerts.scrape-job`: the job Prometheus scrapes the exporters
+    /// under, for the printed rules that only Prometheus evaluates.
+    pub scrape_job: String,
+    /// Whether the metrics are served over TLS: the web config turns it on
+    /// (a certificate, key, client CA or `client_auth_type` set in
+    /// `tls_server_config`). `run` sets it once it has read
+    /// `--web.config.file`, before anything else reads the configuration
+    /// (`--print-rules` included): the printed runbook links then say
+    /// `https` (see [`Config::scheme`]).
+    pub tls: bool,
     /// `--rules.file`.
     pub rules_file: Option<PathBuf>,
     /// `--collector.*`, `--no-collector.*`: which collectors run.
@@ -130,13 +141,6 @@ pub struct Config {
     pub probe_address: Option<SocketAddr>,
     /// `--web.open-probes`: `/healthz` and `/readyz` need no basic auth.
     pub open_probes: bool,
-    /// Whether the metrics are served over TLS: the web config turns it on
-    /// (a certificate, key, client CA or `client_auth_type` set in
-    /// `tls_server_config`). `run` sets it once it has read
-    /// `--web.config.file`, before anything else reads the configuration
-    /// (`--print-rules` included), so links to the exporter can say
-    /// `https`.
-    pub tls: bool,
 }
 
 impl Default for Config {
@@ -158,13 +162,43 @@ impl Default for Config {
             log_level: log::LevelFilter::Info,
             once: false,
             print_rules: false,
-            runbook_base: "docs/runbooks/".into(),
+            runbook_base: None,
+            scrape_job: "gpu-exporter".into(),
+            tls: false,
             rules_file: None,
             collectors: Collectors::DEFAULT,
             web_config: None,
             probe_address: None,
             open_probes: false,
-            tls: false,
+        }
+    }
+}
+
+/// Where the exporter serves its own runbooks.
+pub const OWN_RUNBOOKS: &str = "/docs/runbooks/";
+
+impl Config {
+    /// The runbook links of the printed rules: absolute, so that they open
+    /// from Alertmanager and the Prometheus UI. By default the exporter's
+    /// own copy, `http://{{ $labels.instance }}/docs/runbooks/`, which
+    /// works air-gapped; `https` once TLS is on.
+    pub fn printed_runbook_base(&self) -> String {
+        match &self.runbook_base {
+            Some(base) => base.clone(),
+            None => {
+                let scheme = self.scheme();
+                format!("{scheme}://{{{{ $labels.instance }}}}{OWN_RUNBOOKS}")
+            }
+        }
+    }
+
+    /// The runbook links on `/alerts` and the status page: relative to the
+    /// exporter by default (`docs/runbooks/`), the flag's value where it
+    /// names no label (a label is Prometheus' to expand).
+    pub fn served_runbook_base(&self) -> String {
+        match &self.runbook_base {
+            Some(base) if !base.contains("{{") => base.clone(),
+            _ => OWN_RUNBOOKS.trim_start_matches('/').into(),
         }
     }
 }

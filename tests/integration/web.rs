@@ -514,6 +514,29 @@ fn a_scrape_gets_through_a_flood_of_handshakes() {
     assert!(flood > 8);
 }
 
+#[test]
+fn printed_rules_link_runbooks_over_https_when_tls_is_on() {
+    let Some(dir) = pki() else { return };
+    let path = web_config(dir, "web-print.yml", TLS);
+    let print = |args: &[&str]| {
+        let out = Command::new(BIN)
+            .arg("--print-rules")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::common::output_text(&out));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let tls = print(&["--web.config.file", path.to_str().unwrap()]);
+    assert!(
+        tls.contains("runbook_url: 'https://{{ $labels.instance }}/docs/runbooks/"),
+        "{tls}"
+    );
+    assert!(!tls.contains("runbook_url: 'http://"));
+    let plain = print(&[]);
+    assert!(plain.contains("runbook_url: 'http://{{ $labels.instance }}/docs/runbooks/"));
+}
+
 /// exporter-toolkit's files (tests/fixtures/exporter-toolkit, see its
 /// PROVENANCE.md) and what the exporter says of each: `Ok` when it loads
 /// (`--print-rules` exits 0), or the start of its one-line error after
