@@ -85,7 +85,7 @@ pub fn server_config(t: &TlsConfig) -> Result<Arc<ServerConfig>, Error> {
     .filter(|(v, _)| (t.min_version..=t.max_version).contains(v))
     .map(|(_, v)| v)
     .collect();
-    let builder = ServerConfig::builder_with_provider(provider.clone())
+    let builder = ServerConfig::builder_with_details(provider.clone(), Arc::new(SystemClock))
         .with_protocol_versions(&versions)
         .map_err(|e| err(&format!("{K}.cipher_suites"), e.to_string()))?;
 
@@ -131,6 +131,20 @@ pub fn server_config(t: &TlsConfig) -> Result<Arc<ServerConfig>, Error> {
     config.send_tls13_tickets = 0;
     config.session_storage = Arc::new(NoServerSessionStorage {});
     Ok(Arc::new(config))
+}
+
+/// The time certificates are checked against: the system's clock. (rustls'
+/// own needs its `std` feature, which costs the binary more than this.)
+#[derive(Debug)]
+struct SystemClock;
+
+impl rustls::time_provider::TimeProvider for SystemClock {
+    fn current_time(&self) -> Option<UnixTime> {
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        Some(UnixTime::since_unix_epoch(since))
+    }
 }
 
 fn suite_of(c: super::CipherSuite) -> rustls::CipherSuite {

@@ -27,7 +27,7 @@ fn body(gpus: usize) -> Vec<u8> {
     s.gpus = sim.collect(1.8e9).unwrap();
     s.error = None;
     let mut out = Vec::new();
-    render(&s, Format::Text, Collectors::DEFAULT, Instant::now(), &mut out);
+    render(&s, Default::default(), Format::Text, Collectors::DEFAULT, Instant::now(), &mut out);
     out
 }
 
