@@ -13,6 +13,8 @@ mod image;
 mod kernel_log;
 mod lost;
 mod nvidia_real;
+#[path = "../support/pki.rs"]
+mod pki;
 mod prometheus;
 mod release;
 #[path = "../support/response.rs"]
@@ -22,3 +24,6 @@ mod signals;
 mod sources;
 mod startup;
 mod status;
+#[path = "../support/tls_client.rs"]
+mod tls_client;
+mod web;
