@@ -37,6 +37,26 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("smi_csv", check_smi_csv),
     ("kmsg_xid", check_kmsg_xid),
     ("workload_json", check_workload_json),
+    #[cfg(feature = "kubernetes")]
+    ("huffman", kubelet::check_huffman),
+    #[cfg(feature = "kubernetes")]
+    ("hpack", kubelet::check_hpack),
+    #[cfg(feature = "kubernetes")]
+    ("pod_resources", kubelet::check_proto),
+    #[cfg(feature = "kubernetes")]
+    ("kubelet_client", kubelet::check_client),
+    #[cfg(feature = "kubernetes")]
+    ("device_id", kubelet::check_device_id),
+];
+
+/// The targets of the kubelet client, built with the `kubernetes` feature
+/// only: their corpora stay in place without it.
+pub const KUBELET_TARGETS: &[&str] = &[
+    "huffman",
+    "hpack",
+    "pod_resources",
+    "kubelet_client",
+    "device_id",
 ];
 
 /// One context for every request: the default fleet, collected once.
@@ -314,4 +334,109 @@ pub fn check_kmsg_xid(data: &[u8]) {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(per_bus, counted, "per-GPU counts vs total");
+}
+
+/// The kubelet client's decoders (the `kubernetes` feature).
+#[cfg(feature = "kubernetes")]
+pub mod kubelet {
+    use gpu_exporter::internals::fill::pods::h2::script::Replay;
+    use gpu_exporter::internals::fill::pods::kubelet::Lister;
+    use gpu_exporter::internals::fill::pods::proto::{self, Limits, ListDecoder};
+    use gpu_exporter::internals::fill::pods::{attribution, h2, hpack, huffman};
+    use std::time::{Duration, Instant};
+
+    /// `huffman`: whatever decodes re-encodes to a string that decodes
+    /// the same, and no longer than the input.
+    pub fn check_huffman(data: &[u8]) {
+        let mut out = Vec::new();
+        if huffman::decode(data, &mut out, 1 << 16).is_ok() {
+            let mut again = Vec::new();
+            huffman::encode(&out, &mut again);
+            let mut back = Vec::new();
+            huffman::decode(&again, &mut back, 1 << 16).expect("re-encoded string decodes");
+            assert_eq!(back, out);
+            assert!(again.len() <= data.len(), "canonical encoding is shortest");
+        }
+    }
+
+    /// `hpack`: the first byte splits the input into two header blocks on
+    /// one connection; the dynamic table never passes its size, nor a
+    /// decoded list the header-list limit.
+    pub fn check_hpack(data: &[u8]) {
+        let Some((&split, rest)) = data.split_first() else {
+            return;
+        };
+        let (a, b) = rest.split_at((split as usize).min(rest.len()));
+        let mut d = hpack::Decoder::new(4096, 16 << 10);
+        for block in [a, b] {
+            let mut total = 0usize;
+            let r = d.decode(block, &mut |n, v| total += n.len() + v.len() + 32);
+            assert!(d.table_size() <= 4096);
+            if r.is_ok() {
+                assert!(total <= 16 << 10);
+            }
+        }
+    }
+
+    /// `pod_resources`: the push parser gives the same answer whatever
+    /// the pieces, and never buffers more than one pod.
+    pub fn check_proto(data: &[u8]) {
+        let limits = Limits {
+            max_pod_bytes: 4096,
+            max_kept_bytes: 1 << 16,
+        };
+        let whole = proto::decode_list(data, limits);
+        let step = data.first().map_or(1, |b| usize::from(b % 13) + 1);
+        let mut d = ListDecoder::new(limits);
+        let mut pieces = Ok(());
+        for chunk in data.chunks(step) {
+            pieces = d.feed(chunk);
+            if pieces.is_err() {
+                break;
+            }
+        }
+        assert!(d.peak_buffer() <= 4096);
+        let pieces = pieces.and_then(|()| d.finish());
+        assert_eq!(whole, pieces);
+        let _ = proto::decode_pod(data, 1 << 16);
+        let _ = proto::holds_nvidia(data);
+    }
+
+    /// `kubelet_client`: the whole client against a server that sends
+    /// `data`: an answer or a one-line error, never a panic, and never
+    /// more than one pod buffered.
+    pub fn check_client(data: &[u8]) {
+        let chunk = data.first().map_or(1, |b| usize::from(*b) + 1);
+        let mut io = Replay::new(data, chunk);
+        let mut lister = Lister::new(
+            h2::Limits::default(),
+            Limits {
+                max_pod_bytes: 4096,
+                max_kept_bytes: 1 << 16,
+            },
+        );
+        if let Err(e) = lister.list_on(&mut io, Instant::now() + Duration::from_secs(10)) {
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+        assert!(lister.peak_buffer() <= 4096);
+    }
+
+    /// `device_id`: any string parses, and resolving it against a small
+    /// fleet never panics.
+    pub fn check_device_id(data: &[u8]) {
+        let s = String::from_utf8_lossy(data);
+        let gpus = [attribution::Gpu {
+            index: 0,
+            uuid: "GPU-0".into(),
+            minor: Some(0),
+            mig: vec![attribution::Mig {
+                uuid: "MIG-0".into(),
+                gpu_instance_id: 1,
+                index: Some(0),
+            }],
+        }];
+        for line in s.lines() {
+            let _ = attribution::resolve(attribution::parse_device_id(line), &gpus);
+        }
+    }
 }

@@ -3,6 +3,8 @@
 //! trait; like sources, they run on the collector thread.
 
 pub mod kmsg;
+#[cfg(feature = "kubernetes")]
+pub mod pods;
 pub mod workload;
 
 use crate::snapshot::Gpu;
