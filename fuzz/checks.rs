@@ -13,9 +13,10 @@ use gpu_exporter::internals::exposition::{self, Format};
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
 use gpu_exporter::internals::fill::workload;
+use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
-use gpu_exporter::internals::snapshot::Snapshot;
+use gpu_exporter::internals::snapshot::{Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use gpu_exporter::internals::source::smi::csv as smi;
@@ -37,6 +38,8 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("smi_csv", check_smi_csv),
     ("kmsg_xid", check_kmsg_xid),
     ("workload_json", check_workload_json),
+    ("cgroup", check_cgroup),
+    ("job_file", check_job_file),
     #[cfg(feature = "kubernetes")]
     ("huffman", kubelet::check_huffman),
     #[cfg(feature = "kubernetes")]
@@ -204,6 +207,11 @@ pub fn check_scenario_json(data: &[u8]) {
             process: Default::default(),
             collectors: Collectors::DEFAULT,
             timings: Default::default(),
+            // Every other input renders each GPU series once per pod.
+            kubernetes: Kubernetes {
+                kubelet: None,
+                pod_labels: data.len() % 2 == 1,
+            },
         },
         Err(e) => Snapshot {
             error: Some(e.0),
@@ -334,6 +342,50 @@ pub fn check_kmsg_xid(data: &[u8]) {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(per_bus, counted, "per-GPU counts vs total");
+}
+
+/// `cgroup`: `/proc/<pid>/cgroup` text; an id found is 64 lower-case hex
+/// digits, a pod UID the 8-4-4-4-12 form.
+pub fn check_cgroup(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (container, pod) = cgroup::parse(&text);
+    assert!(
+        container.is_empty()
+            || (container.len() == 64
+                && container
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))),
+        "container id {container:?}"
+    );
+    let lens: Vec<usize> = pod.split('-').map(str::len).collect();
+    assert!(
+        pod.is_empty() || lens == [8, 4, 4, 4, 12],
+        "pod uid {pod:?}"
+    );
+    let _ = cgroup::host_pids(&text);
+}
+
+/// `job_file`: a job mapping file's text and, from its first line, a
+/// file name. Jobs are bounded, non-empty and single-line.
+pub fn check_job_file(data: &[u8]) {
+    if let Ok(ids) = jobs::parse(data) {
+        assert!(ids.len() <= jobs::MAX_JOBS, "{} jobs", ids.len());
+        for id in &ids {
+            assert!(
+                !id.is_empty() && id.len() <= jobs::MAX_JOB_ID && !id.contains('\n'),
+                "job id {id:?}"
+            );
+        }
+    }
+    let name = String::from_utf8_lossy(data);
+    let name = name.lines().next().unwrap_or("");
+    if let Some((gpu, gi)) = jobs::target(name) {
+        let spelled = match gi {
+            Some(gi) => format!("{gpu}.{gi}"),
+            None => gpu.to_string(),
+        };
+        assert_eq!(jobs::target(&spelled), Some((gpu, gi)), "name {name:?}");
+    }
 }
 
 /// The kubelet client's decoders (the `kubernetes` feature).

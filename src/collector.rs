@@ -2,11 +2,11 @@
 //! alerts, publish. Scrapes only ever read what was last published.
 
 use crate::alerts::eval::FINE_LIMIT;
-use crate::alerts::{Alert, Evaluator, Rule, Transition};
+use crate::alerts::{Alert, Evaluator, Rule, Subject, Transition, WORKLOADS, expand};
 use crate::base::time::unix_now;
 use crate::config::{Collector as Named, Collectors};
 use crate::process;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Gpu, Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
 use crate::source::Source;
 use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex};
@@ -53,6 +53,8 @@ pub struct Collector {
     /// The collectors the flags turned on; the readings of the others are
     /// left out, whatever the source read.
     collectors: Collectors,
+    /// `--kubernetes.pod-labels`.
+    pod_labels: bool,
 }
 
 impl Collector {
@@ -69,12 +71,19 @@ impl Collector {
             max_stale,
             last_good: None,
             collectors: Collectors::DEFAULT,
+            pod_labels: false,
         }
     }
 
     /// Runs only `collectors` (the default: [`Collectors::DEFAULT`]).
     pub fn with_collectors(mut self, collectors: Collectors) -> Collector {
         self.collectors = collectors;
+        self
+    }
+
+    /// Puts each GPU's pods on its series (`--kubernetes.pod-labels`).
+    pub fn with_pod_labels(mut self, on: bool) -> Collector {
+        self.pod_labels = on;
         self
     }
 
@@ -118,8 +127,10 @@ impl Collector {
                 let on = self.collectors;
                 for g in &mut gpus {
                     g.readings.retain(on);
+                    bound_processes(&mut g.readings.processes, MAX_PROCESSES);
                     for m in &mut g.mig {
                         m.readings.retain(on);
+                        bound_processes(&mut m.readings.processes, MAX_PROCESSES);
                     }
                 }
                 let s = Snapshot {
@@ -137,6 +148,10 @@ impl Collector {
                     process,
                     collectors: on,
                     timings: self.source.timings(),
+                    kubernetes: Kubernetes {
+                        kubelet: self.source.kubelet(),
+                        pod_labels: self.pod_labels,
+                    },
                 };
                 if !replaying {
                     self.last_good = Some(s.clone());
@@ -161,11 +176,15 @@ impl Collector {
                 s.error = Some(e.0);
                 s.process = process;
                 s.collectors = self.collectors;
+                s.kubernetes = Kubernetes {
+                    kubelet: self.source.kubelet(),
+                    pod_labels: self.pod_labels,
+                };
                 s
             }
         };
         let changes = self.evaluator.eval(&snapshot);
-        log_transitions(&changes, replaying);
+        log_transitions(&changes, &snapshot.gpus, replaying);
         let alerts = if replaying {
             Vec::new()
         } else {
@@ -206,8 +225,15 @@ impl Collector {
     }
 }
 
-fn log_transitions(changes: &[Transition], replaying: bool) {
+/// One line per transition; an alert about a GPU names who uses it, as
+/// its `workloads` annotation does.
+fn log_transitions(changes: &[Transition], gpus: &[Gpu], replaying: bool) {
     for c in changes {
+        let who = match c.subject {
+            Subject::Gpu { .. } if !replaying => expand(WORKLOADS, &c.subject, c.value, gpus),
+            _ => String::new(),
+        };
+        let who = who.trim_end();
         let labels: Vec<String> = c
             .subject
             .labels()
@@ -215,12 +241,14 @@ fn log_transitions(changes: &[Transition], replaying: bool) {
             .map(|(k, v)| format!("{k}={v:?}"))
             .collect();
         let msg = format_args!(
-            "alert {}{{{}}} {} -> {} value={}",
+            "alert {}{{{}}} {} -> {} value={}{}{who}{}",
             c.rule,
             labels.join(","),
             c.from,
             c.to,
-            c.value
+            c.value,
+            if who.is_empty() { "" } else { " workloads=\"" },
+            if who.is_empty() { "" } else { "\"" },
         );
         if replaying {
             log::debug!("{msg} (replayed history)");

@@ -9,9 +9,11 @@
 //! this test understands.
 
 use gpu_exporter::config::SourceKind;
-use gpu_exporter::internals::alerts::{Evaluator, State, Subject, expand, rules::defaults};
+use gpu_exporter::internals::alerts::{
+    Evaluator, State, Subject, WORKLOADS, expand, rules::defaults,
+};
 use gpu_exporter::internals::snapshot::{
-    Gpu, Health, Histogram, Model, Readings, Snapshot, clock_event_bit,
+    Gpu, GpuProcess, Health, Histogram, Model, Pod, Readings, Snapshot, clock_event_bit,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
@@ -26,8 +28,9 @@ struct Series {
 struct Check {
     at: u64,
     alertname: String,
-    /// (who, summary): who is `gpu<N>`, a model name, or `exporter`.
-    expected: BTreeSet<(String, String)>,
+    /// (who, summary, workloads): who is `gpu<N>`, a model name, or
+    /// `exporter`; workloads is the annotation of alerts about a GPU.
+    expected: BTreeSet<(String, String, Option<String>)>,
 }
 
 #[derive(Default)]
@@ -139,7 +142,16 @@ fn parse(text: &str) -> Vec<Group> {
             let check = group.unwrap().checks.last_mut().unwrap();
             check
                 .expected
-                .insert((pending_who.take().unwrap(), s.trim().to_string()));
+                .insert((pending_who.take().unwrap(), s.trim().to_string(), None));
+        } else if let Some(w) = line.strip_prefix("workloads:") {
+            // Right after its alert's summary.
+            let check = group.unwrap().checks.last_mut().unwrap();
+            let last = check.expected.iter().find(|e| e.2.is_none()).cloned();
+            let (who, summary, _) = last.unwrap_or_else(fail);
+            check.expected.remove(&(who.clone(), summary.clone(), None));
+            check
+                .expected
+                .insert((who, summary, Some(unquote(w).to_string())));
         } else if [
             "rule_files:",
             "evaluation_interval:",
@@ -176,6 +188,9 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> Snapshot {
         };
         let label = |k: &str| x.labels.get(k).cloned().unwrap_or_default();
         if x.name == "gpu_info" {
+            continue;
+        }
+        if attribution(&mut gpus, x, v) {
             continue;
         }
         if x.name == "gpu_exporter_collect_success" {
@@ -235,6 +250,40 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> Snapshot {
     s
 }
 
+/// The attribution series, onto the GPU's pods, jobs and processes;
+/// false for any other series.
+fn attribution(gpus: &mut BTreeMap<u32, Gpu>, x: &Series, v: f64) -> bool {
+    let label = |k: &str| x.labels.get(k).cloned().unwrap_or_default();
+    if !matches!(
+        x.name.as_str(),
+        "gpu_pod_info" | "gpu_job_info" | "gpu_process_memory_used_bytes"
+    ) {
+        return false;
+    }
+    let index: u32 = label("gpu").parse().unwrap();
+    let g = gpus.entry(index).or_insert_with(|| Gpu {
+        index,
+        uuid: label("uuid"),
+        up: true,
+        ..Gpu::default()
+    });
+    let r = &mut g.readings;
+    match x.name.as_str() {
+        "gpu_pod_info" => r.pods.push(Pod {
+            namespace: label("namespace"),
+            pod: label("pod"),
+            container: label("container"),
+        }),
+        "gpu_job_info" => r.jobs.push(label("hpc_job")),
+        _ => r.processes.push(GpuProcess {
+            pid: label("pid").parse().ok(),
+            used_bytes: Some(v),
+            ..GpuProcess::default()
+        }),
+    }
+    true
+}
+
 /// The hardware-health series, onto [`Health`].
 fn health(h: &mut Health, name: &str, error: &str, v: f64) {
     let on = Some(v == 1.0);
@@ -273,13 +322,14 @@ fn the_exporter_reaches_promtools_verdicts() {
         let mut step = 0;
         while step * group.interval <= last {
             let at = (step * group.interval) as f64;
-            e.eval(&snapshot(&group.series, step as usize, at));
+            let snap = snapshot(&group.series, step as usize, at);
+            e.eval(&snap);
             // DriverVersionSkew needs the whole fleet: only Prometheus
             // evaluates it (README), so only promtool checks it.
             let due =
                 |c: &&Check| c.at == step * group.interval && c.alertname != "DriverVersionSkew";
             for check in group.checks.iter().filter(due) {
-                let got: BTreeSet<(String, String)> = e
+                let got: BTreeSet<(String, String, Option<String>)> = e
                     .alerts()
                     .iter()
                     .filter(|a| a.state == State::Firing && a.rule.name == check.alertname)
@@ -289,7 +339,14 @@ fn the_exporter_reaches_promtools_verdicts() {
                             Subject::Model(m) => m.clone(),
                             Subject::Exporter => "exporter".into(),
                         };
-                        (who, expand(&a.rule.summary, &a.subject, a.value))
+                        let gpus = &snap.gpus;
+                        let workloads = matches!(a.subject, Subject::Gpu { .. })
+                            .then(|| expand(WORKLOADS, &a.subject, a.value, gpus));
+                        (
+                            who,
+                            expand(&a.rule.summary, &a.subject, a.value, gpus),
+                            workloads,
+                        )
                     })
                     .collect();
                 assert_eq!(

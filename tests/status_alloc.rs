@@ -3,6 +3,8 @@
 //! proves it; it counts only on a thread inside [`count`], so parallel
 //! tests and the harness don't disturb it.
 
+use gpu_exporter::config::Collector::Processes;
+use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::alerts::{Evaluator, Severity, State, rules::defaults};
 use gpu_exporter::internals::collector::{Collector, Published};
 use gpu_exporter::internals::http::status::render;
@@ -27,7 +29,8 @@ fn published() -> Published {
         Evaluator::new(defaults()),
         Duration::from_secs(1),
         Duration::from_secs(60),
-    );
+    )
+    .with_collectors(Collectors::DEFAULT.with(Processes));
     c.replay(t0);
     c.collect_at(t0, false)
 }
@@ -104,12 +107,31 @@ fn the_status_page_allocates_nothing_after_warm_up() {
         assert_eq!(html.matches("<tr id=\"gpu-").count(), 4, "{name}");
         let reasons = "driver asks for a GPU reset; row remap waits for a reset; PCIe x8 of x16";
         assert_eq!(html.contains(reasons), name == "degraded", "{name}");
+        // Who uses each GPU: in its row, and in the alerts about it.
+        assert!(
+            html.contains(
+                "pod research/notebook-alice <small>jupyter</small><br>pod research/notebook-bob"
+            ),
+            "{name}"
+        );
+        assert!(
+            html.contains("job 4711<br>pid 9001 <small>58 GiB</small>"),
+            "{name}"
+        );
+        assert!(
+            html.contains("<small class=\"who\">pod research/notebook-alice (jupyter) pod research/notebook-bob (jupyter) pid 5120 pid 5377 </small>"),
+            "{name}: GPU 2's Xid alert names its pods"
+        );
     }
     // The demo fleet is healthy hardware: every GPU's health cell says ok.
     let mut buf = Vec::new();
     page(&demo, &mut buf, Instant::now());
     let html = String::from_utf8(buf).unwrap();
-    assert_eq!(html.matches("<td>ok</td></tr>").count(), 4, "{html}");
+    assert_eq!(
+        html.matches("<td>ok</td><td class=\"who\">").count(),
+        4,
+        "{html}"
+    );
 }
 
 #[test]

@@ -359,6 +359,20 @@ impl Rule {
         }
     }
 
+    /// Whether its alerts are about GPUs (labelled `gpu` and `uuid`):
+    /// those name who uses the GPU in a `workloads` annotation.
+    pub fn about_gpus(&self) -> bool {
+        match &self.expr {
+            Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => {
+                !matches!(
+                    s,
+                    Signal::CollectSuccess | Signal::Requests | Signal::GoodRequests
+                )
+            }
+            Expr::BurnRate { .. } | Expr::DriverVersionSkew => false,
+        }
+    }
+
     /// The runbook for this rule: `<runbook>.md` under `base`.
     pub fn runbook_url(&self, base: &str) -> String {
         format!("{base}{}.md", self.runbook)

@@ -66,14 +66,10 @@ pub fn run(config: Config) -> Result<u8, Error> {
             );
         }
     }
-    if config.collectors.has(crate::config::Collector::Processes) {
-        log::warn!(
-            "collector processes: reserved for per-process attribution; it has nothing to collect yet"
-        );
-    }
     let evaluator = alerts::Evaluator::new(rules);
     let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale)
-        .with_collectors(config.collectors);
+        .with_collectors(config.collectors)
+        .with_pod_labels(config.kubernetes.pod_labels);
     collector.replay(t0);
     let first = collector.collect_at(t0, false);
     log::info!(

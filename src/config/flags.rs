@@ -209,6 +209,55 @@ pub static FLAGS: &[Flag] = &[
         },
     ),
     set(
+        "--kubernetes.pod-resources-socket",
+        "PATH",
+        "",
+        if cfg!(feature = "kubernetes") {
+            "the kubelet's pod-resources socket, for gpu_pod_info (default /var/lib/kubelet/pod-resources/kubelet.sock, watched for until it exists); an empty PATH turns it off"
+        } else {
+            "not built in: this build has no kubernetes feature; only an empty PATH is taken"
+        },
+        |c, v| {
+            if !v.is_empty() && !cfg!(feature = "kubernetes") {
+                return Err(NOT_BUILT_IN.into());
+            }
+            c.kubernetes.socket = Some(v.into());
+            Ok(())
+        },
+    ),
+    set(
+        "--kubernetes.refresh-interval",
+        "DUR",
+        "5s",
+        "time between listings of the kubelet's pods, each bounded by the same time or 10s",
+        |c, v| {
+            c.kubernetes.interval = parse_duration(v)?;
+            if c.kubernetes.interval < Duration::from_millis(100) {
+                return Err(format!("{v:?} is below the 100ms minimum"));
+            }
+            Ok(())
+        },
+    ),
+    switch(
+        "--kubernetes.pod-labels",
+        if cfg!(feature = "kubernetes") {
+            "put namespace, pod and container on every GPU series, one copy per pod (breaks sum by (gpu) on shared GPUs; see README)"
+        } else {
+            "not built in: this build has no kubernetes feature"
+        },
+        Action::Switch(|c| c.kubernetes.pod_labels = true),
+    ),
+    set(
+        "--hpc.job-mapping-dir",
+        "DIR",
+        "",
+        "batch job ids per GPU, one file per GPU named by its index (or GPU.GI for a MIG instance), as dcgm-exporter reads them; a missing directory is exit code 2",
+        |c, v| {
+            c.job_dir = Some(v.into());
+            Ok(())
+        },
+    ),
+    set(
         "--sim.scenario",
         "FILE",
         "",
@@ -309,6 +358,9 @@ pub static FLAGS: &[Flag] = &[
     switch("--version", "print the version and exit", Action::Version),
     switch("--help", "print this help and exit", Action::Help),
 ];
+
+/// What the kubernetes flags say in a build without the feature.
+pub const NOT_BUILT_IN: &str = "not built in: this build has no kubernetes feature";
 
 /// `--help`: every flag of [`FLAGS`] with its help, wrapped.
 pub fn usage() -> String {

@@ -2,6 +2,7 @@
 //! caller's buffer. Once the buffer has grown to fit, a render allocates
 //! nothing: numbers are spelled on the stack, labels escaped in place.
 
+mod attribution;
 pub mod catalogue;
 mod format;
 mod writer;
@@ -11,6 +12,7 @@ pub use format::Format;
 use crate::base::numbers::write_f64;
 use crate::config::{Collector, Collectors};
 use crate::snapshot::Snapshot;
+use attribution::copies;
 use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, COLLECTOR_DURATION, COLLECTOR_SUCCESS, Extra,
@@ -37,6 +39,7 @@ pub fn render(
     };
     let on = snapshot.collectors.and(only);
     let gpus = &snapshot.gpus;
+    let pod_labels = snapshot.kubernetes.pod_labels;
 
     let gpu_targets = |f: &mut dyn FnMut(Target)| {
         each_target(gpus, |t, _| {
@@ -48,31 +51,37 @@ pub fn render(
     if !gpus.is_empty() && on.has(Collector::Info) {
         w.head(&GPU_INFO);
         gpu_targets(&mut |t| {
-            w.name(&GPU_INFO);
-            w.target(t);
-            let g = t.gpu;
-            for (k, v) in [
-                ("model", &g.model),
-                ("pci_bus_id", &g.pci_bus_id),
-                ("driver_version", &g.driver_version),
-            ] {
-                w.label(k, v);
-            }
-            for (k, v) in [
-                ("vbios_version", &g.vbios_version),
-                ("inforom_version", &g.inforom_version),
-            ] {
-                if !v.is_empty() {
+            for pod in copies(&t.gpu.readings, pod_labels) {
+                w.name(&GPU_INFO);
+                w.target(t);
+                w.pod(pod);
+                let g = t.gpu;
+                for (k, v) in [
+                    ("model", &g.model),
+                    ("pci_bus_id", &g.pci_bus_id),
+                    ("driver_version", &g.driver_version),
+                ] {
                     w.label(k, v);
                 }
+                for (k, v) in [
+                    ("vbios_version", &g.vbios_version),
+                    ("inforom_version", &g.inforom_version),
+                ] {
+                    if !v.is_empty() {
+                        w.label(k, v);
+                    }
+                }
+                w.value(1.0);
             }
-            w.value(1.0);
         });
         w.head(&GPU_UP);
         gpu_targets(&mut |t| {
-            w.name(&GPU_UP);
-            w.target(t);
-            w.value(if t.gpu.up { 1.0 } else { 0.0 });
+            for pod in copies(&t.gpu.readings, pod_labels) {
+                w.name(&GPU_UP);
+                w.target(t);
+                w.pod(pod);
+                w.value(if t.gpu.up { 1.0 } else { 0.0 });
+            }
         });
     }
     for (fam, series) in GPU_FAMILIES.iter().chain(&HEALTH_FAMILIES) {
@@ -88,21 +97,25 @@ pub fn render(
                     w.head(fam);
                     headed = true;
                 }
-                w.name(fam);
-                w.target(t);
-                match extra {
-                    Extra::None => {}
-                    Extra::Label(text) => w.put(text),
-                    Extra::Num(k, n) => w.num_label(k, n),
-                    Extra::NumLabel(k, n, text) => {
-                        w.num_label(k, n);
-                        w.put(text);
+                for pod in copies(r, pod_labels) {
+                    w.name(fam);
+                    w.target(t);
+                    w.pod(pod);
+                    match extra {
+                        Extra::None => {}
+                        Extra::Label(text) => w.put(text),
+                        Extra::Num(k, n) => w.num_label(k, n),
+                        Extra::NumLabel(k, n, text) => {
+                            w.num_label(k, n);
+                            w.put(text);
+                        }
                     }
+                    w.value(v);
                 }
-                w.value(v);
             })
         });
     }
+    attribution::render(&mut w, snapshot, on);
 
     if !snapshot.models.is_empty() && on.has(Collector::Models) {
         w.head(&TTFT);
@@ -160,6 +173,7 @@ pub fn render(
             w.value(if ok { 1.0 } else { 0.0 });
         }
     }
+    attribution::own(&mut w, snapshot);
     for (fam, read) in &PROCESS {
         if let Some(v) = read(&snapshot.process) {
             w.scalar(fam, v);

@@ -1,11 +1,13 @@
 //! `/alerts`: the active alerts as JSON, in the shape of Prometheus'
 //! `/api/v1/alerts`, so the same tooling reads either.
 
-use crate::alerts::{Alert, expand};
+use crate::alerts::{Alert, Subject, WORKLOADS, expand};
 use crate::base::time::rfc3339;
+use crate::snapshot::Gpu;
 use std::io::Write;
 
-pub fn write_json(alerts: &[Alert], runbook_base: &str, out: &mut Vec<u8>) {
+/// `gpus` are the snapshot's, for the `workloads` annotation.
+pub fn write_json(alerts: &[Alert], gpus: &[Gpu], runbook_base: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(br#"{"status":"success","data":{"alerts":["#);
     for (i, a) in alerts.iter().enumerate() {
         if i > 0 {
@@ -22,7 +24,11 @@ pub fn write_json(alerts: &[Alert], runbook_base: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(br#","severity":"#);
         string(out, a.rule.severity.as_str());
         out.extend_from_slice(br#"},"annotations":{"summary":"#);
-        string(out, &expand(&a.rule.summary, &a.subject, a.value));
+        string(out, &expand(&a.rule.summary, &a.subject, a.value, gpus));
+        if matches!(a.subject, Subject::Gpu { .. }) {
+            out.extend_from_slice(br#","workloads":"#);
+            string(out, &expand(WORKLOADS, &a.subject, a.value, gpus));
+        }
         out.extend_from_slice(br#","runbook_url":"#);
         string(out, &a.rule.runbook_url(runbook_base));
         out.extend_from_slice(br#"},"state":"#);

@@ -126,7 +126,12 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         }
         Route::Alerts => {
             let published = ctx.latest.get();
-            alerts::write_json(&published.alerts, &ctx.runbook_base, body);
+            alerts::write_json(
+                &published.alerts,
+                &published.snapshot.gpus,
+                &ctx.runbook_base,
+                body,
+            );
             Response {
                 status: Status::Ok,
                 content_type: "application/json",

@@ -294,7 +294,9 @@ pub fn attribute(pods: &[PodResources], gpus: &[Gpu]) -> Attribution {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fill::pods::proto::{ClaimResource, ContainerDevices, ContainerResources, DynamicResource};
+    use crate::fill::pods::proto::{
+        ClaimResource, ContainerDevices, ContainerResources, DynamicResource,
+    };
 
     const G0: &str = "GPU-8c1a3f2e-1111-2222-3333-444455556666";
     const G1: &str = "GPU-0b5e7d9a-aaaa-bbbb-cccc-ddddeeeeffff";

@@ -4,6 +4,7 @@
 use crate::fill::pods::frame::FrameError;
 use crate::fill::pods::hpack::HpackError;
 use crate::fill::pods::proto::ProtoError;
+use crate::snapshot::KUBELET_ERRORS;
 use std::{fmt, io};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +47,31 @@ pub enum Error {
     /// The gRPC length-prefixed framing is broken.
     Framing(&'static str),
     Proto(ProtoError),
+}
+
+impl Error {
+    /// Its reason among [`KUBELET_ERRORS`], for
+    /// `gpu_exporter_kubelet_errors_total{reason}`.
+    pub fn reason(&self) -> usize {
+        let name = match self {
+            Error::Connect(_) => "connect",
+            Error::Timeout => "timeout",
+            Error::Io(_) | Error::Closed | Error::GoAway { .. } | Error::Reset { .. } => "closed",
+            Error::Grpc { .. } => "grpc",
+            Error::MessageTooLarge => "too_large",
+            Error::Proto(_) => "decode",
+            Error::Protocol(_)
+            | Error::FrameSize(_)
+            | Error::FlowControl
+            | Error::Hpack(_)
+            | Error::HttpStatus(_)
+            | Error::NotGrpc
+            | Error::NoGrpcStatus
+            | Error::Compressed
+            | Error::Framing(_) => "protocol",
+        };
+        KUBELET_ERRORS.iter().position(|r| *r == name).unwrap_or(0)
+    }
 }
 
 impl From<FrameError> for Error {

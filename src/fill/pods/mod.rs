@@ -9,8 +9,9 @@
 //!              -> proto::ListDecoder (one pod buffered) -> attribution rows
 //! ```
 //!
-//! Blocking and std-only: it runs on the collector side, in a thread whose
-//! calls are bounded by a deadline.
+//! Blocking and std-only: a refresher thread of its own lists the pods
+//! every `--kubernetes.refresh-interval`, each call bounded by a deadline,
+//! and the filler lays the last good listing over each collection.
 
 pub mod attribution;
 pub mod error;
@@ -21,3 +22,7 @@ pub mod hpack;
 pub mod huffman;
 pub mod kubelet;
 pub mod proto;
+mod refresh;
+
+pub use kubelet::DEFAULT_SOCKET;
+pub use refresh::{KubeletPods, Options};

@@ -8,6 +8,7 @@
 
 mod health;
 mod scenario;
+mod users;
 
 pub use scenario::Scenario;
 
@@ -157,6 +158,9 @@ impl Sim {
             mig: Vec::new(),
         };
         if g.lost {
+            // Its readings are gone; who held it is still known.
+            gpu.readings.pods = g.users.pods.clone();
+            gpu.readings.jobs = g.users.jobs.clone();
             return gpu;
         }
         let periodic = g.periodic_xid.map(|(code, every)| {
@@ -207,6 +211,9 @@ impl Sim {
             }),
             clocks_event_seconds_total: g.event_seconds.map(Some),
             health: g.health.readings(g.sm_active),
+            processes: g.users.processes.clone(),
+            pods: g.users.pods.clone(),
+            jobs: g.users.jobs.clone(),
         };
         gpu
     }

@@ -330,7 +330,6 @@ fn write_all<S: Io + ?Sized>(io: &mut S, mut buf: &[u8], deadline: Instant) -> R
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::call::{Phase, fmt_u64};

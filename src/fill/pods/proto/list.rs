@@ -264,4 +264,3 @@ pub fn decode_list(bytes: &[u8], limits: Limits) -> Result<(Vec<PodResources>, S
     d.feed(bytes)?;
     d.finish()
 }
-
