@@ -33,49 +33,56 @@ fn fleet(gpus: usize) -> Snapshot {
     s
 }
 
+/// Renders `snapshot` once to warm the buffer, then 100 times counting:
+/// (allocations, bytes), each render the same size.
+fn renders(snapshot: &Snapshot, format: Format) -> (usize, usize) {
+    let (mut buf, now) = (Vec::new(), Instant::now());
+    render(snapshot, format, Collectors::ALL, now, &mut buf);
+    let size = buf.len();
+    let allocations = count(|| {
+        for _ in 0..100 {
+            buf.clear();
+            render(snapshot, format, Collectors::ALL, now, &mut buf);
+        }
+    });
+    assert_eq!(buf.len(), size);
+    (allocations, size)
+}
+
+/// One render of every collector, as text.
+fn text(snapshot: &Snapshot) -> String {
+    let mut buf = Vec::new();
+    render(
+        snapshot,
+        Format::Text,
+        Collectors::ALL,
+        Instant::now(),
+        &mut buf,
+    );
+    String::from_utf8(buf).unwrap()
+}
+
 #[test]
 fn a_scrape_allocates_nothing_after_warm_up() {
     for gpus in [1, 4, 64] {
         let snapshot = fleet(gpus);
         for format in [Format::Text, Format::OpenMetrics] {
-            let (mut buf, now) = (Vec::new(), Instant::now());
-            render(&snapshot, format, Collectors::ALL, now, &mut buf);
-            let size = buf.len();
-            let allocations = count(|| {
-                for _ in 0..100 {
-                    buf.clear();
-                    render(&snapshot, format, Collectors::ALL, now, &mut buf);
-                }
-            });
+            let (allocations, size) = renders(&snapshot, format);
             assert_eq!(
                 allocations, 0,
                 "{gpus} GPUs, {format:?}: {allocations} allocations"
             );
-            assert_eq!(buf.len(), size);
             assert!(size > gpus * 1000, "{size} bytes for {gpus} GPUs");
         }
     }
 }
 
-/// With attribution on: the demo's pods, jobs and processes, DRA devices
-/// and the kubelet's own families, and every GPU series once per pod
-/// (`--kubernetes.pod-labels`).
 #[test]
 fn a_scrape_with_attribution_allocates_nothing() {
     use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
     let mut snapshot = fleet(4);
     snapshot.collectors = Collectors::ALL;
-    let plain = {
-        let mut buf = Vec::new();
-        render(
-            &snapshot,
-            Format::Text,
-            Collectors::ALL,
-            Instant::now(),
-            &mut buf,
-        );
-        String::from_utf8(buf).unwrap()
-    };
+    let plain = text(&snapshot);
     snapshot.kubernetes.pod_labels = true;
     snapshot.kubernetes.kubelet = Some(Kubelet {
         last_success: Some(1.8e9),
@@ -93,27 +100,10 @@ fn a_scrape_with_attribution_allocates_nothing() {
         }],
     });
     for format in [Format::Text, Format::OpenMetrics] {
-        let (mut buf, now) = (Vec::new(), Instant::now());
-        render(&snapshot, format, Collectors::ALL, now, &mut buf);
-        let size = buf.len();
-        let allocations = count(|| {
-            for _ in 0..100 {
-                buf.clear();
-                render(&snapshot, format, Collectors::ALL, now, &mut buf);
-            }
-        });
+        let (allocations, _) = renders(&snapshot, format);
         assert_eq!(allocations, 0, "{format:?}: {allocations} allocations");
-        assert_eq!(buf.len(), size);
     }
-    let mut buf = Vec::new();
-    render(
-        &snapshot,
-        Format::Text,
-        Collectors::ALL,
-        Instant::now(),
-        &mut buf,
-    );
-    let text = String::from_utf8(buf).unwrap();
+    let text = text(&snapshot);
     // The demo: one pod on GPUs 0 and 1, two time-slicing GPU 2, a batch
     // job on GPU 3.
     assert_eq!(plain.matches("\ngpu_pod_info{").count(), 4);

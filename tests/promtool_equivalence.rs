@@ -211,13 +211,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> Snapshot {
             m.ttft_seconds.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
             continue;
         }
-        let index: u32 = label("gpu").parse().unwrap();
-        let g = gpus.entry(index).or_insert_with(|| Gpu {
-            index,
-            uuid: label("uuid"),
-            up: true,
-            ..Gpu::default()
-        });
+        let g = gpu(&mut gpus, x);
         let r: &mut Readings = &mut g.readings;
         match x.name.as_str() {
             "gpu_clocks_event_active" => {
@@ -250,6 +244,18 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> Snapshot {
     s
 }
 
+/// The GPU a series is about, added on its first series.
+fn gpu<'g>(gpus: &'g mut BTreeMap<u32, Gpu>, x: &Series) -> &'g mut Gpu {
+    let label = |k: &str| x.labels.get(k).cloned().unwrap_or_default();
+    let index: u32 = label("gpu").parse().unwrap();
+    gpus.entry(index).or_insert_with(|| Gpu {
+        index,
+        uuid: label("uuid"),
+        up: true,
+        ..Gpu::default()
+    })
+}
+
 /// The attribution series, onto the GPU's pods, jobs and processes;
 /// false for any other series.
 fn attribution(gpus: &mut BTreeMap<u32, Gpu>, x: &Series, v: f64) -> bool {
@@ -260,14 +266,7 @@ fn attribution(gpus: &mut BTreeMap<u32, Gpu>, x: &Series, v: f64) -> bool {
     ) {
         return false;
     }
-    let index: u32 = label("gpu").parse().unwrap();
-    let g = gpus.entry(index).or_insert_with(|| Gpu {
-        index,
-        uuid: label("uuid"),
-        up: true,
-        ..Gpu::default()
-    });
-    let r = &mut g.readings;
+    let r = &mut gpu(gpus, x).readings;
     match x.name.as_str() {
         "gpu_pod_info" => r.pods.push(Pod {
             namespace: label("namespace"),

@@ -9,7 +9,7 @@
 //! anything else stays as written.
 
 use super::Subject;
-use crate::base::numbers::write_u64;
+use crate::base::numbers::{digits, write_u64};
 use crate::snapshot::{Gpu, GpuProcess};
 use std::io::Write;
 
@@ -148,28 +148,19 @@ fn block<'t>(
     }
     if let Some(after) = rest.strip_prefix(PROCESSES) {
         // Only processes the scrape writes: a known memory use.
-        let mut digits = [0u8; 10];
+        let mut buf = [0u8; 20];
         in_order(
             targets().flat_map(|(mig, r)| {
                 let listed = r.processes.iter().filter(|p| p.used_bytes.is_some());
                 listed.map(move |p| (mig, p))
             }),
             |a, b| {
-                let pid = |p: &GpuProcess| p.pid.map_or(u64::MAX, u64::from);
                 // As strings: "other" after the digits, "10" before "9".
-                pid_str(pid(a.1), &mut [0; 10])
-                    .cmp(pid_str(pid(b.1), &mut [0; 10]))
-                    .then(a.0.cmp(&b.0))
+                (pid_str(a.1, &mut [0; 20]).cmp(pid_str(b.1, &mut [0; 20]))).then(a.0.cmp(&b.0))
             },
             |(_, p)| {
                 text(out, "pid ");
-                match p.pid {
-                    Some(pid) => text(
-                        out,
-                        std::str::from_utf8(pid_str(u64::from(pid), &mut digits)).unwrap_or(""),
-                    ),
-                    None => text(out, "other"),
-                }
+                text(out, std::str::from_utf8(pid_str(p, &mut buf)).unwrap_or(""));
                 text(out, " ");
             },
         );
@@ -178,22 +169,12 @@ fn block<'t>(
     None
 }
 
-/// `n` in decimal, or `other` for `u64::MAX`, into `buf`.
-fn pid_str(n: u64, buf: &mut [u8; 10]) -> &[u8] {
-    if n == u64::MAX {
-        return b"other";
+/// A pid label's value: its digits, or `other`.
+fn pid_str<'b>(p: &GpuProcess, buf: &'b mut [u8; 20]) -> &'b [u8] {
+    match p.pid {
+        Some(pid) => digits(u64::from(pid), buf),
+        None => b"other",
     }
-    let mut i = buf.len();
-    let mut n = n;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 || i == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }
 
 /// Calls `f` on each item of `items` in the order `cmp` gives, equal

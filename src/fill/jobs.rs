@@ -98,8 +98,6 @@ pub struct JobMapping {
     files: Files<Vec<String>>,
     /// Names that are no job file's, logged once each.
     odd_names: HashSet<String>,
-    dir_failed: bool,
-    limit_hit: bool,
 }
 
 impl JobMapping {
@@ -108,8 +106,6 @@ impl JobMapping {
             dir,
             files: Files::default(),
             odd_names: HashSet::new(),
-            dir_failed: false,
-            limit_hit: false,
         }
     }
 
@@ -117,18 +113,8 @@ impl JobMapping {
     /// found by this call, each once.
     pub fn apply(&mut self, gpus: &mut [Gpu]) -> Vec<String> {
         let mut problems = Vec::new();
-        let entries = match fs::read_dir(&self.dir) {
-            Ok(entries) => {
-                self.dir_failed = false;
-                entries
-            }
-            Err(e) => {
-                if !self.dir_failed {
-                    self.dir_failed = true;
-                    problems.push(format!("{:?}: {e}", self.dir));
-                }
-                return problems;
-            }
+        let Some(entries) = self.files.list(&self.dir, &mut problems) else {
+            return problems;
         };
         let mut present = HashSet::new();
         let mut limit_hit = false;
@@ -181,14 +167,9 @@ impl JobMapping {
                 problems.push(format!("{path:?}: {problem}"));
             }
         }
-        if limit_hit && !self.limit_hit {
-            problems.push(format!(
-                "{:?}: more than {MAX_FILES} files or {MAX_ENTRIES} entries; reading only the first",
-                self.dir
-            ));
-        }
-        self.limit_hit = limit_hit;
-        self.files.retain(|p| present.contains(p));
+        let limits = (MAX_FILES, MAX_ENTRIES);
+        self.files
+            .done(&self.dir, &present, limit_hit, limits, &mut problems);
         problems
     }
 }

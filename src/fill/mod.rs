@@ -10,7 +10,7 @@ pub mod pods;
 pub mod workload;
 
 use crate::snapshot::{Gpu, Kubelet};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -57,12 +57,18 @@ pub struct Seen<T> {
 /// file is neither re-read nor re-logged.
 pub struct Files<T> {
     files: HashMap<PathBuf, Seen<T>>,
+    /// Whether the directory failed to read last time, or the limits cut
+    /// its listing short: each is said once, until it changes.
+    dir_failed: bool,
+    limit_hit: bool,
 }
 
 impl<T> Default for Files<T> {
     fn default() -> Files<T> {
         Files {
             files: HashMap::new(),
+            dir_failed: false,
+            limit_hit: false,
         }
     }
 }
@@ -128,8 +134,41 @@ impl<T> Files<T> {
         self.files.len()
     }
 
-    /// Forgets the files `keep` says are gone.
-    pub fn retain(&mut self, mut keep: impl FnMut(&Path) -> bool) {
-        self.files.retain(|p, _| keep(p));
+    /// Lists `dir` for one collection. A directory that cannot be read is
+    /// a problem once, until it reads again.
+    pub fn list(&mut self, dir: &Path, problems: &mut Vec<String>) -> Option<fs::ReadDir> {
+        match fs::read_dir(dir) {
+            Ok(entries) => {
+                self.dir_failed = false;
+                Some(entries)
+            }
+            Err(e) => {
+                if !std::mem::replace(&mut self.dir_failed, true) {
+                    problems.push(format!("{dir:?}: {e}"));
+                }
+                None
+            }
+        }
+    }
+
+    /// Ends a collection's pass over `dir`: forgets the files not
+    /// `present`, and says once that `limits` (files, entries) cut the
+    /// listing short, when they first do.
+    pub fn done(
+        &mut self,
+        dir: &Path,
+        present: &HashSet<PathBuf>,
+        limit_hit: bool,
+        limits: (usize, usize),
+        problems: &mut Vec<String>,
+    ) {
+        if limit_hit && !self.limit_hit {
+            problems.push(format!(
+                "{dir:?}: more than {} files or {} entries; reading only the first",
+                limits.0, limits.1
+            ));
+        }
+        self.limit_hit = limit_hit;
+        self.files.retain(|p, _| present.contains(p));
     }
 }

@@ -205,10 +205,11 @@ pub fn encoded_len(input: &[u8]) -> usize {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn hex(s: &str) -> Vec<u8> {
+    /// Bytes from hex digits, spaces ignored (as the RFC prints them).
+    pub(in crate::fill::pods) fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len())
             .step_by(2)

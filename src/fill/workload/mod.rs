@@ -76,7 +76,6 @@ use file::{Stats, read};
 use super::{Files, Filler, Seen};
 use crate::snapshot::{Gpu, Readings};
 use std::collections::{HashMap, HashSet};
-use std::fs;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -111,8 +110,6 @@ pub struct WorkloadStats {
     dir: PathBuf,
     max_age: f64,
     files: Files<Stats>,
-    dir_failed: bool,
-    limit_hit: bool,
     /// The last (applied, stale, rejected) counts logged.
     counts: (usize, usize, usize),
 }
@@ -132,8 +129,6 @@ impl WorkloadStats {
             dir,
             max_age: max_age.as_secs_f64(),
             files: Files::default(),
-            dir_failed: false,
-            limit_hit: false,
             counts: (0, 0, 0),
         }
     }
@@ -146,18 +141,8 @@ impl WorkloadStats {
     /// past, against which every file would be in the future.
     pub fn apply(&mut self, now: f64, gpus: &mut [Gpu]) -> Outcome {
         let mut out = Outcome::default();
-        let entries = match fs::read_dir(&self.dir) {
-            Ok(entries) => {
-                self.dir_failed = false;
-                entries
-            }
-            Err(e) => {
-                if !self.dir_failed {
-                    self.dir_failed = true;
-                    out.problems.push(format!("{:?}: {e}", self.dir));
-                }
-                return out;
-            }
+        let Some(entries) = self.files.list(&self.dir, &mut out.problems) else {
+            return out;
         };
 
         let mut present = HashSet::new();
@@ -215,14 +200,9 @@ impl WorkloadStats {
             sum.allocated += s.allocated_bytes;
             sum.min_largest_free = sum.min_largest_free.min(s.largest_free_bytes);
         }
-        if limit_hit && !self.limit_hit {
-            out.problems.push(format!(
-                "{:?}: more than {MAX_FILES} files or {MAX_ENTRIES} entries; reading only the first",
-                self.dir
-            ));
-        }
-        self.limit_hit = limit_hit;
-        self.files.retain(|p| present.contains(p));
+        let limits = (MAX_FILES, MAX_ENTRIES);
+        self.files
+            .done(&self.dir, &present, limit_hit, limits, &mut out.problems);
 
         for ((g, m), sum) in sums {
             let Some(gpu) = gpus.get_mut(g) else { continue };
@@ -327,6 +307,7 @@ fn fill(r: &mut Readings, sum: &Sum) {
 pub(super) mod tests {
     use super::*;
     use crate::snapshot::MigInstance;
+    use std::fs;
     use std::time::{SystemTime, UNIX_EPOCH};
 
     const GIB: u64 = 1 << 30;

@@ -1,6 +1,7 @@
 //! One call's protocol state: what we send, and every frame we read.
 
 use super::{Io, Limits, MAX_GRPC_MESSAGE, Reader, Request, STREAM, Status, write_all};
+use crate::base::numbers::digits;
 use crate::fill::pods::error::Error;
 use crate::fill::pods::frame::{self, Head};
 use crate::fill::pods::hpack;
@@ -197,8 +198,8 @@ impl Call {
             .saturating_duration_since(Instant::now())
             .as_millis()
             .clamp(1, 99_999_999);
-        let mut digits = [0u8; 8];
-        let timeout = fmt_u64(ms as u64, &mut digits);
+        let mut buf = [0u8; 20];
+        let timeout = digits(ms as u64, &mut buf);
         let mut value = [0u8; 9];
         value[..timeout.len()].copy_from_slice(timeout);
         value[timeout.len()] = b'm';
@@ -522,18 +523,4 @@ impl Call {
         frame::write_settings_ack(wbuf);
         Ok(())
     }
-}
-
-/// Writes `v` in decimal into `buf`, returning the digits.
-pub(super) fn fmt_u64(mut v: u64, buf: &mut [u8; 8]) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 || i == 0 {
-            break;
-        }
-    }
-    &buf[i..]
 }

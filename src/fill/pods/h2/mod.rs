@@ -332,7 +332,7 @@ fn write_all<S: Io + ?Sized>(io: &mut S, mut buf: &[u8], deadline: Instant) -> R
 
 #[cfg(test)]
 mod tests {
-    use super::call::{Phase, fmt_u64};
+    use super::call::Phase;
     use super::script::*;
     use super::*;
 
@@ -834,13 +834,5 @@ mod tests {
         );
         assert_eq!(r, Err(Error::Timeout));
         assert!(start.elapsed() < Duration::from_secs(2));
-    }
-
-    #[test]
-    fn timeout_digits() {
-        let mut b = [0u8; 8];
-        assert_eq!(fmt_u64(0, &mut b), b"0");
-        assert_eq!(fmt_u64(99_999_999, &mut b), b"99999999");
-        assert_eq!(fmt_u64(1234, &mut b), b"1234");
     }
 }
