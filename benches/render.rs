@@ -48,6 +48,7 @@ fn snapshot(fleet: &str) -> Snapshot {
                     uuid: format!("MIG-{:08x}-0000-4000-8000-{:012x}", g.index, i),
                     gpu_instance_id: i + 1,
                     profile: "1g.10gb".into(),
+                    compute: Vec::new(),
                     readings: gpu_exporter::internals::snapshot::Readings {
                         memory_total_bytes: r.memory_total_bytes.map(|t| t / 8.0),
                         memory_used_bytes: r.memory_used_bytes.map(|u| u / 8.0),

@@ -3,6 +3,7 @@
 
 use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Evaluator, Rule, Subject, Transition, WORKLOADS, expand};
+use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
 use crate::config::{Collector as Named, Collectors};
 use crate::process;
@@ -50,6 +51,8 @@ pub struct Collector {
     max_stale: Duration,
     /// The last good fleet, served (with its age) while collections fail.
     last_good: Option<Snapshot>,
+    /// Failed collections, logged quietly.
+    failing: Repeating,
     /// The collectors the flags turned on; the readings of the others are
     /// left out, whatever the source read.
     collectors: Collectors,
@@ -70,6 +73,7 @@ impl Collector {
             interval,
             max_stale,
             last_good: None,
+            failing: Repeating::new(),
             collectors: Collectors::DEFAULT,
             pod_labels: false,
         }
@@ -109,6 +113,13 @@ impl Collector {
         for i in (1..=steps).rev() {
             self.collect_at(t0 - i as f64 * step, true);
         }
+    }
+
+    /// The first collection: the source's past replayed (see
+    /// [`Collector::replay`]), then a collection at `t0`.
+    pub fn first(&mut self, t0: f64) -> Published {
+        self.replay(t0);
+        self.collect_at(t0, false)
     }
 
     /// One collection at Unix time `at`. The replay skips what only the
@@ -155,12 +166,21 @@ impl Collector {
                 };
                 if !replaying {
                     self.last_good = Some(s.clone());
+                    if self.failing.recover() {
+                        log::info!("collection recovered");
+                    }
                 }
                 s
             }
             Err(e) => {
                 if !replaying {
-                    log::warn!("collection failed: {e}");
+                    match self.failing.fail_at(&e.0, Instant::now()) {
+                        Verdict::New => log::warn!("collection failed: {e}"),
+                        Verdict::Again(n) => log::warn!(
+                            "collection still failing ({n} times since the last line): {e}"
+                        ),
+                        Verdict::Quiet => {}
+                    }
                 }
                 // The last good readings, marked by their age, until they
                 // are too old to pass for current; then none.
@@ -196,17 +216,31 @@ impl Collector {
     fn reload(&mut self, r: Reload) {
         self.evaluator = Evaluator::new(r.rules);
         let now = unix_now();
-        if let Some(source) = r.source {
-            self.source = source;
-            self.last_good = None;
+        match r.source {
+            Some(source) => {
+                self.source = source;
+                self.last_good = None;
+            }
+            // Lost GPUs are forgotten.
+            None => self.source.forget(),
         }
         self.replay(now);
         log::info!("reloaded: {} rules", self.evaluator.rules().len());
     }
 
-    /// Collects every interval until the process ends. A slow collection
-    /// delays the next one rather than overlapping it.
-    pub fn run(mut self, latest: Arc<Latest>, reloads: Receiver<Reload>) {
+    /// Makes the first collection (see [`Collector::first`]), hands it to
+    /// `on_first` and publishes it, then collects every interval until the
+    /// process ends. A slow collection delays the next one rather than
+    /// overlapping it.
+    pub fn run(
+        mut self,
+        latest: Arc<Latest>,
+        reloads: Receiver<Reload>,
+        on_first: impl FnOnce(&Published, &Evaluator),
+    ) {
+        let first = self.first(unix_now());
+        on_first(&first, &self.evaluator);
+        latest.set(first);
         let mut next = Instant::now();
         loop {
             next += self.interval;

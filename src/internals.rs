@@ -18,6 +18,14 @@ pub mod source {
 pub mod fill {
     pub use crate::fill::*;
 }
+/// The fleet memory.
+pub mod fleet {
+    pub use crate::fleet::*;
+}
+/// Which source serves.
+pub mod select {
+    pub use crate::select::*;
+}
 /// Exposition.
 pub mod exposition {
     pub use crate::exposition::*;

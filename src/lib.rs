@@ -19,10 +19,12 @@ pub mod logger;
 pub mod config;
 // Floor 2: the fleet model every other part reads.
 mod snapshot;
-// Floor 3: sources and fillers, exposition, alerts, the process's own stats.
+// Floor 3: sources and fillers, the fleet memory, exposition, alerts, the
+// process's own stats.
 mod alerts;
 mod exposition;
 mod fill;
+mod fleet;
 mod process;
 mod source;
 // Floor 4: the collector, and which source and fillers it reads.

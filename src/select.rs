@@ -2,14 +2,20 @@
 //!
 //! `--source auto` takes NVML if it loads, else nvidia-smi if it is there,
 //! else the simulator, loudly. A real source gets the fillers the flags
-//! allow: Xid from the kernel log, and workload allocator stats.
+//! allow: Xid from the kernel log, and workload allocator stats. Every
+//! source's fleet passes through the fleet memory ([`Fleet`]).
+//!
+//! [`plan`] checks the flags without loading or running anything, so a bad
+//! one fails before serving starts; [`Plan::build`] then loads NVML or
+//! probes for nvidia-smi, which may block, on the collector thread.
 
 use crate::config::{Collector, Config, ConfigError, SourceKind};
 use crate::fill::Filler;
 use crate::fill::cgroup::ProcessCgroups;
 use crate::fill::jobs::JobMapping;
-use crate::fill::kmsg::KernelLogXid;
+use crate::fill::kmsg::{KernelLogXid, check_path};
 use crate::fill::workload::WorkloadStats;
+use crate::fleet::Fleet;
 use crate::snapshot::{Gpu, Kubelet, Model, Timings};
 use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
@@ -18,54 +24,96 @@ use crate::source::{Source, SourceError};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The source the flags ask for, with its fillers. `scenario` and `t0` are
-/// the simulator's, should it serve.
-pub fn source(
-    config: &Config,
+/// A checked configuration of the source, to build where blocking is fine.
+pub struct Plan {
+    config: Config,
     scenario: Scenario,
-    t0: f64,
-) -> Result<Box<dyn Source>, ConfigError> {
-    let nvml = || {
-        let options = nvml::Options {
-            collectors: config.collectors,
-            ..nvml::Options::default()
-        };
-        Nvml::open_with(config.nvml_library.as_deref(), options)
-            .map_err(|e| ConfigError(format!("--nvml.library: {e}")))
-    };
-    let smi =
-        || Smi::new(config.smi_path.clone(), config.smi_timeout).collectors(config.collectors);
-    let inner: Box<dyn Source> = match config.source {
-        Some(SourceKind::Sim) => Box::new(Sim::new(scenario, t0)),
-        Some(SourceKind::Nvml) => Box::new(nvml()?),
-        Some(SourceKind::Smi) => Box::new(smi()),
-        None => {
-            let n = nvml()?;
-            if n.connected() {
-                Box::new(n)
-            } else if find_program(&config.smi_path).is_some() {
-                log::info!(
-                    "source auto: NVML did not load; using {}",
-                    config.smi_path.display()
-                );
-                Box::new(smi())
-            } else {
-                log::warn!("source auto: neither NVML nor nvidia-smi is here");
-                Box::new(Sim::new(scenario, t0))
-            }
-        }
-    };
-    if inner.kind() == SourceKind::Sim {
-        log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
-        return Ok(inner);
-    }
-    Ok(Box::new(Filled {
-        inner,
-        fillers: fillers(config)?,
-        timings: Timings::default(),
-    }))
+    /// The library to load, checked.
+    library: PathBuf,
+    fillers: Vec<Owned>,
 }
 
+/// Checks what the flags ask of the source, loading and running nothing.
+/// `scenario` is the simulator's, should it serve.
+pub fn plan(config: &Config, scenario: Scenario) -> Result<Plan, ConfigError> {
+    let library = if config.source == Some(SourceKind::Sim) {
+        PathBuf::new()
+    } else {
+        nvml::check_library(config.nvml_library.as_deref())
+            .map_err(|e| ConfigError(format!("--nvml.library: {e}")))?
+    };
+    let fillers = if config.source == Some(SourceKind::Sim) {
+        Vec::new()
+    } else {
+        fillers(config)?
+    };
+    Ok(Plan {
+        config: config.clone(),
+        scenario,
+        library,
+        fillers,
+    })
+}
+
+impl Plan {
+    /// The source as the flags name it; under `auto`, NVML, which it tries
+    /// first.
+    pub fn kind(&self) -> SourceKind {
+        self.config.source.unwrap_or(SourceKind::Nvml)
+    }
+
+    /// The source with its fillers and the fleet memory. Loads NVML (for
+    /// `nvml` and `auto`), which may block; `t0` is the simulator's origin.
+    pub fn build(self, t0: f64) -> Box<dyn Source> {
+        let config = &self.config;
+        let smi = || {
+            Smi::new(config.smi_path.clone(), config.smi_timeout)
+                .collectors(config.collectors)
+                .with_spawn_hook(nvml::die_with_parent)
+        };
+        let nvml = || {
+            let options = nvml::Options {
+                collectors: config.collectors,
+                ..nvml::Options::default()
+            };
+            Nvml::new(self.library.clone(), options)
+        };
+        let inner: Box<dyn Source> = match config.source {
+            Some(SourceKind::Sim) => Box::new(Sim::new(self.scenario, t0)),
+            Some(SourceKind::Nvml) => Box::new(nvml()),
+            Some(SourceKind::Smi) => Box::new(smi()),
+            None => {
+                let n = nvml();
+                if n.connected() {
+                    Box::new(n)
+                } else if find_program(&config.smi_path).is_some() {
+                    log::info!(
+                        "source auto: NVML did not load; using {}",
+                        config.smi_path.display()
+                    );
+                    Box::new(smi())
+                } else {
+                    log::warn!("source auto: neither NVML nor nvidia-smi is here");
+                    Box::new(Sim::new(self.scenario, t0))
+                }
+            }
+        };
+        let fillers = if inner.kind() == SourceKind::Sim {
+            log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
+            Vec::new()
+        } else {
+            self.fillers
+        };
+        Box::new(Pipeline {
+            inner,
+            fleet: Fleet::new(),
+            fillers,
+            timings: Timings::default(),
+        })
+    }
+}
+
+/// A filler and the collector its readings belong to.
 /// A filler and the collector its readings belong to, if any (pods and
 /// jobs belong to none: their flags turn them on).
 type Owned = (Option<Collector>, Box<dyn Filler>);
@@ -79,17 +127,15 @@ fn fillers(config: &Config) -> Result<Vec<Owned>, ConfigError> {
         _ if !on(Collector::Xid) => {}
         Some(p) if p.as_os_str().is_empty() => {}
         Some(p) => {
-            std::fs::File::open(p).map_err(|e| {
-                ConfigError(format!("--xid.kmsg: cannot read {}: {e}", p.display()))
-            })?;
+            check_path(p).map_err(|e| ConfigError(format!("--xid.kmsg: {e}")))?;
             fillers.push((Some(Collector::Xid), Box::new(KernelLogXid::new(p))));
         }
-        None => match std::fs::File::open("/dev/kmsg") {
-            Ok(_) => fillers.push((
+        None => match check_path(Path::new("/dev/kmsg")) {
+            Ok(()) => fillers.push((
                 Some(Collector::Xid),
                 Box::new(KernelLogXid::new("/dev/kmsg")),
             )),
-            Err(e) => log::info!("xid: not reading /dev/kmsg ({e}); it needs CAP_SYSLOG"),
+            Err(e) => log::info!("xid: not reading the kernel log ({e}); it needs CAP_SYSLOG"),
         },
     }
     match &config.workload_dir {
@@ -167,6 +213,8 @@ fn kubelet(config: &Config) -> Result<Option<Box<dyn Filler>>, ConfigError> {
     Ok(None)
 }
 
+
+
 /// Where `program` would run from: itself if it names a path, else the
 /// first match on PATH.
 fn find_program(program: &Path) -> Option<PathBuf> {
@@ -178,15 +226,17 @@ fn find_program(program: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// A real source and its fillers.
-struct Filled {
+/// A source, the fleet memory, and the fillers: source, then
+/// [`Fleet::identify`], the fillers, [`Fleet::settle`].
+struct Pipeline {
     inner: Box<dyn Source>,
+    fleet: Fleet,
     fillers: Vec<Owned>,
     /// The source's timings of the last collection, with the fillers'.
     timings: Timings,
 }
 
-impl Source for Filled {
+impl Source for Pipeline {
     fn kind(&self) -> SourceKind {
         self.inner.kind()
     }
@@ -194,6 +244,7 @@ impl Source for Filled {
     fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {
         let mut gpus = self.inner.collect(at)?;
         self.timings = self.inner.timings();
+        self.fleet.identify(&mut gpus);
         // Real sources collect at wall-clock time, which file ages need.
         for (c, f) in &mut self.fillers {
             let started = Instant::now();
@@ -202,6 +253,7 @@ impl Source for Filled {
                 self.timings.add(*c, started.elapsed().as_secs_f64());
             }
         }
+        self.fleet.settle(&mut gpus);
         Ok(gpus)
     }
 
@@ -219,5 +271,10 @@ impl Source for Filled {
 
     fn history_seconds(&self) -> f64 {
         self.inner.history_seconds()
+    }
+
+    fn forget(&mut self) {
+        self.fleet.forget();
+        self.inner.forget();
     }
 }

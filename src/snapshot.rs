@@ -370,14 +370,28 @@ impl Readings {
     }
 }
 
-/// One MIG instance of a GPU. Its series carry the MIG UUID plus
-/// `mig_instance` and `mig_profile`.
+/// One MIG GPU instance of a GPU. Its series carry the parent GPU's
+/// `gpu` and `uuid`, plus `mig_instance` (the GPU instance id) and
+/// `mig_profile`; memory and GPM readings belong to the GPU instance, so
+/// its compute instances share them.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct MigInstance {
+    /// The MIG UUID of its first compute instance (the only one in the
+    /// common layout); every one is in `compute`.
     pub uuid: String,
     pub gpu_instance_id: u32,
     pub profile: String,
+    /// Its compute instances, each a MIG device with a MIG UUID of its own.
+    pub compute: Vec<ComputeInstance>,
     pub readings: Readings,
+}
+
+/// One compute instance of a MIG GPU instance.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ComputeInstance {
+    /// `None` where the driver cannot say (no nvmlDeviceGetComputeInstanceId).
+    pub id: Option<u32>,
+    pub uuid: String,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -501,7 +515,24 @@ pub struct Snapshot {
     pub kubernetes: Kubernetes,
 }
 
+/// The reason a snapshot gives before the first collection is done.
+pub const STARTING: &str = "first collection in progress";
+
 impl Snapshot {
+    /// What is served from start until the first collection (and, for the
+    /// simulator, its history replay) is done: no fleet, not a success.
+    pub fn starting(source: SourceKind) -> Snapshot {
+        Snapshot {
+            error: Some(STARTING.into()),
+            ..Snapshot::empty(source)
+        }
+    }
+
+    /// Whether this is [`Snapshot::starting`]'s placeholder.
+    pub fn is_starting(&self) -> bool {
+        self.error.as_deref() == Some(STARTING)
+    }
+
     pub fn empty(source: SourceKind) -> Snapshot {
         Snapshot {
             gpus: Vec::new(),

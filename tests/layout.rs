@@ -25,6 +25,7 @@ const FLOORS: &[(&str, u8)] = &[
     // Sources and fillers, exposition, alerts, the process's own stats.
     ("source", 3),
     ("fill", 3),
+    ("fleet", 3),
     ("exposition", 3),
     ("alerts", 3),
     ("process", 3),

@@ -389,12 +389,19 @@ fn a_lost_gpu_goes_down_while_the_others_keep_reporting() {
         Spec { i: 2 }.check(&after[2]);
         let lost = &after[1];
         assert!(!lost.up);
-        assert_eq!(lost.readings, Readings::default());
+        // Nothing read but the Xid counts its events keep.
+        assert_eq!(
+            lost.readings,
+            Readings {
+                xid_errors: Some(CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect()),
+                ..Readings::default()
+            }
+        );
         assert!(lost.mig.is_empty());
-        // Still labelled as the GPU it was.
+        // Still the GPU it was at that index; the fleet memory (see
+        // src/fleet) gives it the rest of its identity.
         assert_eq!(lost.index, 1);
         assert_eq!(lost.uuid, Spec { i: 1 }.uuid());
-        assert_eq!(lost.pci_bus_id, Spec { i: 1 }.bus_id());
         assert_eq!(lost.driver_version, "550.54.15");
     }
 }
@@ -540,7 +547,7 @@ fn init_failure_is_retried_with_backoff_until_it_succeeds() {
     std::thread::sleep(Duration::from_millis(350));
     let e = nvml.collect(0.0).unwrap_err();
     assert!(
-        e.0.contains("DRIVER_NOT_LOADED") && e.0.contains("600ms"),
+        e.0.contains("DRIVER_NOT_LOADED") && e.0.contains("retrying with backoff up to 5s"),
         "{e}"
     );
 
@@ -576,7 +583,7 @@ fn a_failing_device_count_drops_the_session_and_reinitialises() {
     );
     // Not retried before its time...
     let e = nvml.collect(0.0).unwrap_err();
-    assert!(e.0.contains("retrying in"), "{e}");
+    assert!(e.0.contains("retrying with backoff"), "{e}");
     // ...and then NVML is shut down and initialised afresh, which resets
     // the fake's collection count.
     std::thread::sleep(Duration::from_millis(450));
@@ -608,4 +615,90 @@ fn the_default_library_constructs_with_or_without_a_driver() {
     if let Err(e) = nvml.collect(0.0) {
         assert!(e.0.contains("libnvidia-ml.so.1"), "{e}");
     }
+}
+
+#[test]
+fn the_xid_that_comes_with_a_loss_is_kept() {
+    let mut gpus: Vec<_> = (0..2).map(|i| Spec { i }.json()).collect();
+    gpus[1] = gpus[1].replacen('{', r#"{"xids":[79],"lost_after_collections":3,"#, 1);
+    let f = Fixture::new("xid-loss", &scenario(&gpus));
+    let mut nvml = f.open();
+    // Bounded: the fake loses the GPU at its fourth collection.
+    let mut lost = None;
+    for _ in 0..50 {
+        let gpus = collect(&mut nvml);
+        if !gpus[1].up {
+            lost = Some(gpus[1].clone());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let lost = lost.expect("GPU 1 was lost");
+    assert_eq!(lost.uuid, Spec { i: 1 }.uuid());
+    let xids = lost
+        .readings
+        .xid_errors
+        .expect("the lost GPU keeps its Xids");
+    assert!(xids.contains(&(79, 1)), "{xids:?}");
+}
+
+#[test]
+fn nvml_not_available_sentinels_are_left_out() {
+    let gpu = r#"{"uuid":"GPU-sentinel","temperature":4294967295,"power_mw":4294967295,
+        "ecc_corrected":18446744073709551615,"ecc_uncorrected":0,"sm_clock_mhz":1980,"events":false}"#;
+    let f = Fixture::new("sentinel", &scenario(&[gpu.to_string()]));
+    let mut nvml = f.open();
+    let g = &collect(&mut nvml)[0];
+    assert!(g.up);
+    let mut expected = Readings {
+        // All ones: "not available", left out.
+        temperature_celsius: None,
+        power_usage_watts: None,
+        ecc_corrected_total: None,
+        // The rest reads.
+        ecc_uncorrected_total: Some(0.0),
+        sm_clock_hertz: Some(1980e6),
+        ..Readings::default()
+    };
+    expected.health.mig_mode = Some(false);
+    assert_eq!(g.readings, expected);
+}
+
+#[test]
+fn compute_instances_of_one_gpu_instance_are_one_instance() {
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-ci-parent",
+        "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
+        "mig":[
+          {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-ci0","gpu_instance_id":2,"compute_instance_id":0,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}},
+          {"name":"NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb","uuid":"MIG-ci1","gpu_instance_id":2,"compute_instance_id":1,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}},
+          {"name":"NVIDIA H100 80GB HBM3 MIG 1g.10gb","uuid":"MIG-other","gpu_instance_id":9,
+           "memory":{"total":10468982784,"reserved":0,"free":10468982784,"used":0}}
+        ]}"#;
+    let f = Fixture::new("mig-ci", &scenario(&[mig.to_string()]));
+    let mut nvml = f.open();
+    let g = &collect(&mut nvml)[0];
+    assert_eq!(g.mig.len(), 2);
+    let m = &g.mig[0];
+    assert_eq!((m.gpu_instance_id, m.uuid.as_str()), (2, "MIG-ci0"));
+    let compute: Vec<_> = m.compute.iter().map(|c| (c.id, c.uuid.as_str())).collect();
+    assert_eq!(compute, [(Some(0), "MIG-ci0"), (Some(1), "MIG-ci1")]);
+    // The GPU instance's memory, once.
+    assert_eq!(m.readings.memory_total_bytes, Some(42949672960.0));
+    assert_eq!(g.mig[1].compute.len(), 1);
+}
+
+#[test]
+fn every_symbol_the_exporter_resolves_is_in_the_fake() {
+    use gpu_exporter::internals::source::nvml::{SYMBOLS, missing_symbols};
+    let f = Fixture::new("symbols", r#"{"gpus":[]}"#);
+    assert_eq!(missing_symbols(&f.lib), Ok(vec![]));
+    assert!(SYMBOLS.len() >= 41, "{}", SYMBOLS.len());
+    // The old-driver build lacks the newer ones, and they are named.
+    let old = Fixture::build("symbols-old", r#"{"gpus":[]}"#, true);
+    let missing = missing_symbols(&old.lib).unwrap();
+    assert!(missing.contains(&"nvmlInitWithFlags"), "{missing:?}");
+    assert!(missing.iter().all(|s| SYMBOLS.contains(s)));
+    assert!(missing_symbols(&f.dir.join("scenario.json")).is_err());
 }

@@ -74,6 +74,7 @@ fn the_status_page_allocates_nothing_after_warm_up() {
         uuid: "MIG-1".into(),
         gpu_instance_id: 1,
         profile: "3g.40gb".into(),
+        compute: Vec::new(),
         readings: Readings {
             memory_total_bytes: Some(4e10),
             ..Default::default()

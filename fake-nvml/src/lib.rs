@@ -62,6 +62,16 @@
 //! nvmlDeviceGetRemappedRows, the fan calls, the JPEG and OFA utilization
 //! calls and nvmlDeviceGetGpuMaxPcieLinkGeneration.
 //!
+//! Failure scripts (issue 11): `"init_hang_ms": 5000` makes the first
+//! `nvmlInit*` of the process sleep that long before answering, as a
+//! driver that hangs at boot; a GPU's `"reset_after_collections": n`
+//! makes its counters (energy, ECC, PCIe replay, violation time) read 0
+//! after n collections, as after a GPU reset; its
+//! `"xids_after_collections": n` holds its `xids` back until then (an Xid
+//! just before a loss). A MIG entry's
+//! `"compute_instance_id"` (default 0) is its compute instance: entries
+//! sharing a `gpu_instance_id` are compute instances of one GPU instance.
+//!
 //! This is test support: every pointer argument is trusted to be what
 //! nvml.h says it is (null ones are refused).
 
@@ -115,6 +125,8 @@ mod scenario {
         /// the driver goes away under a running exporter.
         pub count_error: Option<CountError>,
         pub gpus: Vec<Gpu>,
+        /// The first init of the process sleeps this long.
+        pub init_hang_ms: Option<u64>,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -164,6 +176,10 @@ mod scenario {
         pub violation_ns: Option<Violations>,
         pub nvlink_kib: Option<TxRx>,
         pub memory_temperature: Option<u32>,
+        /// Counters read 0 after this many collections.
+        pub reset_after_collections: Option<u64>,
+        /// Its `xids` are handed out only after this many collections.
+        pub xids_after_collections: Option<u64>,
         pub memory_temperature_max: Option<u32>,
         pub remapped_rows: Option<Remapped>,
         pub retired_pages: Option<Retired>,
@@ -269,6 +285,7 @@ mod scenario {
         pub name: String,
         pub uuid: String,
         pub gpu_instance_id: u32,
+        pub compute_instance_id: Option<u32>,
         pub memory: Option<Memory>,
         pub gpm: Option<Gpm>,
     }
@@ -455,6 +472,7 @@ fn load_scenario() -> Result<Scenario, String> {
 }
 
 fn init() -> Ret {
+    hang_first_init();
     let mut state = lock();
     if let Some(f) = state.as_mut() {
         f.refs += 1;
@@ -545,6 +563,13 @@ fn on_device(call: &str, dev: Device, f: impl FnOnce(usize, Target) -> Result<()
     if fake.lost(gi) {
         return GPU_IS_LOST;
     }
+    let reset_copy;
+    let gpu = if fake.reset(gi) {
+        reset_copy = gpu.with_counters_reset();
+        &reset_copy
+    } else {
+        gpu
+    };
     let target = match (a & 0xffff).checked_sub(1) {
         None => Target::Gpu(gpu),
         Some(mi) => match gpu.mig.as_ref().and_then(|m| m.get(mi)) {
@@ -1497,10 +1522,14 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
         let Some(f) = state.as_mut() else {
             return UNINITIALIZED;
         };
+        let due: Vec<bool> = (0..f.scenario.gpus.len())
+            .map(|gi| f.xids_due(gi))
+            .collect();
         let Some(q) = f.sets.get_mut(&set.addr()) else {
             return INVALID_ARGUMENT;
         };
-        if let Some((gi, xid)) = q.pop_front() {
+        let next = q.iter().position(|&(gi, _)| due.get(gi) == Some(&true));
+        if let Some((gi, xid)) = next.and_then(|i| q.remove(i)) {
             let event = EventData {
                 device: gpu_handle(gi),
                 event_type: XID_CRITICAL_ERROR,
@@ -1704,4 +1733,72 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(query: *mut GpmMetricsGet) -> Ret {
         m.value = value.unwrap_or(0.0);
     }
     SUCCESS
+}
+
+// ---- Failure scripts (issue 11): a hung first init, counters that reset,
+// MIG compute instances.
+
+/// Sleeps once per process, before the first init answers, if the
+/// scenario says `init_hang_ms`.
+fn hang_first_init() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static HUNG: AtomicBool = AtomicBool::new(false);
+    if HUNG.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    if let Ok(Scenario {
+        init_hang_ms: Some(ms),
+        ..
+    }) = load_scenario()
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+}
+
+impl Fake {
+    /// Whether GPU `gi`'s Xid events may be handed out yet.
+    fn xids_due(&self, gi: usize) -> bool {
+        self.scenario
+            .gpus
+            .get(gi)
+            .and_then(|g| g.xids_after_collections)
+            .is_none_or(|n| self.collections > n)
+    }
+
+    /// Whether GPU `gi`'s counters have been reset.
+    fn reset(&self, gi: usize) -> bool {
+        self.scenario
+            .gpus
+            .get(gi)
+            .and_then(|g| g.reset_after_collections)
+            .is_some_and(|n| self.collections > n)
+    }
+}
+
+impl Gpu {
+    /// This GPU after a reset: every counter back at 0.
+    fn with_counters_reset(&self) -> Gpu {
+        let zero = |v: Option<u64>| v.map(|_| 0);
+        Gpu {
+            energy_mj: zero(self.energy_mj),
+            ecc_corrected: zero(self.ecc_corrected),
+            ecc_uncorrected: zero(self.ecc_uncorrected),
+            pcie_replay: self.pcie_replay.map(|_| 0),
+            violation_ns: self.violation_ns.map(|v| scenario::Violations {
+                power: zero(v.power),
+                thermal: zero(v.thermal),
+                sync_boost: zero(v.sync_boost),
+            }),
+            ..self.clone()
+        }
+    }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(dev: Device, id: *mut c_uint) -> Ret {
+    on_device("nvmlDeviceGetComputeInstanceId", dev, |_, t| match t {
+        Target::Gpu(_) => Err(INVALID_ARGUMENT),
+        // SAFETY: an out-pointer (nvml.h).
+        Target::Mig(m) => unsafe { put(id, m.compute_instance_id.unwrap_or(0)) },
+    })
 }

@@ -6,13 +6,15 @@ mod signals;
 
 use crate::alerts::{self, promql};
 use crate::base::time::unix_now;
-use crate::collector::{Collector, Latest};
+use crate::collector::{Collector, Latest, Published};
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::http::{self, Server};
+use crate::snapshot::Snapshot;
 use crate::{select, table};
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -33,6 +35,11 @@ impl From<ConfigError> for Error {
 
 /// Runs the exporter; `Ok` holds the exit code (0, or 128 + the signal
 /// that cut a graceful stop short).
+///
+/// Serving starts before the first collection: the listener, `/healthz`
+/// and the metrics answer at once, whatever the source does, and the
+/// collector thread loads the source, replays the simulator's history and
+/// collects behind them (`--once` does all that first, then prints).
 pub fn run(config: Config) -> Result<u8, Error> {
     // Everything that can be wrong with the configuration fails here,
     // before anything starts.
@@ -47,10 +54,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
     } else {
         Some(bind(config.listen)?)
     };
-
-    let t0 = unix_now();
-    let source = select::source(&config, scenario, t0)?;
-    let simulated = source.kind() == SourceKind::Sim;
+    let plan = select::plan(&config, scenario)?;
     for r in &rules {
         let off: Vec<&str> = r
             .needs()
@@ -67,20 +71,18 @@ pub fn run(config: Config) -> Result<u8, Error> {
         }
     }
     let evaluator = alerts::Evaluator::new(rules);
-    let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale)
-        .with_collectors(config.collectors)
-        .with_pod_labels(config.kubernetes.pod_labels);
-    collector.replay(t0);
-    let first = collector.collect_at(t0, false);
-    log::info!(
-        "alerts: {} rules; their history holds {} bytes",
-        collector.evaluator().rules().len(),
-        collector.evaluator().history_bytes()
-    );
-    let table = table::render(&first, collector.evaluator());
+    let collectors = config.collectors;
+    let pod_labels = config.kubernetes.pod_labels;
 
     let Some(listener) = listener else {
-        print!("{table}");
+        let t0 = unix_now();
+        let source = plan.build(t0);
+        let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale)
+            .with_collectors(collectors)
+            .with_pod_labels(pod_labels);
+        let first = collector.first(t0);
+        log_history(collector.evaluator());
+        print!("{}", table::render(&first, collector.evaluator()));
         return Ok(0);
     };
     let addr = listener
@@ -88,21 +90,39 @@ pub fn run(config: Config) -> Result<u8, Error> {
         .map_err(|e| Error::Runtime(e.to_string()))?;
     let listener = async_io::Async::new(listener).map_err(|e| Error::Runtime(e.to_string()))?;
     let signals = signals::handle()?;
+
+    let latest = Arc::new(Latest::new(Published {
+        snapshot: Snapshot::starting(plan.kind()),
+        alerts: Vec::new(),
+    }));
+    let for_collector = latest.clone();
+    let (reloads, reload_rx) = mpsc::channel();
+    // Whether the simulator serves: known once the collector has built the
+    // source (`auto` decides there), and read by SIGHUP.
+    let simulated = Arc::new(AtomicBool::new(false));
+    let sim_flag = simulated.clone();
+    let (interval, max_stale) = (config.interval, config.max_stale);
+    std::thread::Builder::new()
+        .name("collector".into())
+        .spawn(move || {
+            let source = plan.build(unix_now());
+            let sim = source.kind() == SourceKind::Sim;
+            sim_flag.store(sim, Ordering::Relaxed);
+            let collector = Collector::new(source, evaluator, interval, max_stale)
+                .with_collectors(collectors)
+                .with_pod_labels(pod_labels);
+            collector.run(for_collector, reload_rx, |first, evaluator| {
+                log_history(evaluator);
+                if sim {
+                    print!("{}", table::render(first, evaluator));
+                }
+            })
+        })
+        .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
     log::info!(
         "serving GPU metrics on {}",
         url(addr, &config.telemetry_path)
     );
-    if simulated {
-        print!("{table}");
-    }
-
-    let latest = Arc::new(Latest::new(first));
-    let for_collector = latest.clone();
-    let (reloads, reload_rx) = mpsc::channel();
-    std::thread::Builder::new()
-        .name("collector".into())
-        .spawn(move || collector.run(for_collector, reload_rx))
-        .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
 
     let ctx = http::Context {
         latest,
@@ -111,10 +131,18 @@ pub fn run(config: Config) -> Result<u8, Error> {
         max_age: config.interval * 3 + Duration::from_secs(1),
     };
     let server = Rc::new(Server::new(ctx, config.limits.clone()));
-    let reload = || load::reload(&config, simulated, &reloads);
+    let reload = || load::reload(&config, simulated.load(Ordering::Relaxed), &reloads);
     Ok(signals::serve_until_stopped(
         signals, listener, server, reload,
     ))
+}
+
+fn log_history(evaluator: &alerts::Evaluator) {
+    log::info!(
+        "alerts: {} rules; their history holds {} bytes",
+        evaluator.rules().len(),
+        evaluator.history_bytes()
+    );
 }
 
 fn bind(addr: SocketAddr) -> Result<TcpListener, ConfigError> {

@@ -1,9 +1,11 @@
 //! The ground floor: helpers any module may use, which use nothing of the
 //! crate's own. Time and durations, number spelling, the strict JSON pass,
-//! and units.
+//! units, PCI bus ids, and quiet logs.
 
 pub mod json;
 pub mod numbers;
+pub mod pci;
+pub mod quiet;
 pub mod time;
 pub mod units;
 

@@ -397,6 +397,79 @@ pub static GPU_FAMILIES: [(Family, Series); 28] = [
     ),
 ];
 
+/// The MIG instance's own memory: while MIG is on, `gpu_memory_*` stay
+/// the whole GPU's (its real total), so `sum by (gpu)` of either family
+/// never counts a byte twice. In the order of the render, with the
+/// `gpu_memory_*` family each stands in for on a MIG instance.
+pub static MIG_MEMORY: [(Family, &str, Series); 5] = [
+    (
+        family(
+            "gpu_mig_memory_total_bytes",
+            Gauge,
+            "Memory of a MIG GPU instance; gpu_memory_total_bytes stays the whole GPU's.",
+        )
+        .of(Memory),
+        MEMORY_TOTAL.name,
+        one!(memory_total_bytes),
+    ),
+    (
+        family(
+            "gpu_mig_memory_used_bytes",
+            Gauge,
+            "Memory in use in a MIG GPU instance.",
+        )
+        .of(Memory),
+        MEMORY_USED.name,
+        one!(memory_used_bytes),
+    ),
+    (
+        family(
+            "gpu_mig_memory_free_bytes",
+            Gauge,
+            "Memory free in a MIG GPU instance.",
+        )
+        .of(Memory),
+        "gpu_memory_free_bytes",
+        one!(memory_free_bytes),
+    ),
+    (
+        family(
+            "gpu_mig_memory_reserved_bytes",
+            Gauge,
+            "Memory of a MIG GPU instance reserved by the driver.",
+        )
+        .of(Memory),
+        "gpu_memory_reserved_bytes",
+        one!(memory_reserved_bytes),
+    ),
+    (
+        family(
+            "gpu_mig_memory_largest_free_bytes",
+            Gauge,
+            "Largest contiguous free block in a MIG GPU instance (workload stats).",
+        )
+        .of(Allocator),
+        LARGEST_FREE.name,
+        one!(largest_free_bytes),
+    ),
+];
+
+/// One series per MIG compute instance: its MIG UUID, and the ids that
+/// join it to its GPU instance's series.
+pub static MIG_INFO: Family = family(
+    "gpu_mig",
+    Info,
+    "A MIG device: the GPU instance (mig_instance) and compute instance (mig_compute_instance) it is, and its own MIG UUID (mig_uuid). Always 1.",
+)
+.of(Collector::Info);
+
+/// GPUs in the served snapshot, lost ones included.
+pub static GPUS: Family = family(
+    "gpu_exporter_gpus",
+    Gauge,
+    "GPUs in the served snapshot, lost ones included. 0 with a loaded driver means it sees no GPU.",
+);
+
 pub static TTFT: Family = family(
     "llm_ttft_seconds",
     Kind::Histogram,

@@ -16,7 +16,8 @@ use attribution::copies;
 use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, COLLECTOR_DURATION, COLLECTOR_SUCCESS, Extra,
-    GPU_FAMILIES, GPU_INFO, GPU_UP, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, TTFT,
+    GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS, MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO,
+    Series, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
@@ -88,33 +89,32 @@ pub fn render(
         if !fam.collector.is_some_and(|c| on.has(c)) {
             continue;
         }
-        // The head goes before the first sample; a family without any
-        // (every reading absent) is left out whole.
-        let mut headed = false;
-        each_target(gpus, |t, r| {
-            series(r, &mut |extra, v| {
-                if !headed {
-                    w.head(fam);
-                    headed = true;
+        // A MIG instance's memory has families of its own.
+        let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
+        let only = Some(gpu_only).filter(|&g| g);
+        family_series(&mut w, gpus, fam, *series, only, pod_labels);
+    }
+    for (fam, _, series) in &MIG_MEMORY {
+        if fam.collector.is_some_and(|c| on.has(c)) {
+            family_series(&mut w, gpus, fam, *series, Some(false), pod_labels);
+        }
+    }
+    if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
+        w.head(&MIG_INFO);
+        each_target(gpus, |t, _| {
+            let Some(m) = t.mig else { return };
+            for ci in &m.compute {
+                w.name(&MIG_INFO);
+                w.target(t);
+                if let Some(id) = ci.id {
+                    w.num_label("mig_compute_instance", id);
                 }
-                for pod in copies(r, pod_labels) {
-                    w.name(fam);
-                    w.target(t);
-                    w.pod(pod);
-                    match extra {
-                        Extra::None => {}
-                        Extra::Label(text) => w.put(text),
-                        Extra::Num(k, n) => w.num_label(k, n),
-                        Extra::NumLabel(k, n, text) => {
-                            w.num_label(k, n);
-                            w.put(text);
-                        }
-                    }
-                    w.value(v);
-                }
-            })
+                w.label("mig_uuid", &ci.uuid);
+                w.value(1.0);
+            }
         });
     }
+
     attribution::render(&mut w, snapshot, on);
 
     if !snapshot.models.is_empty() && on.has(Collector::Models) {
@@ -143,10 +143,14 @@ pub fn render(
     w.name(&BUILD_INFO);
     w.open_label("version", env!("CARGO_PKG_VERSION"));
     w.value(1.0);
-    w.head(&SOURCE_INFO);
-    w.name(&SOURCE_INFO);
-    w.open_label("source", snapshot.source.as_str());
-    w.value(1.0);
+    // Until the first collection the source may not be chosen yet (auto).
+    if !snapshot.is_starting() {
+        w.head(&SOURCE_INFO);
+        w.name(&SOURCE_INFO);
+        w.open_label("source", snapshot.source.as_str());
+        w.value(1.0);
+        w.scalar(&GPUS, gpus.len() as f64);
+    }
     w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
     w.scalar(&COLLECT_SUCCESS, if snapshot.success() { 1.0 } else { 0.0 });
     let age = now
@@ -182,4 +186,45 @@ pub fn render(
     if w.om {
         w.out.extend_from_slice(b"# EOF\n");
     }
+}
+
+/// The series of one family: of every target, or with `only`, of the
+/// GPUs (`Some(true)`) or the MIG instances (`Some(false)`). The head goes
+/// before the first sample; a family without any (every reading absent)
+/// is left out whole.
+fn family_series(
+    w: &mut Writer,
+    gpus: &[crate::snapshot::Gpu],
+    fam: &catalogue::Family,
+    series: Series,
+    only: Option<bool>,
+    pod_labels: bool,
+) {
+    let mut headed = false;
+    each_target(gpus, |t, r| {
+        if only.is_some_and(|gpu| gpu != t.mig.is_none()) {
+            return;
+        }
+        series(r, &mut |extra, v| {
+            if !headed {
+                w.head(fam);
+                headed = true;
+            }
+            for pod in copies(r, pod_labels) {
+                w.name(fam);
+                w.target(t);
+                w.pod(pod);
+                match extra {
+                    Extra::None => {}
+                    Extra::Label(text) => w.put(text),
+                    Extra::Num(k, n) => w.num_label(k, n),
+                    Extra::NumLabel(k, n, text) => {
+                        w.num_label(k, n);
+                        w.put(text);
+                    }
+                }
+                w.value(v);
+            }
+        })
+    });
 }

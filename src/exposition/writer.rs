@@ -89,7 +89,8 @@ impl Writer<'_> {
     }
 
     /// Opens a target's label set: `{gpu="0",uuid="…"` and, for a MIG
-    /// instance, `mig_instance` and `mig_profile`.
+    /// instance, the parent GPU's `gpu` and `uuid` (so it joins `gpu_info`)
+    /// with `mig_instance` and `mig_profile`.
     #[inline(always)]
     pub(super) fn target(&mut self, t: Target) {
         match self.cached.get(t.n) {
@@ -99,7 +100,7 @@ impl Writer<'_> {
                 match t.mig {
                     None => self.gpu_labels(t.gpu.index, &t.gpu.uuid),
                     Some(m) => {
-                        self.gpu_labels(t.gpu.index, &m.uuid);
+                        self.gpu_labels(t.gpu.index, &t.gpu.uuid);
                         self.num_label("mig_instance", m.gpu_instance_id);
                         self.label("mig_profile", &m.profile);
                     }

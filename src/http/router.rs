@@ -155,6 +155,10 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             let s = &published.snapshot;
             let age = Instant::now().saturating_duration_since(s.published);
             let status = match &s.error {
+                Some(_) if s.is_starting() => {
+                    let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+                    Status::Unavailable
+                }
                 Some(e) => {
                     let _ = writeln!(body, "not ready: last collection failed: {e}");
                     Status::Unavailable

@@ -77,16 +77,31 @@ pub fn render(
             out.extend_from_slice(b"<b>ok</b> in ");
             ms(out, s.collect_duration.as_secs_f64());
         }
+        Some(_) if s.is_starting() => out.extend_from_slice(b"<b>starting</b>"),
         Some(_) => out.extend_from_slice(b"<b class=\"bad\">failing</b>"),
     }
     out.extend_from_slice(b" &middot; snapshot age ");
     let age = now.saturating_duration_since(s.published).as_secs_f64();
     write_f64(out, (age * 10.0).round() / 10.0);
     out.extend_from_slice(b" s</p>\n");
-    if let Some(e) = &s.error {
-        out.extend_from_slice(b"<p class=\"err\" id=\"error\">last collection failed: ");
-        html_escape(out, e);
-        out.extend_from_slice(b"</p>\n");
+    match &s.error {
+        Some(e) if s.is_starting() => {
+            out.extend_from_slice(b"<p id=\"error\">");
+            html_escape(out, e);
+            out.extend_from_slice(b"</p>\n");
+        }
+        Some(e) => {
+            out.extend_from_slice(b"<p class=\"err\" id=\"error\">last collection failed: ");
+            html_escape(out, e);
+            out.extend_from_slice(b"</p>\n");
+        }
+        None if s.gpus.is_empty() && s.source != SourceKind::Sim => {
+            out.extend_from_slice(
+                b"<p class=\"err\" id=\"no-gpus\">no GPUs: the source is up but reports \
+                  none (a driver without GPUs, or none visible to this container)</p>\n",
+            );
+        }
+        None => {}
     }
 
     gpus(p, out);

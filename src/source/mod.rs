@@ -53,4 +53,8 @@ pub trait Source: Send {
     fn history_seconds(&self) -> f64 {
         0.0
     }
+
+    /// A SIGHUP reload: forget what the source remembers of GPUs it no
+    /// longer sees (the fleet memory's lost GPUs).
+    fn forget(&mut self) {}
 }

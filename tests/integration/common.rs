@@ -17,14 +17,23 @@ pub struct Exporter {
 }
 
 impl Exporter {
+    /// The exporter on `args`, once its first collection is published.
     pub fn start(args: &[&str]) -> Exporter {
         Exporter::start_binary(Path::new(BIN), args)
     }
 
     pub fn start_binary(bin: &Path, args: &[&str]) -> Exporter {
+        let e = Exporter::serving(Command::new(bin), args);
+        e.wait_first_collection();
+        e
+    }
+
+    /// `cmd` (the exporter, or a command that runs it) with `args`, as soon
+    /// as it says where it serves: its first collection may still be going.
+    pub fn serving(mut cmd: Command, args: &[&str]) -> Exporter {
         // The simulator unless a test says otherwise (a later flag wins),
         // so a machine with a GPU runs the same tests.
-        let mut child = Command::new(bin)
+        let mut child = cmd
             .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
             .args(args)
             .stdout(Stdio::null())
@@ -40,6 +49,14 @@ impl Exporter {
             addr: hostport.parse().unwrap(),
             log,
         }
+    }
+
+    /// Waits until the first collection (and the simulator's replay) is
+    /// published, for at most a minute.
+    pub fn wait_first_collection(&self) {
+        self.wait_for("/readyz", Duration::from_secs(60), |b| {
+            !b.contains("first collection in progress")
+        });
     }
 
     pub fn log(&self) -> String {
@@ -312,4 +329,57 @@ pub fn temp_file(name: &str, contents: &str) -> std::path::PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, contents).unwrap();
     path
+}
+
+/// A file under tests/fixtures, as text.
+pub fn fixture(path: &str) -> String {
+    let full = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path);
+    std::fs::read_to_string(&full).unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+}
+
+/// Seconds since boot: a kernel log line stamped later than this was
+/// logged after now.
+pub fn uptime() -> f64 {
+    let text = std::fs::read_to_string("/proc/uptime").unwrap();
+    text.split_whitespace().next().unwrap().parse().unwrap()
+}
+
+/// A live (not zombie) process, from /proc/PID/stat.
+pub struct Proc {
+    pub pid: u32,
+    pub comm: String,
+    pub ppid: u32,
+    pub pgrp: u32,
+}
+
+/// Every live process.
+pub fn processes() -> Vec<Proc> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "pid (comm) state ppid pgrp ...": comm may hold spaces.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let num = |i: usize| rest.get(i).and_then(|v| v.parse().ok());
+        if let (Some(&state), Some(ppid), Some(pgrp)) = (rest.first(), num(1), num(2))
+            && state != "Z"
+        {
+            found.push(Proc {
+                pid,
+                comm: stat[open + 1..close].to_string(),
+                ppid,
+                pgrp,
+            });
+        }
+    }
+    found
 }

@@ -33,10 +33,10 @@ fn text(out: &Output) -> String {
 }
 
 /// A fresh directory for one test, removed on drop.
-struct TempDir(PathBuf);
+pub struct TempDir(pub PathBuf);
 
 impl TempDir {
-    fn new(tag: &str) -> TempDir {
+    pub fn new(tag: &str) -> TempDir {
         let dir = std::env::temp_dir().join(format!("gpu-exporter-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -143,8 +143,10 @@ fn assert_hardened(m: &Flat, c: &str) {
     let caps = format!("{sc}.capabilities");
     assert_eq!(list(m, &format!("{caps}.drop")), [r#""ALL""#], "{caps}");
     assert_eq!(list(m, &format!("{caps}.add")), [r#""SYSLOG""#], "{caps}");
-    expect(m, &format!("{c}.resources.limits.memory"), r#""16Mi""#);
-    expect(m, &format!("{c}.resources.requests.memory"), r#""16Mi""#);
+    // From the real library's measured peak, with margin (nvidia_real.rs
+    // holds the limit to it).
+    expect(m, &format!("{c}.resources.limits.memory"), r#""64Mi""#);
+    expect(m, &format!("{c}.resources.requests.memory"), r#""32Mi""#);
     expect(m, &format!("{c}.resources.requests.cpu"), r#""10m""#);
     expect(
         m,
@@ -462,7 +464,7 @@ fn systemd_unit_is_hardened_and_verifies() {
         ("ProtectHome", "yes"),
         ("PrivateTmp", "yes"),
         ("NoNewPrivileges", "yes"),
-        ("MemoryMax", "16M"),
+        ("MemoryMax", "64M"),
         ("Restart", "on-failure"),
         ("CapabilityBoundingSet", "CAP_SYSLOG"),
         ("AmbientCapabilities", "CAP_SYSLOG"),
@@ -910,14 +912,14 @@ fn dashboard_metrics_exist() {
 
 /// A Prometheus server on a free loopback port; killed (and its data
 /// removed) on drop, panics included.
-struct Prometheus {
+pub struct Prometheus {
     child: Child,
     addr: SocketAddr,
     dir: TempDir,
 }
 
 impl Prometheus {
-    fn start(target: SocketAddr) -> Prometheus {
+    pub fn start(target: SocketAddr) -> Prometheus {
         let dir = TempDir::new("prometheus");
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
@@ -954,7 +956,7 @@ impl Prometheus {
     }
 
     /// GET `target`; None while the server is not answering yet.
-    fn get(&mut self, target: &str) -> Option<(u16, String)> {
+    pub fn get(&mut self, target: &str) -> Option<(u16, String)> {
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!("prometheus exited ({status}):\n{}", self.log());
         }
@@ -1007,7 +1009,7 @@ struct Series {
     metric: BTreeMap<String, String>,
 }
 
-fn urlencode(s: &str) -> String {
+pub fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {

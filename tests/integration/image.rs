@@ -5,7 +5,7 @@
 //! container engine) and scraped from here over 127.0.0.1. Each test has a
 //! buildah storage of its own, removed at its end.
 
-use crate::common::{Response, eventually, have, read_response, send, value, watch_log};
+use crate::common::{Response, eventually, have, processes, read_response, send, value, watch_log};
 use crate::sources::fake_nvml::Fixture;
 use nanoserde::DeJson;
 use std::collections::BTreeMap;
@@ -52,24 +52,11 @@ fn kill_group(pgid: u32) {
 /// Live (not zombie) processes in process group `pgid`, with their
 /// command names.
 fn group_members(pgid: u32) -> Vec<(u32, String)> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        // "pid (comm) state ppid pgrp ...": comm may hold spaces.
-        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
-            continue;
-        };
-        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
-        if rest.len() > 2 && rest[0] != "Z" && rest[2] == pgid.to_string() {
-            found.push((pid, stat[open + 1..close].to_string()));
-        }
-    }
-    found
+    processes()
+        .into_iter()
+        .filter(|p| p.pgrp == pgid)
+        .map(|p| (p.pid, p.comm))
+        .collect()
 }
 
 /// Runs `cmd` in a process group of its own, for at most `limit`.
@@ -664,4 +651,38 @@ fn the_static_image_serves_the_simulator_and_cannot_load_nvml() {
     assert_eq!(ready.status, 503);
     let m = r.get("/metrics");
     assert_eq!(value(&m.body, "gpu_exporter_collect_success"), Some(0.0));
+}
+
+#[test]
+fn the_image_loads_the_real_library_and_reports_the_driver_missing() {
+    let Some(real) = crate::nvidia_real::real() else {
+        return;
+    };
+    let Some(b) = Buildah::new("real-nvml") else {
+        return;
+    };
+    let image = b.build(Variant::Scratch);
+    // Where the toolkit would mount the driver's own file; the packaged
+    // name is a link to it.
+    let lib = std::fs::canonicalize(&real.lib).unwrap();
+    let target = format!("{MULTIARCH}/libnvidia-ml.so.1");
+    let r = b.start(&image, &[(&lib, &target)], &["--collect.interval", "200ms"]);
+    let ready = r.wait_for("/readyz", Duration::from_secs(30), |m| {
+        m.body.contains("NVML init failed")
+    });
+    // Its NEEDED libraries (libpthread, libm, libdl, libc, librt) are in the
+    // image: it loads, and NVML says the driver is missing.
+    assert_eq!(ready.status, 503, "{}", ready.body);
+    assert!(
+        ready
+            .body
+            .contains("NVML init failed: NVML_ERROR_DRIVER_NOT_LOADED (9)"),
+        "{}",
+        ready.body
+    );
+    assert!(!ready.body.contains("cannot load NVML"), "{}", ready.body);
+    let m = r.get("/metrics");
+    assert_eq!(value(&m.body, "gpu_exporter_collect_success"), Some(0.0));
+    assert_eq!(r.get("/healthz").status, 200);
+    assert_eq!(r.exporter_uids(), "65534 65534 65534 65534");
 }

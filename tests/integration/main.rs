@@ -10,6 +10,9 @@ mod exposition;
 mod faults;
 mod http;
 mod image;
+mod kernel_log;
+mod lost;
+mod nvidia_real;
 mod prometheus;
 mod release;
 #[path = "../support/response.rs"]
@@ -17,4 +20,5 @@ mod response;
 mod rules;
 mod signals;
 mod sources;
+mod startup;
 mod status;

@@ -4,6 +4,8 @@
 //! file, and the Xid rate only through the scenario: no verdict is faked.
 
 use crate::common::{Exporter, have, run, temp_file};
+use crate::deploy::{Prometheus, TempDir, urlencode};
+use crate::sources::fake_smi;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -37,7 +39,7 @@ const SHORT_RULES: &str = r#"{ "rules": [
   { "name": "TTFTBudgetBurnSlow", "for": "3s" }
 ] }"#;
 
-struct Server(Child);
+pub struct Server(pub Child);
 
 impl Drop for Server {
     fn drop(&mut self) {
@@ -46,7 +48,7 @@ impl Drop for Server {
     }
 }
 
-fn http_get(addr: &str, path: &str) -> Option<String> {
+pub fn http_get(addr: &str, path: &str) -> Option<String> {
     let mut s = TcpStream::connect(addr).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").ok()?;
@@ -59,7 +61,7 @@ fn http_get(addr: &str, path: &str) -> Option<String> {
 
 /// Firing alerts in a Prometheus-shaped `/api/v1/alerts` body, as
 /// (alertname, gpu or model_name).
-fn firing(body: &str) -> BTreeSet<(String, String)> {
+pub fn firing(body: &str) -> BTreeSet<(String, String)> {
     body.split(r#"{"labels":{"#)
         .skip(1)
         .filter(|alert| alert.contains(r#""state":"firing""#))
@@ -176,4 +178,129 @@ fn firing_reads_both_shapes() {
     let prom = r#"{"status":"success","data":{"alerts":[{"labels":{"alertname":"GPULost","gpu":"3","instance":"x","severity":"page"},"annotations":{},"state":"firing","activeAt":"t","value":"1e+00"},{"labels":{"alertname":"Slow","model_name":"m"},"state":"pending"}]}}"#;
     let want: BTreeSet<_> = [("GPULost".to_string(), "gpu3".to_string())].into();
     assert_eq!(firing(prom), want);
+}
+
+/// An instant query's result, as Prometheus' JSON body.
+fn query(prom: &mut Prometheus, q: &str) -> String {
+    prom.get(&format!("/api/v1/query?query={}", urlencode(q)))
+        .map(|(_, body)| body)
+        .unwrap_or_default()
+}
+
+/// The value of an instant query's first sample, once there is one.
+fn first_value(body: &str) -> Option<f64> {
+    let (_, rest) = body.split_once("\"value\":[")?;
+    rest.split('"').nth(1)?.parse().ok()
+}
+
+/// Xids counted before a restart and Xids in a rotated, truncated or
+/// rewritten kernel log are no new Xids: a real Prometheus scraping the
+/// exporter through all of it sees no increase and fires nothing.
+#[test]
+fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let dir = TempDir::new("rotate");
+    let log = dir.0.join("dmesg.log");
+    let old: String = (1..=3)
+        .map(|i| format!("[  10{i}.000000] NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus.\n"))
+        .collect();
+    std::fs::write(&log, &old).unwrap();
+    let smi = fake_smi(
+        "rotate",
+        "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-a, 00000000:9B:00.0, 40\n1, GPU-b, 00000000:9C:00.0, 41\n",
+    );
+    // One address across the restart, as Prometheus knows it.
+    let listen = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let listen_s = listen.to_string();
+    let (smi_s, log_s) = (smi.to_str().unwrap(), log.to_str().unwrap());
+    let exporter = || {
+        Exporter::start(&[
+            "--source",
+            "smi",
+            "--smi.path",
+            smi_s,
+            "--xid.kmsg",
+            log_s,
+            "--web.listen-address",
+            &listen_s,
+        ])
+    };
+    let e = exporter();
+    // The committed rule file: what --print-rules prints by default.
+    let mut prom = Prometheus::start(listen);
+    // Waits (bounded) until Prometheus has scraped GPU 0 `n` times.
+    let scraped = |prom: &mut Prometheus, n: f64| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let body = query(prom, "count_over_time(gpu_up{gpu=\"0\"}[10m])");
+            if first_value(&body).is_some_and(|c| c >= n) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "Prometheus never scraped {n} times: {body}"
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    scraped(&mut prom, 3.0);
+    // A new Xid after start, not critical: counted, pages nothing.
+    let append = |text: &str| {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    };
+    let new = format!(
+        "[{:.6}] NVRM: Xid (PCI:0000:9b:00): 13, pid=1, name=x, Graphics Exception\n",
+        crate::common::uptime() + 200.0
+    );
+    append(&new);
+    e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        b.contains("gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-a\",xid=\"13\"} 1")
+    });
+    scraped(&mut prom, 6.0);
+
+    // A restart: everything in the log is from before it.
+    drop(e);
+    let e = exporter();
+    scraped(&mut prom, 10.0);
+    // `dmesg > file`: the same file rewritten with all of it again.
+    std::fs::write(&log, format!("{old}{new}")).unwrap();
+    scraped(&mut prom, 13.0);
+    // logrotate's copytruncate, the old lines written back.
+    std::fs::write(&log, "").unwrap();
+    scraped(&mut prom, 15.0);
+    append(&old);
+    scraped(&mut prom, 18.0);
+    // Rotation to a new file holding the old lines.
+    std::fs::rename(&log, dir.0.join("dmesg.log.1")).unwrap();
+    std::fs::write(&log, &old).unwrap();
+    scraped(&mut prom, 22.0);
+
+    let body = e.metrics(None).body;
+    assert!(
+        body.contains("gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-a\",xid=\"79\"} 0"),
+        "{body}"
+    );
+    // Nothing new, by Prometheus' own reading.
+    let increase = query(
+        &mut prom,
+        "sum(increase(gpu_xid_errors_total{xid=\"79\"}[10m]))",
+    );
+    assert_eq!(first_value(&increase), Some(0.0), "{increase}");
+    let alerts = query(
+        &mut prom,
+        "count_over_time(ALERTS{alertname=\"GPUXidErrors\"}[10m])",
+    );
+    assert!(alerts.contains("\"result\":[]"), "{alerts}");
+    assert!(
+        !firing(&e.get("/alerts", &[]).body)
+            .iter()
+            .any(|(a, _)| a == "GPUXidErrors")
+    );
 }

@@ -53,7 +53,7 @@ fn scraper(addr: String, left: Arc<AtomicUsize>) -> std::thread::JoinHandle<usiz
 }
 
 /// Runs `n` scrapes over 64 concurrent keep-alive connections.
-fn load(e: &Exporter, n: usize) {
+pub fn load(e: &Exporter, n: usize) {
     let left = Arc::new(AtomicUsize::new(n));
     let threads: Vec<_> = (0..64)
         .map(|_| scraper(e.addr.to_string(), left.clone()))

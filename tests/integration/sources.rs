@@ -10,7 +10,7 @@ use fake_nvml::Fixture;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-fn gpu(i: u32, extra: &str) -> String {
+pub fn gpu(i: u32, extra: &str) -> String {
     format!(
         r#"{{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd","bus_id":"00000000:{:02X}:00.0",
         "temperature":{},"sm_clock_mhz":1980,"memory_clock_mhz":2619,"sm_clock_max_mhz":1980,
@@ -22,14 +22,14 @@ fn gpu(i: u32, extra: &str) -> String {
     )
 }
 
-fn fleet(gpus: &[String]) -> String {
+pub fn fleet(gpus: &[String]) -> String {
     format!(
         r#"{{"driver_version":"550.54.15","gpus":[{}]}}"#,
         gpus.join(",")
     )
 }
 
-fn nvml_args(f: &Fixture) -> Vec<String> {
+pub fn nvml_args(f: &Fixture) -> Vec<String> {
     let lib = f.lib.to_str().unwrap().to_string();
     [
         "--source",
@@ -45,7 +45,7 @@ fn nvml_args(f: &Fixture) -> Vec<String> {
     .to_vec()
 }
 
-fn start(args: &[String]) -> Exporter {
+pub fn start(args: &[String]) -> Exporter {
     Exporter::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
@@ -124,17 +124,6 @@ fn a_hung_or_lost_gpu_leaves_metrics_answering() {
 }
 
 #[test]
-fn zero_gpus_is_a_healthy_empty_fleet() {
-    let f = Fixture::new("bin-zero", r#"{"gpus":[]}"#);
-    let e = start(&nvml_args(&f));
-    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
-        value(b, "gpu_exporter_collect_success") == Some(1.0)
-    });
-    assert!(!body.contains("gpu_up{"));
-    assert_eq!(e.get("/readyz", &[]).status, 200);
-}
-
-#[test]
 fn an_explicit_library_that_does_not_exist_is_bad_configuration() {
     let out = run(&[
         "--source",
@@ -173,7 +162,9 @@ Bus id.
 Core GPU temperature.
 "#;
 
-/// A fake nvidia-smi printing `csv` for queries, in a directory of its own.
+/// A fake nvidia-smi printing `csv` for queries, in a directory of its own;
+/// it exits with the number in `rc` next to it, 0 without one. Its queries
+/// print whatever `out.csv` next to it holds at the time.
 pub fn fake_smi(name: &str, csv: &str) -> PathBuf {
     use std::os::unix::fs::PermissionsExt;
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("smi-{name}"));
@@ -183,7 +174,8 @@ pub fn fake_smi(name: &str, csv: &str) -> PathBuf {
     std::fs::write(dir.join("out.csv"), csv).unwrap();
     let script = dir.join("nvidia-smi");
     let body = format!(
-        "#!/bin/sh\ncase \"$1\" in --help-query-gpu) cat '{0}/help.txt' ;; *) cat '{0}/out.csv' ;; esac\n",
+        "#!/bin/sh\ncase \"$1\" in --help-query-gpu) cat '{0}/help.txt' ;; *) cat '{0}/out.csv' ;; esac\n\
+         [ -f '{0}/rc' ] && exit \"$(cat '{0}/rc')\"\nexit 0\n",
         dir.display()
     );
     // Written under another name and renamed, so no writer holds it open
@@ -201,11 +193,10 @@ fn auto_picks_nvidia_smi_and_xid_comes_from_the_kernel_log() {
         "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-aaaa, 00000000:9B:00.0, 44\n1, GPU-bbbb, 00000000:9C:00.0, 45\n",
     );
     let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join("smi-auto/dmesg.txt");
+    // Xids from before the exporter started: seen, never counted as new.
     std::fs::write(
         &log,
-        "[ 100.1] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n\
-         [ 100.2] NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n\
-         [ 100.3] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n",
+        "[ 10.1] NVRM: Xid (PCI:0000:9b:00): 48, pid=1234, name=python, Ch 00000008\n",
     )
     .unwrap();
     // No NVML on this machine: auto falls through to nvidia-smi.
@@ -219,10 +210,43 @@ fn auto_picks_nvidia_smi_and_xid_comes_from_the_kernel_log() {
         "--xid.kmsg",
         log.to_str().unwrap(),
     ]);
-    let body = e.metrics(None).body;
+    e.wait_log(
+        "1 Xid from before the exporter started",
+        Duration::from_secs(10),
+    );
+    // Appended after start (stamped after it, as the kernel stamps them):
+    // counted.
+    {
+        use std::io::Write;
+        let t = crate::common::uptime() + 100.0;
+        let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+        write!(
+            f,
+            "[{:.1}] NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n\
+             [{:.1}] NVRM: Xid (PCI:0000:9b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n\
+             [{:.1}] nvidia-nvswitch0: SXid (PCI:0000:05:00.0): 20034, Fatal, Link 30 LTSSM Fault Up\n",
+            t,
+            t + 0.1,
+            t + 0.2
+        )
+        .unwrap();
+    }
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(
+            b,
+            "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",xid=\"79\"}",
+        ) == Some(2.0)
+    });
     assert!(
         body.contains("gpu_exporter_source_info{source=\"smi\"} 1"),
         "{body}"
+    );
+    assert_eq!(
+        value(
+            &body,
+            "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-aaaa\",xid=\"48\"}"
+        ),
+        Some(0.0)
     );
     assert_eq!(
         value(
@@ -334,16 +358,21 @@ fn mig_instances_get_their_own_series() {
     let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
         b.contains("mig_instance=\"2\"")
     });
-    let used = |uuid: &str, id: u32, profile: &str| {
+    // The parent's uuid, so it joins gpu_info; the instance's memory in
+    // families of its own.
+    let used = |id: u32, profile: &str| {
         value(
             &body,
             &format!(
-                "gpu_memory_used_bytes{{gpu=\"0\",uuid=\"{uuid}\",mig_instance=\"{id}\",mig_profile=\"{profile}\"}}"
+                "gpu_mig_memory_used_bytes{{gpu=\"0\",uuid=\"GPU-mig-parent\",mig_instance=\"{id}\",mig_profile=\"{profile}\"}}"
             ),
         )
     };
-    assert_eq!(used("MIG-aaaa", 1, "3g.40gb"), Some(2949672960.0));
-    assert_eq!(used("MIG-bbbb", 2, "4g.40gb"), Some(949672960.0));
+    assert_eq!(used(1, "3g.40gb"), Some(2949672960.0));
+    assert_eq!(used(2, "4g.40gb"), Some(949672960.0));
+    assert!(body.contains(
+        "gpu_mig_info{gpu=\"0\",uuid=\"GPU-mig-parent\",mig_instance=\"1\",mig_profile=\"3g.40gb\",mig_compute_instance=\"0\",mig_uuid=\"MIG-aaaa\"} 1"
+    ), "{body}");
     assert_eq!(
         value(
             &body,
@@ -357,5 +386,54 @@ fn mig_instances_get_their_own_series() {
             .lines()
             .any(|l| l.starts_with("gpu_temperature_celsius") && l.contains("mig_instance"))
     );
+    // `sum by (gpu)` of every memory family counts each byte once: the
+    // GPU's own families hold the whole GPU, its instances' their own.
+    for (family, want) in [
+        ("gpu_memory_total_bytes", 85520809984.0),
+        ("gpu_memory_used_bytes", 2000.0),
+        ("gpu_mig_memory_total_bytes", 2.0 * 42949672960.0),
+    ] {
+        assert_eq!(
+            sum_by_gpu(&body, family),
+            [("0".to_string(), want)].into(),
+            "{family}"
+        );
+    }
+    // Every MIG series joins gpu_info on uuid.
+    let infos: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("gpu_info{"))
+        .filter_map(|l| label(l, "uuid"))
+        .collect();
+    let mig: Vec<&str> = body
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("mig_instance="))
+        .collect();
+    assert!(mig.len() > 4, "{body}");
+    for l in mig {
+        assert!(infos.contains(&label(l, "uuid").unwrap()), "{l}");
+    }
     check_metrics(&body);
+}
+
+/// A label's value in a sample line.
+pub fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
+    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+    let len = line[start..].find('"')?;
+    Some(&line[start..start + len])
+}
+
+/// `sum by (gpu) (family)` over an exposition.
+pub fn sum_by_gpu(body: &str, family: &str) -> std::collections::BTreeMap<String, f64> {
+    let mut sums = std::collections::BTreeMap::new();
+    for l in body
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+    {
+        let v: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+        *sums
+            .entry(label(l, "gpu").unwrap().to_string())
+            .or_insert(0.0) += v;
+    }
+    sums
 }

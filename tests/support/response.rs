@@ -18,7 +18,12 @@ pub fn read_response_into(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool)
     buf.clear();
     buf.resize(MAX_HEAD, 0);
     let head_len = loop {
-        let n = s.peek(buf).expect("read a response head");
+        let n = match s.peek(buf) {
+            // A stop and continue of this process interrupts a read with a
+            // timeout even without a signal handler: read again.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            n => n.expect("read a response head"),
+        };
         assert!(n > 0, "closed before a response");
         if let Some(h) = buf[..n].windows(4).position(|w| w == b"\r\n\r\n") {
             break h + 4;

@@ -2,27 +2,119 @@
 
 use super::line::{Stamp, Xid, normalize_bus_id, parse_xid, split_line};
 use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
+
+/// Xid lines remembered to tell a reread line from a new one.
+pub const RECENT: usize = 4096;
+
+/// How a line reached the counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// In a file as it was when the exporter started: from before start,
+    /// never counted (its time still shows).
+    Scan,
+    /// Read after start: new, unless the counter is rereading (see
+    /// [`XidCounter::reread`]). Also every `/dev/kmsg` record, which its
+    /// sequence number and stamp judge.
+    Follow,
+}
+
+/// The Xid lines seen lately (a hash of each, whole), and the latest stamp
+/// of those forgotten: a line stamped at or before it is older than what
+/// is remembered.
+#[derive(Clone, Debug, Default)]
+struct Recent {
+    order: VecDeque<(u64, Option<Stamp>)>,
+    high: [Option<f64>; 2],
+    forgotten: [Option<f64>; 2],
+}
+
+fn kind(s: Stamp) -> (usize, f64) {
+    match s {
+        Stamp::Unix(t) => (0, t),
+        Stamp::Monotonic(m) => (1, m),
+    }
+}
+
+fn raise(slot: &mut Option<f64>, v: f64) {
+    *slot = Some(slot.map_or(v, |h| h.max(v)));
+}
+
+impl Recent {
+    fn contains(&self, hash: u64) -> bool {
+        self.order.iter().any(|&(h, _)| h == hash)
+    }
+
+    fn insert(&mut self, hash: u64, stamp: Option<Stamp>) {
+        if self.contains(hash) {
+            return;
+        }
+        self.order.push_back((hash, stamp));
+        if let Some(s) = stamp {
+            let (k, v) = kind(s);
+            raise(&mut self.high[k], v);
+        }
+        if self.order.len() > RECENT
+            && let Some((_, Some(s))) = self.order.pop_front()
+        {
+            let (k, v) = kind(s);
+            raise(&mut self.forgotten[k], v);
+        }
+    }
+
+    /// Whether a line read again was seen already.
+    fn seen(&self, hash: u64, stamp: Option<Stamp>) -> bool {
+        if self.contains(hash) {
+            return true;
+        }
+        stamp.is_some_and(|s| {
+            let (k, v) = kind(s);
+            self.forgotten[k].is_some_and(|f| v <= f)
+        })
+    }
+
+    /// Whether `stamp` is after every line remembered.
+    fn past(&self, stamp: Stamp) -> bool {
+        let (k, v) = kind(stamp);
+        self.high[k].is_none_or(|h| v > h)
+    }
+}
+
+fn hash_of(s: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    s.hash(&mut h);
+    h.finish()
+}
 
 /// Counts Xid per (bus id, code) from kernel log lines.
 ///
-/// Repeats: a `/dev/kmsg` record is counted when its sequence number is
-/// above every one seen before. Sequence numbers grow by one per record for
-/// the whole boot, and reading `/dev/kmsg` afresh replays the ring buffer
-/// from its oldest record, so a number at or below the highest seen is a
-/// replay; identical messages with different numbers are different errors.
-/// Plain text has no numbers: [`XidCounter::feed_text`] remembers how far
-/// it has read each source instead.
+/// **Only what happens after start counts.** Nothing is persisted, so an
+/// exporter that restarts starts its counters at 0 (Prometheus reads a
+/// reset, never an increase). A `/dev/kmsg` record counts when its
+/// monotonic stamp is after the exporter's start ([`XidCounter::set_start`])
+/// and its sequence number above every one seen (reopening replays the
+/// ring buffer). A text line counts when it was appended after start: not
+/// [`Mode::Scan`], and not stamped at or before start. After a rotation,
+/// truncation or rewrite ([`XidCounter::reread`]) lines may come again:
+/// until one stamped after every Xid line remembered arrives, a line counts
+/// only if it is none of the last [`RECENT`] Xid lines (whole, stamp
+/// included) nor older than them. Xids from before start are tallied
+/// ([`XidCounter::before_start`]) and set the GPU's last Xid time, but are
+/// not counted.
 #[derive(Clone, Debug, Default)]
 pub struct XidCounter {
     counts: BTreeMap<(String, u32), u64>,
     last: BTreeMap<String, f64>,
     last_seq: Option<u64>,
     boot_time: Option<f64>,
-    /// Per text source: bytes consumed, and a hash of them to notice the
-    /// file was replaced or rotated.
-    consumed: HashMap<String, (usize, u64)>,
+    /// Unix time and uptime (seconds since boot) of the exporter's start.
+    start: Option<(f64, Option<f64>)>,
+    recent: Recent,
+    rereading: bool,
+    /// Xid from before start, by GPU and code, and the latest of them.
+    before: BTreeMap<(String, u32), u64>,
+    latest_before: Option<(Xid, Option<f64>)>,
 }
 
 impl XidCounter {
@@ -36,59 +128,105 @@ impl XidCounter {
     /// time suspended; servers do not suspend. Monotonic `[ 1234.5]` stamps
     /// of dmesg text are not converted: a saved file may come from an
     /// earlier boot.
+    ///
+    /// [`boot_time`]: crate::base::time::boot_time
     pub fn set_boot_time(&mut self, unix: f64) {
         self.boot_time = Some(unix).filter(|t| t.is_finite());
     }
 
-    /// Feeds one line or `/dev/kmsg` record; the Xid it counted, if any.
+    /// The exporter's start, as Unix time and seconds since boot: records
+    /// and lines stamped at or before it are not counted. Without it every
+    /// record counts.
+    pub fn set_start(&mut self, unix: f64, uptime: Option<f64>) {
+        self.start = Some((unix, uptime));
+    }
+
+    /// What comes next may have been read before (the file was rotated,
+    /// truncated or rewritten): see [`XidCounter`].
+    pub fn reread(&mut self) {
+        self.rereading = true;
+    }
+
+    /// Feeds one line or `/dev/kmsg` record as [`Mode::Follow`]; the Xid
+    /// it counted, if any.
     pub fn feed_line(&mut self, line: &str) -> Option<Xid> {
-        let line = split_line(line);
-        let mut time = match line.stamp {
-            Some(Stamp::Unix(t)) => Some(t),
-            _ => None,
-        };
+        self.feed(line, Mode::Follow)
+    }
+
+    /// Feeds one line or record that reached us as `mode` says; the Xid it
+    /// counted, if any.
+    pub fn feed(&mut self, text: &str, mode: Mode) -> Option<Xid> {
+        // Most lines are not Xid: skip them before taking them apart. Only
+        // Xid records need their sequence number remembered.
+        if !text.contains("NVRM: Xid (") {
+            return None;
+        }
+        let line = split_line(text);
+        let record = line.seq.is_some();
         if let Some(seq) = line.seq {
             if self.last_seq.is_some_and(|last| seq <= last) {
                 return None;
             }
             self.last_seq = Some(seq);
-            if let (Some(Stamp::Monotonic(m)), Some(boot)) = (line.stamp, self.boot_time) {
-                time = Some(boot + m);
-            }
         }
         let xid = parse_xid(line.message)?;
-        *self
-            .counts
-            .entry((xid.bus_id.clone(), xid.code))
-            .or_default() += 1;
+        let time = match line.stamp {
+            Some(Stamp::Unix(t)) => Some(t),
+            Some(Stamp::Monotonic(m)) if record => self.boot_time.map(|b| b + m),
+            _ => None,
+        };
         if let Some(t) = time {
             let last = self.last.entry(xid.bus_id.clone()).or_insert(t);
             *last = last.max(t);
         }
+        let before_start = mode == Mode::Scan || self.stamped_before_start(line.stamp);
+        let again = if record {
+            false
+        } else {
+            let hash = hash_of(text.trim_end_matches(['\n', '\r']));
+            let seen = self.recent.seen(hash, line.stamp);
+            if self.rereading && line.stamp.is_some_and(|s| self.recent.past(s)) {
+                self.rereading = false;
+            }
+            let again = self.rereading && seen;
+            self.recent.insert(hash, line.stamp);
+            again
+        };
+        if again {
+            return None;
+        }
+        if before_start {
+            *self
+                .before
+                .entry((xid.bus_id.clone(), xid.code))
+                .or_default() += 1;
+            self.latest_before = Some((xid, time));
+            return None;
+        }
+        *self
+            .counts
+            .entry((xid.bus_id.clone(), xid.code))
+            .or_default() += 1;
         Some(xid)
     }
 
-    /// Feeds the whole current text of a file (`source` names it), counting
-    /// only lines not consumed by an earlier call for the same source: it
-    /// remembers the byte offset consumed and a hash of those bytes. When
-    /// the text no longer starts with them (the file was rotated or
-    /// rewritten) it reads from the start again. A last line without its
-    /// newline is left for the next call, as it may still be being written.
-    /// Returns the Xid counted.
-    pub fn feed_text(&mut self, source: &str, text: &str) -> u64 {
-        let start = match self.consumed.get(source) {
-            Some(&(offset, hash)) if text.get(..offset).map(hash_of) == Some(hash) => offset,
-            _ => 0,
-        };
-        let rest = text.get(start..).unwrap_or_default();
-        let end = start + rest.rfind('\n').map_or(0, |i| i + 1);
-        let mut counted = 0;
-        for line in text.get(start..end).unwrap_or_default().lines() {
-            counted += u64::from(self.feed_line(line).is_some());
+    /// Whether a stamp says the line was logged before the exporter started.
+    fn stamped_before_start(&self, stamp: Option<Stamp>) -> bool {
+        match (self.start, stamp) {
+            (Some((unix, _)), Some(Stamp::Unix(t))) => t <= unix,
+            (Some((_, Some(up))), Some(Stamp::Monotonic(m))) => m <= up,
+            _ => false,
         }
-        let hash = hash_of(text.get(..end).unwrap_or_default());
-        self.consumed.insert(source.to_string(), (end, hash));
-        counted
+    }
+
+    /// Feeds the whole text `text` as [`Mode::Follow`] lines, a last line
+    /// without its newline included; the Xid counted. For tests and fuzz
+    /// targets: the reader follows files itself.
+    #[cfg(feature = "internals")]
+    pub fn feed_text(&mut self, text: &str) -> u64 {
+        text.lines()
+            .map(|l| u64::from(self.feed_line(l).is_some()))
+            .sum()
     }
 
     /// Xid counts of a GPU, sorted by code. `bus_id` in any form
@@ -104,14 +242,16 @@ impl XidCounter {
             .collect()
     }
 
-    /// Unix time of the GPU's latest Xid, where a stamp gave one.
+    /// Unix time of the GPU's latest Xid, where a stamp gave one; Xids
+    /// from before start included.
     pub fn last_timestamp(&self, bus_id: &str) -> Option<f64> {
         self.last.get(&normalize_bus_id(bus_id)?).copied()
     }
 
-    /// Bytes of `source` that [`XidCounter::feed_text`] has consumed.
-    pub fn consumed(&self, source: &str) -> usize {
-        self.consumed.get(source).map_or(0, |&(offset, _)| offset)
+    /// How many Xid from before start were seen, and the latest of them
+    /// with its Unix time where known.
+    pub fn before_start(&self) -> (u64, Option<&(Xid, Option<f64>)>) {
+        (self.before.values().sum(), self.latest_before.as_ref())
     }
 
     /// Bus ids that had an Xid, normalised, sorted.
@@ -127,12 +267,6 @@ impl XidCounter {
     pub fn total(&self) -> u64 {
         self.counts.values().sum()
     }
-}
-
-fn hash_of(s: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    s.hash(&mut h);
-    h.finish()
 }
 
 #[cfg(test)]
@@ -155,14 +289,75 @@ pub(super) mod tests {
 
     fn fed(text: &str) -> XidCounter {
         let mut c = XidCounter::new();
-        c.feed_text("test", text);
+        c.feed_text(text);
         c
     }
+
+    pub(crate) const SYSLOG: &str = fixture!(
+        "kmsg",
+        "xid_syslog-kernlog_xid79-pid-unknown_fallen-off-bus_pop-os-3363.log"
+    );
+    const BURST: &str = fixture!(
+        "kmsg",
+        "xid_dmesg-monotonic_xid31-mmu-pid-name_xid62_xid45-burst_chia-gigahorse-301_excerpt.log"
+    );
+    const JOURNAL: &str = fixture!(
+        "kmsg",
+        "xid_journal-k_xid45-caused-by-previous-xid145-149_ogkm-1150_excerpt.log"
+    );
+    const NO_STAMP: &str = fixture!("kmsg", "xid_no-timestamp_xid31-mmu-fault-pte_ogkm-363.log");
+    const CTIME: &str = fixture!(
+        "kmsg",
+        "xid_dmesg-ctime_xid13-pid-unknown_xid109-pid-name_gpud-pr46.log"
+    );
+    const NVLINK: &str = fixture!(
+        "kmsg",
+        "xid_bare_nvlink-xid149-145-subcodes_gpud-pr1174.log"
+    );
+    const RMINIT: &str = fixture!(
+        "kmsg",
+        "rminit_journal_no-devices-found_ogkm-862_excerpt.log"
+    );
 
     #[test]
     fn every_fixture_is_used() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kmsg");
-        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 4);
+        assert_eq!(std::fs::read_dir(dir).unwrap().count(), 11);
+    }
+
+    #[test]
+    fn every_kernel_log_form() {
+        // kern.log: the kernel's stamp inside the syslog line; the pciehp
+        // lines and the prose after Xid 79 are not Xid.
+        let c = fed(SYSLOG);
+        assert_eq!(c.counts("0000:01:00"), [(79, 1)]);
+        assert_eq!(c.total(), 1);
+        // Monotonic dmesg: an MMU fault, a 62, a burst of 45 (one per
+        // channel, each an error), an unrelated line between.
+        let c = fed(BURST);
+        assert_eq!(c.counts("0000:0a:00"), [(31, 1), (45, 8), (62, 1)]);
+        // journalctl -k: the "caused by previous Xid" suffix is not a code.
+        let c = fed(JOURNAL);
+        assert_eq!(c.counts("0000:dc:00"), [(45, 2)]);
+        assert_eq!(c.counts("0000:ed:00"), [(45, 2)]);
+        assert_eq!(c.counts("0000:ba:00"), [(45, 2)]);
+        assert_eq!(c.counts("0000:97:00"), [(45, 1)]);
+        assert_eq!(c.total(), 7);
+        // No stamps at all: counted, no time.
+        let c = fed(NO_STAMP);
+        assert_eq!(c.counts("0000:08:00"), [(31, 2)]);
+        assert_eq!(c.last_timestamp("0000:08:00"), None);
+        // dmesg --ctime: wall-clock stamps give the time.
+        let c = fed(CTIME);
+        assert_eq!(c.counts("0000:cb:00"), [(13, 3), (109, 1)]);
+        assert_eq!(c.last_timestamp("0000:cb:00"), Some(1_725_018_194.0));
+        // NVLink Xids with other domains.
+        let c = fed(NVLINK);
+        assert_eq!(c.counts("0019:01:00"), [(149, 1)]);
+        assert_eq!(c.counts("0018:01:00"), [(145, 1)]);
+        assert_eq!(c.counts("0000:00:00"), [(149, 1)]);
+        // RmInitAdapter failed: the GPU never came up; no Xid.
+        assert_eq!(fed(RMINIT).total(), 0);
     }
 
     #[test]
@@ -239,25 +434,79 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn text_fed_again_counts_only_new_lines() {
+    fn only_xids_after_start_count() {
+        let rec = |seq: u64, us: u64| {
+            format!(
+                "3,{seq},{us},-;NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus."
+            )
+        };
         let mut c = XidCounter::new();
-        assert_eq!(c.feed_text("dmesg.log", XID79_SXID), 1);
-        assert_eq!(c.feed_text("dmesg.log", XID79_SXID), 0);
-        // Appended lines count; a partial last line waits for its newline.
-        let more = format!(
-            "{XID79_SXID}[6781800.0] NVRM: Xid (PCI:0000:91:00): 48, pid=1\n[6781801.0] NVRM: Xid (PCI:0000:91:00): 48"
-        );
-        assert_eq!(c.feed_text("dmesg.log", &more), 1);
-        assert_eq!(c.feed_text("dmesg.log", &format!("{more}, pid=2\n")), 1);
-        assert_eq!(c.counts("0000:91:00"), [(48, 2), (79, 1)]);
-        // Another source with the same text counts on its own.
-        assert_eq!(c.feed_text("other.log", XID79_SXID), 1);
-        // A rotated file (new content) is read from its start.
-        assert_eq!(c.feed_text("dmesg.log", DMESG_T), 5);
-        assert_eq!(c.feed_text("dmesg.log", ""), 0);
-        assert_eq!(c.feed_text("dmesg.log", DMESG_T), 5);
-        assert_eq!(c.counts("0000:91:00"), [(48, 2), (79, 2)]);
-        assert_eq!(c.counts("0000:9b:00"), [(119, 10)]);
+        c.set_boot_time(1_700_000_000.0);
+        // Started 100 s after boot.
+        c.set_start(1_700_000_100.0, Some(100.0));
+        assert!(c.feed_line(&rec(1, 50_000_000)).is_none());
+        assert!(c.feed_line(&rec(2, 99_000_000)).is_none());
+        assert!(c.feed_line(&rec(3, 101_000_000)).is_some());
+        assert_eq!(c.counts("0000:9b:00"), [(79, 1)]);
+        let (n, latest) = c.before_start();
+        assert_eq!(n, 2);
+        assert_eq!(latest.unwrap().1, Some(1_700_000_099.0));
+        // The last time includes the counted one.
+        assert_eq!(c.last_timestamp("0000:9b:00"), Some(1_700_000_101.0));
+
+        // Text: what a file held at start never counts; appended lines do,
+        // equal stamps and all.
+        let line = |t: &str, code: u32| format!("[{t}] NVRM: Xid (PCI:0000:9b:00): {code}, pid=1");
+        let mut c = XidCounter::new();
+        c.set_start(1_700_000_100.0, Some(100.0));
+        assert!(c.feed(&line("50.0", 48), Mode::Scan).is_none());
+        assert!(c.feed(&line("150.0", 48), Mode::Scan).is_none());
+        assert!(c.feed(&line("200.0", 79), Mode::Follow).is_some());
+        assert!(c.feed(&line("200.0", 79), Mode::Follow).is_some());
+        // Appended, but stamped before start.
+        assert!(c.feed(&line("99.0", 79), Mode::Follow).is_none());
+        // A rewrite (`dmesg > file`): what was seen comes again, uncounted,
+        // until a line stamped after all of it.
+        c.reread();
+        for l in [line("50.0", 48), line("150.0", 48), line("200.0", 79)] {
+            assert!(c.feed(&l, Mode::Follow).is_none(), "{l}");
+        }
+        assert!(c.feed(&line("200.5", 13), Mode::Follow).is_some());
+        // Rereading is over: an equal line now is a new error.
+        assert!(c.feed(&line("200.5", 13), Mode::Follow).is_some());
+        // Unstamped lines: new unless rereading and seen.
+        let bare = "NVRM: Xid (PCI:0000:9b:00): 31, pid=1";
+        assert!(c.feed(bare, Mode::Follow).is_some());
+        c.reread();
+        assert!(c.feed(bare, Mode::Follow).is_none());
+        assert!(c.feed(bare, Mode::Scan).is_none());
+        assert_eq!(c.counts("0000:9b:00"), [(13, 2), (31, 1), (79, 2)]);
+        assert_eq!(c.before_start().0, 3);
+        // Wall-clock stamps: after start counts.
+        let iso = "2030-01-01T00:00:00,000000+00:00 NVRM: Xid (PCI:0000:9b:00): 94, pid=1";
+        assert!(c.feed(iso, Mode::Follow).is_some());
+        let iso_old = "2020-01-01T00:00:00,000000+00:00 NVRM: Xid (PCI:0000:9b:00): 94, pid=1";
+        assert!(c.feed(iso_old, Mode::Follow).is_none());
+    }
+
+    #[test]
+    fn a_reread_past_what_is_remembered_is_still_old() {
+        let line = |t: usize| format!("[{t}.0] NVRM: Xid (PCI:0000:9b:00): 45, pid=1, Ch {t:08x}");
+        let mut c = XidCounter::new();
+        c.set_start(1_700_000_000.0, Some(1.0));
+        let n = RECENT + 100;
+        for t in 2..n {
+            c.feed(&line(t), Mode::Follow);
+        }
+        let total = c.total();
+        // All of it again: the oldest are forgotten, but older than what
+        // is remembered.
+        c.reread();
+        for t in 2..n {
+            assert!(c.feed(&line(t), Mode::Follow).is_none(), "{t}");
+        }
+        assert_eq!(c.total(), total);
+        assert!(c.feed(&line(n), Mode::Follow).is_some());
     }
 
     #[test]
@@ -292,7 +541,10 @@ pub(super) mod tests {
 
     #[test]
     fn never_panics_on_cut_or_mangled_lines() {
-        for text in [DMESG_T, DECODE_ISO, NO_XID, XID79_SXID] {
+        for text in [
+            DMESG_T, DECODE_ISO, NO_XID, XID79_SXID, SYSLOG, BURST, JOURNAL, NO_STAMP, CTIME,
+            NVLINK, RMINIT,
+        ] {
             let mut c = XidCounter::new();
             for line in text.lines() {
                 for (i, _) in line.char_indices() {
@@ -310,9 +562,14 @@ pub(super) mod tests {
                     _ => ch,
                 })
                 .collect();
-            c.feed_text("m", &mangled);
+            c.feed_text(&mangled);
             let half: String = mangled.chars().take(mangled.chars().count() / 2).collect();
-            c.feed_text("m", &half);
+            for mode in [Mode::Scan, Mode::Follow] {
+                c.reread();
+                for l in half.lines() {
+                    c.feed(l, mode);
+                }
+            }
         }
         for odd in [
             "",

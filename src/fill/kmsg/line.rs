@@ -2,39 +2,8 @@
 //! its stamps, the Xid an `NVRM: Xid` line reports, and bus ids in one
 //! form. Pure, and never panics, so the fuzz targets call it directly.
 
+pub use crate::base::pci::normalize_bus_id;
 use crate::base::time::unix_from_civil;
-
-/// A PCI address in NVML's form, `00000000:9B:00.0`: 8-digit domain, bus,
-/// device, function, upper-case hex. Accepts the kernel's `0000:9b:00`
-/// (4-digit domain, no function: an Xid names the GPU, function 0), an
-/// optional `PCI:` prefix, and a missing domain (`9b:00.0`). Anything else
-/// is `None`.
-pub fn normalize_bus_id(s: &str) -> Option<String> {
-    let s = s.trim();
-    let s = s.strip_prefix("PCI:").unwrap_or(s);
-    let (rest, function) = match s.rsplit_once('.') {
-        Some((rest, f)) => (rest, hex(f, 1)?),
-        None => (s, 0),
-    };
-    let mut parts = rest.split(':');
-    let (domain, bus, device) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
-        (Some(d), Some(b), Some(v), None) => (hex(d, 8)?, hex(b, 2)?, hex(v, 2)?),
-        (Some(b), Some(v), None, None) => (0, hex(b, 2)?, hex(v, 2)?),
-        _ => return None,
-    };
-    if device > 0x1f || function > 7 {
-        return None;
-    }
-    Some(format!("{domain:08X}:{bus:02X}:{device:02X}.{function:X}"))
-}
-
-/// 1 to `max_digits` hex digits (`from_str_radix` alone would take a sign).
-fn hex(s: &str, max_digits: usize) -> Option<u32> {
-    if s.is_empty() || s.len() > max_digits || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u32::from_str_radix(s, 16).ok()
-}
 
 /// When a line was logged.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,8 +28,11 @@ pub struct Line<'a> {
 /// lines after the first dropped) or a `dmesg` line apart: `--decode`'s
 /// `kern  :warn  : ` prefix, then a `[ 1234.567890]` or `-T`
 /// `[Mon Jan  1 00:00:00 2024]` stamp or an ISO
-/// `2024-01-01T00:00:00,123456+00:00` stamp. A line with none of these is
-/// all message (a continuation line, a syslog line).
+/// `2024-01-01T00:00:00,123456+00:00` stamp. A syslog or journal line
+/// (`Sep 23 18:37:03 host kernel: [   34.193759] NVRM: …`) gives the
+/// kernel's own `[…]` stamp after `kernel: ` when it has one; its own date
+/// has no year and is not read. A line with none of these is all message
+/// (a continuation line).
 pub fn split_line(line: &str) -> Line<'_> {
     let line = line.split('\n').next().unwrap_or_default();
     let line = line.trim_end_matches('\r');
@@ -89,6 +61,23 @@ pub fn split_line(line: &str) -> Line<'_> {
             seq: None,
             stamp: Some(Stamp::Unix(t)),
             message: message.trim_start(),
+        };
+    }
+    if let Some((_, kernel)) = rest.split_once(" kernel: ") {
+        if let Some(inner_rest) = kernel.strip_prefix('[')
+            && let Some((inner, message)) = inner_rest.split_once(']')
+            && let Some(stamp) = monotonic(inner)
+        {
+            return Line {
+                seq: None,
+                stamp: Some(stamp),
+                message: message.trim_start(),
+            };
+        }
+        return Line {
+            seq: None,
+            stamp: None,
+            message: kernel.trim_start(),
         };
     }
     Line {
@@ -361,12 +350,14 @@ mod tests {
                 Some(1234),
                 Some(Stamp::Monotonic(5.678901)),
             ),
-            // syslog's kern.log: no stamp we read, Xid still found.
+            // syslog's kern.log: the kernel's own stamp after `kernel: `;
+            // the journal's has none.
             (
                 format!("Jan  1 00:00:00 host kernel: [ 12.5] {xid}"),
                 None,
-                None,
+                Some(Stamp::Monotonic(12.5)),
             ),
+            (format!("Jul 01 22:55:07 gpu kernel: {xid}"), None, None),
             (xid.to_string(), None, None),
         ];
         for (line, seq, stamp) in &cases {
@@ -385,43 +376,6 @@ mod tests {
             "1,2,x,-;x",
         ] {
             assert_eq!(split_line(line).stamp, None, "{line}");
-        }
-    }
-
-    #[test]
-    fn bus_ids_normalise_alike() {
-        let nvml = Some("00000000:9B:00.0".to_string());
-        for s in [
-            "0000:9b:00",
-            "00000000:9B:00.0",
-            "PCI:0000:9b:00",
-            "0000:9B:00.0",
-            "9b:00.0",
-            "9b:00",
-            " 0000:9b:00 ",
-        ] {
-            assert_eq!(normalize_bus_id(s), nvml, "{s}");
-        }
-        assert_eq!(
-            normalize_bus_id("0001:03:1f.7").as_deref(),
-            Some("00000001:03:1F.7")
-        );
-        for bad in [
-            "",
-            "9b",
-            "0000:9b:00:00",
-            "000000000:9b:00.0",
-            "0000:19b:00",
-            "0000:9b:20",
-            "0000:9b:00.8",
-            "0000:9b:00.",
-            "0000:+9:00",
-            "0000:9b:00.0.0",
-            "PCI:",
-            "zz:00.0",
-            "é:00.0",
-        ] {
-            assert_eq!(normalize_bus_id(bad), None, "{bad}");
         }
     }
 }

@@ -1,26 +1,33 @@
-//! Xid errors from the kernel log: `/dev/kmsg` records or saved `dmesg`
-//! text.
+//! Xid errors from the kernel log: `/dev/kmsg` records or a text file
+//! (kern.log, saved `dmesg` output).
 //!
 //! The NVIDIA driver reports an Xid as
 //! `NVRM: Xid (PCI:0000:9b:00): 79, pid=1234, name=python, GPU has fallen off the bus.`
 //! (older drivers: `NVRM: Xid (0000:03:00): 14, Channel 00000001`), by bus
-//! id; GPUs are matched to it by their bus id. NVSwitch `SXid` lines and the driver's prose about a GPU that fell off the bus
-//! are not Xid and are not counted.
+//! id; GPUs are matched to it by their bus id. NVSwitch `SXid` lines and
+//! the driver's prose about a GPU that fell off the bus are not Xid and
+//! are not counted.
+//!
+//! Only Xid after the exporter started count (see [`XidCounter`]); those
+//! from before show in the GPU's last Xid time and one log line.
 //!
 //! The parsing half ([`line`], [`counter`]) is pure and never panics, so
-//! fuzz targets can call it; [`KmsgReader`] does the I/O, and
-//! [`KernelLogXid`] fills in the fleet.
+//! fuzz targets can call it; [`KmsgReader`] does the I/O ([`follow`] for
+//! text files), and [`KernelLogXid`] fills in the fleet.
 
 pub mod counter;
+pub mod follow;
 pub mod line;
 
 use super::Filler;
-use crate::base::time::boot_time;
+use crate::base::quiet::Repeating;
+use crate::base::time::{boot_time, unix_now};
 use crate::snapshot::{Gpu, xid_errors};
 use counter::XidCounter;
+use follow::Follower;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 const EPIPE: i32 = 32;
@@ -29,24 +36,81 @@ const EPIPE: i32 = 32;
 const RECORD_BUFFER: usize = 16 * 1024;
 /// Most reads in one call, so a fast-filling log cannot hold it forever.
 const MAX_READS: usize = 1 << 20;
+/// `/dev/kmsg` is character device 1:11.
+const KMSG_DEVICE: (u64, u64) = (1, 11);
+
+/// Major and minor number of a device (glibc's `dev_t` encoding).
+fn major_minor(rdev: u64) -> (u64, u64) {
+    let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0xfff);
+    let minor = ((rdev >> 12) & 0xffff_ff00) | (rdev & 0xff);
+    (major, minor)
+}
+
+/// Whether `path` is something the kernel-log reader takes: a regular file
+/// or `/dev/kmsg` (the device, under any name), and readable. Directories,
+/// FIFOs, sockets and other devices are refused without being opened, so
+/// none is ever waited on.
+pub fn check_path(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let t = meta.file_type();
+    let kmsg = t.is_char_device() && major_minor(meta.rdev()) == KMSG_DEVICE;
+    let kind = if t.is_file() || kmsg {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_block_device() {
+        Some("a block device")
+    } else if t.is_char_device() {
+        Some("a character device other than /dev/kmsg")
+    } else {
+        Some("not a regular file")
+    };
+    if let Some(kind) = kind {
+        return Err(format!(
+            "{shown} is {kind}; give a kernel log file or /dev/kmsg"
+        ));
+    }
+    open(path)
+        .map(drop)
+        .map_err(|e| format!("cannot read {shown}: {e}"))
+}
+
+/// Opens without blocking: a read of `/dev/kmsg` with nothing new returns
+/// EAGAIN instead of blocking the collector.
+fn open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(super::O_NONBLOCK)
+        .open(path)
+}
 
 /// Reads the kernel log into an [`XidCounter`]: `/dev/kmsg`, or a text file
 /// holding `dmesg` output or kern.log.
 ///
 /// A character device is read record by record without blocking and kept
 /// open, so each call picks up where the last one stopped (the first
-/// starts at the oldest record in the ring buffer). Any other file is read
-/// whole each call and fed through [`XidCounter::feed_text`], which skips
-/// what it has seen.
+/// starts at the oldest record in the ring buffer). A text file is
+/// followed ([`Follower`]).
 pub struct KmsgReader {
     path: PathBuf,
     device: Option<File>,
+    text: Option<Follower>,
 }
 
 impl KmsgReader {
+    /// A reader of `path`; for a text file, what it holds now is from
+    /// before start.
     pub fn new(path: impl Into<PathBuf>) -> KmsgReader {
+        let path = path.into();
+        let is_file = std::fs::metadata(&path).is_ok_and(|m| m.is_file());
         KmsgReader {
-            path: path.into(),
+            text: is_file.then(|| Follower::new(&path)),
+            path,
             device: None,
         }
     }
@@ -57,6 +121,9 @@ impl KmsgReader {
 
     /// Reads what is new; the number of records or new lines read.
     pub fn read_into(&mut self, counter: &mut XidCounter) -> io::Result<usize> {
+        if let Some(text) = &mut self.text {
+            return text.read_into(counter);
+        }
         if let Some(device) = &mut self.device {
             let result = read_records(device, counter);
             if result.is_err() {
@@ -65,29 +132,27 @@ impl KmsgReader {
             }
             return result;
         }
-        let mut file = OpenOptions::new()
-            .read(true)
-            // A read of /dev/kmsg with nothing new returns EAGAIN instead
-            // of blocking the collector.
-            .custom_flags(super::O_NONBLOCK)
-            .open(&self.path)?;
-        if file.metadata()?.file_type().is_char_device() {
+        let mut file = open(&self.path)?;
+        let meta = file.metadata()?;
+        if meta.file_type().is_char_device() && major_minor(meta.rdev()) == KMSG_DEVICE {
             let result = read_records(&mut file, counter);
             if result.is_ok() {
                 self.device = Some(file);
             }
             return result;
         }
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        let text = String::from_utf8_lossy(&bytes);
-        let source = self.path.to_string_lossy();
-        let before = counter.consumed(&source);
-        counter.feed_text(&source, &text);
-        let after = counter.consumed(&source);
-        Ok(text
-            .get(before..after)
-            .map_or(0, |new| new.matches('\n').count()))
+        if meta.is_file() {
+            // A file where there was none at start: followed from now on.
+            drop(file);
+            let mut text = Follower::new(&self.path);
+            let result = text.read_into(counter);
+            self.text = Some(text);
+            return result;
+        }
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "neither a regular file nor /dev/kmsg",
+        ))
     }
 }
 
@@ -116,25 +181,37 @@ pub fn read_records<R: Read>(reader: &mut R, counter: &mut XidCounter) -> io::Re
     Ok(records)
 }
 
+/// Seconds since boot, from /proc/uptime.
+fn uptime() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/uptime").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
 /// Fills in Xid from the kernel log for GPUs whose source could not see
 /// them (`xid_errors` is `None`): every GPU under `smi`, and GPUs without
-/// NVML event support under `nvml`.
+/// NVML event support under `nvml`; lost GPUs too, by the bus id the fleet
+/// memory keeps for them.
 pub struct KernelLogXid {
     reader: KmsgReader,
     counter: XidCounter,
-    failing: bool,
+    failing: Repeating,
+    /// Whether the Xid from before start were logged.
+    told: bool,
 }
 
 impl KernelLogXid {
+    /// Reads `path`, counting only what the kernel logs from now on.
     pub fn new(path: impl Into<PathBuf>) -> KernelLogXid {
         let mut counter = XidCounter::new();
         if let Some(boot) = boot_time() {
             counter.set_boot_time(boot);
         }
+        counter.set_start(unix_now(), uptime());
         KernelLogXid {
             reader: KmsgReader::new(path),
             counter,
-            failing: false,
+            failing: Repeating::new(),
+            told: false,
         }
     }
 }
@@ -142,19 +219,31 @@ impl KernelLogXid {
 impl Filler for KernelLogXid {
     /// Reads what is new in the log and fills in the GPUs' Xid counters.
     fn fill(&mut self, _now: f64, gpus: &mut [Gpu]) {
+        let what = format!("xid: reading {}", self.reader.path().display());
         match self.reader.read_into(&mut self.counter) {
-            Ok(_) => self.failing = false,
-            Err(e) => {
-                // Once per outage, not once per collection.
-                if !self.failing {
-                    log::warn!("xid: cannot read {}: {e}", self.reader.path().display());
+            Ok(_) => {
+                self.failing.ok(&what);
+                if !self.told {
+                    self.told = true;
+                    if let (n @ 1.., Some((xid, at))) = self.counter.before_start() {
+                        let at = at.map_or(String::new(), |t| {
+                            format!(" at {}", crate::base::time::rfc3339(t))
+                        });
+                        log::info!(
+                            "xid: {} holds {n} Xid from before the exporter started, not counted as new \
+                             (the latest: Xid {} on {}{at})",
+                            self.reader.path().display(),
+                            xid.code,
+                            xid.bus_id
+                        );
+                    }
                 }
-                self.failing = true;
             }
+            Err(e) => self.failing.fail(&what, &e.to_string()),
         }
         for g in gpus
             .iter_mut()
-            .filter(|g| g.up && g.readings.xid_errors.is_none())
+            .filter(|g| g.readings.xid_errors.is_none() && !g.pci_bus_id.is_empty())
         {
             g.readings.xid_errors = Some(xid_errors(self.counter.counts(&g.pci_bus_id)));
             g.readings.xid_last_timestamp_seconds = self.counter.last_timestamp(&g.pci_bus_id);
@@ -228,7 +317,9 @@ mod tests {
         grown.push_str("[ 1.0] NVRM: Xid (PCI:0000:38:00): 43, pid=1, name=x, Ch 00000008\n");
         std::fs::write(&path, &grown).unwrap();
         assert_eq!(reader.read_into(&mut c).unwrap(), 1);
-        assert_eq!(c.counts("0000:38:00"), [(13, 24), (43, 3)]);
+        // What the file held when the reader began is from before start.
+        assert_eq!(c.before_start().0, 26);
+        assert_eq!(c.counts("0000:38:00"), [(43, 1)]);
         let _ = std::fs::remove_file(&path);
         assert!(KmsgReader::new(&path).read_into(&mut c).is_err());
     }

@@ -50,7 +50,8 @@ pub struct Mig {
 }
 
 /// One `gpu_pod_info` series. For a MIG instance, `uuid` is the MIG
-/// UUID, as on the exporter's other MIG series.
+/// UUID the device plugin named; the series carries its GPU's UUID and
+/// `mig_instance`, as the exporter's other MIG series do.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Row {
     pub gpu: u32,

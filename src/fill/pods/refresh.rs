@@ -10,6 +10,7 @@
 use super::attribution::{self, Attribution, Unmatched};
 use super::kubelet::{Lister, retry_delay};
 use super::proto::PodResources;
+use crate::base::quiet::{Repeating, Verdict};
 use crate::fill::Filler;
 use crate::snapshot::{DraDevice, Gpu, Kubelet, Pod};
 use std::path::PathBuf;
@@ -18,8 +19,6 @@ use std::time::{Duration, Instant};
 
 /// The longest wait between tries while the kubelet fails.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// While a failure repeats, it is logged again at most this often.
-pub const LOG_REPEAT: Duration = Duration::from_secs(60);
 
 /// What the flags say.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -95,24 +94,32 @@ impl Drop for KubeletPods {
     }
 }
 
-/// The fleet as attribution sees it: indexes, UUIDs, MIG instances in
-/// NVML's enumeration order.
+/// The fleet as attribution sees it: indexes, UUIDs, and every MIG
+/// device (a compute instance, with a MIG UUID of its own) with its GPU
+/// instance, numbered in NVML's enumeration order.
 fn fleet(gpus: &[Gpu]) -> Vec<attribution::Gpu> {
     gpus.iter()
-        .map(|g| attribution::Gpu {
-            index: g.index,
-            uuid: g.uuid.clone(),
-            minor: None,
-            mig: g
-                .mig
-                .iter()
-                .enumerate()
-                .map(|(j, m)| attribution::Mig {
-                    uuid: m.uuid.clone(),
-                    gpu_instance_id: m.gpu_instance_id,
-                    index: u32::try_from(j).ok(),
-                })
-                .collect(),
+        .map(|g| {
+            let devices = g.mig.iter().flat_map(|m| {
+                let uuids: Vec<&str> = match m.compute.is_empty() {
+                    true => vec![m.uuid.as_str()],
+                    false => m.compute.iter().map(|c| c.uuid.as_str()).collect(),
+                };
+                uuids.into_iter().map(|u| (u, m.gpu_instance_id))
+            });
+            attribution::Gpu {
+                index: g.index,
+                uuid: g.uuid.clone(),
+                minor: None,
+                mig: devices
+                    .enumerate()
+                    .map(|(j, (uuid, gi))| attribution::Mig {
+                        uuid: uuid.to_string(),
+                        gpu_instance_id: gi,
+                        index: u32::try_from(j).ok(),
+                    })
+                    .collect(),
+            }
         })
         .collect()
 }
@@ -201,45 +208,11 @@ fn log_unmatched(before: &[Unmatched], now: &[Unmatched]) {
     );
 }
 
-/// A failure that repeats is logged when it starts, when its message
-/// changes and at most once a [`LOG_REPEAT`] while it lasts; its end once.
-#[derive(Debug, Default)]
-pub struct Quiet {
-    failing: Option<(String, Instant, u64)>,
-}
-
-impl Quiet {
-    /// Whether to log `message` now, and how many times it repeated
-    /// unlogged before.
-    pub fn fail(&mut self, message: &str, now: Instant) -> Option<u64> {
-        match &mut self.failing {
-            Some((last, at, n)) if last == message => {
-                *n += 1;
-                if now.saturating_duration_since(*at) < LOG_REPEAT {
-                    return None;
-                }
-                let repeats = std::mem::take(n);
-                *at = now;
-                Some(repeats)
-            }
-            _ => {
-                self.failing = Some((message.to_string(), now, 0));
-                Some(0)
-            }
-        }
-    }
-
-    /// True once after a failure.
-    pub fn recover(&mut self) -> bool {
-        self.failing.take().is_some()
-    }
-}
-
 /// The refresher thread: lists, publishes, waits, until the filler drops.
 fn refresh(options: Options, cell: &Cell) {
     let mut lister = Lister::default();
     let mut failures = 0u32;
-    let mut quiet = Quiet::default();
+    let mut quiet = Repeating::new();
     let mut stats_logged = (0, 0);
     let socket = options.socket.display().to_string();
     loop {
@@ -286,16 +259,16 @@ fn refresh(options: Options, cell: &Cell) {
             Err(message) => {
                 failures = failures.saturating_add(1);
                 let waiting = !lock(cell).seen && !options.explicit;
-                match quiet.fail(&message, Instant::now()) {
+                match quiet.fail_at(&message, Instant::now()) {
                     // The default socket on a node without a kubelet.
-                    Some(_) if waiting => {
+                    Verdict::New | Verdict::Again(_) if waiting => {
                         log::debug!("kubelet pod-resources: {message}; watching for it")
                     }
-                    Some(0) => log::warn!("kubelet pod-resources: {message}; retrying"),
-                    Some(n) => log::warn!(
-                        "kubelet pod-resources: {message} (still; {n} times since the last line)"
+                    Verdict::New => log::warn!("kubelet pod-resources: {message}; retrying"),
+                    Verdict::Again(n) => log::warn!(
+                        "kubelet pod-resources: {message} (still; {n} times in the last minute or more)"
                     ),
-                    None => {}
+                    Verdict::Quiet => {}
                 }
             }
         }
@@ -311,24 +284,5 @@ fn refresh(options: Options, cell: &Cell) {
         if shared.stop {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_repeating_failure_is_logged_on_change_and_once_a_minute() {
-        let mut q = Quiet::default();
-        let t = Instant::now();
-        assert_eq!(q.fail("a", t), Some(0));
-        for s in 1..60 {
-            assert_eq!(q.fail("a", t + Duration::from_secs(s)), None);
-        }
-        assert_eq!(q.fail("a", t + LOG_REPEAT), Some(60));
-        assert_eq!(q.fail("b", t + LOG_REPEAT), Some(0));
-        assert!(q.recover());
-        assert!(!q.recover());
     }
 }

@@ -288,7 +288,11 @@ fn target(gpus: &[Gpu], uuid: &str) -> Option<Target> {
         if matches(&gpu.uuid, "GPU-") {
             return Some((g, None));
         }
-        if let Some(m) = gpu.mig.iter().position(|m| matches(&m.uuid, "MIG-")) {
+        // Any compute instance's MIG UUID names its GPU instance.
+        let mig = |m: &crate::snapshot::MigInstance| {
+            matches(&m.uuid, "MIG-") || m.compute.iter().any(|c| matches(&c.uuid, "MIG-"))
+        };
+        if let Some(m) = gpu.mig.iter().position(mig) {
             return Some((g, Some(m)));
         }
     }
@@ -389,6 +393,7 @@ pub(super) mod tests {
                     uuid: MIG1.into(),
                     gpu_instance_id: 1,
                     profile: "3g.40gb".into(),
+                    compute: Vec::new(),
                     readings: readings(2),
                 }],
                 ..Gpu::default()

@@ -11,7 +11,7 @@
 //! outlive `nvmlShutdown`/`dlclose` nor reach another library instance;
 //! and NVML being safe to call from several threads at once (nvml.h).
 
-use std::ffi::{CStr, CString, c_char, c_int, c_longlong, c_uint, c_ulonglong, c_void};
+use std::ffi::{CStr, CString, c_char, c_int, c_longlong, c_uint, c_ulong, c_ulonglong, c_void};
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
@@ -233,7 +233,21 @@ macro_rules! functions {
             $($field: Option<unsafe extern "C" fn($($arg),*) -> Ret>,)*
         }
 
+        /// Every NVML symbol the exporter resolves.
+        #[cfg(feature = "internals")]
+        pub const SYMBOLS: &[&str] = &[$($sym),*];
+
         impl Functions {
+            /// The symbols the library lacks.
+            #[cfg(feature = "internals")]
+            fn missing(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(if self.$field.is_none() {
+                    out.push($sym);
+                })*
+                out
+            }
+
             /// # Safety
             /// `handle` is a live `dlopen` handle of an NVML library, and
             /// stays open while the table is used.
@@ -291,6 +305,7 @@ functions! {
     max_mig = "nvmlDeviceGetMaxMigDeviceCount" fn(RawDevice, *mut c_uint);
     mig_by_index = "nvmlDeviceGetMigDeviceHandleByIndex" fn(RawDevice, c_uint, *mut RawDevice);
     gpu_instance_id = "nvmlDeviceGetGpuInstanceId" fn(RawDevice, *mut c_uint);
+    compute_instance_id = "nvmlDeviceGetComputeInstanceId" fn(RawDevice, *mut c_uint);
     event_types = "nvmlDeviceGetSupportedEventTypes" fn(RawDevice, *mut c_ulonglong);
     event_set_create = "nvmlEventSetCreate" fn(*mut RawEventSet);
     register_events = "nvmlDeviceRegisterEvents" fn(RawDevice, c_ulonglong, RawEventSet);
@@ -362,6 +377,54 @@ fn last_dl_error() -> String {
     // SAFETY: a non-null dlerror result is a NUL-terminated string valid
     // until the next dl* call on this thread; it is copied at once.
     unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+}
+
+/// The symbols of [`SYMBOLS`] the library at `path` lacks. It is loaded
+/// to look, but NVML is not initialised.
+#[cfg(feature = "internals")]
+pub fn missing_symbols(path: &Path) -> Result<Vec<&'static str>, String> {
+    let handle = Handle::open(path)?;
+    // SAFETY: the handle is live for as long as the table, which is only
+    // read for which entries are null and dropped before the handle.
+    let fns = unsafe { Functions::resolve(handle.0) };
+    Ok(fns.missing())
+}
+
+const PR_SET_PDEATHSIG: c_int = 1;
+const SIGKILL: c_ulong = 9;
+/// ESRCH: what a child reports when its parent is already gone.
+const ESRCH: i32 = 3;
+
+unsafe extern "C" {
+    fn prctl(option: c_int, ...) -> c_int;
+    fn getppid() -> c_int;
+}
+
+/// Has every child `cmd` starts receive SIGKILL when the thread that
+/// started it ends (the collector's, which ends only with the process), so
+/// a child never outlives the exporter, even one killed with SIGKILL.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the child between fork and exec, where
+    // only async-signal-safe calls are allowed: it makes two system calls
+    // (prctl, getppid) and builds an io::Error from a number, allocating
+    // nothing and taking no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            // SAFETY: prctl(PR_SET_PDEATHSIG, sig) takes the signal as an
+            // unsigned long, as passed; it touches no memory of ours.
+            if prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl: then no signal comes.
+            // SAFETY: getppid takes no arguments and cannot fail.
+            if getppid() as u32 != parent {
+                return Err(std::io::Error::from_raw_os_error(ESRCH));
+            }
+            Ok(())
+        })
+    };
 }
 
 /// Why [`Library::open`] failed.
@@ -750,6 +813,10 @@ impl<'a> Device<'a> {
 
     pub fn gpu_instance_id(&self) -> Result<u32, Error> {
         self.u32_of(self.fns().gpu_instance_id)
+    }
+
+    pub fn compute_instance_id(&self) -> Result<u32, Error> {
+        self.u32_of(self.fns().compute_instance_id)
     }
 
     pub fn supported_event_types(&self) -> Result<u64, Error> {

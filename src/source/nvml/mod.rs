@@ -6,10 +6,17 @@
 //! with the reason and tries again later, waiting `retry_first` and then
 //! twice as long each time up to `retry_max`.
 //!
+//! The library is unloaded after a failed init and loaded afresh for the
+//! next try: NVML's init touches its 12.7 MB writable segment even when it
+//! fails, and only unloading gives that memory back between retries (a
+//! reload costs about 6 ms more per retry than keeping the library).
+//!
 //! Readings are converted to base units. A reading NVML does not support,
-//! or a symbol the driver lacks, leaves the field `None`. A GPU that
-//! answers GPU_IS_LOST is reported `up = false` with empty readings, under
-//! the identity it had when last seen, while the rest keep reporting.
+//! or a symbol the driver lacks, leaves the field `None`; so does NVML's
+//! "not available" sentinel (all ones), logged once per GPU and reading. A
+//! GPU that answers GPU_IS_LOST is reported `up = false` under the UUID it
+//! had at that index, with the Xid counts its events brought, while the
+//! rest keep reporting; the fleet memory gives it the rest of its identity.
 //!
 //! PCIe: NVML only gives a throughput rate (KB/s over a ~20 ms sample,
 //! taken as 1024 bytes per KB). The source integrates it into
@@ -19,7 +26,10 @@
 //!
 //! Xid: a thread per NVML session registers XidCriticalError events and
 //! counts them by GPU UUID; counts survive re-initialisation. GPUs that
-//! cannot deliver events leave `xid_errors` `None` for another reader.
+//! cannot deliver events leave `xid_errors` `None` for another reader. A
+//! GPU that counted Xids and is missing from a collection (lost, or gone
+//! from the enumeration) is still reported, lost, with its counts, so the
+//! Xid that came with the loss is served.
 //!
 //! GPM (Hopper and later): SM active, SM occupancy and DRAM active are
 //! computed between this collection's sample and the previous one, for
@@ -51,10 +61,12 @@ mod read;
 mod xid;
 
 use super::{Source, SourceError};
-use crate::config::Collector;
-use crate::config::{Collectors, SourceKind};
+use crate::base::quiet::Noted;
+use crate::config::{Collector, Collectors, SourceKind};
 use crate::snapshot::{Gpu, Timings};
 use ffi::Library;
+#[cfg(feature = "internals")]
+pub use ffi::{SYMBOLS, missing_symbols};
 use gpm::GpmSlot;
 use read::{PcieCounter, read_gpu};
 use std::collections::HashMap;
@@ -97,8 +109,10 @@ pub struct Nvml {
     library: PathBuf,
     options: Options,
     state: State,
-    /// Identity by index, to label a GPU once it is lost.
-    identities: HashMap<u32, Identity>,
+    /// The UUID last read at each index, to name a GPU once it is lost.
+    uuids: HashMap<u32, String>,
+    /// (GPU, reading) pairs that answered NVML's "not available" sentinel.
+    sentinels: Noted<(String, &'static str)>,
     /// PCIe byte counters by UUID.
     pcie: HashMap<String, PcieCounter>,
     /// Xid counts by UUID, written by the Xid thread.
@@ -126,30 +140,25 @@ struct Session {
     gpm: HashMap<String, GpmSlot>,
 }
 
-#[derive(Clone, Debug, Default)]
-struct Identity {
-    uuid: String,
-    model: String,
-    pci_bus_id: String,
-}
-
 impl Nvml {
-    /// A source reading NVML from `library`, or [`DEFAULT_LIBRARY`]. A bare
-    /// file name is searched for as the dynamic loader does; a path must
-    /// exist, else this is a configuration error. A library that exists
-    /// but will not load or initialise is not: the source is returned and
+    /// [`Nvml::open_with`] with the default options.
+    #[cfg(feature = "internals")]
+    pub fn open(library: Option<&Path>) -> Result<Nvml, String> {
+        Nvml::open_with(library, Options::default())
+    }
+
+    /// A source reading NVML from `library`, or [`DEFAULT_LIBRARY`]: see
+    /// [`check_library`]. A library that exists but will not load or
+    /// initialise is no configuration error: the source is returned and
     /// its collections fail, retrying, until it does.
+    #[cfg(feature = "internals")]
     pub fn open_with(library: Option<&Path>, options: Options) -> Result<Nvml, String> {
-        let library = match library {
-            None => PathBuf::from(DEFAULT_LIBRARY),
-            Some(p) => {
-                let bare_name = p.components().count() == 1 && !p.as_os_str().is_empty();
-                if !bare_name && let Err(e) = std::fs::metadata(p) {
-                    return Err(format!("NVML library {}: {e}", p.display()));
-                }
-                p.to_path_buf()
-            }
-        };
+        Ok(Nvml::new(check_library(library)?, options))
+    }
+
+    /// A source reading NVML from a library [`check_library`] accepted;
+    /// tries to load it at once.
+    pub fn new(library: PathBuf, options: Options) -> Nvml {
         let mut nvml = Nvml {
             library,
             options,
@@ -158,14 +167,15 @@ impl Nvml {
                 next_try: Instant::now(),
                 delay: None,
             },
-            identities: HashMap::new(),
+            uuids: HashMap::new(),
+            sentinels: Noted::default(),
             pcie: HashMap::new(),
             xids: Arc::new(Mutex::new(HashMap::new())),
             timings: Timings::default(),
         };
         // A failure here is reported by collect, which also retries.
         let _ = nvml.connect();
-        Ok(nvml)
+        nvml
     }
 
     /// Whether NVML loaded and initialised (so far).
@@ -207,8 +217,9 @@ impl Nvml {
         };
         // Capped at a day too, so that adding it to now cannot overflow.
         let delay = delay.min(self.options.retry_max).min(MAX_RETRY);
-        log::warn!("source nvml: {reason}; retrying in {delay:?}");
-        let error = SourceError(format!("{reason}; retrying in {delay:?}"));
+        // The collector logs the failure, quietly; the wait is detail.
+        log::debug!("source nvml: {reason}; retrying in {delay:?}");
+        let error = SourceError(self.retrying(&reason));
         self.state = State::Down {
             reason,
             next_try: Instant::now() + delay,
@@ -216,6 +227,50 @@ impl Nvml {
         };
         error
     }
+}
+
+impl Nvml {
+    /// The error while NVML is down: the same words until the reason
+    /// changes, so that the log stays quiet.
+    fn retrying(&self, reason: &str) -> String {
+        format!(
+            "{reason}; retrying with backoff up to {:?}",
+            self.options.retry_max.min(MAX_RETRY)
+        )
+    }
+}
+
+/// Attaches the Xid counts of `gpu` (by UUID) when its events are watched
+/// or it counted some before.
+fn attach_xids(xids: &Mutex<HashMap<String, XidCounts>>, gpu: &mut Gpu, watched: bool) {
+    let xids = lock(xids);
+    if watched || xids.contains_key(&gpu.uuid) {
+        let (counts, last) = xid_readings(&xids, &gpu.uuid);
+        gpu.readings.xid_errors = Some(counts);
+        gpu.readings.xid_last_timestamp_seconds = last;
+    }
+}
+
+/// The library to load: `library`, or [`DEFAULT_LIBRARY`]. A bare file
+/// name is searched for as the dynamic loader does; a path must exist, else
+/// this is a configuration error. Nothing is loaded.
+pub fn check_library(library: Option<&Path>) -> Result<PathBuf, String> {
+    match library {
+        None => Ok(PathBuf::from(DEFAULT_LIBRARY)),
+        Some(p) => {
+            let bare_name = p.components().count() == 1 && !p.as_os_str().is_empty();
+            if !bare_name && let Err(e) = std::fs::metadata(p) {
+                return Err(format!("NVML library {}: {e}", p.display()));
+            }
+            Ok(p.to_path_buf())
+        }
+    }
+}
+
+/// Makes a child started by `cmd` die with the exporter (SIGKILL when the
+/// thread that started it ends), so an nvidia-smi never outlives it.
+pub fn die_with_parent(cmd: &mut std::process::Command) {
+    ffi::die_with_parent(cmd);
 }
 
 impl Source for Nvml {
@@ -228,13 +283,8 @@ impl Source for Nvml {
             reason, next_try, ..
         } = &self.state
         {
-            let now = Instant::now();
-            if now < *next_try {
-                let wait = next_try.saturating_duration_since(now);
-                return Err(SourceError(format!(
-                    "{reason}; retrying in {:.1}s",
-                    wait.as_secs_f64()
-                )));
+            if Instant::now() < *next_try {
+                return Err(SourceError(self.retrying(reason)));
             }
             self.connect()?;
         }
@@ -257,6 +307,7 @@ impl Source for Nvml {
         self.timings = Timings::default();
         let mut gpus = Vec::with_capacity(devices.len());
         for (index, device) in devices {
+            let mut sentinels = Vec::new();
             let mut gpu = read_gpu(
                 index,
                 device,
@@ -265,31 +316,47 @@ impl Source for Nvml {
                 &mut self.pcie,
                 &mut session.gpm,
                 &mut self.timings,
+                &mut sentinels,
             );
-            if gpu.up {
-                self.identities.insert(
-                    index,
-                    Identity {
-                        uuid: gpu.uuid.clone(),
-                        model: gpu.model.clone(),
-                        pci_bus_id: gpu.pci_bus_id.clone(),
-                    },
-                );
-                let watched = session
-                    .xid
-                    .as_ref()
-                    .is_some_and(|w| w.watched.contains(&gpu.uuid));
-                if watched {
-                    let (counts, last) = xid_readings(&lock(&self.xids), &gpu.uuid);
-                    gpu.readings.xid_errors = Some(counts);
-                    gpu.readings.xid_last_timestamp_seconds = last;
+            for what in sentinels {
+                if self.sentinels.first((gpu.uuid.clone(), what)) {
+                    log::warn!(
+                        "source nvml: GPU {}: {what} answers NVML's \"not available\" (all ones); left out (logged once per GPU and reading)",
+                        gpu.uuid
+                    );
                 }
-            } else if let Some(id) = self.identities.get(&index) {
-                gpu.uuid = id.uuid.clone();
-                gpu.model = id.model.clone();
-                gpu.pci_bus_id = id.pci_bus_id.clone();
+            }
+            if gpu.up {
+                self.uuids.insert(index, gpu.uuid.clone());
+            } else if let Some(uuid) = self.uuids.get(&index) {
+                gpu.uuid.clone_from(uuid);
+            }
+            let watched = session
+                .xid
+                .as_ref()
+                .is_some_and(|w| w.watched.contains(&gpu.uuid));
+            if !gpu.uuid.is_empty() {
+                attach_xids(&self.xids, &mut gpu, watched);
             }
             gpu.driver_version = session.driver_version.clone();
+            gpus.push(gpu);
+        }
+        // GPUs that counted Xids and are not enumerated now: lost, with
+        // their counts (the fleet memory knows them by UUID).
+        let gone: Vec<(u32, String)> = self
+            .uuids
+            .iter()
+            .filter(|(_, u)| !gpus.iter().any(|g| &g.uuid == *u))
+            .filter(|(_, u)| lock(&self.xids).contains_key(*u))
+            .map(|(&i, u)| (i, u.clone()))
+            .collect();
+        for (index, uuid) in gone {
+            let mut gpu = Gpu {
+                index,
+                uuid,
+                ..Gpu::default()
+            };
+            attach_xids(&self.xids, &mut gpu, false);
             gpus.push(gpu);
         }
         Ok(gpus)

@@ -1,5 +1,6 @@
 //! One GPU's readings, each converted to base units; a reading NVML does
-//! not support, or a symbol the driver lacks, leaves its field `None`.
+//! not support, or a symbol the driver lacks, leaves its field `None`, and
+//! so does NVML's "not available" sentinel (all ones).
 //! Each collector's calls are made only when it is on, and timed.
 
 use super::ffi::{
@@ -15,7 +16,9 @@ use crate::config::Collector::{
     Utilization,
 };
 use crate::config::Collectors;
-use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, MigInstance, Readings, Timings, TxRx};
+use crate::snapshot::{
+    CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, Timings, TxRx,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -77,6 +80,8 @@ impl PcieCounter {
 /// only when it is on, and times them.
 pub(super) struct Probe {
     pub(super) lost: bool,
+    /// The readings that answered NVML's "not available" sentinel.
+    pub(super) sentinels: Vec<&'static str>,
     on: Collectors,
     /// The collector whose calls are being made.
     collector: Collector,
@@ -87,6 +92,7 @@ impl Probe {
     pub(super) fn new(on: Collectors) -> Probe {
         Probe {
             lost: false,
+            sentinels: Vec::new(),
             on,
             collector: Info,
             timings: Timings::default(),
@@ -95,6 +101,25 @@ impl Probe {
 
     pub(super) fn on(&self, c: Collector) -> bool {
         self.on.has(c)
+    }
+
+    /// [`Probe::get`] for a reading, which NVML's sentinel leaves out.
+    pub(super) fn value<T: Sentinel>(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce() -> Result<T, Error>,
+    ) -> Option<T> {
+        let v = self.get(what, call)?;
+        self.keep(what, v.is_sentinel()).then_some(v)
+    }
+
+    /// Whether a reading is kept; a sentinel is noted instead.
+    #[inline(never)]
+    fn keep(&mut self, what: &'static str, sentinel: bool) -> bool {
+        if sentinel {
+            self.sentinels.push(what);
+        }
+        !sentinel
     }
 
     /// Counts a failed call against the current collector.
@@ -156,6 +181,29 @@ impl Probe {
     }
 }
 
+/// NVML's NVML_VALUE_NOT_AVAILABLE: -1 in an unsigned reading, all ones.
+pub(super) trait Sentinel: Copy {
+    fn is_sentinel(self) -> bool;
+}
+
+impl Sentinel for u32 {
+    fn is_sentinel(self) -> bool {
+        self == u32::MAX
+    }
+}
+
+impl Sentinel for u64 {
+    fn is_sentinel(self) -> bool {
+        self == u64::MAX
+    }
+}
+
+impl Sentinel for ffi::Memory {
+    fn is_sentinel(self) -> bool {
+        self.total.is_sentinel() || self.used.is_sentinel() || self.free.is_sentinel()
+    }
+}
+
 pub(super) fn mhz(v: u32) -> f64 {
     f64::from(v) * MHZ
 }
@@ -165,7 +213,9 @@ pub(super) fn milli(v: f64) -> f64 {
 }
 
 /// The readings of one GPU and its MIG instances; how each collector
-/// fared is added to `timings`.
+/// fared is added to `timings`, and the readings that answered NVML's
+/// sentinel to `sentinels`.
+#[allow(clippy::too_many_arguments, reason = "one GPU's state, read once")]
 pub(super) fn read_gpu(
     index: u32,
     device: Result<Device<'_>, Error>,
@@ -174,6 +224,7 @@ pub(super) fn read_gpu(
     pcie: &mut HashMap<String, PcieCounter>,
     gpm_slots: &mut HashMap<String, GpmSlot>,
     timings: &mut Timings,
+    sentinels: &mut Vec<&'static str>,
 ) -> Gpu {
     let down = |why: Error| {
         // Shown as up = false; a warning every collection would be noise.
@@ -202,44 +253,48 @@ pub(super) fn read_gpu(
         inforom_version = p.get("inforom", || d.inforom_version()).unwrap_or_default();
     });
     p.section(Temperature, |p| {
-        r.temperature_celsius = p.get("temperature", || d.temperature()).map(f64::from);
+        r.temperature_celsius = p.value("temperature", || d.temperature()).map(f64::from);
         r.health.memory_temperature_max_celsius = p
-            .get("memory max temperature", || d.memory_temperature_max())
+            .value("memory max temperature", || d.memory_temperature_max())
             .map(f64::from);
     });
     p.section(Clocks, |p| {
-        r.sm_clock_hertz = p.get("sm clock", || d.clock(CLOCK_SM)).map(mhz);
-        r.sm_clock_max_hertz = p.get("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz);
-        r.memory_clock_hertz = p.get("memory clock", || d.clock(CLOCK_MEM)).map(mhz);
+        r.sm_clock_hertz = p.value("sm clock", || d.clock(CLOCK_SM)).map(mhz);
+        r.sm_clock_max_hertz = p.value("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz);
+        r.memory_clock_hertz = p.value("memory clock", || d.clock(CLOCK_MEM)).map(mhz);
         r.clocks_event_mask = p.get("clock event reasons", || d.clocks_event_reasons());
         set_violations(&mut r, d, p);
     });
     p.section(Power, |p| {
         r.power_usage_watts = p
-            .get("power", || d.power_usage())
+            .value("power", || d.power_usage())
             .map(|mw| milli(mw.into()));
         r.power_limit_watts = p
-            .get("power limit", || d.power_limit())
+            .value("power limit", || d.power_limit())
             .map(|mw| milli(mw.into()));
         r.energy_joules_total = p
-            .get("energy", || d.total_energy())
+            .value("energy", || d.total_energy())
             .map(|mj| milli(mj as f64));
     });
     p.section(Utilization, |p| {
         r.utilization_ratio = p
-            .get("utilization", || d.utilization())
+            .value("utilization", || d.utilization())
             .map(|pc| f64::from(pc) / 100.0);
     });
     p.section(Ecc, |p| {
         let n = |v: u64| v as f64;
-        r.ecc_corrected_total = p.get("ecc corrected", || d.ecc_total(false, false)).map(n);
-        r.ecc_uncorrected_total = p.get("ecc uncorrected", || d.ecc_total(true, false)).map(n);
+        r.ecc_corrected_total = p
+            .value("ecc corrected", || d.ecc_total(false, false))
+            .map(n);
+        r.ecc_uncorrected_total = p
+            .value("ecc uncorrected", || d.ecc_total(true, false))
+            .map(n);
         let h = &mut r.health;
-        h.ecc_corrected_lifetime = p.get("ecc lifetime", || d.ecc_total(false, true)).map(n);
-        h.ecc_uncorrected_lifetime = p.get("ecc lifetime", || d.ecc_total(true, true)).map(n);
+        h.ecc_corrected_lifetime = p.value("ecc lifetime", || d.ecc_total(false, true)).map(n);
+        h.ecc_uncorrected_lifetime = p.value("ecc lifetime", || d.ecc_total(true, true)).map(n);
     });
     p.section(Memory, |p| {
-        set_memory(&mut r, p.get("memory", || d.memory()))
+        set_memory(&mut r, p.value("memory", || d.memory()))
     });
     health::read(&mut r.health, d, &mut p);
     set_fields(&mut r, d, &mut p);
@@ -263,7 +318,7 @@ pub(super) fn read_gpu(
     }
     p.section(Pcie, |p| {
         r.pcie_replay_errors_total = p
-            .get("pcie replay", || d.pcie_replay_counter())
+            .value("pcie replay", || d.pcie_replay_counter())
             .map(f64::from);
         r.pcie_bytes_total = pcie_bytes(d, p, pcie.entry(uuid.clone()).or_default(), &sampled);
     });
@@ -279,6 +334,7 @@ pub(super) fn read_gpu(
     };
 
     timings.merge(&p.timings);
+    sentinels.append(&mut p.sentinels);
     if p.lost {
         return down(Error::GPU_IS_LOST);
     }
@@ -314,8 +370,8 @@ fn pcie_bytes(
             }));
         }
     }
-    let tx = p.get("pcie tx", || d.pcie_throughput(false));
-    let rx = p.get("pcie rx", || d.pcie_throughput(true));
+    let tx = p.value("pcie tx", || d.pcie_throughput(false));
+    let rx = p.value("pcie rx", || d.pcie_throughput(true));
     match (tx, rx) {
         (Some(tx), Some(rx)) => {
             let rate = TxRx {
@@ -340,7 +396,7 @@ pub(super) fn set_violations(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
             continue;
         };
         r.clocks_event_seconds_total[i] = p
-            .get("violation status", || d.violation_ns(policy))
+            .value("violation status", || d.violation_ns(policy))
             .map(|ns| ns as f64 / 1e9);
     }
 }
@@ -422,9 +478,11 @@ pub(super) fn set_memory(r: &mut Readings, m: Option<ffi::Memory>) {
     }
 }
 
-/// The MIG devices of a GPU in MIG mode. NVML refuses most readings on
-/// them; those stay `None`. Their memory, utilization and GPM belong to
-/// those collectors.
+/// The MIG GPU instances of a GPU in MIG mode. NVML lists a MIG device per
+/// compute instance; those of one GPU instance share its memory and GPM
+/// readings, so they are one [`MigInstance`] with every compute instance in
+/// `compute`, read once. NVML refuses most readings on them; those stay
+/// `None`. Their memory, utilization and GPM belong to those collectors.
 pub(super) fn read_mig(
     d: Device<'_>,
     p: &mut Probe,
@@ -435,7 +493,7 @@ pub(super) fn read_mig(
     let slots = p
         .get("max mig devices", || d.max_mig_devices())
         .unwrap_or(0);
-    let mut out = Vec::new();
+    let mut out: Vec<MigInstance> = Vec::new();
     for slot in 0..slots {
         // NOT_FOUND: an empty slot.
         let Some(m) = p.get("mig device", || d.mig_device(slot)) else {
@@ -446,15 +504,26 @@ pub(super) fn read_mig(
         let (Some(uuid), Some(gpu_instance_id)) = (uuid, id) else {
             continue;
         };
+        let compute = ComputeInstance {
+            id: p.get("compute instance id", || m.compute_instance_id()),
+            uuid: uuid.clone(),
+        };
+        if let Some(gi) = out
+            .iter_mut()
+            .find(|g| g.gpu_instance_id == gpu_instance_id)
+        {
+            gi.compute.push(compute);
+            continue;
+        }
         let name = p.get("mig name", || m.name()).unwrap_or_default();
         let mut readings = Readings::default();
         p.section(Utilization, |p| {
             readings.utilization_ratio = p
-                .get("mig utilization", || m.utilization())
+                .value("mig utilization", || m.utilization())
                 .map(|pc| f64::from(pc) / 100.0);
         });
         p.section(Memory, |p| {
-            set_memory(&mut readings, p.get("mig memory", || m.memory()))
+            set_memory(&mut readings, p.value("mig memory", || m.memory()))
         });
         p.section(Gpm, |p| {
             let slot = gpm_slots
@@ -469,6 +538,7 @@ pub(super) fn read_mig(
             uuid,
             gpu_instance_id,
             profile: mig_profile(&name),
+            compute: vec![compute],
             readings,
         });
     }

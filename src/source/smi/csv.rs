@@ -3,6 +3,7 @@
 //! fuzz targets call it directly.
 
 use super::health::{HEALTH_FIELDS, HealthColumns};
+use crate::base::pci::normalize_bus_id;
 use crate::base::units::{MHZ, MIB};
 use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
 use std::collections::HashSet;
@@ -242,13 +243,46 @@ enum Key {
 /// Structural problems (no rows, a row with the wrong number of values, an
 /// unreadable index) are an `Err` of one line; an unreadable or missing
 /// value leaves its reading `None`.
+///
+/// nvidia-smi's line for a GPU it cannot reach ("Unable to determine the
+/// device handle for GPU 0000:0B:00.0: Unknown Error", see
+/// [`unreachable`]) marks that GPU, not the node: it comes back as a GPU
+/// with that bus id and `up == false`, after the GPUs that answered.
+/// "No devices were found" is a fleet of none.
 pub fn parse(csv: &str, queried: &[&str]) -> Result<Vec<Gpu>, String> {
-    let mut lines = csv
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim_end_matches('\r')))
-        .filter(|(_, l)| !l.trim().is_empty());
+    let mut lost = Vec::new();
+    let mut none_found = false;
+    let mut after_unreachable = false;
+    let mut kept = Vec::new();
+    for (i, l) in csv.lines().enumerate() {
+        let l = l.trim_end_matches('\r');
+        if l.trim().is_empty() {
+            continue;
+        }
+        if let Some((bus, _)) = unreachable(l) {
+            lost.push(Gpu {
+                pci_bus_id: bus,
+                ..Gpu::default()
+            });
+            after_unreachable = true;
+            continue;
+        }
+        // A console that wrapped the message: its rest, with no comma.
+        if after_unreachable && !l.contains(',') {
+            continue;
+        }
+        after_unreachable = false;
+        if l.trim() == NO_DEVICES {
+            none_found = true;
+            continue;
+        }
+        kept.push((i + 1, l));
+    }
+    let mut lines = kept.into_iter();
     let Some((first_no, first)) = lines.next() else {
+        if none_found || !lost.is_empty() {
+            return Ok(lost);
+        }
         return Err("nvidia-smi printed nothing".into());
     };
     let first_cells = cells(first);
@@ -291,17 +325,60 @@ pub fn parse(csv: &str, queried: &[&str]) -> Result<Vec<Gpu>, String> {
             None => gpus.push((key, gpu)),
         }
     }
-    if gpus.is_empty() {
+    if gpus.is_empty() && lost.is_empty() && !none_found {
         return Err("nvidia-smi printed a header but no GPU rows".into());
     }
     let mut gpus: Vec<Gpu> = gpus.into_iter().map(|(_, g)| g).collect();
     gpus.sort_by_key(|g| g.index);
+    gpus.extend(lost);
     Ok(gpus)
+}
+
+/// What nvidia-smi prints when the driver sees no GPU.
+const NO_DEVICES: &str = "No devices were found";
+
+/// A GPU nvidia-smi names as unreachable, and why: `Unable to determine the
+/// device handle for GPU 0000:0B:00.0: Unknown Error`, in every spelling
+/// seen (`GPU0000:…` without the space, `gpu` from `-L`, `GPU1: 0000:…`
+/// with an index); the bus id normalised.
+pub fn unreachable(line: &str) -> Option<(String, String)> {
+    let rest = line
+        .trim()
+        .strip_prefix("Unable to determine the device handle for ")?;
+    let rest = rest
+        .strip_prefix("GPU")
+        .or_else(|| rest.strip_prefix("gpu"))?
+        .trim_start();
+    let rest = match rest.split_once(": ") {
+        Some((n, r)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => r,
+        _ => rest,
+    };
+    let (bus, reason) = rest.split_once(": ")?;
+    Some((normalize_bus_id(bus)?, clip(reason.trim())))
+}
+
+/// nvidia-smi's own message from a failed run: its non-empty lines (a CSV
+/// header aside), stderr first, joined by `; `, at most 300 characters.
+pub fn failure_message(stderr: &str, stdout: &str) -> String {
+    let lines: Vec<&str> = stderr
+        .lines()
+        .chain(stdout.lines())
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !is_header(&cells(l), &[]))
+        .collect();
+    if lines.is_empty() {
+        return "no message".into();
+    }
+    clip_to(&lines.join("; "), 300)
 }
 
 /// At most 120 characters of untrusted text, for an error message.
 pub(super) fn clip(s: &str) -> String {
-    let mut out: String = s.chars().take(120).collect();
+    clip_to(s, 120)
+}
+
+fn clip_to(s: &str, n: usize) -> String {
+    let mut out: String = s.chars().take(n).collect();
     if out.len() < s.len() {
         out.push_str("...");
     }
@@ -532,8 +609,108 @@ pub(super) mod tests {
         "pstate",
     ];
 
-    /// Every fixture in tests/fixtures/nvidia-smi, with the field list to
-    /// give `parse` (empty where the file has a header).
+    const GTX1080TI_8X: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_8x-gtx1080ti_noheader_one-unknown-error-cell_Megaminer-376.csv"
+    );
+    const H100L_VGPU: &str = fixture!(
+        "nvidia-smi",
+        "querygpu_h100l-2-24c_noheader-nounits_NA-clock_prmon-317.csv"
+    );
+    const PRMON_FIELDS: &[&str] = &["clocks.max.sm", "memory.total", "gpu_name"];
+
+    /// nvidia-smi's failure outputs (FAILURES) and the message the source
+    /// quotes from each.
+    const FAILURES: &[(&str, &str)] = &[
+        (
+            fixture!("nvidia-smi", "nodriver_535.309.01_query-gpu_exit9.stdout"),
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. \
+             Make sure that the latest NVIDIA driver is installed and running.",
+        ),
+        (
+            fixture!("nvidia-smi", "nodriver_couldnt-communicate_nvml-fix-36.txt"),
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. \
+             Make sure that the latest NVIDIA driver is installed and running.",
+        ),
+        (
+            fixture!("nvidia-smi", "nolib_535.309.01_plain_exit12.stdout"),
+            "NVIDIA-SMI couldn't find libnvidia-ml.so library in your system. Please make sure \
+             that the NVIDIA Display Driver is properly installed and present in your system.; \
+             Please also try adding directory that contains libnvidia-ml.so to your system PATH.",
+        ),
+        (
+            fixture!(
+                "nvidia-smi",
+                "mismatch_535.161_two-line_exit18_gputil-55.txt"
+            ),
+            "Failed to initialize NVML: Driver/library version mismatch; NVML library version: 535.161",
+        ),
+        (
+            fixture!(
+                "nvidia-smi",
+                "mismatch_570.124_two-line_tinygrad-ogkm-47.txt"
+            ),
+            "Failed to initialize NVML: Driver/library version mismatch; NVML library version: 570.124",
+        ),
+        (
+            fixture!("nvidia-smi", "mismatch_one-line_shine-cluster-30.txt"),
+            "Failed to initialize NVML: Driver/library version mismatch",
+        ),
+    ];
+
+    /// nvidia-smi naming one GPU it cannot reach: the bus id and reason.
+    const UNREACHABLE: &[(&str, &str, &str)] = &[
+        (
+            fixture!(
+                "nvidia-smi",
+                "devhandle_unknown-error_old-format_xxd3vin-workspace-19.txt"
+            ),
+            "00000000:0B:00.0",
+            "Unknown Error",
+        ),
+        (
+            fixture!(
+                "nvidia-smi",
+                "devhandle_unknown-error_old-format_a-i0_nvidia-docker-1553.txt"
+            ),
+            "00000000:09:00.0",
+            "Unknown Error",
+        ),
+        (
+            fixture!(
+                "nvidia-smi",
+                "devhandle_unknown-error_no-space_syno-nvidia-22.txt"
+            ),
+            "00000000:07:00.0",
+            "Unknown Error",
+        ),
+        (
+            fixture!(
+                "nvidia-smi",
+                "devhandle_unknown-error_list-L-lowercase_gpustat-125.txt"
+            ),
+            "00000000:08:00.0",
+            "Unknown Error",
+        ),
+        (
+            fixture!("nvidia-smi", "devhandle_gpu-is-lost_OWOD-81.txt"),
+            "00000000:02:00.0",
+            "GPU is lost. Reboot the system to recover this GPU",
+        ),
+        (
+            fixture!(
+                "nvidia-smi",
+                "devhandle_gpu-is-lost_windows-wrapped_darknet-86.txt"
+            ),
+            "00000000:03:00.0",
+            "GPU is lost.  Reboot",
+        ),
+    ];
+
+    const NO_DEVICES_FOUND: &str = fixture!("nvidia-smi", "no-devices-found_singuconda-6.txt");
+
+    /// Every `--query-gpu` fixture in tests/fixtures/nvidia-smi, with the
+    /// field list to give `parse` (empty where the file has a header).
     const ALL: &[(&str, &str, &[&str])] = &[
         ("h100 idle", H100_IDLE, &[]),
         ("h100 mig", H100_MIG, &[]),
@@ -547,6 +724,8 @@ pub(super) mod tests {
         ("i3 not supported", I3_NS, I3_FIELDS),
         ("mindminer", MINDMINER, &[]),
         ("gpu-utils", GPU_UTILS, GPU_UTILS_FIELDS),
+        ("8x gtx1080ti", GTX1080TI_8X, GTX770_FIELDS),
+        ("h100l vgpu", H100L_VGPU, PRMON_FIELDS),
     ];
 
     fn one(csv: &str, queried: &[&str]) -> Gpu {
@@ -556,16 +735,81 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn every_fixture_parses_into_one_gpu() {
+    fn every_fixture_parses() {
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nvidia-smi");
         let on_disk = std::fs::read_dir(dir).unwrap().count();
-        assert_eq!(on_disk, ALL.len(), "a fixture file is not in ALL");
+        assert_eq!(
+            on_disk,
+            ALL.len() + FAILURES.len() + UNREACHABLE.len() + 1,
+            "a fixture file is in no list"
+        );
         for (what, csv, queried) in ALL {
             let gpus = parse(csv, queried).unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(gpus.len(), 1, "{what}");
-            assert!(gpus[0].up, "{what}");
+            let want = if *what == "8x gtx1080ti" { 8 } else { 1 };
+            assert_eq!(gpus.len(), want, "{what}");
+            assert!(gpus.iter().all(|g| g.up), "{what}");
             assert_eq!(gpus[0].readings.xid_errors, None, "{what}");
         }
+        // One GPU's [Unknown Error] fan cell leaves only that reading out.
+        let gpus = parse(GTX1080TI_8X, GTX770_FIELDS).unwrap();
+        assert_eq!(gpus[0].readings.temperature_celsius, Some(84.0));
+        assert_eq!(gpus[7].model, "GeForce GTX 1080");
+        assert_eq!(gpus[7].index, 7);
+        // A vGPU's [N/A] max clock.
+        let g = one(H100L_VGPU, PRMON_FIELDS);
+        assert_eq!(g.readings.sm_clock_max_hertz, None);
+        assert_eq!(g.readings.memory_total_bytes, Some(24576.0 * MIB));
+    }
+
+    #[test]
+    fn nvidia_smi_failures_are_quoted_in_its_own_words() {
+        for (out, want) in FAILURES {
+            assert_eq!(failure_message("", out), *want);
+            // None of them is a fleet.
+            assert!(parse(out, &["index", "uuid"]).is_err(), "{out}");
+        }
+        // A CSV header before the message is not the message.
+        let out = "index, uuid\nFailed to initialize NVML: Unknown Error\n";
+        assert_eq!(
+            failure_message("", out),
+            "Failed to initialize NVML: Unknown Error"
+        );
+        assert_eq!(failure_message("", ""), "no message");
+        assert_eq!(failure_message("on stderr\n", "\n"), "on stderr");
+        assert!(failure_message("", &"x".repeat(1000)).len() < 310);
+    }
+
+    #[test]
+    fn a_gpu_nvidia_smi_cannot_reach_is_that_gpu_lost_not_the_node() {
+        for (out, bus, why) in UNREACHABLE {
+            assert_eq!(
+                unreachable(out.lines().next().unwrap()),
+                Some((bus.to_string(), why.to_string()))
+            );
+            let gpus = parse(out, &["index", "uuid"]).unwrap();
+            assert_eq!(gpus.len(), 1, "{out}");
+            assert!(!gpus[0].up);
+            assert_eq!(gpus[0].pci_bus_id, *bus);
+        }
+        // With the index form, among the other GPUs' rows.
+        let csv = "index, uuid, pci.bus_id\n0, GPU-a, 00000000:33:00.0\n\
+                   Unable to determine the device handle for GPU1: 0000:34:00.0: Unknown Error\n\
+                   2, GPU-c, 00000000:35:00.0\n";
+        let gpus = parse(csv, &[]).unwrap();
+        let got: Vec<_> = gpus
+            .iter()
+            .map(|g| (g.uuid.as_str(), g.pci_bus_id.as_str(), g.up))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("GPU-a", "00000000:33:00.0", true),
+                ("GPU-c", "00000000:35:00.0", true),
+                ("", "00000000:34:00.0", false)
+            ]
+        );
+        // No driver-side GPU at all: an empty fleet, not an error.
+        assert_eq!(parse(NO_DEVICES_FOUND, &["index", "uuid"]), Ok(Vec::new()));
     }
 
     #[test]
@@ -859,9 +1103,9 @@ pub(super) mod tests {
                 "line 2: 3 values for 2 columns",
             ),
             (
-                "No devices were found\n",
+                "No GPU was found\n",
                 &["index", "uuid"],
-                "line 1: not CSV: No devices were found",
+                "line 1: not CSV: No GPU was found",
             ),
             (
                 "\n\n0, GPU-a, 1\n",

@@ -4,14 +4,19 @@
 //!
 //! What nvidia-smi cannot tell (Xid, GPM ratios, allocator figures, energy,
 //! PCIe/NVLink bytes) stays `None`.
+//!
+//! A failed run is quoted by nvidia-smi's own message. A run that exits
+//! non-zero but prints rows or names unreachable GPUs still yields them:
+//! one GPU's trouble is not the node's.
 
 pub mod csv;
 pub mod health;
 
 use super::{Source, SourceError};
+use crate::base::quiet::Noted;
 use crate::config::{Collectors, SourceKind};
 use crate::snapshot::Gpu;
-use csv::{clip, parse, supported_fields};
+use csv::{failure_message, parse, supported_fields, unreachable};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -33,8 +38,20 @@ pub struct Smi {
     /// blocked in the driver dies only when the driver lets go). No new one
     /// starts until it is gone, so hung runs never pile up.
     stuck: Option<Child>,
+    /// Called on each command before it starts (to tie the child's life to
+    /// the exporter's).
+    spawn_hook: Option<fn(&mut Command)>,
+    /// Unreachable GPUs already logged, by bus id and reason.
+    unreachable: Noted<(String, String)>,
     /// Only these collectors' fields are queried.
     collectors: Collectors,
+}
+
+/// A finished run: its exit status and its output.
+struct Ran {
+    status: std::process::ExitStatus,
+    stdout: String,
+    stderr: String,
 }
 
 impl Smi {
@@ -44,8 +61,16 @@ impl Smi {
             timeout,
             fields: None,
             stuck: None,
+            spawn_hook: None,
+            unreachable: Noted::default(),
             collectors: Collectors::DEFAULT,
         }
+    }
+
+    /// Calls `hook` on every nvidia-smi command before it starts.
+    pub fn with_spawn_hook(mut self, hook: fn(&mut Command)) -> Smi {
+        self.spawn_hook = Some(hook);
+        self
     }
 
     /// Queries only the fields of `collectors`.
@@ -54,8 +79,18 @@ impl Smi {
         self
     }
 
-    /// Runs nvidia-smi with `args`; its stdout on success.
+    /// Runs nvidia-smi with `args`; its stdout on success, else nvidia-smi's
+    /// own message.
     fn run(&mut self, args: &[&str]) -> Result<String, SourceError> {
+        let ran = self.run_any(args)?;
+        if ran.status.success() {
+            return Ok(ran.stdout);
+        }
+        Err(failed(&ran))
+    }
+
+    /// Runs nvidia-smi with `args` to its end, whatever its exit status.
+    fn run_any(&mut self, args: &[&str]) -> Result<Ran, SourceError> {
         let err = |m: String| SourceError(format!("smi: {m}"));
         if let Some(old) = &mut self.stuck {
             match old.try_wait() {
@@ -68,11 +103,15 @@ impl Smi {
                 Ok(Some(_)) | Err(_) => self.stuck = None,
             }
         }
-        let mut child = Command::new(&self.path)
-            .args(args)
+        let mut cmd = Command::new(&self.path);
+        cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(hook) = self.spawn_hook {
+            hook(&mut cmd);
+        }
+        let mut child = cmd
             .spawn()
             .map_err(|e| err(format!("cannot run {}: {e}", self.path.display())))?;
         let deadline = Instant::now() + self.timeout;
@@ -108,23 +147,14 @@ impl Smi {
                 .max(Duration::from_millis(500))
         };
         let out = stdout.recv_timeout(left()).unwrap_or_default();
-        if status.success() {
-            return String::from_utf8(out)
-                .map_err(|_| err("nvidia-smi printed something that is not UTF-8".into()));
-        }
         let errout = stderr.recv_timeout(left()).unwrap_or_default();
-        let message = [errout, out]
-            .iter()
-            .flat_map(|b| {
-                String::from_utf8_lossy(b)
-                    .lines()
-                    .map(str::to_string)
-                    .collect::<Vec<_>>()
-            })
-            .find(|l| !l.trim().is_empty())
-            .map(|l| clip(l.trim()))
-            .unwrap_or_else(|| "no message".into());
-        Err(err(format!("nvidia-smi failed ({status}): {message}")))
+        let stdout = String::from_utf8(out)
+            .map_err(|_| err("nvidia-smi printed something that is not UTF-8".into()))?;
+        Ok(Ran {
+            status,
+            stdout,
+            stderr: String::from_utf8_lossy(&errout).into_owned(),
+        })
     }
 
     /// SIGKILL, then reap for up to a second; one that outlives that is kept
@@ -143,6 +173,15 @@ impl Smi {
         );
         self.stuck = Some(child);
     }
+}
+
+/// A failed run, in nvidia-smi's own words.
+fn failed(ran: &Ran) -> SourceError {
+    SourceError(format!(
+        "smi: nvidia-smi failed ({}): {}",
+        ran.status,
+        failure_message(&ran.stderr, &ran.stdout)
+    ))
 }
 
 /// Reads a pipe to its end (at most [`OUTPUT_LIMIT`]) on a thread.
@@ -181,16 +220,27 @@ impl Source for Smi {
             }
         };
         let query = format!("--query-gpu={}", fields.join(","));
-        let csv = match self.run(&[&query, "--format=csv,nounits"]) {
-            Ok(csv) => csv,
-            Err(e) => {
-                if e.0.contains("not a valid field") {
-                    self.fields = None;
-                }
+        let ran = self.run_any(&[&query, "--format=csv,nounits"])?;
+        let parsed = parse(&ran.stdout, &fields);
+        if !ran.status.success() {
+            let e = failed(&ran);
+            if e.0.contains("not a valid field") {
+                self.fields = None;
+            }
+            // Rows, GPUs named unreachable or "No devices were found" are
+            // still the fleet.
+            if parsed.is_err() {
                 return Err(e);
             }
-        };
-        parse(&csv, &fields).map_err(|e| SourceError(format!("smi: {e}")))
+        }
+        for line in ran.stdout.lines() {
+            if let Some((bus, why)) = unreachable(line)
+                && self.unreachable.first((bus.clone(), why.clone()))
+            {
+                log::warn!("smi: nvidia-smi cannot reach GPU {bus}: {why}");
+            }
+        }
+        parsed.map_err(|e| SourceError(format!("smi: {e}")))
     }
 }
 

@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The real NVIDIA driver's NVML (libnvidia-ml1) and nvidia-smi, from
+# Debian's non-free component, for the tests that run them
+# (tests/integration/nvidia_real.rs and the image test): downloaded with
+# apt-get download and unpacked with dpkg-deb -x, NEVER installed.
+#
+# Usage: .ci/nvidia-real.sh [DEST]   (DEST defaults to target/nvidia-real)
+# Env:   NVIDIA_DEB_VERSION=535.261.03-1  pin a version (default: apt's
+#        candidate, the newest of bookworm / bookworm-security non-free)
+#        APT_ETC=/etc/apt                 where the apt sources are
+# Prints, on success, two lines:
+#   NVML_LIB=<DEST>/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1
+#   NVIDIA_SMI=<DEST>/usr/lib/nvidia/current/nvidia-smi
+# nvidia-smi needs LD_LIBRARY_PATH=$(dirname "$NVML_LIB").
+#
+# Apt source: the machine's Debian source is not edited. A file
+# /etc/apt/sources.list.d/gpu-exporter-non-free.sources is added that
+# mirrors every enabled Debian (and debian-security: the candidate is a
+# security update) stanza or line, same URIs, Suites and Signed-By, with
+# "Components: non-free" only; deb822 and one-line formats both. Skipped
+# where a source already names non-free. Idempotent: a DEST holding both
+# files returns at once, without touching apt.
+set -euo pipefail
+
+DEST=${1:-target/nvidia-real}
+mkdir -p "$DEST"
+DEST=$(cd "$DEST" && pwd)
+VERSION=${NVIDIA_DEB_VERSION:-}
+APT_ETC=${APT_ETC:-/etc/apt}
+LIB_REL=usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1
+SMI_REL=usr/lib/nvidia/current/nvidia-smi
+PKGS=(libnvidia-ml1 nvidia-smi)
+NONFREE_FILE=$APT_ETC/sources.list.d/gpu-exporter-non-free.sources
+
+done_already() {
+  [[ -f $DEST/$LIB_REL && -x $DEST/$SMI_REL && -f $DEST/.fetched ]] || return 1
+  # a pinned version must be the one already extracted
+  [[ -z $VERSION ]] || [[ $(grep -c " Version: $VERSION\$" "$DEST/.fetched") -eq ${#PKGS[@]} ]]
+}
+
+report() {
+  echo "NVML_LIB=$DEST/$LIB_REL"
+  echo "NVIDIA_SMI=$DEST/$SMI_REL"
+}
+
+if done_already; then
+  report
+  exit 0
+fi
+
+if [[ $(dpkg --print-architecture) != amd64 ]]; then
+  echo "fetch.sh: only amd64 is handled (paths are x86_64-linux-gnu)" >&2
+  exit 1
+fi
+
+SUDO=
+[[ $(id -u) -eq 0 ]] || SUDO=sudo
+
+# --- 1. a non-free source mirroring the existing Debian one(s) -------------
+# Does any enabled source already carry non-free for a Debian archive?
+has_nonfree() {
+  # a non-comment line naming the component "non-free" (not non-free-firmware)
+  cat "$APT_ETC"/sources.list "$APT_ETC"/sources.list.d/*.list "$APT_ETC"/sources.list.d/*.sources 2>/dev/null \
+    | grep -v '^[[:space:]]*#' | grep -Eq '(^|[[:space:]])non-free([[:space:]]|$)' 
+}
+
+write_nonfree_source() {
+  local out stanzas=""
+  # deb822: copy each enabled stanza whose URIs point at a Debian archive,
+  # replacing Components with non-free.
+  shopt -s nullglob
+  local f
+  for f in "$APT_ETC"/sources.list.d/*.sources; do
+    [[ $f == "$NONFREE_FILE" ]] && continue
+    out=$(awk '
+      function flush() {
+        if (buf != "" && debian && !disabled && isdeb) {
+          printf "%s", buf; print "Components: non-free"; print ""
+        }
+        buf = ""; debian = 0; disabled = 0; isdeb = 0
+      }
+      /^[ \t]*$/ { flush(); next }
+      /^[ \t]*#/ { next }
+      {
+        key = tolower($1)
+        if (key == "components:") next
+        if (key == "uris:" && $0 ~ /\/debian(-security)?\/?([ \t]|$)/) debian = 1
+        if (key == "types:" && $0 ~ /(^|[ \t])deb([ \t]|$)/) isdeb = 1
+        if (key == "enabled:" && tolower($2) == "no") disabled = 1
+        if (key == "types:") { buf = buf "Types: deb\n"; next }
+        buf = buf $0 "\n"
+      }
+      END { flush() }' "$f")
+    [[ -z $out ]] || stanzas+=$out$'\n\n'
+  done
+  # one-line format: deb [opts] URI suite components...
+  local lists=("$APT_ETC"/sources.list "$APT_ETC"/sources.list.d/*.list)
+  for f in "${lists[@]}"; do
+    [[ -f $f ]] || continue
+    out=$(awk '
+      /^[ \t]*deb[ \t]/ {
+        i = 2; opts = ""
+        if ($2 ~ /^\[/) { while ($i !~ /\]$/) { opts = opts " " $i; i++ } opts = opts " " $i; i++ }
+        uri = $i; suite = $(i+1)
+        if (uri !~ /\/debian(-security)?\/?$/) next
+        gsub(/^ *\[|\] *$/, "", opts)
+        print "Types: deb"; print "URIs: " uri; print "Suites: " suite
+        n = split(opts, o, " ")
+        for (k = 1; k <= n; k++) if (o[k] ~ /^signed-by=/) { sub(/^signed-by=/, "", o[k]); print "Signed-By: " o[k] }
+        print "Components: non-free"; print ""
+      }' "$f")
+    [[ -z $out ]] || stanzas+=$out$'\n\n'
+  done
+  if [[ -z $stanzas ]]; then
+    echo "fetch.sh: no enabled Debian archive source found in $APT_ETC to mirror" >&2
+    exit 1
+  fi
+  printf '# Added by gpu-exporter fetch.sh: Debian non-free (libnvidia-ml1, nvidia-smi),\n# mirroring the existing Debian source(s).\n%s' "$stanzas" \
+    | $SUDO tee "$NONFREE_FILE.tmp" >/dev/null
+  $SUDO mv "$NONFREE_FILE.tmp" "$NONFREE_FILE"
+  echo "fetch.sh: wrote $NONFREE_FILE" >&2
+}
+
+if ! has_nonfree; then
+  [[ -f $NONFREE_FILE ]] || write_nonfree_source
+fi
+
+# --- 2. apt-get update (only when the non-free index is not there yet) ----
+if ! apt-cache show libnvidia-ml1 >/dev/null 2>&1 || ! apt-cache show nvidia-smi >/dev/null 2>&1; then
+  $SUDO apt-get update -qq >&2
+fi
+
+# --- 3. download + extract -------------------------------------------------
+DEBS=$DEST/.debs
+rm -rf "$DEBS"
+mkdir -p "$DEBS"
+# apt-get download writes into the current directory; as root it drops
+# privileges to _apt, which must be able to write there.
+chmod 0777 "$DEBS" 2>/dev/null || true
+# A stale index can name a version the mirror no longer has: update once, retry.
+WANT=("${PKGS[@]}")
+[[ -z $VERSION ]] || WANT=("${PKGS[@]/%/=$VERSION}")
+if ! (cd "$DEBS" && apt-get download -q "${WANT[@]}" >&2); then
+  $SUDO apt-get update -qq >&2
+  (cd "$DEBS" && apt-get download -q "${WANT[@]}" >&2)
+fi
+chmod 0755 "$DEBS"
+# a previous version's files must not linger
+if [[ -f $DEST/.fetched ]]; then
+  rm -rf "$DEST/usr" "$DEST/.fetched"
+fi
+for deb in "$DEBS"/*.deb; do
+  dpkg-deb -x "$deb" "$DEST"
+done
+if [[ ! -f $DEST/$LIB_REL || ! -x $DEST/$SMI_REL ]]; then
+  echo "fetch.sh: expected files missing after extraction:" >&2
+  ls -l "$DEST/$LIB_REL" "$DEST/$SMI_REL" >&2 || true
+  exit 1
+fi
+for deb in "$DEBS"/*.deb; do
+  dpkg-deb -f "$deb" Package Version | paste -sd' '
+done > "$DEST/.fetched"
+report

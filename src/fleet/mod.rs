@@ -1,0 +1,385 @@
+//! Fleet memory: what the exporter remembers of the GPUs it has seen, one
+//! step between every source and the snapshot, whatever the source.
+//!
+//! - **Identity.** A GPU is known by its UUID (by its bus id, or failing
+//!   that its index, where the source gives no UUID). It keeps the `gpu`
+//!   index it was first seen with, so a survivor keeps its label when
+//!   nvidia-smi renumbers after a loss.
+//! - **Lost GPUs.** A GPU seen before and missing now (gone from the
+//!   source's list, or reported lost by UUID or bus id) is served with
+//!   `up == false`, its identity and its counters, until the exporter
+//!   restarts or a SIGHUP reload ([`Fleet::forget`]). A GPU lost before it
+//!   was ever read has no identity to serve: it is left out and logged once.
+//! - **Counters** never go backwards (see [`counters`]).
+//! - **Ranges.** Readings outside their family's physical range are left
+//!   out (see [`range`]).
+//!
+//! [`Fleet::identify`] runs on the source's list before the fillers (the
+//! kernel-log Xid reader needs a lost GPU's bus id), [`Fleet::settle`]
+//! after them.
+
+mod counters;
+pub mod range;
+
+use crate::base::pci::normalize_bus_id;
+use crate::base::quiet::{Noted, Repeating};
+use crate::snapshot::Gpu;
+use counters::Counters;
+
+/// A GPU the fleet has seen up at least once.
+#[derive(Debug)]
+struct Known {
+    /// The `gpu` label: the index it was first seen with.
+    index: u32,
+    /// The index the source gave it last, to know a UUID-less GPU again.
+    source_index: u32,
+    uuid: String,
+    model: String,
+    pci_bus_id: String,
+    /// `pci_bus_id` normalised, to match nvidia-smi's and the kernel's forms.
+    bus: Option<String>,
+    driver_version: String,
+    vbios_version: String,
+    inforom_version: String,
+    counters: Counters,
+}
+
+impl Known {
+    fn matches(&self, g: &Gpu, bus: Option<&str>) -> bool {
+        if !g.uuid.is_empty() {
+            return self.uuid.eq_ignore_ascii_case(&g.uuid);
+        }
+        if let Some(bus) = bus {
+            return self.bus.as_deref() == Some(bus);
+        }
+        self.uuid.is_empty() && self.bus.is_none() && self.source_index == g.index
+    }
+
+    /// The name logs use.
+    fn who(&self) -> String {
+        match (&self.uuid, &self.bus) {
+            (u, _) if !u.is_empty() => u.clone(),
+            (_, Some(b)) => b.clone(),
+            _ => format!("index {}", self.source_index),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub struct Fleet {
+    known: Vec<Known>,
+    /// Lost GPUs never seen up, by how the source named them: noted once.
+    anonymous: Noted<String>,
+    ranges: Noted<(String, &'static str)>,
+    /// "The source reports no GPUs", while it lasts.
+    zero: Repeating,
+}
+
+impl Fleet {
+    pub fn new() -> Fleet {
+        Fleet::default()
+    }
+
+    /// Forgets every GPU (a SIGHUP reload): lost ones are no longer served.
+    pub fn forget(&mut self) {
+        *self = Fleet::new();
+    }
+
+    /// Gives each GPU of a collection its remembered identity and `gpu`
+    /// index, adds the known GPUs the source no longer lists as lost, and
+    /// drops lost GPUs never seen up. Sorted by index.
+    pub fn identify(&mut self, gpus: &mut Vec<Gpu>) {
+        if gpus.is_empty() && self.known.is_empty() {
+            self.zero.fail(
+                "fleet",
+                "the source reports no GPUs (is the driver loaded without any GPU, or are none visible to this container?)",
+            );
+        } else {
+            self.zero.ok("fleet");
+        }
+        let mut seen = vec![false; self.known.len()];
+        let mut out = Vec::with_capacity(gpus.len().max(self.known.len()));
+        for mut g in gpus.drain(..) {
+            let bus = (!g.pci_bus_id.is_empty())
+                .then(|| normalize_bus_id(&g.pci_bus_id))
+                .flatten();
+            let found = self
+                .known
+                .iter()
+                .position(|k| k.matches(&g, bus.as_deref()));
+            match found {
+                Some(i) => {
+                    if seen[i] && !g.up {
+                        continue; // named twice: once is enough
+                    }
+                    seen[i] = true;
+                    let k = &mut self.known[i];
+                    if g.up {
+                        k.source_index = g.index;
+                        update(&mut k.model, &g.model);
+                        update(&mut k.driver_version, &g.driver_version);
+                        update(&mut k.vbios_version, &g.vbios_version);
+                        update(&mut k.inforom_version, &g.inforom_version);
+                        if bus.is_some() {
+                            update(&mut k.pci_bus_id, &g.pci_bus_id);
+                            k.bus = bus;
+                        }
+                        update(&mut k.uuid, &g.uuid);
+                    }
+                    remember(&mut g, k);
+                    out.push(g);
+                }
+                None if g.up => {
+                    let index = self.free_index(g.index);
+                    if index != g.index {
+                        log::warn!(
+                            "fleet: a new GPU {} at index {} takes gpu=\"{index}\": a lost GPU holds that index",
+                            g.uuid,
+                            g.index
+                        );
+                    }
+                    self.known.push(Known {
+                        index,
+                        source_index: g.index,
+                        uuid: g.uuid.clone(),
+                        model: g.model.clone(),
+                        pci_bus_id: g.pci_bus_id.clone(),
+                        bus,
+                        driver_version: g.driver_version.clone(),
+                        vbios_version: g.vbios_version.clone(),
+                        inforom_version: g.inforom_version.clone(),
+                        counters: Counters::default(),
+                    });
+                    seen.push(true);
+                    g.index = index;
+                    out.push(g);
+                }
+                None => {
+                    let name = match (&g.uuid, &bus) {
+                        (u, _) if !u.is_empty() => u.clone(),
+                        (_, Some(b)) => b.clone(),
+                        _ => format!("at index {}", g.index),
+                    };
+                    if self.anonymous.first(name.clone()) {
+                        log::warn!(
+                            "fleet: GPU {name} is lost and was never read, so it has no identity to serve; left out"
+                        );
+                    }
+                }
+            }
+        }
+        for (k, _) in self.known.iter().zip(seen).filter(|(_, s)| !s) {
+            let mut g = Gpu::default();
+            remember(&mut g, k);
+            out.push(g);
+        }
+        sort_by_index(&mut out);
+        *gpus = out;
+    }
+
+    /// After the fillers: leaves out readings outside their ranges and
+    /// makes every counter monotonic, filling a lost GPU's in.
+    pub fn settle(&mut self, gpus: &mut [Gpu]) {
+        for g in gpus.iter_mut() {
+            let Some(k) = self
+                .known
+                .iter_mut()
+                .find(|k| k.index == g.index && k.uuid == g.uuid)
+            else {
+                continue;
+            };
+            let who = k.who();
+            range::check(&mut g.readings, &who, &mut self.ranges);
+            for m in &mut g.mig {
+                range::check(&mut m.readings, &m.uuid, &mut self.ranges);
+            }
+            k.counters.settle(&mut g.readings, g.up, &who);
+        }
+    }
+
+    /// `wanted` if no known GPU holds it, else the first index after every
+    /// known one.
+    fn free_index(&self, wanted: u32) -> u32 {
+        if self.known.iter().all(|k| k.index != wanted) {
+            return wanted;
+        }
+        self.known.iter().map(|k| k.index + 1).max().unwrap_or(0)
+    }
+}
+
+/// Sorts by `gpu` index: an insertion sort, as the list is short and all
+/// but the lost GPUs come sorted (and it keeps the binary small).
+fn sort_by_index(gpus: &mut [Gpu]) {
+    for i in 1..gpus.len() {
+        let mut j = i;
+        while j > 0 && gpus[j - 1].index > gpus[j].index {
+            gpus.swap(j - 1, j);
+            j -= 1;
+        }
+    }
+}
+
+fn update(old: &mut String, new: &str) {
+    if !new.is_empty() && old != new {
+        *old = new.to_string();
+    }
+}
+
+/// Gives `g` the identity `k` remembers; a GPU not up gets every field, an
+/// up one its first index.
+fn remember(g: &mut Gpu, k: &Known) {
+    g.index = k.index;
+    if g.up {
+        return;
+    }
+    g.uuid.clone_from(&k.uuid);
+    g.model.clone_from(&k.model);
+    g.pci_bus_id.clone_from(&k.pci_bus_id);
+    g.driver_version.clone_from(&k.driver_version);
+    g.vbios_version.clone_from(&k.vbios_version);
+    g.inforom_version.clone_from(&k.inforom_version);
+    g.mig.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::Readings;
+
+    fn gpu(index: u32, uuid: &str, bus: &str) -> Gpu {
+        Gpu {
+            index,
+            uuid: uuid.into(),
+            model: "NVIDIA H100 80GB HBM3".into(),
+            pci_bus_id: bus.into(),
+            driver_version: "550.54.15".into(),
+            up: true,
+            readings: Readings {
+                temperature_celsius: Some(40.0),
+                energy_joules_total: Some(100.0),
+                xid_errors: Some(vec![(79, 1)]),
+                ..Readings::default()
+            },
+            ..Gpu::default()
+        }
+    }
+
+    fn run(f: &mut Fleet, mut gpus: Vec<Gpu>) -> Vec<Gpu> {
+        f.identify(&mut gpus);
+        f.settle(&mut gpus);
+        gpus
+    }
+
+    fn summary(gpus: &[Gpu]) -> Vec<(u32, &str, bool)> {
+        gpus.iter()
+            .map(|g| (g.index, g.uuid.as_str(), g.up))
+            .collect()
+    }
+
+    #[test]
+    fn a_gpu_missing_from_the_list_is_lost_with_its_identity_and_counters() {
+        let mut f = Fleet::new();
+        let all = vec![
+            gpu(0, "GPU-a", "00000000:18:00.0"),
+            gpu(1, "GPU-b", "00000000:19:00.0"),
+            gpu(2, "GPU-c", "00000000:1A:00.0"),
+        ];
+        run(&mut f, all);
+        // nvidia-smi renumbers: b is gone, c is now index 1.
+        let out = run(
+            &mut f,
+            vec![
+                gpu(0, "GPU-a", "00000000:18:00.0"),
+                gpu(1, "GPU-c", "00000000:1A:00.0"),
+            ],
+        );
+        assert_eq!(
+            summary(&out),
+            [(0, "GPU-a", true), (1, "GPU-b", false), (2, "GPU-c", true)]
+        );
+        let b = &out[1];
+        assert_eq!(b.pci_bus_id, "00000000:19:00.0");
+        assert_eq!(b.model, "NVIDIA H100 80GB HBM3");
+        assert_eq!(b.driver_version, "550.54.15");
+        assert_eq!(b.readings.temperature_celsius, None);
+        assert_eq!(b.readings.energy_joules_total, Some(100.0));
+        assert_eq!(b.readings.xid_errors, Some(vec![(79, 1)]));
+        // Forgotten on reload.
+        f.forget();
+        let out = run(&mut f, vec![gpu(0, "GPU-a", "00000000:18:00.0")]);
+        assert_eq!(summary(&out), [(0, "GPU-a", true)]);
+    }
+
+    #[test]
+    fn a_gpu_named_lost_by_bus_id_or_uuid_keeps_its_identity() {
+        let mut f = Fleet::new();
+        run(
+            &mut f,
+            vec![
+                gpu(0, "GPU-a", "00000000:0B:00.0"),
+                gpu(1, "GPU-b", "00000000:0C:00.0"),
+            ],
+        );
+        // nvidia-smi: "Unable to determine the device handle for GPU 0000:0B:00.0".
+        let unreachable = Gpu {
+            index: 7,
+            pci_bus_id: "0000:0B:00.0".into(),
+            ..Gpu::default()
+        };
+        // NVML: GPU_IS_LOST on a GPU whose UUID the source still knows.
+        let mut lost_b = Gpu {
+            index: 1,
+            uuid: "GPU-b".into(),
+            ..Gpu::default()
+        };
+        lost_b.readings.xid_errors = Some(vec![(79, 2)]);
+        let out = run(&mut f, vec![unreachable, lost_b]);
+        assert_eq!(summary(&out), [(0, "GPU-a", false), (1, "GPU-b", false)]);
+        assert_eq!(out[0].pci_bus_id, "00000000:0B:00.0");
+        assert_eq!(out[1].readings.xid_errors, Some(vec![(79, 2)]));
+        assert_eq!(f.known.len(), 2);
+    }
+
+    #[test]
+    fn a_gpu_lost_before_it_was_read_is_left_out() {
+        let mut f = Fleet::new();
+        let lost = Gpu {
+            index: 3,
+            ..Gpu::default()
+        };
+        let out = run(&mut f, vec![gpu(0, "GPU-a", "00000000:18:00.0"), lost]);
+        assert_eq!(summary(&out), [(0, "GPU-a", true)]);
+        assert!(
+            out.iter()
+                .all(|g| !g.uuid.is_empty() && !g.model.is_empty())
+        );
+    }
+
+    #[test]
+    fn gpus_without_uuids_are_known_by_bus_id_or_index() {
+        let mut f = Fleet::new();
+        let mut a = gpu(0, "", "");
+        let mut b = gpu(1, "", "00000000:19:00.0");
+        run(&mut f, vec![a.clone(), b.clone()]);
+        a.readings.energy_joules_total = Some(5.0);
+        b.index = 0;
+        let out = run(&mut f, vec![a, b]);
+        assert_eq!(summary(&out), [(0, "", true), (1, "", true)]);
+        assert_eq!(out[0].readings.energy_joules_total, Some(105.0));
+    }
+
+    #[test]
+    fn a_new_gpu_never_takes_a_lost_gpus_index() {
+        let mut f = Fleet::new();
+        run(&mut f, vec![gpu(0, "GPU-a", ""), gpu(1, "GPU-b", "")]);
+        let out = run(&mut f, vec![gpu(0, "GPU-a", ""), gpu(1, "GPU-new", "")]);
+        assert_eq!(
+            summary(&out),
+            [
+                (0, "GPU-a", true),
+                (1, "GPU-b", false),
+                (2, "GPU-new", true)
+            ]
+        );
+    }
+}

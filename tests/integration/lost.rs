@@ -1,0 +1,240 @@
+//! Lost GPUs and their counters, through the binary, under NVML (the fake
+//! libnvidia-ml) and nvidia-smi (a fake script): the Xid that comes with
+//! a loss is served and pages, a GPU that vanishes is `gpu_up 0` with its
+//! identity, counters never go back.
+
+use crate::common::{Exporter, temp_file, value};
+use crate::prometheus::firing;
+use crate::sources::fake_nvml::Fixture;
+use crate::sources::{fake_smi, fleet, gpu, nvml_args, start};
+use std::path::Path;
+use std::time::Duration;
+
+const UUID1: &str = "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd";
+
+/// Rules with GPULost's `for` cut short: no verdict is faked, only waited
+/// for less.
+fn short_rules() -> String {
+    let path = temp_file(
+        "lost-rules.json",
+        r#"{ "rules": [ { "name": "GPULost", "for": "1s" } ] }"#,
+    );
+    path.to_str().unwrap().to_string()
+}
+
+fn firing_for(e: &Exporter, alert: &str, gpu: &str) -> bool {
+    firing(&e.get("/alerts", &[]).body).contains(&(alert.to_string(), format!("gpu{gpu}")))
+}
+
+#[test]
+fn the_xid_79_that_comes_with_a_loss_is_served_and_pages() {
+    // Xid 79 arrives after the second collection, the GPU is lost at the
+    // fourth: as a GPU falling off the bus does.
+    let gpus = [
+        gpu(0, ""),
+        gpu(
+            1,
+            r#","xids":[79],"xids_after_collections":2,"lost_after_collections":3"#,
+        ),
+    ];
+    let f = Fixture::new("bin-xid-loss", &fleet(&gpus));
+    let e = start(&nvml_args(&f));
+    let xid79 = format!("gpu_xid_errors_total{{gpu=\"1\",uuid=\"{UUID1}\",xid=\"79\"}}");
+    let body = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        value(b, &format!("gpu_up{{gpu=\"1\",uuid=\"{UUID1}\"}}")) == Some(0.0)
+            && value(b, &xid79).is_some_and(|n| n >= 1.0)
+    });
+    // Lost, with its identity and counters; its gauges are gone.
+    assert!(
+        body.contains(&format!(
+            "gpu_info{{gpu=\"1\",uuid=\"{UUID1}\",model=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"00000000:19:00.0\",driver_version=\"550.54.15\"}} 1"
+        )),
+        "{body}"
+    );
+    assert!(!body.contains("gpu_temperature_celsius{gpu=\"1\""));
+    assert_eq!(
+        value(
+            &body,
+            &format!("gpu_energy_joules_total{{gpu=\"1\",uuid=\"{UUID1}\"}}")
+        ),
+        Some(123.456)
+    );
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
+    // And it pages, for that GPU.
+    crate::common::eventually(Duration::from_secs(20), || {
+        match firing_for(&e, "GPUXidErrors", "1") {
+            true => Ok(()),
+            false => Err(e.get("/alerts", &[]).body),
+        }
+    });
+    assert!(!firing_for(&e, "GPUXidErrors", "0"));
+}
+
+#[test]
+fn counters_never_go_back_when_nvml_resets_them() {
+    let gpus = [gpu(0, r#","reset_after_collections":2"#)];
+    let f = Fixture::new("bin-reset", &fleet(&gpus));
+    let e = start(&nvml_args(&f));
+    let energy = "gpu_energy_joules_total{gpu=\"0\"";
+    assert_eq!(value(&e.metrics(None).body, energy), Some(123.456));
+    e.wait_log("went back from 123.456 to 0", Duration::from_secs(20));
+    // Bounded: a few collections after the reset, still where it was.
+    for _ in 0..5 {
+        assert_eq!(value(&e.metrics(None).body, energy), Some(123.456));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        e.log().matches("gpu_energy_joules_total went back").count(),
+        1
+    );
+}
+
+#[test]
+fn a_gpu_lost_before_it_was_read_gets_no_empty_labels() {
+    let gpus = [gpu(0, ""), gpu(1, r#","lost_after_collections":0"#)];
+    let f = Fixture::new("bin-lost-early", &fleet(&gpus));
+    let e = start(&nvml_args(&f));
+    e.wait_log("is lost and was never read", Duration::from_secs(20));
+    let body = e.metrics(None).body;
+    assert!(!body.contains("uuid=\"\""), "{body}");
+    assert!(!body.contains("model=\"\""), "{body}");
+    assert!(!body.contains("gpu=\"1\""), "{body}");
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
+}
+
+const SMI_HEADER: &str = "index, uuid, pci.bus_id, temperature.gpu\n";
+
+fn rows(rows: &[(u32, &str, u32, u32)]) -> String {
+    let mut csv = SMI_HEADER.to_string();
+    for (i, uuid, bus, temp) in rows {
+        csv.push_str(&format!("{i}, {uuid}, 00000000:{bus:02X}:00.0, {temp}\n"));
+    }
+    csv
+}
+
+/// Replaces what the fake nvidia-smi prints, atomically.
+fn set_output(smi: &Path, csv: &str) {
+    let dir = smi.parent().unwrap();
+    std::fs::write(dir.join("out.tmp"), csv).unwrap();
+    std::fs::rename(dir.join("out.tmp"), dir.join("out.csv")).unwrap();
+}
+
+fn smi_exporter(smi: &Path, extra: &[&str]) -> Exporter {
+    let rules = short_rules();
+    let mut args = vec![
+        "--source",
+        "smi",
+        "--smi.path",
+        smi.to_str().unwrap(),
+        "--xid.kmsg",
+        "",
+        "--collect.interval",
+        "200ms",
+        "--rules.file",
+        &rules,
+    ];
+    args.extend(extra);
+    Exporter::start(&args)
+}
+
+#[test]
+fn under_smi_a_gpu_that_vanishes_is_lost_and_pages_and_survivors_keep_their_index() {
+    let all = [
+        (0, "GPU-a", 0x18, 40),
+        (1, "GPU-b", 0x19, 41),
+        (2, "GPU-c", 0x1A, 42),
+    ];
+    let smi = fake_smi("vanish", &rows(&all));
+    let e = smi_exporter(&smi, &[]);
+    assert_eq!(
+        value(&e.metrics(None).body, "gpu_up{gpu=\"1\",uuid=\"GPU-b\"}"),
+        Some(1.0)
+    );
+    // GPU-b is gone and nvidia-smi renumbers GPU-c to 1.
+    set_output(
+        &smi,
+        &rows(&[(0, "GPU-a", 0x18, 40), (1, "GPU-c", 0x1A, 43)]),
+    );
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, "gpu_temperature_celsius{gpu=\"2\",uuid=\"GPU-c\"}") == Some(43.0)
+    });
+    assert_eq!(value(&body, "gpu_up{gpu=\"1\",uuid=\"GPU-b\"}"), Some(0.0));
+    assert!(
+        body.contains(
+            "gpu_info{gpu=\"1\",uuid=\"GPU-b\",model=\"\",pci_bus_id=\"00000000:19:00.0\""
+        ),
+        "{body}"
+    );
+    assert_eq!(value(&body, "gpu_up{gpu=\"2\",uuid=\"GPU-c\"}"), Some(1.0));
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(1.0));
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(3.0));
+    crate::common::eventually(Duration::from_secs(20), || {
+        match firing_for(&e, "GPULost", "1") {
+            true => Ok(()),
+            false => Err(e.get("/alerts", &[]).body),
+        }
+    });
+    // SIGHUP forgets it.
+    e.signal("HUP");
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        !b.contains("uuid=\"GPU-b\"")
+    });
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(2.0));
+}
+
+#[test]
+fn under_smi_an_unreachable_gpu_is_that_gpu_not_the_node() {
+    let smi = fake_smi(
+        "unreachable",
+        &rows(&[
+            (0, "GPU-a", 0x0A, 40),
+            (1, "GPU-b", 0x0B, 41),
+            (2, "GPU-c", 0x0C, 42),
+        ]),
+    );
+    let e = smi_exporter(&smi, &[]);
+    // nvidia-smi can no longer reach GPU-b, and says so by bus id (the
+    // real line), exiting non-zero; the others still answer.
+    let unreachable = crate::common::fixture(
+        "nvidia-smi/devhandle_unknown-error_old-format_xxd3vin-workspace-19.txt",
+    );
+    set_output(
+        &smi,
+        &format!(
+            "{SMI_HEADER}0, GPU-a, 00000000:0A:00.0, 40\n{unreachable}1, GPU-c, 00000000:0C:00.0, 42\n"
+        ),
+    );
+    std::fs::write(smi.parent().unwrap().join("rc"), "15").unwrap();
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, "gpu_up{gpu=\"1\",uuid=\"GPU-b\"}") == Some(0.0)
+    });
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\",uuid=\"GPU-a\"}"), Some(1.0));
+    assert_eq!(value(&body, "gpu_up{gpu=\"2\",uuid=\"GPU-c\"}"), Some(1.0));
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(1.0));
+    e.wait_log(
+        "nvidia-smi cannot reach GPU 00000000:0B:00.0: Unknown Error",
+        Duration::from_secs(5),
+    );
+}
+
+#[test]
+fn under_smi_a_failure_is_quoted_in_nvidia_smis_own_words() {
+    let smi = fake_smi("nodriver", &rows(&[(0, "GPU-a", 0x0A, 40)]));
+    let e = smi_exporter(&smi, &[]);
+    // The real driver goes away: nvidia-smi prints its message on stdout
+    // and exits 9.
+    let nodriver = crate::common::fixture("nvidia-smi/nodriver_535.309.01_query-gpu_exit9.stdout");
+    set_output(&smi, &nodriver);
+    std::fs::write(smi.parent().unwrap().join("rc"), "9").unwrap();
+    let r = e.wait_for("/readyz", Duration::from_secs(10), |b| b.contains("failed"));
+    assert!(
+        r.contains(
+            "nvidia-smi failed (exit status: 9): NVIDIA-SMI has failed because it couldn't \
+             communicate with the NVIDIA driver. Make sure that the latest NVIDIA driver is \
+             installed and running.\n"
+        ),
+        "{r}"
+    );
+    // Never a CSV header in the message.
+    assert!(!r.contains("index, uuid"));
+}

@@ -1,0 +1,186 @@
+//! The exporter's own health while its sources misbehave: serving before
+//! the first collection, quiet logs, zero GPUs, readings out of range, and
+//! nvidia-smi children that never outlive it.
+
+use crate::common::{BIN, Exporter, eventually, processes, value};
+use crate::sources::fake_nvml::Fixture;
+use crate::sources::{fake_smi, fleet, gpu, nvml_args, start};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn a_hung_first_nvml_call_never_fails_liveness() {
+    // The driver's first init hangs for 5 s, as at boot.
+    let text = fleet(&[gpu(0, "")]).replacen('{', r#"{"init_hang_ms":5000,"#, 1);
+    let f = Fixture::new("bin-init-hang", &text);
+    let e = Exporter::serving(Command::new(BIN), &args(&nvml_args(&f)));
+    // While init hangs, liveness, the metrics and the page answer.
+    let t = Instant::now();
+    let health = e.get("/healthz", &[]);
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
+    let ready = e.get("/readyz", &[]);
+    assert_eq!(
+        (ready.status, ready.body.as_str()),
+        (503, "not ready: first collection in progress\n")
+    );
+    let body = e.metrics(None).body;
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(0.0));
+    assert!(
+        !body.contains("gpu_up") && !body.contains("gpu_info"),
+        "{body}"
+    );
+    assert!(!body.contains("gpu_exporter_source_info"), "{body}");
+    assert_eq!(e.get("/", &[]).status, 200);
+    // Still hanging: answered again.
+    assert!(
+        e.get("/readyz", &[])
+            .body
+            .contains("first collection in progress")
+    );
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+    // Then the driver answers.
+    let body = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(1.0)
+    });
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
+    assert!(body.contains("gpu_exporter_source_info{source=\"nvml\"} 1"));
+    assert_eq!(e.get("/readyz", &[]).status, 200);
+}
+
+#[test]
+fn the_simulator_replays_behind_a_serving_listener() {
+    let e = Exporter::serving(Command::new(BIN), &[]);
+    // Liveness answers at once, replay or not; readiness waits for it.
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+    e.wait_first_collection();
+    let body = e.metrics(None).body;
+    assert!(body.contains("gpu_exporter_source_info{source=\"sim\"} 1"));
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(4.0));
+    assert_eq!(e.get("/readyz", &[]).status, 200);
+}
+
+#[test]
+fn a_failure_that_repeats_is_logged_once_until_it_changes_or_ends() {
+    let f = Fixture::new("bin-quiet", r#"{"init_error":9,"gpus":[]}"#);
+    let mut a = nvml_args(&f);
+    a.extend(["--collect.interval".into(), "100ms".into()]);
+    let e = start(&a);
+    // Twenty-odd failed collections, bounded in time.
+    std::thread::sleep(Duration::from_secs(3));
+    let log = e.log();
+    assert_eq!(log.matches("collection failed").count(), 1, "{log}");
+    assert_eq!(log.matches("level=warn").count(), 1, "{log}");
+    // The driver arrives: recovery, once.
+    f.set_scenario(&fleet(&[gpu(0, "")]));
+    e.wait_log("collection recovered", Duration::from_secs(90));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(e.log().matches("collection recovered").count(), 1);
+}
+
+#[test]
+fn zero_gpus_with_a_loaded_driver_is_a_warning_not_unready() {
+    let f = Fixture::new("bin-zero-warn", r#"{"gpus":[]}"#);
+    let e = start(&nvml_args(&f));
+    let body = e.metrics(None).body;
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(1.0));
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(0.0));
+    assert!(!body.contains("gpu_up{"));
+    assert_eq!(e.get("/readyz", &[]).status, 200);
+    assert!(e.get("/", &[]).body.contains("id=\"no-gpus\""));
+    e.wait_log("the source reports no GPUs", Duration::from_secs(5));
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(e.log().matches("the source reports no GPUs").count(), 1);
+}
+
+#[test]
+fn readings_outside_their_range_are_left_out_and_logged_once() {
+    // A temperature of all ones (NVML's "not available") and a utilization
+    // above 100 %.
+    let g = gpu(0, r#","utilization":{"gpu":250,"memory":1}"#)
+        .replace(r#""temperature":50"#, r#""temperature":4294967295"#);
+    let f = Fixture::new("bin-range", &fleet(&[g]));
+    let e = start(&nvml_args(&f));
+    std::thread::sleep(Duration::from_millis(800));
+    let body = e.metrics(None).body;
+    assert!(!body.contains("gpu_temperature_celsius{"), "{body}");
+    assert!(!body.contains("gpu_utilization_ratio{"), "{body}");
+    assert_eq!(value(&body, "gpu_sm_clock_hertz{gpu=\"0\""), Some(1.98e9));
+    let log = e.log();
+    assert_eq!(
+        log.matches("temperature answers NVML's").count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches("gpu_utilization_ratio reads 2.5, outside 0..=1")
+            .count(),
+        1,
+        "{log}"
+    );
+}
+
+/// Live children of `pid` named `comm`.
+fn children(pid: u32, comm: &str) -> Vec<u32> {
+    processes()
+        .into_iter()
+        .filter(|p| p.ppid == pid && p.comm == comm)
+        .map(|p| p.pid)
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    processes().iter().any(|p| p.pid == pid)
+}
+
+#[test]
+fn nvidia_smi_never_outlives_the_exporter() {
+    for signal in ["TERM", "KILL"] {
+        // An nvidia-smi that hangs in its query (exec: the hung process is
+        // the exporter's own child, as the real one is).
+        let smi = fake_smi(&format!("orphan-{signal}"), "");
+        let dir = smi.parent().unwrap();
+        let body = format!(
+            "#!/bin/sh\ncase \"$1\" in --help-query-gpu) cat '{0}/help.txt' ;; *) exec sleep 60 ;; esac\n",
+            dir.display()
+        );
+        std::fs::write(dir.join("tmp"), body).unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.join("tmp"), std::fs::Permissions::from_mode(0o755))
+                .unwrap();
+        }
+        std::fs::rename(dir.join("tmp"), &smi).unwrap();
+        let mut e = Exporter::serving(
+            Command::new(BIN),
+            &[
+                "--source",
+                "smi",
+                "--smi.path",
+                smi.to_str().unwrap(),
+                "--smi.timeout",
+                "50s",
+                "--xid.kmsg",
+                "",
+            ],
+        );
+        let hung = eventually(Duration::from_secs(20), || {
+            match children(e.pid(), "sleep").first() {
+                Some(&pid) => Ok(pid),
+                None => Err("no nvidia-smi running yet".to_string()),
+            }
+        });
+        e.signal(signal);
+        assert!(e.wait_exit(Duration::from_secs(10)).is_some(), "{signal}");
+        eventually(Duration::from_secs(10), || match alive(hung) {
+            false => Ok(()),
+            true => Err(format!(
+                "nvidia-smi {hung} outlived the exporter ({signal})"
+            )),
+        });
+    }
+}
