@@ -213,8 +213,6 @@ fn kubelet(config: &Config) -> Result<Option<Box<dyn Filler>>, ConfigError> {
     Ok(None)
 }
 
-
-
 /// Where `program` would run from: itself if it names a path, else the
 /// first match on PATH.
 fn find_program(program: &Path) -> Option<PathBuf> {

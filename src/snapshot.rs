@@ -132,6 +132,25 @@ pub struct GpuProcess {
     pub pod_uid: String,
 }
 
+/// Adds process `pid` to a GPU's list. One listed twice (compute and
+/// graphics, or on two compute instances of one GPU instance) is kept
+/// once, with the larger of its figures.
+pub fn add_process(list: &mut Vec<GpuProcess>, pid: u32, used: Option<f64>) {
+    match list.iter_mut().find(|q| q.pid == Some(pid)) {
+        Some(q) => {
+            q.used_bytes = match (q.used_bytes, used) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            }
+        }
+        None => list.push(GpuProcess {
+            pid: Some(pid),
+            used_bytes: used,
+            ..GpuProcess::default()
+        }),
+    }
+}
+
 /// Processes kept per GPU or MIG instance: the largest, then the rest as
 /// one `pid="other"` series.
 pub const MAX_PROCESSES: usize = 8;

@@ -86,11 +86,43 @@ fn request(i: usize) -> String {
     }
 }
 
+/// The demo fleet with attribution on: its pods, processes and batch
+/// job, a DRA device and the kubelet's state, every GPU series once per
+/// pod.
+fn attributed() -> Context {
+    use gpu_exporter::config::{Collector::Processes, Collectors};
+    use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
+    let t0 = 1.8e9;
+    let mut c = Collector::new(
+        Box::new(Sim::new(Scenario::default_fleet(), t0)),
+        Evaluator::new(defaults()),
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+    )
+    .with_collectors(Collectors::DEFAULT.with(Processes))
+    .with_pod_labels(true);
+    c.replay(t0);
+    let mut p = c.collect_at(t0, false);
+    p.snapshot.kubernetes.kubelet = Some(Kubelet {
+        last_success: Some(t0),
+        dra: vec![DraDevice {
+            namespace: "ml".into(),
+            pod: "p".into(),
+            device: "gpu-0".into(),
+            ..DraDevice::default()
+        }],
+        ..Kubelet::default()
+    });
+    Context {
+        latest: Arc::new(Latest::new(p)),
+        ..context(1)
+    }
+}
+
 #[test]
 fn our_request_path_allocates_nothing_after_warm_up() {
     let _turn = turn();
-    for gpus in [1, 64] {
-        let ctx = context(gpus);
+    for (gpus, ctx) in [(1, context(1)), (64, context(64)), (4, attributed())] {
         let requests: Vec<String> = (0..KINDS).map(request).collect();
         let mut out = Vec::new();
         for r in &requests {
