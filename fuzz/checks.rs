@@ -19,6 +19,7 @@ use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
 use gpu_exporter::internals::snapshot::{Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::source::smi::apps as smi_apps;
 use gpu_exporter::internals::source::smi::csv as smi;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -38,6 +39,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("smi_csv", check_smi_csv),
     ("kmsg_xid", check_kmsg_xid),
     ("workload_json", check_workload_json),
+    ("smi_apps", check_smi_apps),
     ("cgroup", check_cgroup),
     ("job_file", check_job_file),
     #[cfg(feature = "kubernetes")]
@@ -342,6 +344,26 @@ pub fn check_kmsg_xid(data: &[u8]) {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(per_bus, counted, "per-GPU counts vs total");
+}
+
+/// `smi_apps`: nvidia-smi `--query-compute-apps` CSV: every row a
+/// process with a PID, its memory absent or a whole number of MiB.
+pub fn check_smi_apps(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match smi_apps::parse(text) {
+        Ok(apps) => {
+            for (uuid, p) in &apps {
+                assert!(
+                    !uuid.is_empty() && p.pid.is_some_and(|p| p > 0),
+                    "{uuid} {p:?}"
+                );
+                assert!(p.used_bytes.is_none_or(|b| b >= 0.0), "{p:?}");
+            }
+        }
+        Err(e) => assert!(!e.contains('\n'), "an error of more than one line: {e:?}"),
+    }
 }
 
 /// `cgroup`: `/proc/<pid>/cgroup` text; an id found is 64 lower-case hex
