@@ -22,76 +22,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 DURATION=5s
-NODE_EXPORTER=${NODE_EXPORTER:-/usr/bin/prometheus-node-exporter}
+. benches/common.sh
 
-missing=()
-need() { command -v "$1" >/dev/null 2>&1 || missing+=("$1: $2"); }
 need wrk "apt-get install wrk"
 need curl "apt-get install curl"
 need cargo "https://rustup.rs"
 need python3 "apt-get install python3"
-[[ -x $NODE_EXPORTER ]] ||
-  missing+=("$NODE_EXPORTER: apt-get install prometheus-node-exporter, or set NODE_EXPORTER")
+need_node_exporter
 if command -v python3 >/dev/null 2>&1 && ! python3 -c 'import prometheus_client' 2>/dev/null; then
   missing+=("python3 module prometheus_client: pip install prometheus_client==0.26.0")
 fi
-if ((${#missing[@]})); then
-  echo "compare.sh: missing tools, nothing measured:" >&2
-  printf '  - %s\n' "${missing[@]}" >&2
-  exit 1
-fi
-
-tmp=$(mktemp -d)
-pids=()
-cleanup() {
-  local pid
-  for pid in "${pids[@]}"; do
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-echo "Building the release binary..." >&2
-cargo build --release --quiet
-exporter=target/release/gpu-exporter
-printf '{"gpus":[{},{},{},{},{},{},{},{}]}\n' >"$tmp/8gpus.json"
-
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-# start NAME CMD...: runs CMD in the background; sets $pid.
-start() {
-  local name=$1
-  shift
-  "$@" >"$tmp/$name.log" 2>&1 &
-  pid=$!
-  pids+=("$pid")
-}
-
-stop() {
-  kill "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-}
-
-# wait_ready PID URL: up to 15 s for a 200 from URL while PID lives.
-wait_ready() {
-  local i
-  for ((i = 0; i < 150; i++)); do
-    if ! kill -0 "$1" 2>/dev/null; then
-      echo "compare.sh: process $1 exited before serving $2; its log:" >&2
-      cat "$tmp"/*.log >&2
-      exit 1
-    fi
-    curl -sf --max-time 2 -o /dev/null "$2" && return 0
-    sleep 0.1
-  done
-  echo "compare.sh: no answer from $2 within 15 s" >&2
-  exit 1
-}
+check_tools compare.sh
+setup_run
 
 # wrk prints latencies as 123.45us, 1.23ms or 1.02s; this gives ms.
 to_ms() {
@@ -132,27 +74,20 @@ measure() {
 
 echo "## gpu-exporter $(git rev-parse --short HEAD 2>/dev/null || echo '?') vs node_exporter vs prometheus_client vs the floor"
 echo
-echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "- machine: $(nproc) CPUs, $(lscpu | sed -n 's/^Model name: *//p' | head -1), kernel $(uname -r)"
-echo "- load average before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "- tools: $(wrk -v 2>&1 | head -1 | awk '{print $1, $2}'), node_exporter $("$NODE_EXPORTER" --version 2>&1 | sed -n 's/^node_exporter, version \([^ ]*\).*/\1/p'), $(python3 --version), prometheus_client $(python3 -c 'import importlib.metadata as m; print(m.version("prometheus_client"))'), $(rustc --version | awk '{print $1, $2}')"
+machine_lines
+echo "- tools: $(tool_versions), prometheus_client $(python3 -c 'import importlib.metadata as m; print(m.version("prometheus_client"))'), $(rustc --version | awk '{print $1, $2}')"
 echo "- load: wrk -t1 -c1 -d$DURATION --latency, one target at a time, 127.0.0.1"
 echo
 
 # 1. gpu-exporter, rendering live from the simulated 8-GPU fleet.
-port=$(free_port)
-start gpu-exporter "$exporter" --source sim --sim.scenario "$tmp/8gpus.json" \
-  --web.listen-address "127.0.0.1:$port"
-wait_ready "$pid" "http://127.0.0.1:$port/metrics"
+serve_gpu_exporter
 measure gpu-exporter "$pid" "http://127.0.0.1:$port/metrics"
 stop "$pid"
 cp "$tmp/gpu-exporter.body" "$tmp/floor.body"
 ctype=$(sed -n 's/^[Cc]ontent-[Tt]ype: *//p' "$tmp/gpu-exporter.head" | tr -d '\r')
 
 # 2. node_exporter, default collectors.
-port=$(free_port)
-start node_exporter "$NODE_EXPORTER" --web.listen-address="127.0.0.1:$port"
-wait_ready "$pid" "http://127.0.0.1:$port/metrics"
+serve_node_exporter
 measure node_exporter "$pid" "http://127.0.0.1:$port/metrics"
 stop "$pid"
 

@@ -137,7 +137,7 @@ fn bench_end_to_end() {
             .unwrap();
         // The floor serves one real response, byte for byte.
         let mut s = TcpStream::connect(&addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nConnection: close\r\n\r\n")
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
             .unwrap();
         let mut response = Vec::new();
         s.read_to_end(&mut response).unwrap();

@@ -82,6 +82,7 @@ fn context() -> &'static Context {
             telemetry_path: "/metrics".into(),
             runbook_base: "https://runbooks.example/".into(),
             max_age: Duration::from_secs(16),
+            http: Default::default(),
         }
     })
 }

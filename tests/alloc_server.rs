@@ -61,6 +61,7 @@ fn context(gpus: usize) -> Context {
         telemetry_path: "/metrics".into(),
         runbook_base: "docs/runbooks/".into(),
         max_age: Duration::from_secs(60),
+        http: Default::default(),
     }
 }
 

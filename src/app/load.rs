@@ -1,22 +1,33 @@
-//! The files the flags name, read at start and again on SIGHUP.
+//! The files the flags name, read at start and again on SIGHUP, off the
+//! HTTP thread: each through `base::file::read_config`, so a FIFO, socket
+//! or device is refused unread and a JSON file is at most 1 MiB.
 
 use crate::alerts::{self, Rule};
+use crate::base::file::{MAX_JSON_BYTES, read_config};
 use crate::base::time::unix_now;
 use crate::collector::Reload;
 use crate::config::{Config, ConfigError};
 use crate::source::Source;
 use crate::source::sim::{Scenario, Sim};
-use std::sync::mpsc;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+
+/// The text of the JSON file `flag` names, or a one-line error naming
+/// both.
+fn read_json(flag: &str, path: &Path) -> Result<String, ConfigError> {
+    read_config(path, MAX_JSON_BYTES)
+        .map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))
+}
 
 /// `--sim.scenario`, or the built-in fleet.
 pub fn scenario(config: &Config) -> Result<Scenario, ConfigError> {
     let Some(path) = &config.scenario else {
         return Ok(Scenario::default_fleet());
     };
-    let shown = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("--sim.scenario: cannot read {shown}: {e}")))?;
-    Scenario::parse(&text).map_err(|e| ConfigError(format!("--sim.scenario {shown}: {e}")))
+    let text = read_json("--sim.scenario", path)?;
+    Scenario::parse(&text)
+        .map_err(|e| ConfigError(format!("--sim.scenario {}: {e}", path.display())))
 }
 
 /// The default rules with `--rules.file` merged in.
@@ -24,15 +35,14 @@ pub fn rules(config: &Config) -> Result<Vec<Rule>, ConfigError> {
     let Some(path) = &config.rules_file else {
         return Ok(alerts::rules::defaults());
     };
-    let shown = path.display();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError(format!("--rules.file: cannot read {shown}: {e}")))?;
-    alerts::file::load(&text).map_err(|e| ConfigError(format!("--rules.file {shown}: {e}")))
+    let text = read_json("--rules.file", path)?;
+    alerts::file::load(&text)
+        .map_err(|e| ConfigError(format!("--rules.file {}: {e}", path.display())))
 }
 
 /// SIGHUP: re-reads the rules file and, for the simulator, the scenario,
 /// and hands them to the collector. A bad file keeps the old ones.
-pub fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
+fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
     let read = || -> Result<Reload, ConfigError> {
         let rules = rules(config)?;
         let source = if simulated {
@@ -52,4 +62,26 @@ pub fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
         }
         Err(e) => log::error!("SIGHUP: reload failed, keeping the old configuration: {e}"),
     }
+}
+
+/// Starts the thread that reloads on each message; the HTTP thread only
+/// sends one per SIGHUP, so a slow file never delays a scrape. SIGHUPs
+/// that arrive during a reload make one more reload, not one each.
+/// `simulated`: whether the simulator serves, known once the collector
+/// has built the source.
+pub fn reloader(
+    config: Config,
+    simulated: Arc<AtomicBool>,
+    to: mpsc::Sender<Reload>,
+) -> std::io::Result<mpsc::Sender<()>> {
+    let (hups, rx) = mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("reload".into())
+        .spawn(move || {
+            while rx.recv().is_ok() {
+                while rx.try_recv().is_ok() {}
+                reload(&config, simulated.load(Ordering::Relaxed), &to);
+            }
+        })?;
+    Ok(hups)
 }

@@ -129,11 +129,18 @@ pub fn run(config: Config) -> Result<u8, Error> {
         telemetry_path: config.telemetry_path.clone(),
         runbook_base: config.runbook_base.clone(),
         max_age: config.interval * 3 + Duration::from_secs(1),
+        http: Default::default(),
     };
     let server = Rc::new(Server::new(ctx, config.limits.clone()));
-    let reload = || load::reload(&config, simulated.load(Ordering::Relaxed), &reloads);
+    let hups = load::reloader(config, simulated, reloads)
+        .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
     Ok(signals::serve_until_stopped(
-        signals, listener, server, reload,
+        signals,
+        listener,
+        server,
+        move || {
+            let _ = hups.send(());
+        },
     ))
 }
 

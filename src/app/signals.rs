@@ -1,6 +1,6 @@
 //! Serving until a signal says stop: SIGTERM and SIGINT close the listener
-//! and let the responses in flight finish, for at most a second; a second
-//! signal exits at once. SIGHUP reloads on the way.
+//! and let the responses in flight finish, for at most [`GRACE`]; a second
+//! signal exits at once. SIGHUP asks the reload thread to reload.
 
 use super::Error;
 use crate::http::{self, Server};
@@ -13,6 +13,10 @@ use std::net::TcpListener;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// How long a stop waits for responses in flight: well under the second
+/// the README promises, which leaves the rest for the exit itself.
+pub const GRACE: Duration = Duration::from_millis(800);
+
 /// The signals the exporter handles, from now on: before it says it is
 /// serving, so that whoever waits for that line can signal it at once.
 pub fn handle() -> Result<Signals, Error> {
@@ -20,8 +24,9 @@ pub fn handle() -> Result<Signals, Error> {
         .map_err(|e| Error::Runtime(format!("cannot handle signals: {e}")))
 }
 
-/// Serves until SIGTERM or SIGINT, calling `reload` on each SIGHUP; the
-/// exit code: 0, or 128 + the signal that cut the drain short.
+/// Serves until SIGTERM or SIGINT, calling `reload` on each SIGHUP (it
+/// must not block: it runs on the HTTP thread); the exit code: 0, or
+/// 128 + the signal that cut the drain short.
 pub fn serve_until_stopped(
     mut signals: Signals,
     listener: Async<TcpListener>,
@@ -45,9 +50,12 @@ pub fn serve_until_stopped(
         };
         let sig = serving.or(stop).await;
         // The listener is closed now. Finish what is in flight, but exit
-        // within a second whatever the clients do; a second signal exits
-        // at once.
-        log::info!("{sig:?}: finishing in-flight responses (at most 1s)");
+        // within the grace period whatever the clients do; a second signal
+        // exits at once.
+        log::info!(
+            "{sig:?}: finishing in-flight responses (at most {}ms)",
+            GRACE.as_millis()
+        );
         let drained = async {
             while server.in_flight() > 0 {
                 Timer::after(Duration::from_millis(5)).await;
@@ -55,8 +63,11 @@ pub fn serve_until_stopped(
             0
         };
         let deadline = async {
-            Timer::after(Duration::from_secs(1)).await;
-            log::warn!("responses still in flight after 1s; exiting anyway");
+            Timer::after(GRACE).await;
+            log::warn!(
+                "responses still in flight after {}ms; exiting anyway",
+                GRACE.as_millis()
+            );
             0
         };
         let again = async {

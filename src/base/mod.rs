@@ -1,7 +1,8 @@
 //! The ground floor: helpers any module may use, which use nothing of the
 //! crate's own. Time and durations, number spelling, the strict JSON pass,
-//! units, PCI bus ids, and quiet logs.
+//! reading the files flags name, units, PCI bus ids, and quiet logs.
 
+pub mod file;
 pub mod json;
 pub mod numbers;
 pub mod pci;

@@ -79,12 +79,7 @@ pub static FLAGS: &[Flag] = &[
         "/metrics",
         "path of the metrics",
         |c, v| {
-            if !v.starts_with('/') || v.len() > 256 || v.contains(['?', '#', ' ']) {
-                return Err(format!(
-                    "{v:?} must start with / and hold no '?', '#' or space"
-                ));
-            }
-            c.telemetry_path = v.into();
+            c.telemetry_path = telemetry_path(v)?;
             Ok(())
         },
     ),
@@ -324,9 +319,9 @@ pub static FLAGS: &[Flag] = &[
         "--alerts.runbook-base-url",
         "URL",
         "docs/runbooks/",
-        "prefix of each alert's runbook_url",
+        "prefix of each alert's runbook_url: http(s)://... or a relative path, with {{ $labels.NAME }} for Prometheus to expand",
         |c, v| {
-            c.runbook_base = v.into();
+            c.runbook_base = runbook_base(v)?;
             Ok(())
         },
     ),
@@ -478,6 +473,87 @@ fn timeout(v: &str) -> Result<Duration, String> {
     }
 }
 
+/// A path's characters (RFC 3986 `pchar` and `/`): no space, control
+/// character, quote, `<`, `>`, `?` or `#`, nothing that is not ASCII.
+fn path_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@%".contains(&b)
+}
+
+/// `--web.telemetry-path`: a plain absolute path, at most 256 bytes. It
+/// reaches the status page's links and the log, so no `//` start (a link
+/// to another host), no `?`, `#`, space, quote or control character.
+fn telemetry_path(v: &str) -> Result<String, String> {
+    let plain = v.starts_with('/') && !v.starts_with("//") && v.bytes().all(path_char);
+    if !plain || v.len() > 256 {
+        return Err(format!(
+            "{v:?} must be a plain absolute path like /metrics: a / first (not //), \
+             at most 256 letters, digits and -._~!$&'()*+,;=:@%/"
+        ));
+    }
+    Ok(v.into())
+}
+
+/// `--alerts.runbook-base-url`: it becomes links on the status page and
+/// in `/alerts`, so only `http://` or `https://` with a host, or a
+/// relative path (a leading `//` is another host, so it counts as
+/// absolute; a `javascript:` or any other scheme is refused). Either may
+/// hold `{{ $labels.NAME }}`, which Prometheus expands in the printed
+/// rules.
+fn runbook_base(v: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "{v:?} {why}: use http(s)://HOST/..., a relative path, and {{{{ $labels.NAME }}}}"
+        ))
+    };
+    // The text without its templates, each checked on the way.
+    let mut rest = v;
+    let mut plain = String::with_capacity(v.len());
+    while let Some(i) = rest.find("{{") {
+        plain.push_str(&rest[..i]);
+        let Some(end) = rest[i..].find("}}") else {
+            return bad("has an unclosed {{");
+        };
+        let inner = rest[i + 2..i + end].trim_matches(' ');
+        let name = inner.strip_prefix("$labels.").unwrap_or_default();
+        let ident = name
+            .bytes()
+            .enumerate()
+            .all(|(k, b)| b == b'_' || b.is_ascii_alphabetic() || (k > 0 && b.is_ascii_digit()));
+        if name.is_empty() || !ident {
+            return bad("has a template other than {{ $labels.NAME }}");
+        }
+        // A label value may be anything: stand in a safe character.
+        plain.push('x');
+        rest = &rest[i + end + 2..];
+    }
+    plain.push_str(rest);
+    if plain.contains("}}")
+        || !plain
+            .bytes()
+            .all(|b| path_char(b) || b == b'?' || b == b'#')
+    {
+        return bad("holds a character a link cannot");
+    }
+    let lower = plain.to_ascii_lowercase();
+    let after_scheme = ["http://", "https://"]
+        .iter()
+        .find_map(|s| lower.strip_prefix(s));
+    match after_scheme {
+        Some(host) if host.is_empty() || host.starts_with(['/', '?', '#']) => bad("has no host"),
+        Some(_) => Ok(v.into()),
+        None if plain.starts_with("//") => bad("is another host without a scheme"),
+        // A ':' before any '/', '?' or '#' is a scheme (javascript:, data:).
+        None if plain
+            .split(['/', '?', '#'])
+            .next()
+            .is_some_and(|s| s.contains(':')) =>
+        {
+            bad("has a scheme other than http or https")
+        }
+        None => Ok(v.into()),
+    }
+}
+
 /// `auto` is `None`.
 fn parse_source(s: &str) -> Result<Option<SourceKind>, String> {
     match s {
@@ -545,6 +621,19 @@ mod tests {
             (&["--source", "dcgm"], "--source"),
             (&["--web.listen-address", "nowhere"], "--web.listen-address"),
             (&["--web.telemetry-path", "metrics"], "--web.telemetry-path"),
+            (
+                &["--web.telemetry-path", "/m\r\nX: y"],
+                "--web.telemetry-path",
+            ),
+            (
+                &["--web.telemetry-path", "//evil.example/m"],
+                "--web.telemetry-path",
+            ),
+            (&["--web.telemetry-path", "/m\"><b"], "--web.telemetry-path"),
+            (
+                &["--alerts.runbook-base-url", "javascript:alert(1)//"],
+                "--alerts.runbook-base-url",
+            ),
             (&["--log.level", "loud"], "--log.level"),
             (&["--sim.scenario"], "--sim.scenario"),
             (&["stray"], "stray"),
@@ -558,6 +647,50 @@ mod tests {
             let e = run(args).unwrap_err();
             assert!(e.0.contains(want), "{args:?}: {e}");
             assert!(!e.0.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn links_from_flags_are_checked() {
+        for ok in ["/metrics", "/gpu/metrics", "/a-b_c.d~e/%41:@"] {
+            assert_eq!(telemetry_path(ok).unwrap(), ok);
+        }
+        for bad in [
+            "", "metrics", "//x", "/m?x", "/m#x", "/m x", "/m\u{7f}", "/é", "/m\n",
+        ] {
+            assert!(telemetry_path(bad).is_err(), "{bad:?}");
+        }
+        for ok in [
+            "docs/runbooks/",
+            "/runbooks/",
+            "../runbooks/",
+            "",
+            "https://wiki.example/gpu/",
+            "HTTP://wiki.example:8080/x?page=",
+            "https://wiki.example/{{ $labels.alertname }}/",
+            "runbooks/{{$labels.gpu}}/",
+        ] {
+            assert_eq!(runbook_base(ok).unwrap(), ok, "{ok}");
+        }
+        for bad in [
+            "javascript:alert(1)//",
+            "JavaScript:x",
+            "data:text/html,x",
+            "//evil.example/",
+            "https://",
+            "https:///x",
+            "ftp://h/",
+            "https://h/\" onclick=\"x",
+            "https://h/<b>",
+            "a b/",
+            "https://h/{{ .Labels.x }}/",
+            "https://h/{{ $value }}/",
+            "https://h/{{ $labels.x /",
+            "https://h/}}",
+            "x\r\ny",
+        ] {
+            let e = runbook_base(bad).unwrap_err();
+            assert!(!e.contains('\n'), "{e}");
         }
     }
 

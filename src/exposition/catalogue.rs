@@ -512,6 +512,24 @@ pub static COLLECTOR_SUCCESS: Family = family(
     Gauge,
     "1 if none of the collector's calls failed in the last collection. A reading the GPU does not support (NOT_SUPPORTED) is no failure.",
 );
+pub static HTTP_OPEN: Family = family(
+    "gpu_exporter_http_connections_open",
+    Gauge,
+    "HTTP connections open now, at most --web.max-connections plus the one held while making room.",
+);
+pub static HTTP_EVICTED: Family = family(
+    "gpu_exporter_http_connections_evicted",
+    Counter,
+    "HTTP connections closed to make room, by reason: idle keep-alive and incomplete_head connections at the connection cap, stalled_write when a request needed the response slot of a client that was not reading.",
+);
+/// The `reason` label of [`HTTP_EVICTED`], in the order of its counts.
+pub const EVICTED_REASONS: [&str; 3] = ["idle", "incomplete_head", "stalled_write"];
+pub static HTTP_ACCEPT_PAUSED: Family = family(
+    "gpu_exporter_http_accept_paused_seconds",
+    Counter,
+    "Seconds the HTTP server stopped accepting at the connection cap with nothing to evict, new connections waiting in the kernel's queue.",
+);
+
 pub type ProcessReading = fn(&ProcessStats) -> Option<f64>;
 
 pub static PROCESS: [(Family, ProcessReading); 5] = [

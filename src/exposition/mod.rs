@@ -15,19 +15,44 @@ use crate::snapshot::Snapshot;
 use attribution::copies;
 use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
-    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, COLLECTOR_DURATION, COLLECTOR_SUCCESS, Extra,
-    GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS, MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO,
-    Series, TTFT,
+    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, COLLECTOR_DURATION, COLLECTOR_SUCCESS,
+    EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED, HTTP_EVICTED,
+    HTTP_OPEN, MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, Series, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
+
+/// The HTTP server's own counts at a scrape: they live on the HTTP
+/// thread, not in the snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HttpStats {
+    /// Connections open now.
+    pub open: u64,
+    /// Connections closed to make room, by [`EVICTED_REASONS`].
+    pub evicted: [u64; 3],
+    /// Seconds the accept loop waited at the connection cap.
+    pub accept_paused_seconds: f64,
+}
 
 /// Writes `snapshot` in `format` to `out`, after whatever `out` holds: the
 /// families of the collectors in `only` (a scrape's `collect[]` and
 /// `exclude[]`; [`Collectors::ALL`] for every one) that ran. The
 /// exporter's own families are always written.
+#[cfg(any(test, feature = "internals"))]
 pub fn render(
     snapshot: &Snapshot,
+    format: Format,
+    only: Collectors,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
+    render_with(snapshot, None, format, only, now, out)
+}
+
+/// [`render`], with the HTTP server's families when it gives `http`.
+pub fn render_with(
+    snapshot: &Snapshot,
+    http: Option<&HttpStats>,
     format: Format,
     only: Collectors,
     now: Instant,
@@ -178,6 +203,16 @@ pub fn render(
         }
     }
     attribution::own(&mut w, snapshot);
+    if let Some(h) = http {
+        w.scalar(&HTTP_OPEN, h.open as f64);
+        w.head(&HTTP_EVICTED);
+        for (reason, n) in EVICTED_REASONS.iter().zip(h.evicted) {
+            w.name(&HTTP_EVICTED);
+            w.open_label("reason", reason);
+            w.value(n as f64);
+        }
+        w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
+    }
     for (fam, read) in &PROCESS {
         if let Some(v) = read(&snapshot.process) {
             w.scalar(fam, v);

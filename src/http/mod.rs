@@ -5,6 +5,7 @@ pub mod alerts;
 pub mod conn;
 pub mod deadline;
 pub mod query;
+pub mod request;
 pub mod router;
 pub mod runbooks;
 pub mod server;

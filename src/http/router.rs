@@ -3,9 +3,10 @@
 
 use super::{alerts, query, status};
 use crate::collector::Latest;
-use crate::exposition::{self, Format};
+use crate::exposition::{self, Format, HttpStats};
 use std::io::Write;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 /// What every connection shares.
@@ -15,6 +16,41 @@ pub struct Context {
     pub runbook_base: String,
     /// A snapshot older than this is stale for `/readyz`.
     pub max_age: Duration,
+    /// The server's own counts, kept by `server.rs`, shown in the metrics.
+    pub http: Counts,
+}
+
+/// The HTTP server's own counts. Atomics, though one thread keeps them,
+/// so that a `Context` can be shared (the fuzz targets keep one in a
+/// static).
+#[derive(Default)]
+pub struct Counts {
+    open: AtomicU64,
+    evicted: [AtomicU64; 3],
+    paused_nanos: AtomicU64,
+}
+
+impl Counts {
+    pub fn get(&self) -> HttpStats {
+        HttpStats {
+            open: self.open.load(Relaxed),
+            evicted: self.evicted.each_ref().map(|n| n.load(Relaxed)),
+            accept_paused_seconds: self.paused_nanos.load(Relaxed) as f64 / 1e9,
+        }
+    }
+
+    pub fn set_open(&self, n: usize) {
+        self.open.store(n as u64, Relaxed);
+    }
+
+    /// One more eviction for `reason`, an index of `EVICTED_REASONS`.
+    pub fn evicted(&self, reason: usize) {
+        self.evicted[reason].fetch_add(1, Relaxed);
+    }
+
+    pub fn paused(&self, d: Duration) {
+        self.paused_nanos.fetch_add(d.as_nanos() as u64, Relaxed);
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +153,10 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             };
             let format = Format::negotiate(req.accept);
             let published = ctx.latest.get();
-            exposition::render(&published.snapshot, format, only, Instant::now(), body);
+            let http = ctx.http.get();
+            let now = Instant::now();
+            let s = &published.snapshot;
+            exposition::render_with(s, Some(&http), format, only, now, body);
             Response {
                 status: Status::Ok,
                 content_type: format.content_type(),
@@ -160,7 +199,9 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
                     Status::Unavailable
                 }
                 Some(e) => {
-                    let _ = writeln!(body, "not ready: last collection failed: {e}");
+                    body.extend_from_slice(b"not ready: last collection failed: ");
+                    without_paths(e, |s| body.extend_from_slice(s.as_bytes()));
+                    body.push(b'\n');
                     Status::Unavailable
                 }
                 None if age > ctx.max_age => {
@@ -193,6 +234,87 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
                 content_type: "text/html; charset=utf-8",
                 allow: false,
             }
+        }
+    }
+}
+
+/// `reason` without filesystem paths, for pages anyone who can connect
+/// reads (`/`, `/readyz`); the log keeps the whole reason. A word that
+/// starts with `/`, `./`, `../` or `~/` (after any opening quote or
+/// bracket) is written as `[path]`, up to whitespace, a closing quote or
+/// bracket, or a `:`, `,` or `;` that ends the word.
+pub fn without_paths(reason: &str, mut put: impl FnMut(&str)) {
+    let b = reason.as_bytes();
+    let starts = |i: usize| {
+        let opens = i == 0
+            || matches!(
+                b[i - 1],
+                b' ' | b'\t' | b'\'' | b'"' | b'(' | b'[' | b'=' | b'`'
+            );
+        let r = &b[i..];
+        opens
+            && (r.starts_with(b"/")
+                || r.starts_with(b"./")
+                || r.starts_with(b"../")
+                || r.starts_with(b"~/"))
+    };
+    let ends = |i: usize| match b[i] {
+        b' ' | b'\t' | b'\n' | b'\'' | b'"' | b')' | b']' | b'`' => true,
+        b':' | b',' | b';' => b.get(i + 1).is_none_or(|&c| c == b' '),
+        _ => false,
+    };
+    let (mut copied, mut i) = (0, 0);
+    while i < b.len() {
+        if starts(i) {
+            let end = (i..b.len()).find(|&j| ends(j)).unwrap_or(b.len());
+            // Both ends are ASCII bytes: character boundaries.
+            put(&reason[copied..i]);
+            put("[path]");
+            copied = end;
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    put(&reason[copied..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shown(reason: &str) -> String {
+        let mut out = String::new();
+        without_paths(reason, |s| out.push_str(s));
+        out
+    }
+
+    #[test]
+    fn paths_are_left_out_of_reasons() {
+        for (reason, want) in [
+            (
+                "nvml: /opt/nv/libnvidia-ml.so.1: cannot open shared object file",
+                "nvml: [path]: cannot open shared object file",
+            ),
+            (
+                "smi: cannot run \"/usr/local/bin/nvidia-smi\": Permission denied (os error 13)",
+                "smi: cannot run \"[path]\": Permission denied (os error 13)",
+            ),
+            (
+                "read ./x.json, ../y and ~/z; done",
+                "read [path], [path] and [path]; done",
+            ),
+            ("path=/etc/x:/etc/y", "path=[path]"),
+            (
+                "Input/output error (os error 5)",
+                "Input/output error (os error 5)",
+            ),
+            ("nvml: not loaded", "nvml: not loaded"),
+            ("/", "[path]"),
+            ("é /ü é", "é [path] é"),
+            ("", ""),
+        ] {
+            assert_eq!(shown(reason), want, "{reason}");
         }
     }
 }

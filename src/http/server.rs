@@ -1,58 +1,185 @@
 //! The accept loop and what every connection shares: the limits, the
-//! registry of open connections, and pools of buffers, so that an idle
-//! keep-alive connection holds no buffer at all.
+//! registry of open connections and what each is doing, the response
+//! slots, and pools of buffers, so that an idle keep-alive connection
+//! holds no buffer at all.
+//!
+//! The policies (the README's HTTP section says why):
+//!
+//! - **Connections.** At most `max_connections` are admitted, and the
+//!   accept loop holds one more while it makes room, so the server never
+//!   holds more than `max_connections + 1` sockets. A connection waiting
+//!   at the cap takes the place of the oldest evictable one: a connection
+//!   idle between requests is closed, one whose request head is incomplete
+//!   (or that has sent nothing yet) gets 503 with `Retry-After` and is
+//!   closed. A connection whose head is complete is answered, never
+//!   evicted, and one whose request bytes are waiting unread counts as
+//!   such. With nothing to evict the loop stops accepting (the kernel's
+//!   queue holds the newcomers) and every response closes its connection
+//!   until the queue has been served, so keep-alive clients take turns.
+//! - **Response slots.** At most `max_requests` responses are in flight
+//!   (rendered and not yet written); each holds its whole body. A request
+//!   that finds every slot taken takes the slot of the response whose
+//!   client has gone longest without reading any of it, and that
+//!   connection is closed. A client that does not read never keeps one
+//!   that does from its answer.
 
 use super::deadline::Deadlines;
 use super::{Context, conn};
 use crate::config::Limits;
+use crate::exposition::catalogue::EVICTED_REASONS;
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
 use std::cell::{Cell, RefCell};
+use std::future::Future;
 use std::io::Write;
 use std::net::{Shutdown, TcpListener, TcpStream};
+use std::ops::Range;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-struct Slot {
+/// What a connection is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Accepted; nothing read yet.
+    New,
+    /// Part of a request head read.
+    Head,
+    /// A whole head read: its response is being written, in a slot.
+    Answering,
+    /// Kept alive, between requests.
+    Idle,
+    /// Evicted; its task has not closed it yet.
+    Closing,
+}
+
+/// A connection's place in the registry, and its deadline key.
+#[derive(Clone, Copy, Debug)]
+pub struct Key {
+    index: usize,
+    pub id: u64,
+}
+
+struct Entry {
     id: u64,
     stream: Rc<Async<TcpStream>>,
-    /// Since when it has waited for its next request, if it has.
-    idle_since: Option<Instant>,
+    phase: Phase,
+    /// When the phase began; while answering, when the client last read.
+    since: Instant,
+    /// While answering: the response buffer, and the part of it still to
+    /// send. The server holds it, not the task, so that an eviction frees
+    /// it at once.
+    out: Vec<u8>,
+    unsent: Range<usize>,
+}
+
+/// How a write of a connection's response went.
+#[derive(Debug, PartialEq)]
+pub enum Sent {
+    /// All of it: the connection is between requests.
+    All,
+    /// Some of it; the rest waits for the socket.
+    Some,
+    /// Nothing: the socket's buffer is full.
+    Blocked,
+    /// The write failed, or the connection was evicted.
+    Failed,
 }
 
 /// Buffers kept for reuse beyond this many are freed, so a burst of
 /// concurrent requests does not stay resident.
 const POOL: usize = 16;
 
+/// A new head buffer's size; it doubles up to `MAX_HEAD` for a head that
+/// needs more, and most never do.
+const INBUF: usize = 1024;
+
+/// The kernel's queue of connections not yet accepted, as deep as the
+/// kernel allows (`net.core.somaxconn` caps it): at the cap, newcomers wait
+/// there. std's 128 overflows under a flood, and an overflowing queue drops
+/// connection attempts, which clients retry only a second later.
+const BACKLOG: i32 = 4096;
+
+/// The oldest evictable connections looked at to make room; one with a
+/// request waiting unread is passed over.
+const LOOK: usize = 8;
+
+/// A new connection that has sent nothing counts as an incomplete head
+/// once it has been silent this long: under load, a client's first bytes
+/// can trail its connection by milliseconds.
+const SILENT: Duration = Duration::from_secs(1);
+
+/// A connection waiting at the cap, or evicted while its head was
+/// incomplete, gets this and is closed.
+const FULL: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 26\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections\n";
+
+/// What happened at the caps since the last log line: logged at most
+/// once a minute.
+#[derive(Default)]
+struct CapLog {
+    next: Option<Instant>,
+    evicted: [u64; 3],
+    paused: Duration,
+}
+
 pub struct Server {
     pub ctx: Context,
     pub limits: Limits,
     /// The connections' header, idle and write deadlines.
     pub deadlines: Arc<Deadlines>,
-    conns: RefCell<Vec<Slot>>,
+    /// Open connections by `Key::index`; `None` is a free place.
+    conns: RefCell<Vec<Option<Entry>>>,
+    free: RefCell<Vec<usize>>,
+    /// Registered connections, the evicted but not yet closed included.
+    entries: Cell<usize>,
+    /// Registered connections not evicted: at most `max_connections`.
+    admitted: Cell<usize>,
+    /// Connections answering: the response slots taken.
+    answering: Cell<usize>,
+    /// The accept loop waits at the cap: responses close their connections.
+    crowded: Cell<bool>,
+    /// The accept loop, waiting for room.
+    room: Cell<Option<Waker>>,
     next_id: Cell<u64>,
-    in_flight: Cell<usize>,
     inbufs: RefCell<Vec<Vec<u8>>>,
     outbufs: RefCell<Vec<Vec<u8>>>,
+    log: RefCell<CapLog>,
 }
 
 impl Server {
     pub fn new(ctx: Context, limits: Limits) -> Server {
+        let reserve = limits.max_connections.min(1024);
         Server {
             deadlines: Deadlines::start(limits.max_connections),
-            conns: RefCell::new(Vec::with_capacity(limits.max_connections)),
+            conns: RefCell::new(Vec::with_capacity(reserve)),
+            free: RefCell::new(Vec::with_capacity(reserve)),
             ctx,
             limits,
+            entries: Cell::new(0),
+            admitted: Cell::new(0),
+            answering: Cell::new(0),
+            crowded: Cell::new(false),
+            room: Cell::new(None),
             next_id: Cell::new(0),
-            in_flight: Cell::new(0),
             inbufs: RefCell::new(Vec::with_capacity(POOL)),
             outbufs: RefCell::new(Vec::with_capacity(POOL)),
+            log: RefCell::new(CapLog::default()),
         }
     }
 
+    /// Responses in flight.
     pub fn in_flight(&self) -> usize {
-        self.in_flight.get()
+        self.answering.get()
+    }
+
+    /// Whether connections are waiting at the cap: a response then closes
+    /// its connection, to let them in.
+    pub fn crowded(&self) -> bool {
+        self.crowded.get()
     }
 
     /// A request head buffer, zeroed once when first made.
@@ -60,7 +187,7 @@ impl Server {
         self.inbufs
             .borrow_mut()
             .pop()
-            .unwrap_or_else(|| vec![0; conn::MAX_HEAD])
+            .unwrap_or_else(|| vec![0; INBUF])
     }
 
     pub fn put_inbuf(&self, b: Vec<u8>) {
@@ -82,87 +209,347 @@ impl Server {
         }
     }
 
-    /// Counts a request in flight until the guard drops; `None` when
-    /// `max_requests` are already in flight.
-    pub fn begin_request(self: &Rc<Server>) -> Option<InFlight> {
-        let n = self.in_flight.get();
-        (n < self.limits.max_requests).then(|| {
-            self.in_flight.set(n + 1);
-            InFlight(self.clone())
-        })
-    }
-
-    pub fn set_idle(&self, id: u64, idle: bool) {
-        if let Some(s) = self.conns.borrow_mut().iter_mut().find(|s| s.id == id) {
-            s.idle_since = idle.then(Instant::now);
-        }
-    }
-
-    /// Registers a new connection, closing the oldest idle one if the cap
-    /// is reached; `None` when at the cap with no idle connection.
-    fn admit(&self, stream: &Rc<Async<TcpStream>>) -> Option<u64> {
+    /// Moves connection `key` to `phase` (an evicted one stays closing).
+    pub fn set_phase(&self, key: Key, phase: Phase) {
         let mut conns = self.conns.borrow_mut();
-        if conns.len() >= self.limits.max_connections {
-            let oldest = conns
-                .iter()
-                .enumerate()
-                .filter_map(|(i, s)| s.idle_since.map(|t| (t, i)))
-                .min()?;
-            let evicted = conns.swap_remove(oldest.1);
-            // Its task sees end-of-stream and finishes.
-            let _ = evicted.stream.get_ref().shutdown(Shutdown::Both);
+        let Some(Some(e)) = conns.get_mut(key.index) else {
+            return;
+        };
+        if e.id != key.id || e.phase == Phase::Closing || e.phase == phase {
+            return;
         }
+        let answering = self.answering.get();
+        match (e.phase, phase) {
+            (Phase::Answering, _) => self.answering.set(answering - 1),
+            (_, Phase::Answering) => self.answering.set(answering + 1),
+            _ => {}
+        }
+        e.phase = phase;
+        e.since = Instant::now();
+        drop(conns);
+        if matches!(phase, Phase::Head | Phase::Idle) {
+            // It may be evictable now.
+            self.wake_accept();
+        }
+    }
+
+    /// Takes a response slot for connection `key` and hands the server its
+    /// response, `out[unsent]`, to send with [`Server::write_some`]. With
+    /// every slot taken, the response whose client has gone longest
+    /// without reading gives up its slot, its buffer and its connection.
+    pub fn answer(&self, key: Key, out: Vec<u8>, unsent: Range<usize>) {
+        if self.answering.get() >= self.limits.max_requests {
+            let mut conns = self.conns.borrow_mut();
+            let stalled = conns
+                .iter_mut()
+                .flatten()
+                .filter(|e| e.phase == Phase::Answering && e.id != key.id)
+                .min_by_key(|e| e.since);
+            if let Some(e) = stalled {
+                self.evict(e);
+            }
+        }
+        self.set_phase(key, Phase::Answering);
+        match self.conns.borrow_mut().get_mut(key.index) {
+            Some(Some(e)) if e.id == key.id && e.phase == Phase::Answering => {
+                e.out = out;
+                e.unsent = unsent;
+            }
+            _ => self.put_outbuf(out),
+        }
+    }
+
+    /// Writes what the socket takes of connection `key`'s response,
+    /// without waiting. Once all is sent, its buffer goes back to the pool
+    /// and its slot is free.
+    pub fn write_some(&self, key: Key) -> Sent {
+        let mut conns = self.conns.borrow_mut();
+        let Some(Some(e)) = conns.get_mut(key.index) else {
+            return Sent::Failed;
+        };
+        if e.id != key.id || e.phase != Phase::Answering {
+            return Sent::Failed;
+        }
+        let wrote = e.stream.get_ref().write(&e.out[e.unsent.clone()]);
+        let sent = match wrote {
+            Ok(n) if n > 0 => {
+                e.unsent.start += n;
+                e.since = Instant::now();
+                if !e.unsent.is_empty() {
+                    return Sent::Some;
+                }
+                Sent::All
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Blocked,
+            _ => Sent::Failed,
+        };
+        let out = std::mem::take(&mut e.out);
+        drop(conns);
+        self.put_outbuf(out);
+        // Between requests: what comes next sets its own phase.
+        self.set_phase(key, Phase::Head);
+        sent
+    }
+
+    /// Registers a new connection.
+    fn admit(&self, stream: Rc<Async<TcpStream>>) -> Key {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
-        // Idle until its first byte: silent connections are evictable.
-        conns.push(Slot {
+        let entry = Entry {
             id,
-            stream: stream.clone(),
-            idle_since: Some(Instant::now()),
-        });
-        Some(id)
+            stream,
+            phase: Phase::New,
+            since: Instant::now(),
+            out: Vec::new(),
+            unsent: 0..0,
+        };
+        let mut conns = self.conns.borrow_mut();
+        let index = match self.free.borrow_mut().pop() {
+            Some(i) => {
+                conns[i] = Some(entry);
+                i
+            }
+            None => {
+                conns.push(Some(entry));
+                conns.len() - 1
+            }
+        };
+        self.entries.set(self.entries.get() + 1);
+        self.admitted.set(self.admitted.get() + 1);
+        self.count_open();
+        Key { index, id }
     }
 
-    pub fn forget(&self, id: u64) {
+    /// Connection `key` is closed: its place is free.
+    pub fn forget(&self, key: Key) {
         let mut conns = self.conns.borrow_mut();
-        if let Some(i) = conns.iter().position(|s| s.id == id) {
-            conns.swap_remove(i);
+        let Some(slot) = conns.get_mut(key.index) else {
+            return;
+        };
+        let Some(e) = slot.take_if(|e| e.id == key.id) else {
+            return;
+        };
+        match e.phase {
+            Phase::Closing => {}
+            Phase::Answering => {
+                self.answering.set(self.answering.get() - 1);
+                self.admitted.set(self.admitted.get() - 1);
+            }
+            _ => self.admitted.set(self.admitted.get() - 1),
+        }
+        self.free.borrow_mut().push(key.index);
+        self.entries.set(self.entries.get() - 1);
+        drop(conns);
+        if e.out.capacity() > 0 {
+            self.put_outbuf(e.out);
+        }
+        self.count_open();
+        self.wake_accept();
+    }
+
+    /// Closes the oldest evictable connection (see the module's policy);
+    /// false when there is none.
+    fn make_room(&self) -> bool {
+        let mut conns = self.conns.borrow_mut();
+        let now = Instant::now();
+        // The LOOK oldest evictable connections, oldest first.
+        let mut oldest: [Option<(Instant, usize)>; LOOK] = [None; LOOK];
+        for (i, e) in conns.iter().enumerate() {
+            let Some(e) = e else { continue };
+            let evictable = match e.phase {
+                Phase::Head | Phase::Idle => true,
+                Phase::New => now.saturating_duration_since(e.since) >= SILENT,
+                Phase::Answering | Phase::Closing => false,
+            };
+            if !evictable {
+                continue;
+            }
+            let mut item = Some((e.since, i));
+            for place in oldest.iter_mut() {
+                if item < *place || place.is_none() {
+                    std::mem::swap(&mut item, place);
+                }
+                if item.is_none() {
+                    break;
+                }
+            }
+        }
+        for (_, i) in oldest.into_iter().flatten() {
+            let Some(e) = conns[i].as_mut() else { continue };
+            // Bytes waiting unread are a request on its way: not evictable.
+            if e.phase != Phase::Head
+                && matches!(e.stream.get_ref().peek(&mut [0u8; 1]), Ok(n) if n > 0)
+            {
+                continue;
+            }
+            self.evict(e);
+            return true;
+        }
+        false
+    }
+
+    /// Closes `e`'s connection to make room: its task sees the end of the
+    /// stream, or a failed write, and forgets it.
+    fn evict(&self, e: &mut Entry) {
+        let reason = match e.phase {
+            Phase::Idle => 0,
+            Phase::New | Phase::Head => 1,
+            Phase::Answering => 2,
+            Phase::Closing => return,
+        };
+        if reason == 1 {
+            // An empty send buffer: one non-blocking write fits.
+            let _ = e.stream.get_ref().write(FULL);
+        }
+        let _ = e.stream.get_ref().shutdown(Shutdown::Both);
+        if e.phase == Phase::Answering {
+            self.answering.set(self.answering.get() - 1);
+            self.put_outbuf(std::mem::take(&mut e.out));
+        }
+        e.phase = Phase::Closing;
+        self.admitted.set(self.admitted.get() - 1);
+        self.ctx.http.evicted(reason);
+        self.log.borrow_mut().evicted[reason] += 1;
+        self.log_caps();
+    }
+
+    fn count_open(&self) {
+        self.ctx.http.set_open(self.entries.get());
+    }
+
+    /// The accept loop waited `d` at the cap.
+    fn paused(&self, d: Duration) {
+        self.ctx.http.paused(d);
+        self.log.borrow_mut().paused += d;
+        self.log_caps();
+    }
+
+    /// Logs what happened at the caps, at most once a minute.
+    fn log_caps(&self) {
+        let mut log = self.log.borrow_mut();
+        let now = Instant::now();
+        if log.next.is_some_and(|next| now < next) {
+            return;
+        }
+        let [idle, head, stalled] = log.evicted;
+        log::warn!(
+            "http: limits reached (--web.max-connections {}, --web.max-requests {}) since \
+             the last such line: evicted {idle} {}, {head} {}, {stalled} {}; accepting \
+             paused {:.1}s (logged at most once a minute)",
+            self.limits.max_connections,
+            self.limits.max_requests,
+            EVICTED_REASONS[0],
+            EVICTED_REASONS[1],
+            EVICTED_REASONS[2],
+            log.paused.as_secs_f64(),
+        );
+        *log = CapLog {
+            next: Some(now + Duration::from_secs(60)),
+            ..CapLog::default()
+        };
+    }
+
+    fn wake_accept(&self) {
+        if let Some(w) = self.room.take() {
+            w.wake();
+        }
+    }
+
+    /// Ready once something may have made room (a connection closed or
+    /// became evictable), or spuriously: callers check again.
+    fn room_changed(&self) -> RoomChanged<'_> {
+        RoomChanged {
+            srv: self,
+            armed: false,
         }
     }
 }
 
-/// A request counted in flight.
-pub struct InFlight(Rc<Server>);
+struct RoomChanged<'a> {
+    srv: &'a Server,
+    armed: bool,
+}
 
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.in_flight.set(self.0.in_flight.get() - 1);
+impl Future for RoomChanged<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        if self.armed {
+            return Poll::Ready(());
+        }
+        self.srv.room.set(Some(cx.waker().clone()));
+        self.armed = true;
+        Poll::Pending
     }
 }
 
-const FULL: &[u8] =
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
-Content-Length: 26\r\nConnection: close\r\n\r\ntoo many open connections\n";
+/// Whether connections wait in the listener's queue (a poll that does not
+/// wait).
+fn waiting(listener: &Async<TcpListener>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(listener.get_ref(), PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
+}
 
 pub async fn serve(ex: &LocalExecutor<'_>, listener: Async<TcpListener>, srv: Rc<Server>) {
+    if let Err(e) = rustix::net::listen(listener.get_ref(), BACKLOG) {
+        log::warn!("cannot deepen the listen queue: {e}");
+    }
+    let cap = srv.limits.max_connections;
+    let mut accepted = 0u32;
     loop {
-        match listener.accept().await {
-            Ok((stream, _peer)) => {
-                // Responses go out in one write; don't let Nagle hold them.
-                let _ = stream.get_ref().set_nodelay(true);
-                let stream = Rc::new(stream);
-                match srv.admit(&stream) {
-                    Some(id) => ex.spawn(conn::serve(stream, id, srv.clone())).detach(),
-                    // One non-blocking write into an empty socket buffer:
-                    // it fits, and the close follows.
-                    None => drop(stream.get_ref().write(FULL)),
-                }
+        // At most cap + 1 sockets: wait for evicted ones to close first.
+        while srv.entries.get() > cap {
+            srv.room_changed().await;
+        }
+        let stream = match listener.get_ref().accept() {
+            Ok((stream, _peer)) => stream,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Nobody waits: keep-alive is back.
+                srv.crowded.set(false);
+                let _ = listener.readable().await;
+                continue;
             }
             Err(e) => {
                 // Out of fds, most likely: back off instead of spinning.
                 log::warn!("accept failed: {e}");
                 Timer::after(Duration::from_millis(100)).await;
+                continue;
             }
+        };
+        // Responses go out in one write; don't let Nagle hold them.
+        let _ = stream.set_nodelay(true);
+        let stream = match Async::new(stream) {
+            Ok(stream) => Rc::new(stream),
+            Err(e) => {
+                log::warn!("cannot watch a new connection: {e}");
+                continue;
+            }
+        };
+        if srv.admitted.get() >= cap && !srv.make_room() {
+            // Until the queue is empty, every response closes its
+            // connection, so that those waiting get their turn.
+            srv.crowded.set(true);
+            let since = Instant::now();
+            while srv.admitted.get() >= cap && !srv.make_room() {
+                srv.room_changed().await;
+            }
+            srv.paused(since.elapsed());
+        }
+        let key = srv.admit(stream.clone());
+        ex.spawn(conn::serve(stream, key, srv.clone())).detach();
+        if srv.crowded.get() && !waiting(&listener) {
+            // The queue is served: keep-alive is back.
+            srv.crowded.set(false);
+        }
+        // Let the connections run between bursts of accepts.
+        accepted = accepted.wrapping_add(1);
+        if accepted.is_multiple_of(16) {
+            smol::future::yield_now().await;
         }
     }
 }

@@ -7,6 +7,7 @@
 //! numbers are spelled on the stack, summaries are expanded while they are
 //! written, and every string from data or flags is HTML-escaped on the way.
 
+use super::router::without_paths;
 use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
@@ -87,12 +88,12 @@ pub fn render(
     match &s.error {
         Some(e) if s.is_starting() => {
             out.extend_from_slice(b"<p id=\"error\">");
-            html_escape(out, e);
+            without_paths(e, |s| html_escape(out, s));
             out.extend_from_slice(b"</p>\n");
         }
         Some(e) => {
             out.extend_from_slice(b"<p class=\"err\" id=\"error\">last collection failed: ");
-            html_escape(out, e);
+            without_paths(e, |s| html_escape(out, s));
             out.extend_from_slice(b"</p>\n");
         }
         None if s.gpus.is_empty() && s.source != SourceKind::Sim => {

@@ -1,11 +1,21 @@
 //! Adversarial clients against the real binary: slowloris, idle floods,
 //! clients that never read, half-closed and reset connections, pipelined
-//! bursts and connection churn. Every loop is bounded in count and time.
+//! bursts, connection churn past the cap, strict request lines and Host,
+//! SIGTERM with blocked writers and reloads from a FIFO. Every loop is
+//! bounded in count and time, and everything is on loopback.
 
-use crate::common::{Exporter, read_response, send, temp_file};
+use crate::common::{
+    BIN, Exporter, big_fleet, closed_after, exchange, never_reader, read_response, send, temp_file,
+    value,
+};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+const STALLED: &str = "gpu_exporter_http_connections_evicted_total{reason=\"stalled_write\"}";
+const HEADS: &str = "gpu_exporter_http_connections_evicted_total{reason=\"incomplete_head\"}";
 
 fn scrape_ok(e: &Exporter) {
     let t = Instant::now();
@@ -45,7 +55,8 @@ fn slowloris_is_cut_off_while_scrapes_go_on() {
     let e = Exporter::start(&["--web.header-timeout", "2s"]);
     let mut slow: Vec<TcpStream> = (0..50).map(|_| e.connect()).collect();
     for s in &mut slow {
-        s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+            .unwrap();
     }
     // One more header line a second: never a whole head.
     let start = Instant::now();
@@ -100,66 +111,126 @@ fn idle_connections_never_lock_out_a_scrape() {
 }
 
 #[test]
-fn a_full_house_of_busy_connections_gets_503() {
-    let e = Exporter::start(&["--web.max-connections", "4", "--web.header-timeout", "5s"]);
-    // Four connections mid-request: busy, not idle.
-    let busy: Vec<TcpStream> = (0..4)
+fn the_cap_full_of_slowloris_still_serves_a_fast_client() {
+    let e = Exporter::start(&["--web.max-connections", "20", "--web.header-timeout", "60s"]);
+    let mut slow: Vec<TcpStream> = (0..20)
         .map(|_| {
             let mut s = e.connect();
-            s.write_all(b"GET /metrics HTTP/1.1\r\n").unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+                .unwrap();
+            // One after another, so that which is oldest is plain (the
+            // server dates a head from when it reads its first bytes).
+            std::thread::sleep(Duration::from_millis(10));
             s
         })
         .collect();
-    std::thread::sleep(Duration::from_millis(300));
-    let mut s = e.connect();
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    assert!(text.starts_with("HTTP/1.1 503 "), "{text}");
-    assert!(text.ends_with("too many open connections\n"), "{text}");
-    drop(busy);
-    std::thread::sleep(Duration::from_millis(300));
-    scrape_ok(&e);
-}
-
-/// A scenario of 64 GPUs: a few hundred KB per scrape, to fill socket
-/// buffers quickly.
-fn big_fleet() -> String {
-    let gpus = vec!["{}"; 64].join(",");
-    let path = temp_file("big.json", &format!(r#"{{"gpus":[{gpus}]}}"#));
-    path.to_str().unwrap().to_string()
+    // Let the server read the partial heads.
+    std::thread::sleep(Duration::from_secs(1));
+    // A client that sends its whole head at once takes the place of the
+    // oldest incomplete one, and is served on and on.
+    let mut fast = e.connect();
+    for _ in 0..5 {
+        send(&mut fast, "GET", "/healthz", &[]);
+        assert_eq!(read_response(&mut fast, true).status, 200);
+    }
+    send(&mut fast, "GET", "/metrics", &[]);
+    let body = read_response(&mut fast, true).body;
+    assert_eq!(value(&body, HEADS), Some(1.0), "{body}");
+    assert_eq!(
+        value(&body, "gpu_exporter_http_connections_open"),
+        Some(20.0)
+    );
+    // Exactly one was evicted, the oldest, and it heard why: its 503 was
+    // written before the fast client was admitted. The others still wait
+    // for their heads.
+    let evicted: Vec<usize> = slow
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| {
+            s.set_nonblocking(true).unwrap();
+            let peeked = s.peek(&mut [0u8; 1]);
+            s.set_nonblocking(false).unwrap();
+            matches!(peeked, Ok(n) if n > 0)
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(evicted, [0], "evicted, oldest first");
+    let r = read_response(&mut slow[0], true);
+    assert_eq!((r.status, r.header("Retry-After")), (503, Some("1")));
+    assert_eq!(r.header("Connection"), Some("close"));
+    assert!(closed_within(&mut slow[0], Duration::from_secs(3)));
 }
 
 #[test]
-fn clients_that_never_read_are_dropped_and_cap_in_flight_requests() {
+fn a_full_house_of_answering_connections_queues_newcomers() {
+    let fleet = big_fleet();
+    let e = Exporter::start(&[
+        "--sim.scenario",
+        &fleet,
+        "--web.max-connections",
+        "4",
+        "--web.max-requests",
+        "8",
+        "--web.write-timeout",
+        "60s",
+    ]);
+    let mut stuck: Vec<TcpStream> = (0..4).map(|_| never_reader(&e)).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // Every connection is answering: none may be evicted. The newcomer
+    // waits in the kernel's queue, neither answered nor closed.
+    let mut s = e.connect();
+    send(&mut s, "GET", "/healthz", &[]);
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let waited = s.peek(&mut [0u8; 1]);
+    assert!(
+        waited.as_ref().is_err_and(|e| matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )),
+        "{waited:?}"
+    );
+    // A client that never read leaves: the newcomer takes its place.
+    drop(stuck.pop());
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let r = read_response(&mut s, true);
+    assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+    e.wait_log("accepting paused", Duration::from_secs(5));
+    send(&mut s, "GET", "/metrics", &[]);
+    let body = read_response(&mut s, true).body;
+    let paused = value(&body, "gpu_exporter_http_accept_paused_seconds_total");
+    assert!(paused.is_some_and(|p| p > 0.0), "{body}");
+    assert_eq!(value(&body, STALLED), Some(0.0));
+}
+
+#[test]
+fn write_blocked_responses_never_keep_a_scrape_out() {
     let fleet = big_fleet();
     let e = Exporter::start(&[
         "--sim.scenario",
         &fleet,
         "--web.write-timeout",
-        "2s",
+        "3s",
         "--web.max-requests",
         "2",
     ]);
     let baseline = e.open_fds();
     let before = e.fd_targets();
-    let burst = "GET /metrics HTTP/1.1\r\n\r\n".repeat(600);
-    let stuck: Vec<TcpStream> = (0..2)
-        .map(|_| {
-            let mut s = e.connect();
-            s.write_all(burst.as_bytes()).unwrap();
-            s
-        })
-        .collect();
+    // Twice as many write-blocked responses as there are slots.
+    let stuck: Vec<TcpStream> = (0..4).map(|_| never_reader(&e)).collect();
     std::thread::sleep(Duration::from_millis(500));
-    // Two responses are stuck being written: a third request gets 503 at
-    // once.
-    let r = e.get("/healthz", &[]);
-    assert_eq!(r.status, 503, "{}", r.body);
-    assert_eq!(r.body, "too many requests in flight\n");
-    assert!(e.open_fds() >= baseline + 2);
-    // The write timeout closes the clients that never read (checked on the
-    // server's side: reading here would unblock its writes).
-    let deadline = Instant::now() + Duration::from_secs(8);
+    for _ in 0..3 {
+        let r = e.get("/healthz", &[]);
+        assert_eq!((r.status, r.body.as_str()), (200, "ok\n"));
+        scrape_ok(&e);
+    }
+    // The slots the blocked responses held beyond the two were taken back.
+    e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, STALLED).is_some_and(|n| n >= 2.0)
+    });
+    // The write timeout closes the rest (checked on the server's side:
+    // reading here would unblock its writes).
+    let deadline = Instant::now() + Duration::from_secs(10);
     while e.open_fds() > baseline {
         assert!(
             Instant::now() < deadline,
@@ -169,7 +240,6 @@ fn clients_that_never_read_are_dropped_and_cap_in_flight_requests() {
         std::thread::sleep(Duration::from_millis(200));
     }
     drop(stuck);
-    assert_eq!(e.get("/healthz", &[]).status, 200);
     scrape_ok(&e);
 }
 
@@ -179,7 +249,8 @@ fn half_closed_and_reset_connections() {
     // Half-closed: the request arrives, then the client's end of stream;
     // the answer still comes, then the close.
     let mut s = e.connect();
-    s.write_all(b"GET /healthz HTTP/1.1\r\n\r\n").unwrap();
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     s.shutdown(Shutdown::Write).unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
@@ -190,11 +261,12 @@ fn half_closed_and_reset_connections() {
     // Reset mid-request and mid-response: the server shrugs.
     for _ in 0..20 {
         let mut s = e.connect();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nAccept: text/plain\r\n")
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept: text/plain\r\n")
             .unwrap();
         drop(s);
         let mut s = e.connect();
-        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
         let mut first = [0u8; 16];
         s.read_exact(&mut first).unwrap();
         drop(s);
@@ -209,9 +281,9 @@ fn a_pipelined_burst_is_answered_in_order() {
     let mut burst = String::new();
     for i in 0..100 {
         burst.push_str(match i % 3 {
-            0 => "GET /healthz HTTP/1.1\r\n\r\n",
-            1 => "GET /nope HTTP/1.1\r\n\r\n",
-            _ => "HEAD /metrics HTTP/1.1\r\n\r\n",
+            0 => "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n",
+            1 => "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+            _ => "HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
         });
     }
     s.write_all(burst.as_bytes()).unwrap();
@@ -246,5 +318,185 @@ fn ten_thousand_connections_leak_no_descriptor() {
         e.open_fds() <= before,
         "fds grew from {before} to {}",
         e.open_fds()
+    );
+}
+
+#[test]
+fn churn_at_four_times_the_cap_keeps_the_socket_bound_and_answers_all() {
+    const CAP: usize = 16;
+    const CLIENTS: usize = 4 * CAP;
+    const EACH: usize = 25;
+    // No collections during the churn: they open /proc files.
+    let e = Exporter::start(&["--web.max-connections", "16", "--collect.interval", "1h"]);
+    scrape_ok(&e);
+    std::thread::sleep(Duration::from_millis(300));
+    let baseline = e.open_fds();
+    let done = AtomicBool::new(false);
+    let (peak, ok, refused) = (
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+        AtomicUsize::new(0),
+    );
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                peak.fetch_max(e.open_fds(), Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        });
+        let clients: Vec<_> = (0..CLIENTS)
+            .map(|_| {
+                scope.spawn(|| {
+                    for _ in 0..EACH {
+                        // A new connection each time; a silent close fails
+                        // read_response ("closed before a response").
+                        let mut s = e.connect();
+                        send(&mut s, "GET", "/metrics", &[]);
+                        let r = read_response(&mut s, true);
+                        match r.status {
+                            200 => assert!(r.body.contains("gpu_up{")),
+                            503 => assert_eq!(r.header("Retry-After"), Some("1")),
+                            other => panic!("status {other}: {}", r.body),
+                        }
+                        let n = if r.status == 200 { &ok } else { &refused };
+                        n.fetch_add(1, Ordering::Relaxed);
+                    }
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    let (ok, refused) = (ok.into_inner(), refused.into_inner());
+    let peak = peak.into_inner();
+    println!("{ok} answered, {refused} refused; fds peaked at {peak}, {baseline} idle");
+    assert_eq!(ok + refused, CLIENTS * EACH);
+    // The cap, and the one connection the accept loop holds while it
+    // makes room.
+    assert!(
+        peak <= baseline + CAP + 1,
+        "fds peaked at {peak}, {baseline} idle"
+    );
+    assert!(peak > baseline, "the sampler saw no connection");
+}
+
+#[test]
+fn request_lines_and_hosts_are_held_to_http_1_1() {
+    let e = Exporter::start(&[]);
+    let addr = e.addr.to_string();
+    // Absolute-form: routed by its path, its authority standing for Host.
+    let absolute = format!("GET http://{addr}/metrics HTTP/1.1\r\n\r\n");
+    let (r, closed) = exchange(&e, absolute.as_bytes());
+    assert_eq!((r.status, closed), (200, false));
+    assert!(r.body.contains("gpu_up{"));
+    let other = b"GET https://elsewhere.example/healthz?x HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_eq!(closed_after(&e, other), (200, false));
+    // HTTP/1.x, x > 1, is HTTP/1.1: kept alive, answered as 1.1.
+    let (r, closed) = exchange(&e, b"GET /healthz HTTP/1.2\r\nHost: x\r\n\r\n");
+    assert_eq!((r.status, r.body.as_str(), closed), (200, "ok\n", false));
+    assert_eq!(
+        closed_after(&e, b"GET /healthz HTTP/1.0\r\n\r\n"),
+        (200, true)
+    );
+    for bad in [
+        &b"GET /healthz HTTP/1.1\r\n\r\n"[..],
+        b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: user@a\r\n\r\n",
+        b"GET http://user@a/healthz HTTP/1.1\r\n\r\n",
+        b"GET ftp://a/healthz HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"GET * HTTP/1.1\r\nHost: a\r\n\r\n",
+        b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n",
+        b"GET /healthz HTTP/2.0\r\nHost: a\r\n\r\n",
+    ] {
+        let shown = String::from_utf8_lossy(bad);
+        assert_eq!(closed_after(&e, bad), (400, true), "{shown}");
+    }
+    for other in [
+        &b"OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n"[..],
+        b"CONNECT a:443 HTTP/1.1\r\nHost: a:443\r\n\r\n",
+    ] {
+        let (r, closed) = exchange(&e, other);
+        assert_eq!((r.status, closed), (405, true));
+        assert_eq!(r.header("Allow"), Some("GET, HEAD"));
+    }
+    scrape_ok(&e);
+}
+
+#[test]
+fn sigterm_with_blocked_writers_exits_within_a_second() {
+    let fleet = big_fleet();
+    let mut e = Exporter::start(&[
+        "--sim.scenario",
+        &fleet,
+        "--web.write-timeout",
+        "30s",
+        "--web.max-requests",
+        "4",
+    ]);
+    let _stuck: Vec<TcpStream> = (0..6).map(|_| never_reader(&e)).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let t = Instant::now();
+    e.signal("TERM");
+    let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
+    let took = t.elapsed();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        took >= Duration::from_millis(800) && took < Duration::from_secs(1),
+        "{took:?}"
+    );
+    assert!(
+        e.log().contains("still in flight after 800ms"),
+        "{}",
+        e.log()
+    );
+}
+
+/// Replaces `path` with a FIFO that nothing ever writes.
+fn fifo(path: &std::path::Path) {
+    let _ = std::fs::remove_file(path);
+    let mode = rustix::fs::Mode::from_raw_mode(0o600);
+    rustix::fs::mknodat(rustix::fs::CWD, path, rustix::fs::FileType::Fifo, mode, 0).unwrap();
+}
+
+#[test]
+fn reloads_refuse_a_fifo_and_a_huge_file_without_stopping_anything() {
+    let rules = temp_file("reload-rules.json", r#"{"rules":[]}"#);
+    let mut e = Exporter::start(&["--rules.file", rules.to_str().unwrap()]);
+    // A FIFO with no writer: reading it would wait forever.
+    fifo(&rules);
+    e.signal("HUP");
+    e.wait_log(
+        "a FIFO, not a regular file; refused unread",
+        Duration::from_secs(10),
+    );
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+    scrape_ok(&e);
+    // Over the 1 MiB limit: refused too, the old rules kept.
+    std::fs::remove_file(&rules).unwrap();
+    std::fs::write(&rules, format!("{{\"rules\":[]{}}}", " ".repeat(2 << 20))).unwrap();
+    e.signal("HUP");
+    e.wait_log("over the limit of 1048576", Duration::from_secs(10));
+    scrape_ok(&e);
+    let t = Instant::now();
+    e.signal("TERM");
+    let status = e.wait_exit(Duration::from_secs(3)).expect("exited");
+    assert_eq!(status.code(), Some(0), "{:?}", t.elapsed());
+    // At start, either is a bad flag: exit code 2, one line.
+    let startup = rules.with_file_name("startup-fifo.json");
+    fifo(&startup);
+    let out = Command::new(BIN)
+        .args(["--source", "sim", "--once", "--rules.file"])
+        .arg(&startup)
+        .output()
+        .unwrap();
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--rules.file") && err.contains("a FIFO"),
+        "{err}"
     );
 }

@@ -88,6 +88,38 @@ fn bad_configuration_exits_2() {
     );
     let p = temp_file("broken.json", "{\"gpus\": [");
     bad(&["--sim.scenario", p.to_str().unwrap()], "broken.json");
+    // Files are regular and at most 1 MiB; flags that reach HTML or the
+    // log are plain.
+    let p = temp_file(
+        "huge.json",
+        &format!("{{\"gpus\":[]{}}}", " ".repeat(1 << 20)),
+    );
+    bad(
+        &["--sim.scenario", p.to_str().unwrap()],
+        "over the limit of 1048576",
+    );
+    bad(
+        &["--rules.file", "/dev/null"],
+        "a device, not a regular file",
+    );
+    bad(
+        &["--web.telemetry-path", "/m\r\nlevel=error msg=forged"],
+        "--web.telemetry-path",
+    );
+    bad(
+        &["--web.telemetry-path", "//elsewhere.example/"],
+        "--web.telemetry-path",
+    );
+    for url in [
+        "javascript:alert(1)//",
+        "//elsewhere.example/",
+        "data:text/html,x",
+    ] {
+        bad(
+            &["--alerts.runbook-base-url", url],
+            "--alerts.runbook-base-url",
+        );
+    }
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     bad(&["--web.listen-address", &addr], "--web.listen-address");

@@ -263,6 +263,53 @@ pub fn read_response(s: &mut TcpStream, with_body: bool) -> Response {
     }
 }
 
+/// A scenario of 64 GPUs: a few hundred KB per scrape, to fill socket
+/// buffers quickly.
+pub fn big_fleet() -> String {
+    let gpus = vec!["{}"; 64].join(",");
+    let path = temp_file("big.json", &format!(r#"{{"gpus":[{gpus}]}}"#));
+    path.to_str().unwrap().to_string()
+}
+
+/// A client that pipelines far more responses than socket buffers hold
+/// and never reads: its response stays write-blocked.
+pub fn never_reader(e: &Exporter) -> TcpStream {
+    let mut s = e.connect();
+    s.write_all(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+            .repeat(600)
+            .as_bytes(),
+    )
+    .unwrap();
+    s
+}
+
+/// Sends `request` on a new connection and reads one response: its
+/// status, and whether the server closed the connection after it.
+pub fn closed_after(e: &Exporter, request: &[u8]) -> (u16, bool) {
+    let (r, closed) = exchange(e, request);
+    (r.status, closed)
+}
+
+/// [`closed_after`], with the whole response.
+pub fn exchange(e: &Exporter, request: &[u8]) -> (Response, bool) {
+    let mut s = e.connect();
+    s.write_all(request).unwrap();
+    let r = read_response(&mut s, true);
+    // Closed means EOF with nothing after the response, or a reset when
+    // the server closed with request bytes still unread; open, nothing
+    // within half a second.
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut rest = Vec::new();
+    let closed = match s.read_to_end(&mut rest) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset && rest.is_empty(),
+    };
+    (r, closed)
+}
+
 /// Whether `tool` can run. Missing locally: skip with a reason. Missing
 /// in CI: fail.
 pub fn have(tool: &str, probe: &[&str]) -> bool {

@@ -20,7 +20,11 @@ fn a_hung_collection_never_blocks_a_scrape() {
         "200ms",
         &[],
     );
-    std::thread::sleep(Duration::from_millis(3500));
+    // The simulator's clock starts with its first collection, after the
+    // server: wait for the hang rather than guess when it begins.
+    e.wait_for("/metrics", Duration::from_secs(15), |b| {
+        value(b, "gpu_exporter_snapshot_age_seconds").is_some_and(|age| age >= 2.0)
+    });
     // The collector is stuck in the hang: scrapes still answer at once,
     // with the readings growing stale.
     let t = Instant::now();
@@ -48,9 +52,9 @@ fn a_failing_collection_reports_and_recovers() {
         "100ms",
         &[],
     );
-    std::thread::sleep(Duration::from_millis(1600));
-    let body = e.metrics(None).body;
-    assert_eq!(sample(&body, "gpu_exporter_collect_success"), 0.0);
+    let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(0.0)
+    });
     // The last good readings are still served, marked by their age.
     assert_eq!(sample(&body, "gpu_up{"), 1.0);
     let r = e.get("/readyz", &[]);
@@ -60,9 +64,9 @@ fn a_failing_collection_reports_and_recovers() {
         "{}",
         r.body
     );
-    std::thread::sleep(Duration::from_millis(2500));
-    let body = e.metrics(None).body;
-    assert_eq!(sample(&body, "gpu_exporter_collect_success"), 1.0);
+    e.wait_for("/metrics", Duration::from_secs(15), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(1.0)
+    });
     assert_eq!(e.get("/readyz", &[]).status, 200);
 }
 
@@ -70,22 +74,22 @@ fn a_failing_collection_reports_and_recovers() {
 fn stale_readings_are_dropped_past_the_limit() {
     let e = collecting(
         "stale.json",
-        r#"{"gpus":[{}],"incidents":[{"at":"1s","fail":"4s"}]}"#,
+        r#"{"gpus":[{}],"incidents":[{"at":"1s","fail":"6s"}]}"#,
         "200ms",
-        &["--collect.max-stale", "1s"],
+        &["--collect.max-stale", "2s"],
     );
-    std::thread::sleep(Duration::from_millis(1500));
-    let body = e.metrics(None).body;
-    assert_eq!(sample(&body, "gpu_exporter_collect_success"), 0.0);
+    let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(0.0)
+    });
     assert!(body.contains("gpu_up{"), "still within the limit");
-    std::thread::sleep(Duration::from_millis(1500));
-    let body = e.metrics(None).body;
+    let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
+        !b.contains("gpu_up{")
+    });
+    // The readings went because they aged past the limit, while the
+    // collections still failed.
     assert_eq!(sample(&body, "gpu_exporter_collect_success"), 0.0);
-    assert!(!body.contains("gpu_up{"), "past the limit the readings go");
     assert!(sample(&body, "gpu_exporter_snapshot_age_seconds") > 1.0);
-    std::thread::sleep(Duration::from_millis(3000));
-    assert!(
-        e.metrics(None).body.contains("gpu_up{"),
-        "back after recovery"
-    );
+    e.wait_for("/metrics", Duration::from_secs(15), |b| {
+        b.contains("gpu_up{")
+    });
 }

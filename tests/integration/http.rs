@@ -1,5 +1,6 @@
-use crate::common::{Exporter, read_response, send};
-use std::io::{Read, Write};
+use crate::common::{Exporter, closed_after, read_response, send, temp_file};
+use std::io::Write;
+use std::time::Duration;
 
 #[test]
 fn routes() {
@@ -60,7 +61,7 @@ fn keep_alive_and_pipelining() {
     }
     // Three requests in one write get three responses, in order.
     s.write_all(
-        b"GET /healthz HTTP/1.1\r\n\r\nGET /nope HTTP/1.1\r\n\r\nHEAD /metrics HTTP/1.1\r\n\r\n",
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\nHEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
     )
     .unwrap();
     assert_eq!(read_response(&mut s, true).status, 200);
@@ -76,21 +77,6 @@ fn keep_alive_and_pipelining() {
     );
 }
 
-fn closed_after(e: &Exporter, request: &[u8]) -> (u16, bool) {
-    let mut s = e.connect();
-    s.write_all(request).unwrap();
-    let r = read_response(&mut s, true);
-    // Closed means EOF with nothing after the response, or a reset when
-    // the server closed with request bytes still unread.
-    let mut rest = Vec::new();
-    let closed = match s.read_to_end(&mut rest) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset && rest.is_empty(),
-    };
-    (r.status, closed)
-}
-
 #[test]
 fn connection_close_and_http10() {
     let e = Exporter::start(&[]);
@@ -99,7 +85,10 @@ fn connection_close_and_http10() {
         (200, true)
     );
     assert_eq!(
-        closed_after(&e, b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"),
+        closed_after(
+            &e,
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        ),
         (200, true)
     );
     // HTTP/1.0 with keep-alive stays open and says so.
@@ -119,10 +108,10 @@ fn malformed_requests_get_400_and_close() {
     for req in [
         &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
         b"\x00\x00\x00\x00garbage\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
-        b"GET /metrics HTTP/1.1\r\nX-A: b\r\n folded\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabcGET / HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 1\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        b"GET /metrics HTTP/1.1\r\nHost: x\r\nX-A: b\r\n folded\r\n\r\n",
     ] {
         // Exactly one response, then the close: no phantom second answer.
         assert_eq!(
@@ -132,9 +121,9 @@ fn malformed_requests_get_400_and_close() {
             String::from_utf8_lossy(req)
         );
     }
-    let long = format!("GET /{} HTTP/1.1\r\n\r\n", "a".repeat(9000));
+    let long = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(9000));
     assert_eq!(closed_after(&e, long.as_bytes()), (414, true));
-    let many = format!("GET / HTTP/1.1\r\n{}\r\n", "X: y\r\n".repeat(65));
+    let many = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X: y\r\n".repeat(65));
     assert_eq!(closed_after(&e, many.as_bytes()), (431, true));
 }
 
@@ -163,4 +152,21 @@ fn runbooks_are_served_where_the_relative_links_point() {
     assert!(r.body.contains("Detect") && r.body.contains("Mitigate"));
     assert_eq!(e.get("/docs/runbooks/Nope.md", &[]).status, 404);
     assert_eq!(e.get("/docs/runbooks/../README.md", &[]).status, 404);
+}
+
+#[test]
+fn failure_reasons_show_no_paths_to_strangers() {
+    // A library that is no library: the reason names its path.
+    let lib = temp_file("not-a-library.so", "garbage");
+    let lib = lib.to_str().unwrap();
+    let e = Exporter::start(&["--source", "nvml", "--nvml.library", lib, "--xid.kmsg", ""]);
+    let r = e.get("/readyz", &[]);
+    assert_eq!(r.status, 503);
+    assert!(r.body.contains("[path]"), "{}", r.body);
+    let page = e.get("/", &[]).body;
+    assert!(page.contains("last collection failed: [path]"), "{page}");
+    for shown in [&r.body, &page] {
+        assert!(!shown.contains(lib) && !shown.contains("/tmp"), "{shown}");
+    }
+    e.wait_log(&format!("{lib}: cannot load NVML"), Duration::from_secs(5));
 }
