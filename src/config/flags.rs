@@ -748,6 +748,37 @@ mod tests {
         assert!(stated >= 15, "{stated}");
     }
 
+    /// In a build without the `kubernetes` feature the flags are still
+    /// there, say it, and take only "off".
+    #[test]
+    fn kubernetes_flags_say_whether_they_are_built_in() {
+        let built = cfg!(feature = "kubernetes");
+        let socket = run(&["--kubernetes.pod-resources-socket", "/run/k.sock"]);
+        match socket {
+            Ok(c) => {
+                assert!(built);
+                assert_eq!(c.kubernetes.socket, Some("/run/k.sock".into()));
+            }
+            Err(e) => {
+                assert!(!built);
+                assert!(e.0.contains("not built in"), "{e}");
+            }
+        }
+        let off = run(&["--kubernetes.pod-resources-socket", ""]).unwrap();
+        assert_eq!(off.kubernetes.socket, Some("".into()));
+        assert_eq!(usage().contains("not built in"), !built);
+        let c = run(&[
+            "--kubernetes.refresh-interval",
+            "2s",
+            "--kubernetes.pod-labels",
+        ])
+        .unwrap();
+        assert_eq!(c.kubernetes.interval, Duration::from_secs(2));
+        assert!(c.kubernetes.pod_labels);
+        let e = run(&["--kubernetes.refresh-interval", "10ms"]).unwrap_err();
+        assert!(e.0.starts_with("--kubernetes.refresh-interval: "), "{e}");
+    }
+
     #[test]
     fn help_lists_every_flag_once_within_100_columns() {
         let help = usage();
