@@ -426,6 +426,9 @@ pub struct Gpu {
     /// the driver runs.
     pub vbios_version: String,
     pub inforom_version: String,
+    /// The device minor number (`/dev/nvidia<minor>`), where the source
+    /// gives it: GKE's device plugin names GPUs by it.
+    pub minor: Option<u32>,
     /// False once the GPU is lost (NVML_ERROR_GPU_IS_LOST, or gone from
     /// the source); its readings are then empty.
     pub up: bool,

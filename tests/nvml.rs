@@ -704,10 +704,10 @@ fn every_symbol_the_exporter_resolves_is_in_the_fake() {
 }
 
 #[test]
-fn processes_are_read_per_gpu_and_per_mig_device_when_their_collector_is_on() {
+fn processes_and_minor_numbers() {
     use gpu_exporter::config::{Collector, Collectors};
     use gpu_exporter::internals::snapshot::GpuProcess;
-    let whole = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-procs",
+    let whole = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-procs","minor":7,
         "processes":[
           {"pid":4242,"used_bytes":62277025792},
           {"pid":4343,"graphics":true,"compute":true,"used_bytes":1048576},
@@ -738,6 +738,9 @@ fn processes_are_read_per_gpu_and_per_mig_device_when_their_collector_is_on() {
         ..Options::default()
     });
     let gpus = collect(&mut nvml);
+    // The device minor (GKE's plugin names GPUs by it), whatever the
+    // collectors.
+    assert_eq!((gpus[0].minor, gpus[1].minor), (Some(7), Some(1)));
     // Compute and graphics merged; NVML's "not available" left out, the
     // process kept.
     assert_eq!(

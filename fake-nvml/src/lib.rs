@@ -202,6 +202,8 @@ mod scenario {
         pub vbios: Option<String>,
         pub inforom: Option<String>,
         pub processes: Option<Vec<Process>>,
+        /// The device minor number; its index where left out.
+        pub minor: Option<u32>,
     }
 
     /// A process on a GPU or MIG device; without `used_bytes`, NVML's
@@ -1908,4 +1910,16 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
         infos,
         true,
     )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(dev: Device, minor: *mut c_uint) -> Ret {
+    on_device("nvmlDeviceGetMinorNumber", dev, |gi, t| match t {
+        Target::Gpu(g) => {
+            let m = g.minor.unwrap_or(gi as u32);
+            // SAFETY: an out-pointer (nvml.h).
+            unsafe { put(minor, m) }
+        }
+        Target::Mig(_) => Err(NOT_SUPPORTED),
+    })
 }

@@ -110,7 +110,7 @@ fn fleet(gpus: &[Gpu]) -> Vec<attribution::Gpu> {
             attribution::Gpu {
                 index: g.index,
                 uuid: g.uuid.clone(),
-                minor: None,
+                minor: g.minor,
                 mig: devices
                     .enumerate()
                     .map(|(j, (uuid, gi))| attribution::Mig {

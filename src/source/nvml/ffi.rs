@@ -361,6 +361,7 @@ functions! {
     compute_mode = "nvmlDeviceGetComputeMode" fn(RawDevice, *mut c_uint);
     vbios = "nvmlDeviceGetVbiosVersion" fn(RawDevice, *mut c_char, c_uint);
     inforom = "nvmlDeviceGetInforomImageVersion" fn(RawDevice, *mut c_char, c_uint);
+    minor_number = "nvmlDeviceGetMinorNumber" fn(RawDevice, *mut c_uint);
     compute_processes = "nvmlDeviceGetComputeRunningProcesses_v3" fn(RawDevice, *mut c_uint, *mut ProcessInfo);
     graphics_processes = "nvmlDeviceGetGraphicsRunningProcesses_v3" fn(RawDevice, *mut c_uint, *mut ProcessInfo);
 }
@@ -835,6 +836,11 @@ impl<'a> Device<'a> {
 
     pub fn gpu_instance_id(&self) -> Result<u32, Error> {
         self.u32_of(self.fns().gpu_instance_id)
+    }
+
+    /// The device minor number: `/dev/nvidia<minor>`.
+    pub fn minor_number(&self) -> Result<u32, Error> {
+        self.u32_of(self.fns().minor_number)
     }
 
     pub fn compute_instance_id(&self) -> Result<u32, Error> {

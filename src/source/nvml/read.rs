@@ -246,6 +246,7 @@ pub(super) fn read_gpu(
     let uuid = p.get("uuid", || d.uuid()).unwrap_or_default();
     let model = p.get("name", || d.name()).unwrap_or_default();
     let pci_bus_id = p.get("pci info", || d.pci_bus_id()).unwrap_or_default();
+    let minor = p.get("minor number", || d.minor_number());
 
     let mut r = Readings::default();
     let (mut vbios_version, mut inforom_version) = (String::new(), String::new());
@@ -349,6 +350,7 @@ pub(super) fn read_gpu(
         driver_version: String::new(),
         vbios_version,
         inforom_version,
+        minor,
         up: true,
         readings: r,
         mig,

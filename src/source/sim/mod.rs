@@ -153,6 +153,7 @@ impl Sim {
             driver_version: self.scenario.driver_version.clone(),
             vbios_version: "96.00.A5.00.01".into(),
             inforom_version: "G520.0200.00.05".into(),
+            minor: Some(i as u32),
             up: !g.lost,
             readings: Readings::default(),
             mig: Vec::new(),

@@ -507,6 +507,8 @@ impl Row {
             driver_version: text(self.driver),
             vbios_version,
             inforom_version,
+            // Not a --query-gpu field.
+            minor: None,
             up: true,
             readings,
             mig: Vec::new(),
