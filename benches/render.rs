@@ -151,7 +151,14 @@ fn ours_text(b: Bencher, fleet: &str) {
     let (mut buf, now) = (Vec::new(), Instant::now());
     b.bench_local(|| {
         buf.clear();
-        render(&s, Format::Text, Collectors::ALL, now, &mut buf);
+        render(
+            &s,
+            Default::default(),
+            Format::Text,
+            Collectors::ALL,
+            now,
+            &mut buf,
+        );
     });
 }
 
@@ -161,7 +168,14 @@ fn ours_openmetrics(b: Bencher, fleet: &str) {
     let (mut buf, now) = (Vec::new(), Instant::now());
     b.bench_local(|| {
         buf.clear();
-        render(&s, Format::OpenMetrics, Collectors::ALL, now, &mut buf);
+        render(
+            &s,
+            Default::default(),
+            Format::OpenMetrics,
+            Collectors::ALL,
+            now,
+            &mut buf,
+        );
     });
 }
 
@@ -239,11 +253,25 @@ fn ratios() {
             .map(|_| {
                 let a = time(&mut || {
                     buf.clear();
-                    render(&s, Format::Text, Collectors::ALL, now, &mut buf);
+                    render(
+                        &s,
+                        Default::default(),
+                        Format::Text,
+                        Collectors::ALL,
+                        now,
+                        &mut buf,
+                    );
                 });
                 let b = time(&mut || {
                     buf.clear();
-                    render(&s, Format::OpenMetrics, Collectors::ALL, now, &mut buf);
+                    render(
+                        &s,
+                        Default::default(),
+                        Format::OpenMetrics,
+                        Collectors::ALL,
+                        now,
+                        &mut buf,
+                    );
                 });
                 let c = time(&mut || {
                     text.clear();

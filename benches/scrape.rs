@@ -40,7 +40,14 @@ fn bench_render() {
         for format in [Format::Text, Format::OpenMetrics] {
             let mut buf = Vec::new();
             let now = Instant::now();
-            render(&s, format, Collectors::ALL, now, &mut buf);
+            render(
+                &s,
+                Default::default(),
+                format,
+                Collectors::ALL,
+                now,
+                &mut buf,
+            );
             let iters = 20_000 / gpus as u32 + 100;
             let mut runs: Vec<Duration> = (0..5)
                 .map(|_| {
@@ -49,6 +56,7 @@ fn bench_render() {
                         buf.clear();
                         render(
                             std::hint::black_box(&s),
+                            Default::default(),
                             format,
                             Collectors::ALL,
                             now,

@@ -8,7 +8,7 @@
 
 use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::alerts;
-use gpu_exporter::internals::collector::{Collector, Latest};
+use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::exposition::{self, Format};
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
@@ -16,7 +16,7 @@ use gpu_exporter::internals::fill::workload;
 use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
-use gpu_exporter::internals::snapshot::{Kubernetes, Snapshot};
+use gpu_exporter::internals::snapshot::{Bounds, Freshness, Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use gpu_exporter::internals::source::smi::apps as smi_apps;
@@ -69,19 +69,19 @@ fn context() -> &'static Context {
     static CTX: OnceLock<Context> = OnceLock::new();
     CTX.get_or_init(|| {
         let source = Box::new(Sim::new(Scenario::default_fleet(), T0));
-        let evaluator = alerts::Evaluator::new(alerts::rules::defaults());
-        let mut collector = Collector::new(
-            source,
-            evaluator,
-            Duration::from_secs(5),
-            Duration::from_secs(60),
-        );
-        let first = collector.collect_at(T0, true);
+        let mut evaluator = alerts::Evaluator::new(alerts::rules::defaults());
+        let mut collector = Collector::new(source, Duration::from_secs(5));
+        let first = collector.collect_at(T0);
+        evaluator.eval(&first);
         Context {
-            latest: Arc::new(Latest::new(first)),
+            latest: Arc::new(Latest::new(Published {
+                snapshot: Arc::new(first),
+                alerts: Arc::new(evaluator.alerts()),
+                replay: None,
+            })),
             telemetry_path: "/metrics".into(),
             runbook_base: "https://runbooks.example/".into(),
-            max_age: Duration::from_secs(16),
+            bounds: Bounds::new(Duration::from_secs(5), Duration::from_secs(60)),
             http: Default::default(),
         }
     })
@@ -169,7 +169,15 @@ fn check_render(snapshot: &Snapshot) {
     let mut out = Vec::new();
     for format in [Format::Text, Format::OpenMetrics] {
         out.clear();
-        exposition::render(snapshot, format, Collectors::ALL, Instant::now(), &mut out);
+        let fresh = Freshness::default();
+        exposition::render(
+            snapshot,
+            fresh,
+            format,
+            Collectors::ALL,
+            Instant::now(),
+            &mut out,
+        );
         let text = std::str::from_utf8(&out).expect("exposition is UTF-8");
         assert!(text.ends_with('\n'), "{format:?} ends without a newline");
         assert_eq!(
@@ -205,6 +213,7 @@ pub fn check_scenario_json(data: &[u8]) {
             source: sim.kind(),
             at,
             published: Instant::now(),
+            finished: Instant::now(),
             collect_duration: Duration::ZERO,
             error: None,
             process: Default::default(),
@@ -233,7 +242,11 @@ pub fn check_rules_json(data: &[u8]) {
     let Ok(rules) = alerts::file::load(text) else {
         return;
     };
-    let yaml = alerts::promql::rule_file(&rules, "x/");
+    let printing = alerts::promql::Printing {
+        runbook_base: "x/",
+        job: "gpu-exporter",
+    };
+    let yaml = alerts::promql::rule_file(&rules, &printing);
     assert!(yaml.starts_with("# Generated"), "{yaml:?}");
 }
 

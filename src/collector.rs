@@ -1,25 +1,39 @@
-//! The collector thread: read the source, stamp the snapshot, evaluate the
-//! alerts, publish. Scrapes only ever read what was last published.
+//! The collector thread: read the source, stamp the snapshot, publish it
+//! and hand it to the alert evaluator's thread (`alerting`). Scrapes only
+//! ever read what was last published; the collector never evaluates, so a
+//! hung source stops collections and nothing else.
 
 use crate::alerts::eval::FINE_LIMIT;
-use crate::alerts::{Alert, Evaluator, Rule, Subject, Transition, WORKLOADS, expand};
+use crate::alerts::{Alert, Rule};
 use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
 use crate::config::{Collector as Named, Collectors};
 use crate::process;
-use crate::snapshot::{Gpu, Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
+use crate::snapshot::{Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
 use crate::source::Source;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// What consumers read: one snapshot and the alerts evaluated from it.
-pub struct Published {
-    pub snapshot: Snapshot,
-    pub alerts: Vec<Alert>,
+/// How far the evaluator's replay of the source's past has come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+    /// The replay at start (readiness waits for it), not a reload's.
+    pub first: bool,
 }
 
-/// The one cell shared between the collector and the server.
+/// What consumers read: the newest snapshot, and the alerts the evaluator
+/// last published.
+pub struct Published {
+    pub snapshot: Arc<Snapshot>,
+    pub alerts: Arc<Vec<Alert>>,
+    /// Set while the evaluator replays history: the alerts are not settled.
+    pub replay: Option<Progress>,
+}
+
+/// The one cell shared between the collector, the evaluator and the server.
 pub struct Latest(Mutex<Arc<Published>>);
 
 impl Latest {
@@ -31,8 +45,27 @@ impl Latest {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    fn set(&self, p: Published) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Arc::new(p);
+    fn update(&self, f: impl FnOnce(&Published) -> Published) {
+        let mut cell = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        *cell = Arc::new(f(&cell));
+    }
+
+    /// A new snapshot; the alerts stay until the evaluator has judged it.
+    pub fn set_snapshot(&self, snapshot: Arc<Snapshot>) {
+        self.update(|p| Published {
+            snapshot,
+            alerts: p.alerts.clone(),
+            replay: p.replay,
+        });
+    }
+
+    /// New alerts, and how far a replay has come.
+    pub fn set_alerts(&self, alerts: Vec<Alert>, replay: Option<Progress>) {
+        self.update(|p| Published {
+            snapshot: p.snapshot.clone(),
+            alerts: Arc::new(alerts),
+            replay,
+        });
     }
 }
 
@@ -43,13 +76,88 @@ pub struct Reload {
     pub source: Option<Box<dyn Source>>,
 }
 
+/// The source's own past, for the evaluator to replay: a copy of the
+/// source at its origin and the times to read it at.
+pub struct Replay {
+    pub source: Box<dyn Source>,
+    pub steps: Vec<f64>,
+    pub collectors: Collectors,
+}
+
+impl Replay {
+    /// The copy's reading at step `i`, as a snapshot.
+    pub fn snapshot(&mut self, i: usize) -> Snapshot {
+        let at = self.steps[i];
+        let mut s = Snapshot::empty(self.source.kind());
+        s.at = at;
+        s.collectors = self.collectors;
+        match self.source.collect(at) {
+            Ok(mut gpus) => {
+                retain(&mut gpus, self.collectors);
+                s.gpus = gpus;
+                s.error = None;
+                if self.collectors.has(Named::Models) {
+                    s.models = self.source.models();
+                }
+            }
+            Err(e) => s.error = Some(e.0),
+        }
+        s
+    }
+}
+
+/// What the evaluator's thread is handed, in order.
+pub enum Work {
+    /// Start over with these rules, replaying the source's past first.
+    Start {
+        rules: Vec<Rule>,
+        replay: Option<Replay>,
+        first: bool,
+    },
+    /// A live collection.
+    Collected(Arc<Snapshot>),
+}
+
+/// Live collections queued for the evaluator beyond this many (while it
+/// replays) are dropped, as a scrape missed.
+pub const QUEUE: usize = 64;
+
+/// The times a replay reads the source at, ending just before `t0`: one a
+/// minute (the coarse tiers' block span) up to the last [`FINE_LIMIT`],
+/// then one per interval.
+pub fn replay_steps(t0: f64, span: f64, interval: Duration) -> Vec<f64> {
+    let fine = FINE_LIMIT.as_secs_f64().min(span);
+    let step = interval.as_secs_f64();
+    let coarse = step.max(60.0);
+    let mut steps = Vec::new();
+    let mut t = t0 - span;
+    while t < t0 - fine {
+        steps.push(t);
+        t += coarse;
+    }
+    let fine_steps = (fine / step).ceil() as u64;
+    steps.extend((1..=fine_steps).rev().map(|i| t0 - i as f64 * step));
+    steps
+}
+
+/// Leaves out the readings of collectors that are off, and keeps the
+/// processes collector's bound.
+fn retain(gpus: &mut [crate::snapshot::Gpu], on: Collectors) {
+    for g in gpus {
+        g.readings.retain(on);
+        bound_processes(&mut g.readings.processes, MAX_PROCESSES);
+        for m in &mut g.mig {
+            m.readings.retain(on);
+            bound_processes(&mut m.readings.processes, MAX_PROCESSES);
+        }
+    }
+}
+
 pub struct Collector {
     source: Box<dyn Source>,
-    evaluator: Evaluator,
     interval: Duration,
-    /// How long the last good readings are served while collections fail.
-    max_stale: Duration,
-    /// The last good fleet, served (with its age) while collections fail.
+    /// The last good fleet, served while collections fail; the HTTP side
+    /// withholds it once it is older than `--collect.max-stale`.
     last_good: Option<Snapshot>,
     /// Failed collections, logged quietly.
     failing: Repeating,
@@ -61,17 +169,10 @@ pub struct Collector {
 }
 
 impl Collector {
-    pub fn new(
-        source: Box<dyn Source>,
-        evaluator: Evaluator,
-        interval: Duration,
-        max_stale: Duration,
-    ) -> Collector {
+    pub fn new(source: Box<dyn Source>, interval: Duration) -> Collector {
         Collector {
             source,
-            evaluator,
             interval,
-            max_stale,
             last_good: None,
             failing: Repeating::new(),
             collectors: Collectors::DEFAULT,
@@ -91,59 +192,42 @@ impl Collector {
         self
     }
 
-    pub fn evaluator(&self) -> &Evaluator {
-        &self.evaluator
+    /// Pod attribution as the source's fillers last saw the kubelet.
+    fn kubernetes(&self) -> Kubernetes {
+        Kubernetes {
+            kubelet: self.source.kubelet(),
+            pod_labels: self.pod_labels,
+        }
     }
 
-    /// Runs the source's own past through the evaluator, ending just
-    /// before `t0`, so alerts have settled: one collection a minute (the
-    /// long windows' checkpoint rate) up to the last [`FINE_LIMIT`], then
-    /// one per interval.
-    pub fn replay(&mut self, t0: f64) {
+    /// The source's past up to `t0` for the evaluator to replay, if it has
+    /// one; the source itself moves its clock through the same steps, so
+    /// that its first live reading follows the replayed ones.
+    pub fn history(&mut self, t0: f64) -> Option<Replay> {
         let span = self.source.history_seconds();
-        let fine = FINE_LIMIT.as_secs_f64().min(span);
-        let step = self.interval.as_secs_f64();
-        let coarse = step.max(60.0);
-        let mut t = t0 - span;
-        while t < t0 - fine {
-            self.collect_at(t, true);
-            t += coarse;
+        let copy = self.source.replay_copy().filter(|_| span > 0.0)?;
+        let steps = replay_steps(t0, span, self.interval);
+        for &t in &steps {
+            self.source.skip_to(t);
         }
-        let steps = (fine / step).ceil() as u64;
-        for i in (1..=steps).rev() {
-            self.collect_at(t0 - i as f64 * step, true);
-        }
+        Some(Replay {
+            source: copy,
+            steps,
+            collectors: self.collectors,
+        })
     }
 
-    /// The first collection: the source's past replayed (see
-    /// [`Collector::replay`]), then a collection at `t0`.
-    pub fn first(&mut self, t0: f64) -> Published {
-        self.replay(t0);
-        self.collect_at(t0, false)
-    }
-
-    /// One collection at Unix time `at`. The replay skips what only the
-    /// live exporter needs: process stats, the last good copy, the alert list.
-    pub fn collect_at(&mut self, at: f64, replaying: bool) -> Published {
+    /// One live collection at Unix time `at`.
+    pub fn collect_at(&mut self, at: f64) -> Snapshot {
         let started = Instant::now();
         let result = self.source.collect(at);
         let collect_duration = started.elapsed();
-        let process = if replaying {
-            Default::default()
-        } else {
-            process::read_stats()
-        };
-        let snapshot = match result {
+        let process = process::read_stats();
+        let now = Instant::now();
+        match result {
             Ok(mut gpus) => {
                 let on = self.collectors;
-                for g in &mut gpus {
-                    g.readings.retain(on);
-                    bound_processes(&mut g.readings.processes, MAX_PROCESSES);
-                    for m in &mut g.mig {
-                        m.readings.retain(on);
-                        bound_processes(&mut m.readings.processes, MAX_PROCESSES);
-                    }
-                }
+                retain(&mut gpus, on);
                 let s = Snapshot {
                     gpus,
                     models: if on.has(Named::Models) {
@@ -153,69 +237,57 @@ impl Collector {
                     },
                     source: self.source.kind(),
                     at,
-                    published: Instant::now(),
+                    published: now,
+                    finished: now,
                     collect_duration,
                     error: None,
                     process,
                     collectors: on,
                     timings: self.source.timings(),
-                    kubernetes: Kubernetes {
-                        kubelet: self.source.kubelet(),
-                        pod_labels: self.pod_labels,
-                    },
+                    kubernetes: self.kubernetes(),
                 };
-                if !replaying {
-                    self.last_good = Some(s.clone());
-                    if self.failing.recover() {
-                        log::info!("collection recovered");
-                    }
+                self.last_good = Some(s.clone());
+                if self.failing.recover() {
+                    log::info!("collection recovered");
                 }
                 s
             }
             Err(e) => {
-                if !replaying {
-                    match self.failing.fail_at(&e.0, Instant::now()) {
-                        Verdict::New => log::warn!("collection failed: {e}"),
-                        Verdict::Again(n) => log::warn!(
-                            "collection still failing ({n} times since the last line): {e}"
-                        ),
-                        Verdict::Quiet => {}
+                match self.failing.fail_at(&e.0, now) {
+                    Verdict::New => log::warn!("collection failed: {e}"),
+                    Verdict::Again(n) => {
+                        log::warn!("collection still failing ({n} times since the last line): {e}")
                     }
+                    Verdict::Quiet => {}
                 }
-                // The last good readings, marked by their age, until they
-                // are too old to pass for current; then none.
+                // The last good readings, with their age; whether they are
+                // still served is the HTTP side's call (`Snapshot::freshness`).
                 let mut s = match &self.last_good {
-                    Some(good) if good.published.elapsed() <= self.max_stale => good.clone(),
-                    _ => Snapshot::empty(self.source.kind()),
+                    Some(good) => good.clone(),
+                    None => Snapshot::empty(self.source.kind()),
                 };
-                if let Some(good) = &self.last_good {
-                    s.published = good.published;
-                }
                 s.at = at;
+                s.finished = now;
                 s.collect_duration = collect_duration;
                 s.error = Some(e.0);
                 s.process = process;
                 s.collectors = self.collectors;
-                s.kubernetes = Kubernetes {
-                    kubelet: self.source.kubelet(),
-                    pod_labels: self.pod_labels,
-                };
+                s.kubernetes = self.kubernetes();
                 s
             }
-        };
-        let changes = self.evaluator.eval(&snapshot);
-        log_transitions(&changes, &snapshot.gpus, replaying);
-        let alerts = if replaying {
-            Vec::new()
-        } else {
-            self.evaluator.alerts()
-        };
-        Published { alerts, snapshot }
+        }
     }
 
-    fn reload(&mut self, r: Reload) {
-        self.evaluator = Evaluator::new(r.rules);
-        let now = unix_now();
+    fn start(&mut self, rules: Vec<Rule>, first: bool, work: &SyncSender<Work>) {
+        let replay = self.history(unix_now());
+        let _ = work.send(Work::Start {
+            rules,
+            replay,
+            first,
+        });
+    }
+
+    fn reload(&mut self, r: Reload, work: &SyncSender<Work>) {
         match r.source {
             Some(source) => {
                 self.source = source;
@@ -224,25 +296,34 @@ impl Collector {
             // Lost GPUs are forgotten.
             None => self.source.forget(),
         }
-        self.replay(now);
-        log::info!("reloaded: {} rules", self.evaluator.rules().len());
+        let n = r.rules.len();
+        self.start(r.rules, false, work);
+        log::info!("reloaded: {n} rules");
     }
 
-    /// Makes the first collection (see [`Collector::first`]), hands it to
-    /// `on_first` and publishes it, then collects every interval until the
-    /// process ends. A slow collection delays the next one rather than
-    /// overlapping it.
+    /// Hands the evaluator `rules` and the source's past, then collects
+    /// every interval until the process ends, publishing each collection
+    /// and handing it to the evaluator. A slow collection delays the next
+    /// one rather than overlapping it.
     pub fn run(
         mut self,
+        rules: Vec<Rule>,
         latest: Arc<Latest>,
         reloads: Receiver<Reload>,
-        on_first: impl FnOnce(&Published, &Evaluator),
+        work: SyncSender<Work>,
     ) {
-        let first = self.first(unix_now());
-        on_first(&first, &self.evaluator);
-        latest.set(first);
+        self.start(rules, true, &work);
         let mut next = Instant::now();
         loop {
+            while let Ok(r) = reloads.try_recv() {
+                self.reload(r, &work);
+            }
+            let s = Arc::new(self.collect_at(unix_now()));
+            latest.set_snapshot(s.clone());
+            match work.try_send(Work::Collected(s)) {
+                Ok(()) | Err(TrySendError::Full(_)) => {}
+                Err(TrySendError::Disconnected(_)) => return,
+            }
             next += self.interval;
             let now = Instant::now();
             if next > now {
@@ -250,44 +331,6 @@ impl Collector {
             } else {
                 next = now;
             }
-            while let Ok(r) = reloads.try_recv() {
-                self.reload(r);
-            }
-            let p = self.collect_at(unix_now(), false);
-            latest.set(p);
-        }
-    }
-}
-
-/// One line per transition; an alert about a GPU names who uses it, as
-/// its `workloads` annotation does.
-fn log_transitions(changes: &[Transition], gpus: &[Gpu], replaying: bool) {
-    for c in changes {
-        let who = match c.subject {
-            Subject::Gpu { .. } if !replaying => expand(WORKLOADS, &c.subject, c.value, gpus),
-            _ => String::new(),
-        };
-        let who = who.trim_end();
-        let labels: Vec<String> = c
-            .subject
-            .labels()
-            .iter()
-            .map(|(k, v)| format!("{k}={v:?}"))
-            .collect();
-        let msg = format_args!(
-            "alert {}{{{}}} {} -> {} value={}{}{who}{}",
-            c.rule,
-            labels.join(","),
-            c.from,
-            c.to,
-            c.value,
-            if who.is_empty() { "" } else { " workloads=\"" },
-            if who.is_empty() { "" } else { "\"" },
-        );
-        if replaying {
-            log::debug!("{msg} (replayed history)");
-        } else {
-            log::info!("{msg}");
         }
     }
 }

@@ -42,6 +42,10 @@ pub mod process {
 pub mod collector {
     pub use crate::collector::*;
 }
+/// The alert evaluator's thread.
+pub mod alerting {
+    pub use crate::alerting::*;
+}
 /// HTTP.
 pub mod http {
     pub use crate::http::*;

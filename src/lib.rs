@@ -30,7 +30,9 @@ mod source;
 // Floor 4: the collector, and which source and fillers it reads.
 mod collector;
 mod select;
-// Floor 5: what serves a published snapshot: HTTP, the seed table.
+// Floor 5: what serves or judges a published snapshot: HTTP, the seed
+// table, the alert evaluator's thread.
+mod alerting;
 mod http;
 mod table;
 // Floor 6: the wiring.

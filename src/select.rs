@@ -271,6 +271,23 @@ impl Source for Pipeline {
         self.inner.history_seconds()
     }
 
+    /// The source's copy in a pipeline of its own: a fleet memory that
+    /// will see what this one saw, and no fillers (only the simulator has
+    /// a past, and it has none).
+    fn replay_copy(&self) -> Option<Box<dyn Source>> {
+        let inner = self.inner.replay_copy()?;
+        Some(Box::new(Pipeline {
+            inner,
+            fleet: Fleet::new(),
+            fillers: Vec::new(),
+            timings: Timings::default(),
+        }))
+    }
+
+    fn skip_to(&mut self, at: f64) {
+        self.inner.skip_to(at);
+    }
+
     fn forget(&mut self) {
         self.fleet.forget();
         self.inner.forget();

@@ -7,6 +7,9 @@
 use crate::config::{Collector, Collectors, SourceKind};
 use std::time::{Duration, Instant};
 
+mod users;
+pub use users::*;
+
 /// NVML clock event reasons, in bit order: reason `i` is bit `1 << i`.
 pub const CLOCK_EVENT_REASONS: [&str; 9] = [
     "gpu_idle",
@@ -33,8 +36,20 @@ pub fn clock_event_bit(name: &str) -> Option<u64> {
         .map(|i| 1u64 << i)
 }
 
-/// Xid codes that usually mean hardware or driver trouble worth a page
-/// (see the README for where the list comes from).
+/// Xid codes that page: NVIDIA's Xid catalogue says reset the GPU (or
+/// replace it) now. 48 double-bit ECC, 62 internal micro-controller halt,
+/// 64 a row remap or page retirement that failed, 74 NVLink, 79 fallen off
+/// the bus, 95 uncontained ECC, 119 and 120 GSP (see the README).
+pub const PAGE_XIDS: [u32; 8] = [48, 62, 64, 74, 79, 95, 119, 120];
+
+/// Xid codes of recorded or corrected events, worth a ticket: 63 a row
+/// remap or page retirement recorded (it takes effect at the next reset),
+/// 92 a high single-bit ECC error rate (corrected), 94 a contained ECC
+/// error (the catalogue's action: restart the application; the GPU goes on).
+pub const TICKET_XIDS: [u32; 3] = [63, 92, 94];
+
+/// Every Xid code an alert watches, sorted: each is served at 0 until it
+/// happens.
 pub const CRITICAL_XIDS: [u32; 11] = [48, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120];
 
 /// What [`Readings::xid_errors`] holds for a source that sees Xid: every
@@ -111,122 +126,6 @@ pub struct Readings {
     pub jobs: Vec<String>,
 }
 
-/// One container holding a GPU or MIG instance, from the kubelet.
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Pod {
-    pub namespace: String,
-    pub pod: String,
-    pub container: String,
-}
-
-/// One process using a GPU's memory, as the source saw it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct GpuProcess {
-    /// The host PID; `None` for the processes past the bound, summed.
-    pub pid: Option<u32>,
-    /// `None` where the driver cannot say (its "not available" value).
-    pub used_bytes: Option<f64>,
-    /// From `/proc/<pid>/cgroup` where the host's PIDs are visible;
-    /// empty where unknown.
-    pub container_id: String,
-    pub pod_uid: String,
-}
-
-/// Adds process `pid` to a GPU's list. One listed twice (compute and
-/// graphics, or on two compute instances of one GPU instance) is kept
-/// once, with the larger of its figures.
-pub fn add_process(list: &mut Vec<GpuProcess>, pid: u32, used: Option<f64>) {
-    match list.iter_mut().find(|q| q.pid == Some(pid)) {
-        Some(q) => {
-            q.used_bytes = match (q.used_bytes, used) {
-                (Some(a), Some(b)) => Some(a.max(b)),
-                (a, b) => a.or(b),
-            }
-        }
-        None => list.push(GpuProcess {
-            pid: Some(pid),
-            used_bytes: used,
-            ..GpuProcess::default()
-        }),
-    }
-}
-
-/// Processes kept per GPU or MIG instance: the largest, then the rest as
-/// one `pid="other"` series.
-pub const MAX_PROCESSES: usize = 8;
-
-/// Keeps the `max` processes using the most memory (a process whose use is
-/// unknown counts as the least; ties by PID) and sums the rest into one
-/// without a PID, so a GPU writes at most `max + 1` process series.
-pub fn bound_processes(processes: &mut Vec<GpuProcess>, max: usize) {
-    processes.sort_by(|a, b| {
-        let used = |p: &GpuProcess| p.used_bytes.unwrap_or(-1.0);
-        used(b).total_cmp(&used(a)).then(a.pid.cmp(&b.pid))
-    });
-    if processes.len() <= max {
-        return;
-    }
-    let used = processes[max..]
-        .iter()
-        .filter_map(|p| p.used_bytes)
-        .fold(None, |sum: Option<f64>, v| Some(sum.unwrap_or(0.0) + v));
-    processes.truncate(max);
-    processes.push(GpuProcess {
-        pid: None,
-        used_bytes: used,
-        ..GpuProcess::default()
-    });
-}
-
-/// Failed kubelet calls are counted by these reasons, in this order.
-pub const KUBELET_ERRORS: [&str; 7] = [
-    "connect",
-    "timeout",
-    "closed",
-    "protocol",
-    "grpc",
-    "too_large",
-    "decode",
-];
-
-/// Pods left out of a listing are counted by these reasons.
-pub const KUBELET_SKIPPED: [&str; 2] = ["oversize", "over_budget"];
-
-/// A DRA device of NVIDIA's GPU driver held by a container. It names the
-/// driver's device, not a GPU: no UUID to join on (see the README).
-#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct DraDevice {
-    pub namespace: String,
-    pub pod: String,
-    pub container: String,
-    pub claim_namespace: String,
-    pub claim: String,
-    pub driver: String,
-    pub pool: String,
-    pub device: String,
-}
-
-/// The kubelet's pod-resources API as the refresher last saw it.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Kubelet {
-    /// Unix time of the last listing that succeeded; `None` before one.
-    pub last_success: Option<f64>,
-    /// Failed calls by [`KUBELET_ERRORS`] reason, since start.
-    pub errors: [u64; KUBELET_ERRORS.len()],
-    /// Pods left out by [`KUBELET_SKIPPED`] reason, since start.
-    pub skipped: [u64; KUBELET_SKIPPED.len()],
-    /// DRA devices of the last good listing, sorted.
-    pub dra: Vec<DraDevice>,
-}
-
-/// Pod attribution for the node: the kubelet's state where attribution is
-/// on, and whether GPU series carry the pods (`--kubernetes.pod-labels`).
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Kubernetes {
-    pub kubelet: Option<Kubelet>,
-    pub pod_labels: bool,
-}
-
 /// Fans read per GPU at most.
 pub const MAX_FANS: usize = 8;
 
@@ -283,12 +182,18 @@ pub struct Health {
 }
 
 impl Readings {
-    /// Sum of the critical Xid counters, if the source sees Xid.
+    /// Sum of the watched Xid counters ([`CRITICAL_XIDS`]), if the source
+    /// sees Xid.
     pub fn critical_xid_total(&self) -> Option<f64> {
+        self.xid_total(&CRITICAL_XIDS)
+    }
+
+    /// Sum of the Xid counters of `codes`, if the source sees Xid.
+    pub fn xid_total(&self, codes: &[u32]) -> Option<f64> {
         let xids = self.xid_errors.as_ref()?;
         Some(
             xids.iter()
-                .filter(|(code, _)| CRITICAL_XIDS.contains(code))
+                .filter(|(code, _)| codes.contains(code))
                 .map(|&(_, n)| n as f64)
                 .sum(),
         )
@@ -523,8 +428,12 @@ pub struct Snapshot {
     pub source: SourceKind,
     /// Unix time of the collection (the simulator's clock for `sim`).
     pub at: f64,
-    /// Monotonic time the snapshot was published, for its age.
+    /// Monotonic time its readings were collected, for their age: on a
+    /// failed collection, the last good one's.
     pub published: Instant,
+    /// Monotonic time the collection that made it ended, failed or not: a
+    /// collection is stalled while none has ended for a while.
+    pub finished: Instant,
     pub collect_duration: Duration,
     /// `None` when the collection succeeded; the reason otherwise. On
     /// failure `gpus` holds the last good readings while they are fresh.
@@ -562,6 +471,7 @@ impl Snapshot {
             source,
             at: 0.0,
             published: Instant::now(),
+            finished: Instant::now(),
             collect_duration: Duration::ZERO,
             error: Some("no collection has completed yet".into()),
             process: ProcessStats::default(),
@@ -574,6 +484,53 @@ impl Snapshot {
     pub fn success(&self) -> bool {
         self.error.is_none()
     }
+
+    /// How its readings stand at `now` (see [`Freshness`]).
+    pub fn freshness(&self, now: Instant, bounds: Bounds) -> Freshness {
+        if self.is_starting() {
+            return Freshness::default();
+        }
+        let since = |t: Instant| now.saturating_duration_since(t);
+        let stalled = since(self.finished) > bounds.stall_after;
+        let failing = stalled || !self.success();
+        Freshness {
+            stalled,
+            hidden: failing && !self.gpus.is_empty() && since(self.published) > bounds.max_stale,
+        }
+    }
+}
+
+/// When served readings stop counting as current.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Bounds {
+    /// A collection not ended this long after the last one is stalled.
+    pub stall_after: Duration,
+    /// While collections fail or stall, the last good readings are served
+    /// this long (`--collect.max-stale`), then withheld.
+    pub max_stale: Duration,
+}
+
+impl Bounds {
+    /// A few intervals: three, and a second for a slow source.
+    pub fn new(interval: Duration, max_stale: Duration) -> Bounds {
+        Bounds {
+            stall_after: interval * 3 + Duration::from_secs(1),
+            max_stale,
+        }
+    }
+}
+
+/// How a snapshot's readings stand at a moment, worked out the same way
+/// where they are served (HTTP) and where they are evaluated (the alert
+/// evaluator's thread), never on the collector thread, which may be stuck.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Freshness {
+    /// A collection has run past [`Bounds::stall_after`]: served as a
+    /// failed collection, `gpu_exporter_collect_success 0`.
+    pub stalled: bool,
+    /// Collections fail or stall and the last good readings are older than
+    /// [`Bounds::max_stale`]: the GPUs' and models' series are withheld.
+    pub hidden: bool,
 }
 
 #[cfg(test)]
@@ -589,44 +546,5 @@ mod tests {
             counts.contains(&(13, 5)) && counts.contains(&(79, 1)) && counts.contains(&(48, 0))
         );
         assert_eq!(xid_errors([]), CRITICAL_XIDS.map(|c| (c, 0)));
-    }
-
-    #[test]
-    fn processes_are_bounded_largest_first_and_the_rest_summed() {
-        let p = |pid, used: Option<f64>| GpuProcess {
-            pid: Some(pid),
-            used_bytes: used,
-            ..GpuProcess::default()
-        };
-        let mut v = vec![
-            p(5, Some(1.0)),
-            p(3, None),
-            p(9, Some(7.0)),
-            p(2, Some(7.0)),
-        ];
-        bound_processes(&mut v, 8);
-        let pids: Vec<_> = v.iter().map(|p| p.pid).collect();
-        assert_eq!(pids, [Some(2), Some(9), Some(5), Some(3)]);
-        bound_processes(&mut v, 2);
-        assert_eq!(v.len(), 3);
-        assert_eq!(
-            v[2],
-            GpuProcess {
-                pid: None,
-                used_bytes: Some(1.0),
-                ..GpuProcess::default()
-            }
-        );
-        // Nothing known past the bound: the rest is there, its use unknown.
-        let mut v = vec![p(1, Some(1.0)), p(2, None), p(3, None)];
-        bound_processes(&mut v, 1);
-        assert_eq!(
-            v[1],
-            GpuProcess {
-                pid: None,
-                used_bytes: None,
-                ..GpuProcess::default()
-            }
-        );
     }
 }

@@ -37,12 +37,26 @@ fn fleet(gpus: usize) -> Snapshot {
 /// (allocations, bytes), each render the same size.
 fn renders(snapshot: &Snapshot, format: Format) -> (usize, usize) {
     let (mut buf, now) = (Vec::new(), Instant::now());
-    render(snapshot, format, Collectors::ALL, now, &mut buf);
+    render(
+        snapshot,
+        Default::default(),
+        format,
+        Collectors::ALL,
+        now,
+        &mut buf,
+    );
     let size = buf.len();
     let allocations = count(|| {
         for _ in 0..100 {
             buf.clear();
-            render(snapshot, format, Collectors::ALL, now, &mut buf);
+            render(
+                snapshot,
+                Default::default(),
+                format,
+                Collectors::ALL,
+                now,
+                &mut buf,
+            );
         }
     });
     assert_eq!(buf.len(), size);
@@ -54,6 +68,7 @@ fn text(snapshot: &Snapshot) -> String {
     let mut buf = Vec::new();
     render(
         snapshot,
+        Default::default(),
         Format::Text,
         Collectors::ALL,
         Instant::now(),
@@ -141,18 +156,39 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
         "exclude%5B%5D=clocks&exclude%5B%5D=nvlink",
     ];
     let mut full = Vec::new();
-    render(&snapshot, Format::Text, Collectors::ALL, now, &mut full);
+    render(
+        &snapshot,
+        Default::default(),
+        Format::Text,
+        Collectors::ALL,
+        now,
+        &mut full,
+    );
     for q in queries {
         let only = query::collectors(q).unwrap();
         let mut buf = Vec::new();
-        render(&snapshot, Format::Text, only, now, &mut buf);
+        render(
+            &snapshot,
+            Default::default(),
+            Format::Text,
+            only,
+            now,
+            &mut buf,
+        );
         let size = buf.len();
         assert!(size < full.len(), "{q}");
         let allocations = count(|| {
             for _ in 0..100 {
                 buf.clear();
                 let only = query::collectors(std::hint::black_box(q)).unwrap();
-                render(&snapshot, Format::Text, only, now, &mut buf);
+                render(
+                    &snapshot,
+                    Default::default(),
+                    Format::Text,
+                    only,
+                    now,
+                    &mut buf,
+                );
             }
         });
         assert_eq!(allocations, 0, "{q}: {allocations} allocations");
@@ -160,7 +196,14 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
     }
     let mut buf = Vec::new();
     let only = Collectors::NONE.with(Gpm).with(Xid);
-    render(&snapshot, Format::Text, only, now, &mut buf);
+    render(
+        &snapshot,
+        Default::default(),
+        Format::Text,
+        only,
+        now,
+        &mut buf,
+    );
     let text = String::from_utf8(buf).unwrap();
     assert!(text.contains("\ngpu_sm_active_ratio{") && text.contains("\ngpu_xid_errors_total{"));
     assert!(!text.contains("gpu_temperature_celsius") && !text.contains("gpu_info{"));
@@ -177,6 +220,7 @@ fn the_counter_counts() {
     assert_the_counter_counts(|| {
         render(
             &snapshot,
+            Default::default(),
             Format::Text,
             Collectors::ALL,
             Instant::now(),

@@ -10,10 +10,12 @@
 //! - accepting a connection allocates a bounded amount.
 
 use gpu_exporter::config::Limits;
-use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
+use gpu_exporter::internals::alerting::settled;
+use gpu_exporter::internals::alerts::rules::defaults;
 use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::http::conn::answer;
 use gpu_exporter::internals::http::{Context, Server};
+use gpu_exporter::internals::snapshot::Bounds;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -45,14 +47,12 @@ fn published(gpus: usize) -> Published {
     let list = vec![r#"{"xid":79,"xid_every":"60s"}"#; gpus].join(",");
     let scenario =
         Scenario::parse(&format!(r#"{{"gpus":[{list}],"models":[{{"name":"m"}}]}}"#)).unwrap();
-    let mut c = Collector::new(
-        Box::new(Sim::new(scenario, t0)),
-        Evaluator::new(defaults()),
-        Duration::from_secs(1),
-        Duration::from_secs(60),
-    );
-    c.replay(t0);
-    c.collect_at(t0, false)
+    let mut c = Collector::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
+    settled(&mut c, defaults(), bounds(), t0).0
+}
+
+fn bounds() -> Bounds {
+    Bounds::new(Duration::from_secs(1), Duration::from_secs(60))
 }
 
 fn context(gpus: usize) -> Context {
@@ -60,7 +60,7 @@ fn context(gpus: usize) -> Context {
         latest: Arc::new(Latest::new(published(gpus))),
         telemetry_path: "/metrics".into(),
         runbook_base: "docs/runbooks/".into(),
-        max_age: Duration::from_secs(60),
+        bounds: bounds(),
         http: Default::default(),
     }
 }
@@ -96,15 +96,13 @@ fn attributed() -> Context {
     let t0 = 1.8e9;
     let mut c = Collector::new(
         Box::new(Sim::new(Scenario::default_fleet(), t0)),
-        Evaluator::new(defaults()),
         Duration::from_secs(1),
-        Duration::from_secs(60),
     )
     .with_collectors(Collectors::DEFAULT.with(Processes))
     .with_pod_labels(true);
-    c.replay(t0);
-    let mut p = c.collect_at(t0, false);
-    p.snapshot.kubernetes.kubelet = Some(Kubelet {
+    let mut p = settled(&mut c, defaults(), bounds(), t0).0;
+    let mut s = (*p.snapshot).clone();
+    s.kubernetes.kubelet = Some(Kubelet {
         last_success: Some(t0),
         dra: vec![DraDevice {
             namespace: "ml".into(),
@@ -114,6 +112,7 @@ fn attributed() -> Context {
         }],
         ..Kubelet::default()
     });
+    p.snapshot = Arc::new(s);
     Context {
         latest: Arc::new(Latest::new(p)),
         ..context(1)

@@ -4,7 +4,6 @@
 //! (`nvlink_link`) are outside it, as their help says.
 
 use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::alerts::Evaluator;
 use gpu_exporter::internals::collector::Collector;
 use gpu_exporter::internals::exposition::{Format, render};
 use gpu_exporter::internals::snapshot::Snapshot;
@@ -27,6 +26,7 @@ fn series(snapshot: &Snapshot) -> BTreeMap<String, usize> {
     let mut out = Vec::new();
     render(
         snapshot,
+        Default::default(),
         Format::Text,
         Collectors::ALL,
         Instant::now(),
@@ -57,14 +57,9 @@ fn an_h100_renders_at_most_90_series() {
         Scenario::parse(r#"{"gpus":[{"xid":79,"xid_every":"10s"}]}"#).unwrap(),
     ] {
         let t0 = 1.8e9;
-        let mut c = Collector::new(
-            Box::new(Sim::new(scenario, t0)),
-            Evaluator::new(Vec::new()),
-            Duration::from_secs(1),
-            Duration::from_secs(60),
-        );
-        c.collect_at(t0 - 60.0, false);
-        let per = series(&c.collect_at(t0, false).snapshot);
+        let mut c = Collector::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
+        c.collect_at(t0 - 60.0);
+        let per = series(&c.collect_at(t0));
         println!("series per simulated H100: {per:?}");
         assert!(!per.is_empty());
         for (gpu, n) in per {

@@ -4,7 +4,6 @@
 //! membership) render alike, so the two mappings agree.
 
 use gpu_exporter::config::{Collector, Collectors};
-use gpu_exporter::internals::alerts::Evaluator;
 use gpu_exporter::internals::collector::Collector as Thread;
 use gpu_exporter::internals::exposition::{Format, render};
 use gpu_exporter::internals::snapshot::{Health, NvlinkLink, Snapshot};
@@ -16,15 +15,9 @@ use std::time::Duration;
 fn full() -> Snapshot {
     let t0 = 1.8e9;
     let sim = Sim::new(Scenario::default_fleet(), t0);
-    let mut c = Thread::new(
-        Box::new(sim),
-        Evaluator::new(Vec::new()),
-        Duration::from_secs(1),
-        Duration::from_secs(60),
-    )
-    .with_collectors(Collectors::ALL);
-    c.collect_at(t0 - 30.0, false);
-    let mut s = c.collect_at(t0, false).snapshot;
+    let mut c = Thread::new(Box::new(sim), Duration::from_secs(1)).with_collectors(Collectors::ALL);
+    c.collect_at(t0 - 30.0);
+    let mut s = c.collect_at(t0);
     let h: &mut Health = &mut s.gpus[0].readings.health;
     h.fan_speed_ratios[0] = Some(0.4);
     h.nvlink_per_link.push(NvlinkLink {
@@ -38,7 +31,14 @@ fn full() -> Snapshot {
 fn text(s: &Snapshot, only: Collectors) -> String {
     let mut out = Vec::new();
     // At the snapshot's own time: its age is always 0.
-    render(s, Format::OpenMetrics, only, s.published, &mut out);
+    render(
+        s,
+        Default::default(),
+        Format::OpenMetrics,
+        only,
+        s.published,
+        &mut out,
+    );
     String::from_utf8(out).unwrap()
 }
 

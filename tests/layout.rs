@@ -32,8 +32,10 @@ const FLOORS: &[(&str, u8)] = &[
     // The collector, and which source and fillers it reads.
     ("collector", 4),
     ("select", 4),
-    // What serves a published snapshot: HTTP and the seed table.
+    // What serves or judges a published snapshot: HTTP, the seed table,
+    // the alert evaluator's thread.
     ("http", 5),
+    ("alerting", 5),
     ("table", 5),
     // The wiring, and what only lists or re-exports modules.
     ("app", 6),

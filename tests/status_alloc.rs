@@ -5,9 +5,11 @@
 
 use gpu_exporter::config::Collector::Processes;
 use gpu_exporter::config::Collectors;
-use gpu_exporter::internals::alerts::{Evaluator, Severity, State, rules::defaults};
+use gpu_exporter::internals::alerting::settled;
+use gpu_exporter::internals::alerts::{Severity, State, rules::defaults};
 use gpu_exporter::internals::collector::{Collector, Published};
 use gpu_exporter::internals::http::status::render;
+use gpu_exporter::internals::snapshot::Bounds;
 use gpu_exporter::internals::snapshot::{MigInstance, Readings};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
@@ -24,19 +26,24 @@ static GLOBAL: Counting = Counting;
 fn published() -> Published {
     let t0 = 1.8e9;
     let sim = Sim::new(Scenario::default_fleet(), t0);
-    let mut c = Collector::new(
-        Box::new(sim),
-        Evaluator::new(defaults()),
-        Duration::from_secs(1),
-        Duration::from_secs(60),
-    )
-    .with_collectors(Collectors::DEFAULT.with(Processes));
-    c.replay(t0);
-    c.collect_at(t0, false)
+    let mut c = Collector::new(Box::new(sim), Duration::from_secs(1))
+        .with_collectors(Collectors::DEFAULT.with(Processes));
+    settled(&mut c, defaults(), bounds(), t0).0
+}
+
+fn bounds() -> Bounds {
+    Bounds::new(Duration::from_secs(1), Duration::from_secs(60))
 }
 
 fn page(p: &Published, buf: &mut Vec<u8>, now: Instant) {
-    render(p, "/metrics", "https://runbooks.example/gpu/", now, buf);
+    render(
+        p,
+        "/metrics",
+        "https://runbooks.example/gpu/",
+        bounds(),
+        now,
+        buf,
+    );
 }
 
 #[test]
@@ -64,13 +71,11 @@ fn the_status_page_allocates_nothing_after_warm_up() {
 
     // The same fleet failing its collection, with a MIG instance and a
     // pending alert: the branches the demo does not reach.
-    let mut degraded = Published {
-        snapshot: demo.snapshot.clone(),
-        alerts: demo.alerts.clone(),
-    };
-    degraded.snapshot.error = Some("nvml: <driver> & 'gone'".into());
-    degraded.snapshot.gpus[0].up = false;
-    degraded.snapshot.gpus[1].mig.push(MigInstance {
+    let mut snapshot = (*demo.snapshot).clone();
+    let mut alerts = (*demo.alerts).clone();
+    snapshot.error = Some("nvml: <driver> & 'gone'".into());
+    snapshot.gpus[0].up = false;
+    snapshot.gpus[1].mig.push(MigInstance {
         uuid: "MIG-1".into(),
         gpu_instance_id: 1,
         profile: "3g.40gb".into(),
@@ -80,13 +85,18 @@ fn the_status_page_allocates_nothing_after_warm_up() {
             ..Default::default()
         },
     });
-    degraded.alerts[0].state = State::Pending;
+    alerts[0].state = State::Pending;
     // And hardware health to report: a reset asked for, a pending remap,
     // a narrow PCIe link.
-    let h = &mut degraded.snapshot.gpus[2].readings.health;
+    let h = &mut snapshot.gpus[2].readings.health;
     h.recovery_action = Some(1.0);
     h.row_remap_pending = Some(true);
     h.pcie_link_width = Some(8.0);
+    let degraded = Published {
+        snapshot: snapshot.into(),
+        alerts: alerts.into(),
+        replay: None,
+    };
 
     for (name, p) in [("demo", &demo), ("degraded", &degraded)] {
         let (mut buf, now) = (Vec::new(), Instant::now());
@@ -101,7 +111,7 @@ fn the_status_page_allocates_nothing_after_warm_up() {
         assert_eq!(allocations, 0, "{name}: {allocations} allocations");
         assert_eq!(buf.len(), size, "{name}");
         let html = String::from_utf8(buf).unwrap();
-        for a in &p.alerts {
+        for a in p.alerts.iter() {
             assert!(html.contains(&a.rule.name), "{name}: {}", a.rule.name);
         }
         assert!(html.contains("https://runbooks.example/gpu/GPUXidErrors.md"));

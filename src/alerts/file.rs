@@ -3,7 +3,8 @@
 
 use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal, defaults};
 use crate::base::json;
-use crate::base::time::parse_duration;
+use crate::base::time::{format_duration, parse_duration};
+use crate::config::MAX_NAME;
 use std::time::Duration;
 
 #[allow(clippy::question_mark)] // in nanoserde's derived code
@@ -46,6 +47,18 @@ mod shape {
 }
 use shape::{RuleSpec, RulesFile};
 
+/// The most rules a rule set holds, the defaults included: the start-up
+/// replay and each evaluation are linear in rules × subjects.
+pub const MAX_RULES: usize = 1000;
+/// The most window pairs of one burn-rate rule.
+pub const MAX_PAIRS: usize = 8;
+/// The longest window: the history the tiers keep and the simulator replays.
+pub const MAX_WINDOW: Duration = Duration::from_secs(3 * 86_400);
+/// The longest `for` or `keep_firing_for`.
+pub const MAX_HOLD: Duration = Duration::from_secs(7 * 86_400);
+/// The longest summary, in bytes.
+pub const MAX_SUMMARY: usize = 1024;
+
 /// The default rules with `json` merged in; the error names the field.
 pub fn load(json: &str) -> Result<Vec<Rule>, String> {
     let file: RulesFile = json::read(json)?;
@@ -54,6 +67,12 @@ pub fn load(json: &str) -> Result<Vec<Rule>, String> {
     } else {
         defaults()
     };
+    if file.rules.len() > MAX_RULES {
+        return Err(format!(
+            "rules: {} rules; a rules file holds at most {MAX_RULES}",
+            file.rules.len()
+        ));
+    }
     for (i, spec) in file.rules.iter().enumerate() {
         let base = rules.iter().position(|r| r.name == spec.name);
         let rule = merge(spec, base.map(|b| &rules[b])).map_err(|e| format!("rules[{i}].{e}"))?;
@@ -62,6 +81,12 @@ pub fn load(json: &str) -> Result<Vec<Rule>, String> {
             None => rules.push(rule),
         }
     }
+    if rules.len() > MAX_RULES {
+        return Err(format!(
+            "rules: {} rules with the defaults; at most {MAX_RULES} (\"replace\": true drops the defaults)",
+            rules.len()
+        ));
+    }
     Ok(rules)
 }
 
@@ -69,15 +94,44 @@ fn dur(field: &str, s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| format!("{field}: {e}"))
 }
 
+/// A duration of at most `most`.
+fn bounded(field: &str, s: &str, most: Duration) -> Result<Duration, String> {
+    match dur(field, s)? {
+        d if d > most => Err(format!(
+            "{field}: {s:?} is longer than {}",
+            format_duration(most)
+        )),
+        d => Ok(d),
+    }
+}
+
 fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
     let name = &spec.name;
     if name.is_empty()
+        || name.len() > MAX_NAME
         || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         || name.starts_with(|c: char| c.is_ascii_digit())
     {
         return Err(format!(
-            "name: {name:?} is not a valid alert name ([A-Za-z_][A-Za-z0-9_]*)"
+            "name: {:?} is not a valid alert name ([A-Za-z_][A-Za-z0-9_]*, at most {MAX_NAME} bytes)",
+            truncate(name)
         ));
+    }
+    if let Some(r) = &spec.runbook {
+        let plain = r
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b));
+        if r.is_empty() || r.len() > MAX_NAME || !plain {
+            return Err(format!(
+                "runbook: {:?} is not a runbook name ([A-Za-z0-9_-], at most {MAX_NAME} bytes)",
+                truncate(r)
+            ));
+        }
+    }
+    if let Some(s) = &spec.summary
+        && s.len() > MAX_SUMMARY
+    {
+        return Err(format!("summary: {} bytes; at most {MAX_SUMMARY}", s.len()));
     }
     let signal = match &spec.signal {
         Some(s) => Some(
@@ -97,25 +151,15 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
     let window = spec
         .window
         .as_deref()
-        .map(|w| dur("window", w))
+        .map(|w| bounded("window", w, MAX_WINDOW))
         .transpose()?;
-    let base_kind = base.map(|b| match b.expr {
-        Expr::Gauge(_) => "gauge",
-        Expr::Increase(..) => "increase",
-        Expr::Rate(..) => "rate",
-        Expr::Deriv(..) => "deriv",
-        Expr::BurnRate { .. } => "burn_rate",
-        Expr::DriverVersionSkew => "driver_version_skew",
-    });
+    let base_kind = base.map(|b| b.expr.kind());
     let kind = spec
         .kind
         .as_deref()
         .or(base_kind)
         .ok_or("kind: missing for a new rule")?;
-    let base_signal = base.and_then(|b| match b.expr {
-        Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => Some(s),
-        _ => None,
-    });
+    let base_signal = base.and_then(|b| b.expr.signal());
     let base_window = base.and_then(|b| match b.expr {
         Expr::Increase(_, w) | Expr::Rate(_, w) | Expr::Deriv(_, w) => Some(w),
         _ => None,
@@ -161,14 +205,17 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             if !(objective > 0.0 && objective < 1.0) {
                 return Err(format!("objective: {objective} must be between 0 and 1"));
             }
+            if spec.windows.as_ref().is_some_and(|w| w.len() > MAX_PAIRS) {
+                return Err(format!("windows: at most {MAX_PAIRS} pairs"));
+            }
             let windows = match &spec.windows {
                 Some(ws) => ws
                     .iter()
                     .enumerate()
                     .map(|(j, w)| {
                         let at = |e: String| format!("windows[{j}].{e}");
-                        let long = dur("long", &w.long).map_err(at)?;
-                        let short = dur("short", &w.short).map_err(at)?;
+                        let long = bounded("long", &w.long, MAX_WINDOW).map_err(at)?;
+                        let short = bounded("short", &w.short, MAX_WINDOW).map_err(at)?;
                         if !(w.factor.is_finite() && w.factor > 0.0) || short > long {
                             return Err(at(
                                 "factor: must be above 0, with short no longer than long".into(),
@@ -189,6 +236,9 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             Expr::BurnRate { objective, windows }
         }
         "driver_version_skew" => Expr::DriverVersionSkew,
+        "exporter_down" => Expr::ExporterDown,
+        "job_absent" => Expr::JobAbsent,
+        "gpu_count_dropped" => Expr::GpuCountDropped,
         other => {
             return Err(format!(
                 "kind: unknown kind {other:?} (expected gauge, increase, rate, deriv or burn_rate)"
@@ -219,7 +269,7 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             .ok_or("severity: missing for a new rule")?,
     };
     let keep = |field: &str, v: &Option<String>, old: Option<Duration>| match v {
-        Some(s) => dur(field, s),
+        Some(s) => bounded(field, s, MAX_HOLD),
         None => Ok(old.unwrap_or(Duration::ZERO)),
     };
     Ok(Rule {
@@ -234,17 +284,28 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             base.map(|b| b.keep_firing_for),
         )?,
         severity,
-        summary: spec
+        summary_template: spec
             .summary
             .clone()
-            .or_else(|| base.map(|b| b.summary.clone()))
+            .or_else(|| base.map(|b| b.summary_template.clone()))
             .unwrap_or_default(),
+        summary: String::new(),
         runbook: spec
             .runbook
             .clone()
             .or_else(|| base.map(|b| b.runbook.clone()))
             .unwrap_or_else(|| name.clone()),
-    })
+    }
+    .spell())
+}
+
+/// The start of a name too long to quote whole.
+fn truncate(s: &str) -> &str {
+    let mut end = s.len().min(40);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 #[cfg(test)]
@@ -298,5 +359,56 @@ mod tests {
             err(r#"{"rules":[{"name":"GPULost","fro":"1m"}]}"#),
             "rules[0].fro: unknown field"
         );
+    }
+
+    #[test]
+    fn limits_are_one_line_each() {
+        let many = |n: usize| {
+            let rules: Vec<String> = (0..n)
+                .map(|i| format!(r#"{{"name":"R{i}","kind":"gauge","signal":"up","threshold":1,"severity":"page"}}"#))
+                .collect();
+            format!(r#"{{"replace":true,"rules":[{}]}}"#, rules.join(","))
+        };
+        assert_eq!(load(&many(MAX_RULES)).unwrap().len(), MAX_RULES);
+        assert_eq!(
+            err(&many(MAX_RULES + 1)),
+            "rules: 1001 rules; a rules file holds at most 1000"
+        );
+        let defaults_too = many(MAX_RULES).replace(r#""replace":true,"#, "");
+        assert!(
+            err(&defaults_too).starts_with("rules: 1025 rules with the defaults; at most 1000")
+        );
+        let long = "N".repeat(MAX_NAME + 1);
+        let e = err(&format!(r#"{{"rules":[{{"name":"{long}"}}]}}"#));
+        assert!(e.starts_with("rules[0].name: "), "{e}");
+        for (json, field) in [
+            (
+                r#"{"name":"GPULost","runbook":"../../etc/passwd"}"#,
+                "rules[0].runbook",
+            ),
+            (
+                r#"{"name":"GPUXidErrors","window":"4d"}"#,
+                "rules[0].window",
+            ),
+            (r#"{"name":"GPULost","for":"8d"}"#, "rules[0].for"),
+            (
+                r#"{"name":"TTFTBudgetBurn","windows":[{"long":"30d","short":"1h","factor":1}]}"#,
+                "rules[0].windows[0].long",
+            ),
+        ] {
+            let e = err(&format!(r#"{{"rules":[{json}]}}"#));
+            assert!(e.starts_with(field), "{e}");
+            assert!(!e.contains('\n'));
+        }
+        let pairs = [r#"{"long":"1h","short":"5m","factor":1}"#; MAX_PAIRS + 1].join(",");
+        let e = err(&format!(
+            r#"{{"rules":[{{"name":"TTFTBudgetBurn","windows":[{pairs}]}}]}}"#
+        ));
+        assert_eq!(e, "rules[0].windows: at most 8 pairs");
+        let summary = "s".repeat(MAX_SUMMARY + 1);
+        let e = err(&format!(
+            r#"{{"rules":[{{"name":"GPULost","summary":"{summary}"}}]}}"#
+        ));
+        assert_eq!(e, "rules[0].summary: 1025 bytes; at most 1024");
     }
 }

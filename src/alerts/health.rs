@@ -1,7 +1,7 @@
 //! The hardware-health rules, as data: (name, expr, cmp, threshold, for,
 //! severity, summary). The two recovery-action rules share a runbook.
 
-use super::rules::{Cmp, Expr, MIN, Rule, Severity, Signal, rule};
+use super::rules::{Cmp, Expr, MIN, Rule, Severity, Signal};
 use std::time::Duration;
 
 /// The rules, in the order the defaults list them.
@@ -42,7 +42,7 @@ pub(super) fn rules() -> [Rule; 10] {
             // Settle time: a link retrains after a reset or a hot plug.
             10 * MIN,
             Severity::Ticket,
-            "GPU {{ $labels.gpu }} PCIe link has run at {{ $value }} of its lanes for 10m",
+            "GPU {{ $labels.gpu }} PCIe link has run at {{ $value }} of its lanes for {for}",
         ),
         (
             "GPUNVLinkErrors",
@@ -54,7 +54,7 @@ pub(super) fn rules() -> [Rule; 10] {
             1.0,
             Duration::ZERO,
             Severity::Ticket,
-            "GPU {{ $labels.gpu }} NVLink errors at {{ printf \"%.1f\" $value }}/s over 10m",
+            "GPU {{ $labels.gpu }} NVLink errors at {{ printf \"%.1f\" $value }}/s over {window}",
         ),
         (
             "GPUNVLinkDown",
@@ -73,7 +73,7 @@ pub(super) fn rules() -> [Rule; 10] {
             80.0,
             Duration::ZERO,
             Severity::Ticket,
-            "GPU {{ $labels.gpu }} PCIe link replayed {{ printf \"%.1f\" $value }} times in 10m",
+            "GPU {{ $labels.gpu }} PCIe link replayed {{ printf \"%.1f\" $value }} times in {window}",
         ),
         (
             "GPUMemoryTemperatureHigh",
@@ -105,7 +105,7 @@ pub(super) fn rules() -> [Rule; 10] {
         ),
     ];
     health.map(|(name, expr, cmp, threshold, for_, severity, summary)| {
-        let r = rule(name, expr, cmp, threshold, for_, severity, summary);
+        let r = Rule::new(name, expr, cmp, threshold, for_, severity, summary);
         match name.starts_with("GPURecovery") {
             true => Rule {
                 runbook: "GPURecoveryAction".into(),

@@ -1,9 +1,13 @@
-//! Alert rules as data, their evaluator, the same rules as PromQL, and
-//! their summaries. The evaluator reads the same snapshots a scrape renders.
+//! Alert rules as data, their evaluator and its history, the same rules as
+//! PromQL, which alerts mute which, and their summaries. The evaluator
+//! reads the same snapshots a scrape renders.
 
+mod defaults;
 pub mod eval;
 pub mod file;
 mod health;
+pub mod history;
+pub mod inhibit;
 pub mod promql;
 pub mod rules;
 mod summary;

@@ -11,16 +11,34 @@ use crate::exposition::catalogue::health::{
     ROW_REMAP_PENDING,
 };
 use crate::exposition::catalogue::{
-    ALLOCATOR_ALLOCATED, ALLOCATOR_RESERVED, CLOCKS_EVENT_ACTIVE, COLLECT_SUCCESS, ECC_UNCORRECTED,
-    GPU_INFO, GPU_UP, LARGEST_FREE, MEMORY_TEMPERATURE, MEMORY_TOTAL, MEMORY_USED, PCIE_REPLAYS,
-    SM_ACTIVE, TEMPERATURE, TTFT, XID_ERRORS,
+    ALLOCATOR_ALLOCATED, ALLOCATOR_RESERVED, CLOCKS_EVENT_ACTIVE, COLLECT_STALLED, COLLECT_SUCCESS,
+    ECC_UNCORRECTED, GPU_INFO, GPU_UP, GPUS, LARGEST_FREE, MEMORY_TEMPERATURE, MEMORY_TOTAL,
+    MEMORY_USED, PCIE_REPLAYS, READINGS_HIDDEN, SM_ACTIVE, TEMPERATURE, TTFT, XID_ERRORS,
 };
-use crate::snapshot::{CLOCK_EVENT_REASONS, CRITICAL_XIDS, THROTTLE_MASK, TTFT_SLO_SECONDS};
+use crate::snapshot::{
+    CLOCK_EVENT_REASONS, PAGE_XIDS, THROTTLE_MASK, TICKET_XIDS, TTFT_SLO_SECONDS,
+};
 use std::fmt::Write;
 use std::time::Duration;
 
-/// The windows of the SLI error-ratio recording rules.
+/// The windows the SLI error ratio is always recorded over, for the
+/// dashboard; the burn-rate rules' own windows are recorded too.
 pub const SLI_WINDOWS: [u64; 7] = [300, 1800, 3600, 7200, 21_600, 86_400, 259_200];
+
+/// Every window the error ratio is recorded over: [`SLI_WINDOWS`] and each
+/// window a burn-rate rule reads, shortest first. The rules read the
+/// records, so a rule's window never lacks one.
+pub fn recorded_windows(rules: &[Rule]) -> Vec<Duration> {
+    let mut w: Vec<Duration> = SLI_WINDOWS.map(Duration::from_secs).to_vec();
+    for r in rules {
+        if let Expr::BurnRate { windows, .. } = &r.expr {
+            w.extend(windows.iter().flat_map(|b| [b.long, b.short]));
+        }
+    }
+    w.sort();
+    w.dedup();
+    w
+}
 
 fn num(v: f64) -> String {
     let mut out = Vec::new();
@@ -53,14 +71,22 @@ impl Signal {
                     reasons.join("|")
                 )
             }
+            // Only a GPU with allocator stats, whose pools hold more free
+            // memory than the largest block: fragmented, not merely full.
             Signal::LargestFreeRatio => format!(
-                "({} / {} and {} > 0)",
-                LARGEST_FREE.name, MEMORY_TOTAL.name, MEMORY_USED.name
+                "({free} / {} and {} > 0 and ({} - {}) > {free})",
+                MEMORY_TOTAL.name,
+                MEMORY_USED.name,
+                ALLOCATOR_RESERVED.name,
+                ALLOCATOR_ALLOCATED.name,
+                free = LARGEST_FREE.name,
             ),
             Signal::Up => GPU_UP.name.into(),
             Signal::AllocatorAllocated => ALLOCATOR_ALLOCATED.name.into(),
             Signal::Temperature => TEMPERATURE.name.into(),
             Signal::CollectSuccess => COLLECT_SUCCESS.name.into(),
+            Signal::CollectStalled => COLLECT_STALLED.name.into(),
+            Signal::ReadingsHidden => READINGS_HIDDEN.name.into(),
             Signal::RowRemapFailed => ROW_REMAP_FAILED.name.into(),
             Signal::RowRemapPending => ROW_REMAP_PENDING.name.into(),
             Signal::RetiredPagesPending => RETIRED_PAGES_PENDING.name.into(),
@@ -85,6 +111,7 @@ impl Signal {
             Signal::RecoveryAction => RECOVERY_ACTION.name.into(),
             Signal::RecoveryReset => format!("({} == 1)", RECOVERY_ACTION.name),
             Signal::CriticalXid
+            | Signal::RecordedXid
             | Signal::EccUncorrected
             | Signal::Requests
             | Signal::GoodRequests
@@ -105,8 +132,13 @@ impl Signal {
     /// The raw series a range function reads.
     fn series(self) -> String {
         match self {
-            Signal::CriticalXid => {
-                let codes: Vec<String> = CRITICAL_XIDS.iter().map(u32::to_string).collect();
+            Signal::CriticalXid | Signal::RecordedXid => {
+                let codes = if self == Signal::CriticalXid {
+                    &PAGE_XIDS[..]
+                } else {
+                    &TICKET_XIDS[..]
+                };
+                let codes: Vec<String> = codes.iter().map(u32::to_string).collect();
                 format!("{}{{xid=~\"{}\"}}", XID_ERRORS.sample(), codes.join("|"))
             }
             Signal::EccUncorrected => ECC_UNCORRECTED.sample(),
@@ -122,7 +154,9 @@ impl Signal {
 }
 
 impl Rule {
-    pub fn promql(&self) -> String {
+    /// The rule's expression; `job` is the scrape job of the exporters,
+    /// for the rules on Prometheus' own `up`.
+    pub fn promql(&self, job: &str) -> String {
         let cmp = |value: String| format!("{value} {} {}", self.cmp.as_str(), num(self.threshold));
         let range = |f: &str, s: Signal, w: Duration| {
             format!(
@@ -161,6 +195,12 @@ impl Rule {
                 "count(count by (driver_version) ({}))",
                 GPU_INFO.sample()
             )),
+            Expr::ExporterDown => format!("up{{job=\"{job}\"}} == 0"),
+            Expr::JobAbsent => format!("absent(up{{job=\"{job}\"}})"),
+            Expr::GpuCountDropped => format!(
+                "{g}{{job=\"{job}\"}} < max_over_time({g}{{job=\"{job}\"}}[1d])",
+                g = GPUS.name
+            ),
         }
     }
 }
@@ -170,12 +210,21 @@ fn quoted(s: &str) -> String {
     format!("'{}'", s.replace('\'', "''"))
 }
 
+/// What the printed rule file needs beyond the rules.
+pub struct Printing<'a> {
+    /// The runbooks' base, absolute (`Config::printed_runbook_base`).
+    pub runbook_base: &'a str,
+    /// The job Prometheus scrapes the exporters under.
+    pub job: &'a str,
+}
+
 /// The Prometheus rule file `--print-rules` writes.
-pub fn rule_file(rules: &[Rule], runbook_base: &str) -> String {
+pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
     let mut y = String::from(
         "# Generated by `gpu-exporter --print-rules` from the exporter's own rule data.\n\
          # The exporter evaluates these same rules itself, except DriverVersionSkew,\n\
-         # which needs the whole fleet; see README.md.\n\
+         # ExporterDown, ExporterAbsent and GPUCountDropped, which need what only\n\
+         # Prometheus sees; see README.md.\n\
          groups:\n  - name: gpu-exporter-slo\n    rules:\n",
     );
     let good = Signal::GoodRequests;
@@ -188,7 +237,7 @@ pub fn rule_file(rules: &[Rule], runbook_base: &str) -> String {
             good.series()
         ))
     );
-    for w in SLI_WINDOWS.map(Duration::from_secs) {
+    for w in recorded_windows(rules) {
         let d = format_duration(w);
         let expr = format!(
             "1 - (sum by (model_name) (rate({}[{d}])) / sum by (model_name) (rate({}[{d}])))",
@@ -201,7 +250,7 @@ pub fn rule_file(rules: &[Rule], runbook_base: &str) -> String {
     y.push_str("  - name: gpu-exporter\n    rules:\n");
     for r in rules {
         let _ = writeln!(y, "      - alert: {}", r.name);
-        let _ = writeln!(y, "        expr: {}", quoted(&r.promql()));
+        let _ = writeln!(y, "        expr: {}", quoted(&r.promql(p.job)));
         if !r.for_.is_zero() {
             let _ = writeln!(y, "        for: {}", format_duration(r.for_));
         }
@@ -225,7 +274,7 @@ pub fn rule_file(rules: &[Rule], runbook_base: &str) -> String {
         let _ = writeln!(
             y,
             "          runbook_url: {}",
-            quoted(&r.runbook_url(runbook_base))
+            quoted(&r.runbook_url(p.runbook_base))
         );
     }
     y
@@ -239,17 +288,31 @@ mod tests {
     #[test]
     fn default_rules_as_promql() {
         let rules = defaults();
-        let q = |name: &str| rules.iter().find(|r| r.name == name).unwrap().promql();
+        let q = |name: &str| rules.iter().find(|r| r.name == name).unwrap().promql("gpu");
         assert_eq!(
             q("GPUThrottling"),
             "max by (gpu, uuid) (gpu_clocks_event_active{reason=~\"hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown\"}) > 0"
         );
         assert_eq!(
             q("GPUXidErrors"),
-            "sum by (gpu, uuid) (increase(gpu_xid_errors_total{xid=~\"48|62|63|64|74|79|92|94|95|119|120\"}[5m])) > 0"
+            "sum by (gpu, uuid) (increase(gpu_xid_errors_total{xid=~\"48|62|64|74|79|95|119|120\"}[5m])) > 0"
+        );
+        assert_eq!(
+            q("GPUXidEvents"),
+            "sum by (gpu, uuid) (increase(gpu_xid_errors_total{xid=~\"63|92|94\"}[5m])) > 0"
+        );
+        assert_eq!(q("ExporterDown"), "up{job=\"gpu\"} == 0");
+        assert_eq!(q("ExporterAbsent"), "absent(up{job=\"gpu\"})");
+        assert_eq!(
+            q("GPUCountDropped"),
+            "gpu_exporter_gpus{job=\"gpu\"} < max_over_time(gpu_exporter_gpus{job=\"gpu\"}[1d])"
         );
         assert_eq!(q("GPULost"), "gpu_up < 1");
-        assert!(q("KVFragmentationRisk").ends_with("gpu_memory_used_bytes > 0) < 0.05"));
+        assert_eq!(
+            q("KVFragmentationRisk"),
+            "(gpu_memory_largest_free_bytes / gpu_memory_total_bytes and gpu_memory_used_bytes > 0 \
+             and (gpu_allocator_reserved_bytes - gpu_allocator_allocated_bytes) > gpu_memory_largest_free_bytes) < 0.05"
+        );
         assert_eq!(
             q("TTFTBudgetBurn"),
             "(model_name:llm_ttft_slo_errors:ratio_rate1h / 0.001 > 14.4 and model_name:llm_ttft_slo_errors:ratio_rate5m / 0.001 > 14.4) or \
@@ -259,6 +322,41 @@ mod tests {
             q("DriverVersionSkew"),
             "count(count by (driver_version) (gpu_info)) > 1"
         );
-        assert!(!rule_file(&rules, "x/").contains("utilization"));
+        let p = Printing {
+            runbook_base: "x/",
+            job: "gpu",
+        };
+        assert!(!rule_file(&rules, &p).contains("utilization"));
+    }
+
+    #[test]
+    fn every_burn_window_is_recorded() {
+        use crate::alerts::rules::{BurnWindow, Cmp, Severity};
+        let custom = Rule::new(
+            "Burn",
+            Expr::BurnRate {
+                objective: 0.99,
+                windows: vec![BurnWindow {
+                    long: Duration::from_secs(90),
+                    short: Duration::from_secs(10),
+                    factor: 2.0,
+                }],
+            },
+            Cmp::Above,
+            0.0,
+            Duration::ZERO,
+            Severity::Page,
+            "",
+        );
+        let p = Printing {
+            runbook_base: "x/",
+            job: "gpu",
+        };
+        let file = rule_file(std::slice::from_ref(&custom), &p);
+        for w in ["10s", "90s", "5m", "3d"] {
+            let record = format!("- record: model_name:llm_ttft_slo_errors:ratio_rate{w}\n");
+            assert!(file.contains(&record), "{w}: {file}");
+        }
+        assert!(custom.promql("gpu").contains("ratio_rate90s / 0.01 > 2"));
     }
 }

@@ -1,8 +1,12 @@
 //! The rule data. A rule reads one [`Signal`] per subject (a GPU, a served
 //! model, or the exporter itself) through an [`Expr`], and compares it.
 
+pub use super::defaults::defaults;
+use crate::base::time::format_duration;
 use crate::config::{Collector, Collectors};
-use crate::snapshot::{Readings, Snapshot, TTFT_SLO_SECONDS};
+use crate::snapshot::{
+    Freshness, Gpu, PAGE_XIDS, Readings, Snapshot, TICKET_XIDS, TTFT_SLO_SECONDS,
+};
 use std::time::Duration;
 
 /// Who an alert is about; its labels.
@@ -14,6 +18,13 @@ pub enum Subject {
 }
 
 impl Subject {
+    pub fn of_gpu(g: &Gpu) -> Subject {
+        Subject::Gpu {
+            index: g.index,
+            uuid: g.uuid.clone(),
+        }
+    }
+
     /// The labels an alert about this subject carries, after `alertname`.
     pub fn labels(&self) -> Vec<(&'static str, String)> {
         match self {
@@ -31,19 +42,31 @@ impl Subject {
 pub enum Signal {
     /// 1 while hw slowdown, sw/hw thermal slowdown or power brake is active.
     Throttled,
-    /// The sum of the critical Xid counters (a counter).
+    /// The sum of the Xid counters that page: the GPU needs a reset or
+    /// a replacement now ([`PAGE_XIDS`], a counter).
     CriticalXid,
+    /// The sum of the Xid counters of recorded or corrected events, worth
+    /// a ticket ([`TICKET_XIDS`], a counter).
+    RecordedXid,
     /// The uncorrected ECC counter.
     EccUncorrected,
-    /// Largest free block over total memory, while any memory is in use.
+    /// Largest free block over total memory, on a GPU with workload
+    /// allocator stats whose pools hold more free memory than that block
+    /// (fragmented, not merely full), while any memory is in use.
     LargestFreeRatio,
     /// 1 while the GPU answers.
     Up,
     /// Bytes the workload's allocator has handed out.
     AllocatorAllocated,
     Temperature,
-    /// 1 when the last collection succeeded (the exporter's own).
+    /// 1 when the last collection succeeded and none is stalled (the
+    /// exporter's own).
     CollectSuccess,
+    /// 1 while a collection has run past its bound (the exporter's own).
+    CollectStalled,
+    /// 1 while collections fail or stall and the GPUs' last readings,
+    /// older than `--collect.max-stale`, are no longer served.
+    ReadingsHidden,
     /// Requests served, per model (a counter: the TTFT histogram's count).
     Requests,
     /// Requests whose first token came within the SLO (a counter).
@@ -76,15 +99,18 @@ pub enum Signal {
 pub const BUSY_SM_ACTIVE: f64 = 0.1;
 
 impl Signal {
-    pub const ALL: [Signal; 21] = [
+    pub const ALL: [Signal; 24] = [
         Signal::Throttled,
         Signal::CriticalXid,
+        Signal::RecordedXid,
         Signal::EccUncorrected,
         Signal::LargestFreeRatio,
         Signal::Up,
         Signal::AllocatorAllocated,
         Signal::Temperature,
         Signal::CollectSuccess,
+        Signal::CollectStalled,
+        Signal::ReadingsHidden,
         Signal::Requests,
         Signal::GoodRequests,
         Signal::RowRemapFailed,
@@ -105,12 +131,15 @@ impl Signal {
         match self {
             Signal::Throttled => "throttled",
             Signal::CriticalXid => "critical_xid",
+            Signal::RecordedXid => "recorded_xid",
             Signal::EccUncorrected => "ecc_uncorrected",
             Signal::LargestFreeRatio => "largest_free_ratio",
             Signal::Up => "up",
             Signal::AllocatorAllocated => "allocator_allocated",
             Signal::Temperature => "temperature",
             Signal::CollectSuccess => "collect_success",
+            Signal::CollectStalled => "collect_stalled",
+            Signal::ReadingsHidden => "readings_hidden",
             Signal::Requests => "requests",
             Signal::GoodRequests => "good_requests",
             Signal::RowRemapFailed => "row_remap_failed",
@@ -131,6 +160,7 @@ impl Signal {
         matches!(
             self,
             Signal::CriticalXid
+                | Signal::RecordedXid
                 | Signal::EccUncorrected
                 | Signal::Requests
                 | Signal::GoodRequests
@@ -145,14 +175,16 @@ impl Signal {
         let one = |c| Collectors::NONE.with(c);
         match self {
             Signal::Throttled => one(Clocks),
-            Signal::CriticalXid => one(Xid),
+            Signal::CriticalXid | Signal::RecordedXid => one(Xid),
             Signal::EccUncorrected => one(Ecc),
             Signal::LargestFreeRatio => one(Allocator).with(Memory),
             Signal::Up => one(Info),
             Signal::AllocatorAllocated => one(Allocator),
             Signal::Temperature | Signal::MemoryTemperature => one(Temperature),
             Signal::MemoryTemperatureHeadroom => one(Temperature),
-            Signal::CollectSuccess => Collectors::NONE,
+            Signal::CollectSuccess | Signal::CollectStalled | Signal::ReadingsHidden => {
+                Collectors::NONE
+            }
             Signal::Requests | Signal::GoodRequests => one(Models),
             Signal::RowRemapFailed | Signal::RowRemapPending | Signal::RetiredPagesPending => {
                 one(Remap)
@@ -169,7 +201,8 @@ impl Signal {
         let flag = |b: Option<bool>| b.map(|b| if b { 1.0 } else { 0.0 });
         match self {
             Signal::Throttled => flag(r.throttled()),
-            Signal::CriticalXid => r.critical_xid_total(),
+            Signal::CriticalXid => r.xid_total(&PAGE_XIDS),
+            Signal::RecordedXid => r.xid_total(&TICKET_XIDS),
             Signal::EccUncorrected => r.ecc_uncorrected_total,
             Signal::LargestFreeRatio => {
                 let (free, total, used) = (
@@ -177,7 +210,8 @@ impl Signal {
                     r.memory_total_bytes?,
                     r.memory_used_bytes?,
                 );
-                (total > 0.0 && used > 0.0).then(|| free / total)
+                let pooled = r.allocator_reserved_bytes? - r.allocator_allocated_bytes?;
+                (total > 0.0 && used > 0.0 && pooled > free).then(|| free / total)
             }
             Signal::Up => flag(Some(up)),
             Signal::AllocatorAllocated => r.allocator_allocated_bytes,
@@ -203,49 +237,58 @@ impl Signal {
             }
             Signal::RecoveryAction => h.recovery_action,
             Signal::RecoveryReset => h.recovery_action.map(|a| if a == 1.0 { 1.0 } else { 0.0 }),
-            Signal::CollectSuccess | Signal::Requests | Signal::GoodRequests => None,
+            Signal::CollectSuccess
+            | Signal::CollectStalled
+            | Signal::ReadingsHidden
+            | Signal::Requests
+            | Signal::GoodRequests => None,
         }
     }
 
-    /// Each subject's value in `snap`; a subject that lacks the reading is
-    /// left out, as its series would be.
-    pub fn read(self, snap: &Snapshot, out: &mut Vec<(Subject, f64)>) {
+    /// Each subject's value in `snap` as served while `fresh` holds,
+    /// handed to `f` with who it is about; a subject that lacks the
+    /// reading is left out, as its series would be.
+    pub fn each(self, snap: &Snapshot, fresh: Freshness, f: &mut dyn FnMut(Who, f64)) {
         // A collector that is off leaves the rule without data, as its
         // series would be absent from Prometheus.
         if self.needs().iter().any(|c| !snap.collectors.has(c)) {
             return;
         }
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
         match self {
-            Signal::CollectSuccess => {
-                out.push((Subject::Exporter, if snap.success() { 1.0 } else { 0.0 }))
-            }
+            Signal::CollectSuccess => f(Who::Exporter, flag(snap.success() && !fresh.stalled)),
+            Signal::CollectStalled => f(Who::Exporter, flag(fresh.stalled)),
+            Signal::ReadingsHidden => f(Who::Exporter, flag(fresh.hidden)),
+            _ if fresh.hidden => {}
             Signal::Requests | Signal::GoodRequests => {
-                for m in &snap.models {
+                for (i, m) in snap.models.iter().enumerate() {
                     let h = &m.ttft_seconds;
                     let v = match self {
                         Signal::Requests => Some(h.count()),
                         _ => h.at_or_below(TTFT_SLO_SECONDS),
                     };
                     if let Some(v) = v {
-                        out.push((Subject::Model(m.name.clone()), v));
+                        f(Who::Model(i), v);
                     }
                 }
             }
             _ => {
-                for g in &snap.gpus {
+                for (i, g) in snap.gpus.iter().enumerate() {
                     if let Some(v) = self.of_gpu(g.up, &g.readings) {
-                        out.push((
-                            Subject::Gpu {
-                                index: g.index,
-                                uuid: g.uuid.clone(),
-                            },
-                            v,
-                        ));
+                        f(Who::Gpu(i), v);
                     }
                 }
             }
         }
     }
+}
+
+/// Whom a value in a snapshot is about: its position there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    Exporter,
+    Gpu(usize),
+    Model(usize),
 }
 
 /// One pair of a multi-window burn-rate alert: both windows must burn the
@@ -277,6 +320,14 @@ pub enum Expr {
     /// Across the fleet, more than one driver version. Only Prometheus
     /// sees the fleet, so only the printed rule file evaluates it.
     DriverVersionSkew,
+    /// Prometheus cannot scrape the exporter (`up == 0`): only Prometheus
+    /// can see that, like the two below.
+    ExporterDown,
+    /// No target of the scrape job at all (`absent(up{job=...})`): every
+    /// exporter dropped out of discovery.
+    JobAbsent,
+    /// An exporter serves fewer GPUs than it did at most over the last day.
+    GpuCountDropped,
 }
 
 impl Expr {
@@ -289,7 +340,30 @@ impl Expr {
                 .flat_map(|b| [b.long, b.short])
                 .flat_map(|w| [(Signal::Requests, w), (Signal::GoodRequests, w)])
                 .collect(),
-            Expr::Gauge(_) | Expr::DriverVersionSkew => Vec::new(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Its name as a rule file's `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Expr::Gauge(_) => "gauge",
+            Expr::Increase(..) => "increase",
+            Expr::Rate(..) => "rate",
+            Expr::Deriv(..) => "deriv",
+            Expr::BurnRate { .. } => "burn_rate",
+            Expr::DriverVersionSkew => "driver_version_skew",
+            Expr::ExporterDown => "exporter_down",
+            Expr::JobAbsent => "job_absent",
+            Expr::GpuCountDropped => "gpu_count_dropped",
+        }
+    }
+
+    /// Whether it reads one signal, and which.
+    pub fn signal(&self) -> Option<Signal> {
+        match *self {
+            Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => Some(s),
+            _ => None,
         }
     }
 }
@@ -340,7 +414,11 @@ pub struct Rule {
     pub for_: Duration,
     pub keep_firing_for: Duration,
     pub severity: Severity,
-    /// A Prometheus template; `{{ $labels.<name> }}`, `{{ $value }}` and
+    /// As written: a Prometheus template whose `{for}`, `{keep_firing_for}`
+    /// and `{window}` the exporter spells out itself (see [`Rule::spell`]).
+    pub summary_template: String,
+    /// The template with the rule's durations spelled in: what the printed
+    /// rules carry. `{{ $labels.<name> }}`, `{{ $value }}` and
     /// `{{ printf "%.1f" $value }}` are expanded in `/alerts` too.
     pub summary: String,
     /// The runbook's file name without `.md`; the rule's name by default.
@@ -348,6 +426,48 @@ pub struct Rule {
 }
 
 impl Rule {
+    /// A rule without `keep_firing_for`, with its own runbook.
+    pub fn new(
+        name: &str,
+        expr: Expr,
+        cmp: Cmp,
+        threshold: f64,
+        for_: Duration,
+        severity: Severity,
+        summary: &str,
+    ) -> Rule {
+        Rule {
+            name: name.into(),
+            expr,
+            cmp,
+            threshold,
+            for_,
+            keep_firing_for: Duration::ZERO,
+            severity,
+            summary_template: summary.into(),
+            summary: String::new(),
+            runbook: name.into(),
+        }
+        .spell()
+    }
+
+    /// The summary again from its template, after a duration changed.
+    pub fn spell(mut self) -> Rule {
+        let window = self.expr.windows().first().map(|w| w.1);
+        let mut text = self.summary_template.clone();
+        for (key, d) in [
+            ("{for}", Some(self.for_)),
+            ("{keep_firing_for}", Some(self.keep_firing_for)),
+            ("{window}", window),
+        ] {
+            if let Some(d) = d {
+                text = text.replace(key, &format_duration(d));
+            }
+        }
+        self.summary = text;
+        self
+    }
+
     /// The collectors whose readings the rule reads.
     pub fn needs(&self) -> Collectors {
         match &self.expr {
@@ -355,22 +475,43 @@ impl Rule {
                 s.needs()
             }
             Expr::BurnRate { .. } => Signal::Requests.needs(),
-            Expr::DriverVersionSkew => Signal::Up.needs(),
+            Expr::DriverVersionSkew | Expr::GpuCountDropped => Signal::Up.needs(),
+            Expr::ExporterDown | Expr::JobAbsent => Collectors::NONE,
         }
     }
 
     /// Whether its alerts are about GPUs (labelled `gpu` and `uuid`):
     /// those name who uses the GPU in a `workloads` annotation.
     pub fn about_gpus(&self) -> bool {
-        match &self.expr {
-            Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => {
-                !matches!(
-                    s,
-                    Signal::CollectSuccess | Signal::Requests | Signal::GoodRequests
-                )
-            }
-            Expr::BurnRate { .. } | Expr::DriverVersionSkew => false,
-        }
+        self.expr.signal().is_some_and(|s| {
+            !matches!(
+                s,
+                Signal::CollectSuccess
+                    | Signal::CollectStalled
+                    | Signal::ReadingsHidden
+                    | Signal::Requests
+                    | Signal::GoodRequests
+            )
+        })
+    }
+
+    /// Whether the exporter evaluates it itself; the others need what only
+    /// Prometheus sees (the fleet, the scrapes).
+    pub fn in_process(&self) -> bool {
+        !matches!(
+            self.expr,
+            Expr::DriverVersionSkew | Expr::ExporterDown | Expr::JobAbsent | Expr::GpuCountDropped
+        )
+    }
+
+    /// Whether it is about the exporter itself: its collections, its
+    /// scrapes.
+    pub fn about_exporter(&self) -> bool {
+        matches!(self.expr, Expr::ExporterDown | Expr::JobAbsent)
+            || matches!(
+                self.expr.signal(),
+                Some(Signal::CollectSuccess | Signal::CollectStalled | Signal::ReadingsHidden)
+            )
     }
 
     /// The runbook for this rule: `<runbook>.md` under `base`.
@@ -379,147 +520,38 @@ impl Rule {
     }
 }
 
+/// Pages survive failures: while collections fail or stall, the GPUs'
+/// readings are served for `max_stale`, then dropped, and the exporter's
+/// failure pages (ExporterBlind when the readings go, ExporterDown when
+/// Prometheus cannot scrape) fire after their own `for`. Every other page
+/// keeps firing at least that long after its condition clears, so it never
+/// resolves before one of them takes over. The printed rules carry the same
+/// `keep_firing_for`, so both evaluators agree.
+pub fn cover_failures(rules: Vec<Rule>, max_stale: Duration) -> Vec<Rule> {
+    let handover = rules
+        .iter()
+        .filter(|r| r.severity == Severity::Page && r.about_exporter())
+        .map(|r| r.for_)
+        .max()
+        .unwrap_or(Duration::ZERO);
+    let floor = max_stale + handover;
+    rules
+        .into_iter()
+        .map(
+            |r| match r.severity == Severity::Page && !r.about_exporter() {
+                true if r.keep_firing_for < floor => Rule {
+                    keep_firing_for: floor,
+                    ..r
+                }
+                .spell(),
+                _ => r,
+            },
+        )
+        .collect()
+}
+
 pub(super) const MIN: Duration = Duration::from_secs(60);
-const HOUR: Duration = Duration::from_secs(3600);
+pub(super) const HOUR: Duration = Duration::from_secs(3600);
 
 /// The TTFT SLO: 99.9% of requests get their first token within 0.3 s.
 pub const TTFT_OBJECTIVE: f64 = 0.999;
-
-/// A rule without `keep_firing_for`, with its own runbook.
-pub(super) fn rule(
-    name: &str,
-    expr: Expr,
-    cmp: Cmp,
-    threshold: f64,
-    for_: Duration,
-    severity: Severity,
-    summary: &str,
-) -> Rule {
-    Rule {
-        name: name.into(),
-        expr,
-        cmp,
-        threshold,
-        for_,
-        keep_firing_for: Duration::ZERO,
-        severity,
-        summary: summary.into(),
-        runbook: name.into(),
-    }
-}
-
-/// The built-in rule set. Thresholds are documented in the README.
-pub fn defaults() -> Vec<Rule> {
-    let burn = |long, short, factor| BurnWindow {
-        long,
-        short,
-        factor,
-    };
-    let mut rules = vec![
-        rule(
-            "GPUThrottling",
-            Expr::Gauge(Signal::Throttled),
-            Cmp::Above,
-            0.0,
-            5 * MIN,
-            Severity::Ticket,
-            "GPU {{ $labels.gpu }} clocks held down by thermal, hw slowdown or power brake for 5m",
-        ),
-        Rule {
-            keep_firing_for: 10 * MIN,
-            ..rule(
-                "GPUXidErrors",
-                Expr::Increase(Signal::CriticalXid, 5 * MIN),
-                Cmp::Above,
-                0.0,
-                Duration::ZERO,
-                Severity::Page,
-                "GPU {{ $labels.gpu }} logged critical Xid errors in the last 5m",
-            )
-        },
-        rule(
-            "GPUUncorrectableECC",
-            Expr::Increase(Signal::EccUncorrected, 5 * MIN),
-            Cmp::Above,
-            0.0,
-            Duration::ZERO,
-            Severity::Page,
-            "GPU {{ $labels.gpu }} has uncorrectable ECC errors",
-        ),
-        rule(
-            "KVFragmentationRisk",
-            Expr::Gauge(Signal::LargestFreeRatio),
-            Cmp::Below,
-            0.05,
-            5 * MIN,
-            Severity::Ticket,
-            "GPU {{ $labels.gpu }} largest free block is under 5% of memory",
-        ),
-        rule(
-            "GPULost",
-            Expr::Gauge(Signal::Up),
-            Cmp::Below,
-            1.0,
-            MIN,
-            Severity::Page,
-            "GPU {{ $labels.gpu }} stopped answering",
-        ),
-        rule(
-            "ExporterCollectFailing",
-            Expr::Gauge(Signal::CollectSuccess),
-            Cmp::Below,
-            1.0,
-            5 * MIN,
-            Severity::Ticket,
-            "gpu-exporter collections have failed for 5m; served readings are stale",
-        ),
-        rule(
-            "GPUMemoryLeak",
-            Expr::Deriv(Signal::AllocatorAllocated, HOUR),
-            Cmp::Above,
-            // 1 MiB a minute, held for 30m: steady growth, not a burst.
-            1024.0 * 1024.0 / 60.0,
-            30 * MIN,
-            Severity::Ticket,
-            "GPU {{ $labels.gpu }} allocator-allocated memory has grown steadily for an hour",
-        ),
-        rule(
-            "DriverVersionSkew",
-            Expr::DriverVersionSkew,
-            Cmp::Above,
-            1.0,
-            30 * MIN,
-            Severity::Ticket,
-            "More than one NVIDIA driver version is running across the fleet",
-        ),
-        rule(
-            "TTFTBudgetBurn",
-            Expr::BurnRate {
-                objective: TTFT_OBJECTIVE,
-                windows: vec![burn(HOUR, 5 * MIN, 14.4), burn(6 * HOUR, 30 * MIN, 6.0)],
-            },
-            Cmp::Above,
-            0.0,
-            2 * MIN,
-            Severity::Page,
-            "{{ $labels.model_name }} is burning its TTFT error budget fast ({{ printf \"%.1f\" $value }}x)",
-        ),
-        Rule {
-            runbook: "TTFTBudgetBurn".into(),
-            ..rule(
-                "TTFTBudgetBurnSlow",
-                Expr::BurnRate {
-                    objective: TTFT_OBJECTIVE,
-                    windows: vec![burn(72 * HOUR, 6 * HOUR, 1.0)],
-                },
-                Cmp::Above,
-                0.0,
-                15 * MIN,
-                Severity::Ticket,
-                "{{ $labels.model_name }} is spending its TTFT error budget faster than it earns it ({{ printf \"%.1f\" $value }}x)",
-            )
-        },
-    ];
-    rules.extend(super::health::rules());
-    rules
-}

@@ -30,14 +30,18 @@ pub fn scenario(config: &Config) -> Result<Scenario, ConfigError> {
         .map_err(|e| ConfigError(format!("--sim.scenario {}: {e}", path.display())))
 }
 
-/// The default rules with `--rules.file` merged in.
+/// The default rules with `--rules.file` merged in, pages made to
+/// survive failures (`rules::cover_failures`).
 pub fn rules(config: &Config) -> Result<Vec<Rule>, ConfigError> {
-    let Some(path) = &config.rules_file else {
-        return Ok(alerts::rules::defaults());
+    let rules = match &config.rules_file {
+        None => alerts::rules::defaults(),
+        Some(path) => {
+            let text = read_json("--rules.file", path)?;
+            alerts::file::load(&text)
+                .map_err(|e| ConfigError(format!("--rules.file {}: {e}", path.display())))?
+        }
     };
-    let text = read_json("--rules.file", path)?;
-    alerts::file::load(&text)
-        .map_err(|e| ConfigError(format!("--rules.file {}: {e}", path.display())))
+    Ok(alerts::rules::cover_failures(rules, config.max_stale))
 }
 
 /// SIGHUP: re-reads the rules file and, for the simulator, the scenario,

@@ -4,19 +4,19 @@
 mod load;
 mod signals;
 
+use crate::alerting::{self, Alerting};
 use crate::alerts::{self, promql};
 use crate::base::time::unix_now;
-use crate::collector::{Collector, Latest, Published};
+use crate::collector::{self, Collector, Latest, Published};
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::http::{self, Server};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Bounds, Snapshot};
 use crate::{select, table};
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
 
 /// Why the exporter stopped short.
 #[derive(Debug)]
@@ -45,7 +45,11 @@ pub fn run(config: Config) -> Result<u8, Error> {
     // before anything starts.
     let rules = load::rules(&config)?;
     if config.print_rules {
-        print!("{}", promql::rule_file(&rules, &config.runbook_base));
+        let printing = promql::Printing {
+            runbook_base: &config.printed_runbook_base(),
+            job: &config.scrape_job,
+        };
+        print!("{}", promql::rule_file(&rules, &printing));
         return Ok(0);
     }
     let scenario = load::scenario(&config)?;
@@ -70,20 +74,12 @@ pub fn run(config: Config) -> Result<u8, Error> {
             );
         }
     }
-    let evaluator = alerts::Evaluator::new(rules);
     let collectors = config.collectors;
     let pod_labels = config.kubernetes.pod_labels;
+    let bounds = Bounds::new(config.interval, config.max_stale);
 
     let Some(listener) = listener else {
-        let t0 = unix_now();
-        let source = plan.build(t0);
-        let mut collector = Collector::new(source, evaluator, config.interval, config.max_stale)
-            .with_collectors(collectors)
-            .with_pod_labels(pod_labels);
-        let first = collector.first(t0);
-        log_history(collector.evaluator());
-        print!("{}", table::render(&first, collector.evaluator()));
-        return Ok(0);
+        return Ok(once(plan, rules, &config, bounds));
     };
     let addr = listener
         .local_addr()
@@ -92,31 +88,42 @@ pub fn run(config: Config) -> Result<u8, Error> {
     let signals = signals::handle()?;
 
     let latest = Arc::new(Latest::new(Published {
-        snapshot: Snapshot::starting(plan.kind()),
-        alerts: Vec::new(),
+        snapshot: Arc::new(Snapshot::starting(plan.kind())),
+        alerts: Default::default(),
+        replay: None,
     }));
-    let for_collector = latest.clone();
     let (reloads, reload_rx) = mpsc::channel();
+    let (work, work_rx) = mpsc::sync_channel(collector::QUEUE);
     // Whether the simulator serves: known once the collector has built the
     // source (`auto` decides there), and read by SIGHUP.
     let simulated = Arc::new(AtomicBool::new(false));
     let sim_flag = simulated.clone();
-    let (interval, max_stale) = (config.interval, config.max_stale);
+    let alerting = Alerting {
+        latest: latest.clone(),
+        bounds,
+        tick: config.interval,
+        on_ready: Some(Box::new(move |first, evaluator| {
+            if sim_flag.load(Ordering::Relaxed) {
+                print!("{}", table::render(first, evaluator));
+            }
+        })),
+    };
+    std::thread::Builder::new()
+        .name("alerts".into())
+        .spawn(move || alerting.run(work_rx))
+        .map_err(|e| Error::Runtime(format!("cannot start the alert evaluator: {e}")))?;
+    let for_collector = latest.clone();
+    let sim_flag = simulated.clone();
+    let interval = config.interval;
     std::thread::Builder::new()
         .name("collector".into())
         .spawn(move || {
             let source = plan.build(unix_now());
-            let sim = source.kind() == SourceKind::Sim;
-            sim_flag.store(sim, Ordering::Relaxed);
-            let collector = Collector::new(source, evaluator, interval, max_stale)
+            sim_flag.store(source.kind() == SourceKind::Sim, Ordering::Relaxed);
+            Collector::new(source, interval)
                 .with_collectors(collectors)
-                .with_pod_labels(pod_labels);
-            collector.run(for_collector, reload_rx, |first, evaluator| {
-                log_history(evaluator);
-                if sim {
-                    print!("{}", table::render(first, evaluator));
-                }
-            })
+                .with_pod_labels(pod_labels)
+                .run(rules, for_collector, reload_rx, work)
         })
         .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
     log::info!(
@@ -127,8 +134,8 @@ pub fn run(config: Config) -> Result<u8, Error> {
     let ctx = http::Context {
         latest,
         telemetry_path: config.telemetry_path.clone(),
-        runbook_base: config.runbook_base.clone(),
-        max_age: config.interval * 3 + Duration::from_secs(1),
+        runbook_base: config.served_runbook_base(),
+        bounds,
         http: Default::default(),
     };
     let server = Rc::new(Server::new(ctx, config.limits.clone()));
@@ -144,12 +151,20 @@ pub fn run(config: Config) -> Result<u8, Error> {
     ))
 }
 
-fn log_history(evaluator: &alerts::Evaluator) {
+/// `--once`: the source's past replayed, one collection, the table.
+fn once(plan: select::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds: Bounds) -> u8 {
+    let t0 = unix_now();
+    let mut collector = Collector::new(plan.build(t0), config.interval)
+        .with_collectors(config.collectors)
+        .with_pod_labels(config.kubernetes.pod_labels);
+    let (p, evaluator) = alerting::settled(&mut collector, rules, bounds, t0);
     log::info!(
         "alerts: {} rules; their history holds {} bytes",
         evaluator.rules().len(),
         evaluator.history_bytes()
     );
+    print!("{}", table::render(&p, &evaluator));
+    0
 }
 
 fn bind(addr: SocketAddr) -> Result<TcpListener, ConfigError> {

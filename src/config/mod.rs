@@ -3,9 +3,10 @@
 
 mod collectors;
 mod flags;
+mod values;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
-pub use flags::{FLAGS, Flag, NOT_BUILT_IN, parse_args, usage};
+pub use flags::{FLAGS, Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, parse_args, usage};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -134,8 +135,15 @@ pub struct Config {
     pub once: bool,
     /// `--print-rules`.
     pub print_rules: bool,
-    /// `--alerts.runbook-base-url`.
-    pub runbook_base: String,
+    /// `--alerts.runbook-base-url`; `None`: the exporter's own copies
+    /// (see [`Config::printed_runbook_base`]).
+    pub runbook_base: Option<String>,
+    /// `--alerts.scrape-job`: the job Prometheus scrapes the exporters
+    /// under, for the printed rules that only Prometheus evaluates.
+    pub scrape_job: String,
+    /// Whether the exporter serves TLS. The web config (issue 14) sets
+    /// it; the printed runbook links then say `https`.
+    pub tls: bool,
     /// `--rules.file`.
     pub rules_file: Option<PathBuf>,
     /// `--collector.*`, `--no-collector.*`: which collectors run.
@@ -163,9 +171,40 @@ impl Default for Config {
             log_level: log::LevelFilter::Info,
             once: false,
             print_rules: false,
-            runbook_base: "docs/runbooks/".into(),
+            runbook_base: None,
+            scrape_job: "gpu-exporter".into(),
+            tls: false,
             rules_file: None,
             collectors: Collectors::DEFAULT,
+        }
+    }
+}
+
+/// Where the exporter serves its own runbooks.
+pub const OWN_RUNBOOKS: &str = "/docs/runbooks/";
+
+impl Config {
+    /// The runbook links of the printed rules: absolute, so that they open
+    /// from Alertmanager and the Prometheus UI. By default the exporter's
+    /// own copy, `http://{{ $labels.instance }}/docs/runbooks/`, which
+    /// works air-gapped; `https` once TLS is on.
+    pub fn printed_runbook_base(&self) -> String {
+        match &self.runbook_base {
+            Some(base) => base.clone(),
+            None => {
+                let scheme = if self.tls { "https" } else { "http" };
+                format!("{scheme}://{{{{ $labels.instance }}}}{OWN_RUNBOOKS}")
+            }
+        }
+    }
+
+    /// The runbook links on `/alerts` and the status page: relative to the
+    /// exporter by default (`docs/runbooks/`), the flag's value where it
+    /// names no label (a label is Prometheus' to expand).
+    pub fn served_runbook_base(&self) -> String {
+        match &self.runbook_base {
+            Some(base) if !base.contains("{{") => base.clone(),
+            _ => OWN_RUNBOOKS.trim_start_matches('/').into(),
         }
     }
 }

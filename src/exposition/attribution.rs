@@ -9,8 +9,8 @@ use super::catalogue::attribution::{
 };
 use super::writer::{Writer, each_target};
 use crate::config::{Collector, Collectors};
+use crate::snapshot::{Gpu, Pod, Readings, Snapshot};
 use crate::snapshot::{KUBELET_ERRORS as ERROR_REASONS, KUBELET_SKIPPED as SKIP_REASONS};
-use crate::snapshot::{Pod, Readings, Snapshot};
 
 /// The copies of one GPU series: one per pod with pod labels on and pods
 /// there, else one without.
@@ -32,11 +32,11 @@ impl Writer<'_> {
     }
 }
 
-/// The attribution families of GPUs, after the GPU families.
-pub(super) fn render(w: &mut Writer, snapshot: &Snapshot, on: Collectors) {
-    let gpus = &snapshot.gpus;
+/// The attribution families of `gpus` (the snapshot's, or none while
+/// its readings are withheld), after the GPU families.
+pub(super) fn render(w: &mut Writer, snapshot: &Snapshot, gpus: &[Gpu], on: Collectors) {
     if on.has(Collector::Info) {
-        joins(w, snapshot);
+        joins(w, snapshot, gpus);
     }
     if !on.has(Collector::Processes) {
         return;
@@ -66,8 +66,7 @@ pub(super) fn render(w: &mut Writer, snapshot: &Snapshot, on: Collectors) {
 }
 
 /// `gpu_pod_info`, `gpu_pod_dra_info` and `gpu_job_info`.
-fn joins(w: &mut Writer, snapshot: &Snapshot) {
-    let gpus = &snapshot.gpus;
+fn joins(w: &mut Writer, snapshot: &Snapshot, gpus: &[Gpu]) {
     let mut headed = false;
     each_target(gpus, |t, r| {
         for p in &r.pods {

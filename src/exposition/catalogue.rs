@@ -495,7 +495,17 @@ pub static COLLECT_DURATION: Family = family(
 pub static COLLECT_SUCCESS: Family = family(
     "gpu_exporter_collect_success",
     Gauge,
-    "1 if the last collection succeeded.",
+    "1 if the last collection succeeded and none has stalled since.",
+);
+pub static COLLECT_STALLED: Family = family(
+    "gpu_exporter_collect_stalled",
+    Gauge,
+    "1 while a collection has run past three intervals and a second.",
+);
+pub static READINGS_HIDDEN: Family = family(
+    "gpu_exporter_readings_hidden",
+    Gauge,
+    "1 while collections fail or stall and the last readings, older than --collect.max-stale, are withheld.",
 );
 pub static SNAPSHOT_AGE: Family = family(
     "gpu_exporter_snapshot_age_seconds",

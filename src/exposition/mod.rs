@@ -11,13 +11,14 @@ pub use format::Format;
 
 use crate::base::numbers::write_f64;
 use crate::config::{Collector, Collectors};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Freshness, Snapshot};
 use attribution::copies;
 use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
-    BUILD_INFO, COLLECT_DURATION, COLLECT_SUCCESS, COLLECTOR_DURATION, COLLECTOR_SUCCESS,
-    EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED, HTTP_EVICTED,
-    HTTP_OPEN, MIG_INFO, MIG_MEMORY, PROCESS, SNAPSHOT_AGE, SOURCE_INFO, Series, TTFT,
+    BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
+    COLLECTOR_SUCCESS, EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS,
+    HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_OPEN, MIG_INFO, MIG_MEMORY, PROCESS, READINGS_HIDDEN,
+    SNAPSHOT_AGE, SOURCE_INFO, Series, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
@@ -37,21 +38,24 @@ pub struct HttpStats {
 /// Writes `snapshot` in `format` to `out`, after whatever `out` holds: the
 /// families of the collectors in `only` (a scrape's `collect[]` and
 /// `exclude[]`; [`Collectors::ALL`] for every one) that ran. The
-/// exporter's own families are always written.
+/// exporter's own families are always written; while `fresh` says the
+/// readings are withheld, only they are.
 #[cfg(any(test, feature = "internals"))]
 pub fn render(
     snapshot: &Snapshot,
+    fresh: Freshness,
     format: Format,
     only: Collectors,
     now: Instant,
     out: &mut Vec<u8>,
 ) {
-    render_with(snapshot, None, format, only, now, out)
+    render_with(snapshot, fresh, None, format, only, now, out)
 }
 
 /// [`render`], with the HTTP server's families when it gives `http`.
 pub fn render_with(
     snapshot: &Snapshot,
+    fresh: Freshness,
     http: Option<&HttpStats>,
     format: Format,
     only: Collectors,
@@ -64,7 +68,10 @@ pub fn render_with(
         cached: [(0, 0); CACHED_TARGETS],
     };
     let on = snapshot.collectors.and(only);
-    let gpus = &snapshot.gpus;
+    let (gpus, models) = match fresh.hidden {
+        true => (&[][..], &[][..]),
+        false => (&snapshot.gpus[..], &snapshot.models[..]),
+    };
     let pod_labels = snapshot.kubernetes.pod_labels;
 
     let gpu_targets = |f: &mut dyn FnMut(Target)| {
@@ -140,11 +147,11 @@ pub fn render_with(
         });
     }
 
-    attribution::render(&mut w, snapshot, on);
+    attribution::render(&mut w, snapshot, gpus, on);
 
-    if !snapshot.models.is_empty() && on.has(Collector::Models) {
+    if !models.is_empty() && on.has(Collector::Models) {
         w.head(&TTFT);
-        for m in &snapshot.models {
+        for m in models {
             let h = &m.ttft_seconds;
             for &(le, n) in &h.buckets {
                 w.put(TTFT.name);
@@ -176,8 +183,12 @@ pub fn render_with(
         w.value(1.0);
         w.scalar(&GPUS, gpus.len() as f64);
     }
+    let success = snapshot.success() && !fresh.stalled;
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
     w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
-    w.scalar(&COLLECT_SUCCESS, if snapshot.success() { 1.0 } else { 0.0 });
+    w.scalar(&COLLECT_SUCCESS, flag(success));
+    w.scalar(&COLLECT_STALLED, flag(fresh.stalled));
+    w.scalar(&READINGS_HIDDEN, flag(fresh.hidden));
     let age = now
         .saturating_duration_since(snapshot.published)
         .as_secs_f64();
@@ -196,7 +207,7 @@ pub fn render_with(
     if !on.is_empty() {
         w.head(&COLLECTOR_SUCCESS);
         for c in on.iter() {
-            let ok = snapshot.success() && !snapshot.timings.failed.has(c);
+            let ok = success && !snapshot.timings.failed.has(c);
             w.name(&COLLECTOR_SUCCESS);
             w.open_label("collector", c.name());
             w.value(if ok { 1.0 } else { 0.0 });

@@ -65,9 +65,19 @@ impl Known {
     }
 }
 
+/// The most GPUs the fleet memory serves, lost ones included, and MIG GPU
+/// (and compute) instances per GPU: NVIDIA's largest nodes have 16 GPUs,
+/// and a GPU at most 7 instances. Beyond them a GPU or instance is left
+/// out and logged once: the rules' replay and evaluation are linear in
+/// subjects, and series in GPUs.
+pub const MAX_GPUS: usize = 64;
+pub const MAX_MIG: usize = 7;
+
 #[derive(Debug, Default)]
 pub struct Fleet {
     known: Vec<Known>,
+    /// GPUs and MIG instances past the limits, by name: noted once.
+    over: Noted<String>,
     /// Lost GPUs never seen up, by how the source named them: noted once.
     anonymous: Noted<String>,
     ranges: Noted<(String, &'static str)>,
@@ -96,6 +106,19 @@ impl Fleet {
             );
         } else {
             self.zero.ok("fleet");
+        }
+        for g in gpus.iter_mut() {
+            if g.mig.len() > MAX_MIG && self.over.first(format!("{} mig", g.uuid)) {
+                log::warn!(
+                    "fleet: GPU {} has {} MIG instances; the first {MAX_MIG} are served",
+                    g.uuid,
+                    g.mig.len()
+                );
+            }
+            g.mig.truncate(MAX_MIG);
+            for m in &mut g.mig {
+                m.compute.truncate(MAX_MIG);
+            }
         }
         let mut seen = vec![false; self.known.len()];
         let mut out = Vec::with_capacity(gpus.len().max(self.known.len()));
@@ -128,6 +151,14 @@ impl Fleet {
                     }
                     remember(&mut g, k);
                     out.push(g);
+                }
+                None if g.up && self.known.len() >= MAX_GPUS => {
+                    if self.over.first(g.uuid.clone()) {
+                        log::warn!(
+                            "fleet: GPU {} left out: {MAX_GPUS} GPUs are served at most",
+                            g.uuid
+                        );
+                    }
                 }
                 None if g.up => {
                     let index = self.free_index(g.index);
@@ -274,6 +305,18 @@ mod tests {
         gpus.iter()
             .map(|g| (g.index, g.uuid.as_str(), g.up))
             .collect()
+    }
+
+    #[test]
+    fn gpus_and_mig_instances_past_the_limits_are_left_out() {
+        use crate::snapshot::MigInstance;
+        let mut f = Fleet::new();
+        let mut many: Vec<Gpu> = (0..70).map(|i| gpu(i, &format!("GPU-{i}"), "")).collect();
+        many[0].mig = vec![MigInstance::default(); 9];
+        let out = run(&mut f, many);
+        assert_eq!(out.len(), MAX_GPUS);
+        assert_eq!(out[0].mig.len(), MAX_MIG);
+        assert_eq!(out.last().unwrap().uuid, "GPU-63");
     }
 
     #[test]

@@ -1,15 +1,20 @@
 //! `/alerts`: the active alerts as JSON, in the shape of Prometheus'
-//! `/api/v1/alerts`, so the same tooling reads either.
+//! `/api/v1/alerts`, so the same tooling reads either. Two additions that
+//! tooling ignores: an alert Alertmanager's inhibitions would mute carries
+//! `"mutedBy"`, and while the history replays, `"warnings"` say so (the
+//! alerts are not settled yet).
 
-use crate::alerts::{Alert, Subject, WORKLOADS, expand};
+use crate::alerts::{Subject, WORKLOADS, expand};
 use crate::base::time::rfc3339;
-use crate::snapshot::Gpu;
+use crate::collector::Published;
 use std::io::Write;
 
-/// `gpus` are the snapshot's, for the `workloads` annotation.
-pub fn write_json(alerts: &[Alert], gpus: &[Gpu], runbook_base: &str, out: &mut Vec<u8>) {
+/// The alerts of `p`; those about a GPU with a `workloads` annotation,
+/// who uses it by the snapshot's GPUs.
+pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
+    let gpus = &p.snapshot.gpus;
     out.extend_from_slice(br#"{"status":"success","data":{"alerts":["#);
-    for (i, a) in alerts.iter().enumerate() {
+    for (i, a) in p.alerts.iter().enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -37,9 +42,21 @@ pub fn write_json(alerts: &[Alert], gpus: &[Gpu], runbook_base: &str, out: &mut 
         string(out, &rfc3339(a.active_at));
         out.extend_from_slice(br#","value":"#);
         string(out, &go_exponent(a.value));
+        if let Some(m) = &a.muted_by {
+            out.extend_from_slice(br#","mutedBy":"#);
+            string(out, &m.by.name);
+        }
         out.push(b'}');
     }
-    out.extend_from_slice(b"]}}\n");
+    out.extend_from_slice(b"]}");
+    if let Some(r) = p.replay {
+        let _ = write!(
+            out,
+            r#","warnings":["alert history is still replaying ({} of {} steps): these alerts are not settled"]"#,
+            r.done, r.total
+        );
+    }
+    out.extend_from_slice(b"}\n");
 }
 
 fn string(out: &mut Vec<u8>, s: &str) {
@@ -94,5 +111,61 @@ mod tests {
         let mut out = Vec::new();
         string(&mut out, "a\"b\\c\nd");
         assert_eq!(out, br#""a\"b\\c\u000ad""#);
+    }
+}
+
+#[cfg(test)]
+mod shape {
+    use super::*;
+    use crate::alerts::eval::Muted;
+    use crate::alerts::{Alert, State, Subject, rules::defaults};
+    use crate::collector::Progress;
+    use crate::config::SourceKind;
+    use crate::snapshot::Snapshot;
+    use std::sync::Arc;
+
+    #[test]
+    fn muted_alerts_and_a_replay_are_said() {
+        let rules = defaults();
+        let rule = |n: &str| Arc::new(rules.iter().find(|r| r.name == n).unwrap().clone());
+        let subject = Subject::Gpu {
+            index: 1,
+            uuid: "GPU-1".into(),
+        };
+        let alert = Alert {
+            rule: rule("GPUXidErrors"),
+            subject,
+            state: State::Firing,
+            active_at: 0.0,
+            value: 1.0,
+            muted_by: Some(Muted {
+                by: rule("GPULost"),
+                why: "",
+            }),
+        };
+        let p = Published {
+            snapshot: Arc::new(Snapshot::empty(SourceKind::Sim)),
+            alerts: Arc::new(vec![alert]),
+            replay: Some(Progress {
+                done: 256,
+                total: 5280,
+                first: true,
+            }),
+        };
+        let mut out = Vec::new();
+        write_json(&p, "docs/runbooks/", &mut out);
+        let json = String::from_utf8(out).unwrap();
+        assert!(
+            json.contains(r#","value":"1e+00","mutedBy":"GPULost"}"#),
+            "{json}"
+        );
+        assert!(
+            json.ends_with(
+                "]},\"warnings\":[\"alert history is still replaying (256 of 5280 steps): \
+                 these alerts are not settled\"]}\n"
+            ),
+            "{json}"
+        );
+        assert!(json.contains(r#""runbook_url":"docs/runbooks/GPUXidErrors.md""#));
     }
 }

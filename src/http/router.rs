@@ -4,6 +4,7 @@
 use super::{alerts, query, status};
 use crate::collector::Latest;
 use crate::exposition::{self, Format, HttpStats};
+use crate::snapshot::Bounds;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -13,9 +14,10 @@ use std::time::{Duration, Instant};
 pub struct Context {
     pub latest: Arc<Latest>,
     pub telemetry_path: String,
+    /// The runbook links' base on `/alerts` and the status page.
     pub runbook_base: String,
-    /// A snapshot older than this is stale for `/readyz`.
-    pub max_age: Duration,
+    /// When a collection counts as stalled and its readings as withheld.
+    pub bounds: Bounds,
     /// The server's own counts, kept by `server.rs`, shown in the metrics.
     pub http: Counts,
 }
@@ -156,7 +158,8 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             let http = ctx.http.get();
             let now = Instant::now();
             let s = &published.snapshot;
-            exposition::render_with(s, Some(&http), format, only, now, body);
+            let fresh = s.freshness(now, ctx.bounds);
+            exposition::render_with(s, fresh, Some(&http), format, only, now, body);
             Response {
                 status: Status::Ok,
                 content_type: format.content_type(),
@@ -165,12 +168,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         }
         Route::Alerts => {
             let published = ctx.latest.get();
-            alerts::write_json(
-                &published.alerts,
-                &published.snapshot.gpus,
-                &ctx.runbook_base,
-                body,
-            );
+            alerts::write_json(&published, &ctx.runbook_base, body);
             Response {
                 status: Status::Ok,
                 content_type: "application/json",
@@ -192,28 +190,36 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
         Route::Readyz => {
             let published = ctx.latest.get();
             let s = &published.snapshot;
-            let age = Instant::now().saturating_duration_since(s.published);
-            let status = match &s.error {
-                Some(_) if s.is_starting() => {
+            let now = Instant::now();
+            let status = match (&s.error, published.replay) {
+                (Some(_), _) if s.is_starting() => {
                     let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
                     Status::Unavailable
                 }
-                Some(e) => {
+                (_, Some(p)) if p.first => {
+                    let _ = writeln!(
+                        body,
+                        "not ready: alert history replaying ({} of {} steps)",
+                        p.done, p.total
+                    );
+                    Status::Unavailable
+                }
+                (Some(e), _) => {
                     body.extend_from_slice(b"not ready: last collection failed: ");
                     without_paths(e, |s| body.extend_from_slice(s.as_bytes()));
                     body.push(b'\n');
                     Status::Unavailable
                 }
-                None if age > ctx.max_age => {
+                (None, _) if s.freshness(now, ctx.bounds).stalled => {
                     let _ = writeln!(
                         body,
-                        "not ready: readings are {:.1}s old (limit {:.1}s)",
-                        age.as_secs_f64(),
-                        ctx.max_age.as_secs_f64()
+                        "not ready: collection stalled, readings are {:.1}s old (limit {:.1}s)",
+                        now.saturating_duration_since(s.published).as_secs_f64(),
+                        ctx.bounds.stall_after.as_secs_f64()
                     );
                     Status::Unavailable
                 }
-                None => {
+                (None, _) => {
                     body.extend_from_slice(b"ok\n");
                     Status::Ok
                 }
@@ -226,6 +232,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
                 &published,
                 &ctx.telemetry_path,
                 &ctx.runbook_base,
+                ctx.bounds,
                 Instant::now(),
                 body,
             );

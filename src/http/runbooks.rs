@@ -14,6 +14,8 @@ macro_rules! runbooks {
 runbooks![
     "DriverVersionSkew.md",
     "ExporterCollectFailing.md",
+    "ExporterDown.md",
+    "GPUCountDropped.md",
     "GPULost.md",
     "GPUMemoryLeak.md",
     "GPUMemoryTemperatureHigh.md",
@@ -28,6 +30,7 @@ runbooks![
     "GPUThrottling.md",
     "GPUUncorrectableECC.md",
     "GPUXidErrors.md",
+    "GPUXidEvents.md",
     "KVFragmentationRisk.md",
     "TTFTBudgetBurn.md",
 ];

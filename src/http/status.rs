@@ -13,7 +13,7 @@ use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
 use crate::collector::Published;
 use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Readings, TTFT_SLO_SECONDS};
+use crate::snapshot::{Bounds, Gpu, Readings, TTFT_SLO_SECONDS};
 use std::time::Instant;
 
 /// Seconds between reloads: often enough to follow an incident, rarely
@@ -50,10 +50,12 @@ pub fn render(
     p: &Published,
     telemetry_path: &str,
     runbook_base: &str,
+    bounds: Bounds,
     now: Instant,
     out: &mut Vec<u8>,
 ) {
     let s = &p.snapshot;
+    let fresh = s.freshness(now, bounds);
     out.extend_from_slice(
         b"<!doctype html>\n<html><head><meta charset=\"utf-8\">\
           <meta http-equiv=\"refresh\" content=\"",
@@ -81,6 +83,9 @@ pub fn render(
         Some(_) if s.is_starting() => out.extend_from_slice(b"<b>starting</b>"),
         Some(_) => out.extend_from_slice(b"<b class=\"bad\">failing</b>"),
     }
+    if fresh.stalled {
+        out.extend_from_slice(b", <b class=\"bad\">stalled</b>");
+    }
     out.extend_from_slice(b" &middot; snapshot age ");
     let age = now.saturating_duration_since(s.published).as_secs_f64();
     write_f64(out, (age * 10.0).round() / 10.0);
@@ -104,10 +109,27 @@ pub fn render(
         }
         None => {}
     }
+    if let Some(r) = p.replay {
+        out.extend_from_slice(
+            b"<p class=\"err\" id=\"replaying\">alert history is still replaying (",
+        );
+        write_u64(out, r.done);
+        out.extend_from_slice(b" of ");
+        write_u64(out, r.total);
+        out.extend_from_slice(b" steps): the alerts below are not settled yet</p>\n");
+    }
+    if fresh.hidden {
+        out.extend_from_slice(
+            b"<p class=\"err\" id=\"hidden\">collections have failed or stalled for longer \
+              than --collect.max-stale: the GPUs' last readings are withheld</p>\n",
+        );
+    }
 
-    gpus(p, out);
+    gpus(p, fresh.hidden, out);
     alerts(p, runbook_base, out);
-    models(p, out);
+    if !fresh.hidden {
+        models(p, out);
+    }
 
     out.extend_from_slice(b"<p><a href=\"");
     html_escape(out, telemetry_path);
@@ -120,20 +142,24 @@ pub fn render(
     );
 }
 
-fn gpus(p: &Published, out: &mut Vec<u8>) {
-    let s = &p.snapshot;
+fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
+    let gpus = if hidden {
+        &[][..]
+    } else {
+        &p.snapshot.gpus[..]
+    };
     out.extend_from_slice(b"<h2>GPUs (");
-    write_u64(out, s.gpus.len() as u64);
+    write_u64(out, gpus.len() as u64);
     out.extend_from_slice(
         b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th><th>temp</th>\
           <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
           <th>memory used / total</th><th>largest free</th><th>critical Xid</th><th>up</th>\
           <th>health</th><th>used by</th></tr>\n",
     );
-    if s.gpus.is_empty() {
+    if gpus.is_empty() {
         out.extend_from_slice(b"<tr><td colspan=\"12\">no GPUs in this snapshot</td></tr>\n");
     }
-    for g in &s.gpus {
+    for g in gpus {
         out.extend_from_slice(b"<tr id=\"gpu-");
         write_u64(out, g.index as u64);
         out.extend_from_slice(b"\"><td class=\"n\">");
@@ -365,7 +391,7 @@ fn alerts(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
     // (rule, then subject) within each. Four passes beat a sorted copy.
     for severity in [Severity::Page, Severity::Ticket] {
         for state in [State::Firing, State::Pending] {
-            for a in &p.alerts {
+            for a in p.alerts.iter() {
                 if a.rule.severity == severity && a.state == state {
                     alert(a, &p.snapshot.gpus, p.snapshot.at, runbook_base, out);
                 }
@@ -489,7 +515,18 @@ mod tests {
 
     fn page(p: &Published) -> String {
         let mut out = Vec::new();
-        render(p, "/metrics", "docs/runbooks/", Instant::now(), &mut out);
+        let bounds = Bounds::new(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(60),
+        );
+        render(
+            p,
+            "/metrics",
+            "docs/runbooks/",
+            bounds,
+            Instant::now(),
+            &mut out,
+        );
         String::from_utf8(out).unwrap()
     }
 
@@ -514,9 +551,15 @@ mod tests {
         snapshot.gpus = gpus;
         snapshot.error = None;
         Published {
-            snapshot,
-            alerts: Vec::new(),
+            snapshot: snapshot.into(),
+            alerts: Default::default(),
+            replay: None,
         }
+    }
+
+    /// The snapshot of `p`, to change in a test.
+    fn snap(p: &mut Published) -> &mut Snapshot {
+        std::sync::Arc::make_mut(&mut p.snapshot)
     }
 
     #[test]
@@ -534,13 +577,17 @@ mod tests {
             ..Default::default()
         };
         let mut p = published(vec![gpu]);
-        p.snapshot.error = Some(evil.into());
-        p.snapshot.models = vec![Model {
+        snap(&mut p).error = Some(evil.into());
+        snap(&mut p).models = vec![Model {
             name: evil.into(),
             ..Default::default()
         }];
         let mut out = Vec::new();
-        render(&p, "/m<\"'>", evil, Instant::now(), &mut out);
+        let bounds = Bounds::new(
+            std::time::Duration::from_secs(1),
+            std::time::Duration::from_secs(60),
+        );
+        render(&p, "/m<\"'>", evil, bounds, Instant::now(), &mut out);
         let page = String::from_utf8(out).unwrap();
         let escaped = "&lt;script&gt;&quot;&amp;&#39;";
         assert!(!page.contains("<script"), "{page}");
@@ -615,8 +662,8 @@ mod tests {
     #[test]
     fn an_empty_failing_fleet_says_so() {
         let mut p = published(Vec::new());
-        p.snapshot.source = SourceKind::Sim;
-        p.snapshot.error = Some("nvml: not loaded".into());
+        snap(&mut p).source = SourceKind::Sim;
+        snap(&mut p).error = Some("nvml: not loaded".into());
         let page = page(&p);
         assert!(page.contains("id=\"simulated\">SIMULATED"));
         assert!(page.contains("<b class=\"bad\">failing</b>"));

@@ -54,6 +54,17 @@ pub trait Source: Send {
         0.0
     }
 
+    /// A copy of the source as it stands, for the alert evaluator to
+    /// replay [`Source::history_seconds`] of its past on its own thread
+    /// while this one serves; `None` for a source without a past.
+    fn replay_copy(&self) -> Option<Box<dyn Source>> {
+        None
+    }
+
+    /// Moves the source's clock to `at` as a collection would, reading
+    /// nothing: the simulator steps through the past its replay copy reads.
+    fn skip_to(&mut self, _at: f64) {}
+
     /// A SIGHUP reload: forget what the source remembers of GPUs it no
     /// longer sees (the fleet memory's lost GPUs).
     fn forget(&mut self) {}

@@ -27,7 +27,7 @@ fn once_prints_the_seed_table() {
         "== SLO: 99.9% of requests get their first token within 300ms =="
     );
     assert!(
-        lines[2].starts_with("model llama-3.1-70b-instruct: burn 5m=29."),
+        lines[2].starts_with("model llama-3.1-70b-instruct: burn 5m=30.0x"),
         "{slo}"
     );
     assert!(
@@ -123,6 +123,78 @@ fn bad_configuration_exits_2() {
     let taken = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     bad(&["--web.listen-address", &addr], "--web.listen-address");
+}
+
+/// `flag` naming a file that holds `contents`: one line saying `says`,
+/// exit code 2.
+fn bad_file(flag: &str, name: &str, contents: &str, says: &str) {
+    let p = temp_file(name, contents);
+    bad(&[flag, p.to_str().unwrap()], says);
+}
+
+/// Each documented limit (README, Limits) exceeded: one line, exit code 2.
+#[test]
+fn every_limit_is_exit_2_with_one_line() {
+    bad(&["--collect.interval", "50ms"], "below the 100ms minimum");
+    let rules = |n: usize| {
+        let r: Vec<String> = (0..n)
+            .map(|i| format!(r#"{{"name":"R{i}","kind":"gauge","signal":"up","threshold":1,"severity":"page"}}"#))
+            .collect();
+        format!(r#"{{"replace":true,"rules":[{}]}}"#, r.join(","))
+    };
+    let p = temp_file("limit-rules-ok.json", &rules(1000));
+    let printed = run(&["--print-rules", "--rules.file", p.to_str().unwrap()]);
+    assert_eq!(printed.status.code(), Some(0));
+    let name = "N".repeat(129);
+    let gpus = vec!["{}"; 65].join(",");
+    let models: Vec<String> = (0..17).map(|i| format!(r#"{{"name":"m{i}"}}"#)).collect();
+    for (flag, file, contents, says) in [
+        (
+            "--rules.file",
+            "limit-rules.json",
+            rules(1001),
+            "at most 1000",
+        ),
+        (
+            "--rules.file",
+            "limit-name.json",
+            format!(r#"{{"rules":[{{"name":"{name}"}}]}}"#),
+            "rules[0].name",
+        ),
+        (
+            "--rules.file",
+            "limit-window.json",
+            r#"{"rules":[{"name":"GPUXidErrors","window":"4d"}]}"#.into(),
+            "longer than 3d",
+        ),
+        (
+            "--rules.file",
+            "limit-rules-size.json",
+            format!(r#"{{"rules":[]{}}}"#, " ".repeat(1 << 20)),
+            "over the limit of 1048576",
+        ),
+        (
+            "--sim.scenario",
+            "limit-gpus.json",
+            format!(r#"{{"gpus":[{gpus}]}}"#),
+            "1 to 64",
+        ),
+        (
+            "--sim.scenario",
+            "limit-models.json",
+            format!(r#"{{"gpus":[{{}}],"models":[{}]}}"#, models.join(",")),
+            "at most 16",
+        ),
+        (
+            "--sim.scenario",
+            "limit-model-name.json",
+            format!(r#"{{"gpus":[{{"model":"{name}"}}]}}"#),
+            "gpus[0].model",
+        ),
+    ] {
+        bad_file(flag, file, &contents, says);
+    }
+    bad(&["--alerts.scrape-job", "a\"b"], "--alerts.scrape-job");
 }
 
 #[test]

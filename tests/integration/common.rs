@@ -51,11 +51,11 @@ impl Exporter {
         }
     }
 
-    /// Waits until the first collection (and the simulator's replay) is
-    /// published, for at most a minute.
+    /// Waits until the first collection is published and the simulator's
+    /// history replayed through the alert evaluator, for at most a minute.
     pub fn wait_first_collection(&self) {
         self.wait_for("/readyz", Duration::from_secs(60), |b| {
-            !b.contains("first collection in progress")
+            !b.contains("first collection in progress") && !b.contains("history replaying")
         });
     }
 

@@ -1058,13 +1058,20 @@ pub struct Prometheus {
 }
 
 impl Prometheus {
+    /// Prometheus scraping `target` every second with the committed rules.
     pub fn start(target: SocketAddr) -> Prometheus {
-        let dir = TempDir::new("prometheus");
+        Prometheus::start_with(target, &root().join(RULES))
+    }
+
+    /// Prometheus scraping `target` every second, as job `gpu-exporter`,
+    /// evaluating `rules` every second.
+    pub fn start_with(target: SocketAddr, rules: &Path) -> Prometheus {
+        let dir = TempDir::new(&format!("prometheus-{}", target.port()));
         let config = format!(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
              rule_files:\n  - '{}'\n\
              scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{target}']\n",
-            root().join(RULES).display()
+            rules.display()
         );
         std::fs::write(dir.0.join("prometheus.yml"), config).unwrap();
         // Free now; a race for it shows as Prometheus exiting, reported below.
@@ -1227,5 +1234,47 @@ fn dashboard_queries_return_data_from_prometheus() {
         {
             wait(&format!("{title}/{ref_id}: {expr}"), &prom);
         }
+    }
+}
+
+// -------------------------------------------------------- Alertmanager ----
+
+const ALERTMANAGER: &str = "deploy/alertmanager/alertmanager.yml";
+
+/// The shipped Alertmanager configuration passes `amtool check-config`,
+/// routes pages and tickets to their receivers and the rest nowhere, and
+/// holds the inhibit rules the exporter marks by (a unit test in
+/// src/alerts/inhibit.rs compares them).
+#[test]
+fn amtool_checks_the_alertmanager_config() {
+    if !have("amtool", &["--version"]) {
+        return;
+    }
+    let path = root().join(ALERTMANAGER);
+    let out = Command::new("amtool")
+        .arg("check-config")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report = text(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("SUCCESS"), "{report}");
+    assert!(report.contains("8 inhibit rules"), "{report}");
+    for (labels, receiver) in [
+        (
+            &["severity=page", "alertname=GPULost", "uuid=GPU-1"][..],
+            "page",
+        ),
+        (&["severity=ticket", "alertname=GPUXidEvents"][..], "ticket"),
+        (&["alertname=Watchdog"][..], "null"),
+    ] {
+        let out = Command::new("amtool")
+            .args(["config", "routes", "test", "--config.file"])
+            .arg(&path)
+            .args(labels)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.trim(), receiver, "{labels:?}: {}", text(&out));
     }
 }

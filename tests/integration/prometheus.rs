@@ -3,7 +3,7 @@
 //! exporter fires itself. Durations are shortened only through the rules
 //! file, and the Xid rate only through the scenario: no verdict is faked.
 
-use crate::common::{Exporter, have, run, temp_file};
+use crate::common::{Exporter, have, run, temp_file, value};
 use crate::deploy::{Prometheus, TempDir, urlencode};
 use crate::sources::fake_smi;
 use std::collections::BTreeSet;
@@ -31,6 +31,9 @@ const SCENARIO: &str = r#"{
   ]
 }"#;
 
+/// Durations scaled to seconds, burn-rate windows included: the printed
+/// rules must record every window the rules read (a rule over a window
+/// without its record never fires in Prometheus).
 const SHORT_RULES: &str = r#"{ "rules": [
   { "name": "GPUThrottling", "for": "3s" },
   { "name": "KVFragmentationRisk", "for": "3s" },
@@ -38,8 +41,10 @@ const SHORT_RULES: &str = r#"{ "rules": [
   { "name": "ExporterCollectFailing", "for": "3s" },
   { "name": "GPUMemoryLeak", "for": "3s" },
   { "name": "DriverVersionSkew", "for": "3s" },
-  { "name": "TTFTBudgetBurn", "for": "3s" },
-  { "name": "TTFTBudgetBurnSlow", "for": "3s" }
+  { "name": "TTFTBudgetBurn", "for": "3s",
+    "windows": [{ "long": "20s", "short": "5s", "factor": 14.4 }, { "long": "30s", "short": "10s", "factor": 6 }] },
+  { "name": "TTFTBudgetBurnSlow", "for": "4s",
+    "windows": [{ "long": "40s", "short": "15s", "factor": 1 }] }
 ] }"#;
 
 pub struct Server(pub Child);
@@ -96,10 +101,16 @@ fn prometheus_and_the_exporter_fire_the_same_alerts() {
     let (scenario, rules_json) = (scenario.to_str().unwrap(), rules_json.to_str().unwrap());
     let printed = run(&["--print-rules", "--rules.file", rules_json]);
     assert_eq!(printed.status.code(), Some(0));
-    let rule_file = temp_file(
-        "diff-rules.yml",
-        &String::from_utf8(printed.stdout).unwrap(),
-    );
+    let printed = String::from_utf8(printed.stdout).unwrap();
+    for w in ["5s", "10s", "15s", "20s", "30s", "40s"] {
+        assert!(
+            printed.contains(&format!(
+                "record: model_name:llm_ttft_slo_errors:ratio_rate{w}\n"
+            )),
+            "no record for {w}"
+        );
+    }
+    let rule_file = temp_file("diff-rules.yml", &printed);
 
     let e = Exporter::start(&["--sim.scenario", scenario, "--rules.file", rules_json]);
     let port = TcpListener::bind("127.0.0.1:0")
@@ -113,7 +124,7 @@ fn prometheus_and_the_exporter_fire_the_same_alerts() {
         &format!(
             "global: {{scrape_interval: 1s, evaluation_interval: 1s}}\n\
              rule_files: ['{}']\n\
-             scrape_configs:\n  - job_name: gpu\n    static_configs: [{{targets: ['{}']}}]\n",
+             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs: [{{targets: ['{}']}}]\n",
             rule_file.display(),
             e.addr
         ),
@@ -416,4 +427,130 @@ fn the_readme_join_holds_on_time_sliced_gpus() {
     let (status, body) = query(&mut prom, naive).unwrap();
     assert_eq!(status, 422, "{body}");
     assert!(body.contains("many-to-many matching not allowed"), "{body}");
+}
+
+/// Failure is loud, in both evaluators. One exporter, one Prometheus, and
+/// the scenario's script: GPU 1 falls off the bus at 1s (a page), every
+/// collection hangs from 10s to 35s, every one fails from 45s, and then the
+/// exporter is killed. Durations are scaled through the rules file and
+/// `--collect.max-stale 4s`; what each side fires is read while the fault
+/// lasts.
+#[test]
+fn hangs_failures_and_a_dead_exporter_are_loud_in_both_evaluators() {
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let scenario = temp_file(
+        "loud-scenario.json",
+        r#"{"gpus":[{},{}],"incidents":[
+          {"at":"1s","gpu":1,"lost":true},
+          {"at":"10s","hang":"25s"},
+          {"at":"45s","fail":"300s"}]}"#,
+    );
+    let rules = temp_file(
+        "loud-rules.json",
+        r#"{"rules":[{"name":"GPULost","for":"2s"},{"name":"ExporterCollectFailing","for":"2s"},
+          {"name":"ExporterDown","for":"2s"}]}"#,
+    );
+    let (scenario, rules) = (scenario.to_str().unwrap(), rules.to_str().unwrap());
+    let args = [
+        "--rules.file",
+        rules,
+        "--collect.max-stale",
+        "4s",
+        "--collect.interval",
+        "500ms",
+    ];
+    let mut print = vec!["--print-rules"];
+    print.extend(args);
+    let printed = run(&print);
+    assert_eq!(printed.status.code(), Some(0));
+    let printed = String::from_utf8(printed.stdout).unwrap();
+    // Pages keep firing --collect.max-stale plus the failure pages'
+    // longest `for` (ExporterAbsent's 2m) after their series go.
+    assert!(printed.contains("keep_firing_for: 124s"), "{printed}");
+    let rule_file = temp_file("loud-rules.yml", &printed);
+    let mut serve = vec!["--sim.scenario", scenario];
+    serve.extend(args);
+    let started = Instant::now();
+    let e = Exporter::start(&serve);
+    let mut prom = Prometheus::start_with(e.addr, &rule_file);
+    let ours = || firing(&e.get("/alerts", &[]).body);
+    let theirs = |prom: &mut Prometheus| {
+        prom.get("/api/v1/alerts")
+            .map(|(_, body)| firing(&body))
+            .unwrap_or_default()
+    };
+    let want = |names: &[&str]| -> BTreeSet<(String, String)> {
+        names
+            .iter()
+            .map(|n| {
+                let who = if *n == "GPULost" { "gpu1" } else { "" };
+                (n.to_string(), who.to_string())
+            })
+            .collect()
+    };
+    // Waits until both sides fire `names`, before `by` seconds into the
+    // run (when the fault would be over), then checks `during` on the
+    // metrics: the fault still lasts.
+    let both = |prom: &mut Prometheus, names: &[&str], by: f64, during: &dyn Fn(&str) -> bool| {
+        let want = want(names);
+        loop {
+            let (o, t) = (ours(), theirs(prom));
+            if want.is_subset(&o) && want.is_subset(&t) {
+                let body = e.metrics(None).body;
+                assert!(during(&body), "the fault was over: {body}");
+                return;
+            }
+            assert!(
+                started.elapsed().as_secs_f64() < by,
+                "{names:?} by {by}s: exporter {o:?}, Prometheus {t:?}"
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    let stalled = |b: &str| value(b, "gpu_exporter_collect_stalled") == Some(1.0);
+    let failing = |b: &str| {
+        value(b, "gpu_exporter_collect_success") == Some(0.0)
+            && value(b, "gpu_exporter_readings_hidden") == Some(1.0)
+            && !b.contains("gpu_up{")
+    };
+    // The lost GPU pages.
+    both(&mut prom, &["GPULost"], 10.0, &|_| true);
+    // During the hang: the stall alert fires in both, while the collector
+    // is stuck; past max-stale the readings go, ExporterBlind pages, and
+    // GPULost keeps firing without its series.
+    both(
+        &mut prom,
+        &["ExporterCollectFailing", "ExporterBlind", "GPULost"],
+        34.0,
+        &stalled,
+    );
+    // A failing collection: the same, after the hang is over.
+    e.wait_for("/metrics", Duration::from_secs(60), |b| {
+        value(b, "gpu_exporter_collect_stalled") == Some(0.0)
+            && value(b, "gpu_exporter_collect_success") == Some(0.0)
+    });
+    both(
+        &mut prom,
+        &["ExporterCollectFailing", "ExporterBlind", "GPULost"],
+        120.0,
+        &failing,
+    );
+    // The exporter dies: only Prometheus can see it, and the page it had
+    // keeps firing until ExporterDown has taken over.
+    drop(e);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = theirs(&mut prom);
+        if t.contains(&("ExporterDown".to_string(), String::new())) {
+            assert!(
+                t.contains(&("GPULost".to_string(), "gpu1".to_string())),
+                "{t:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no ExporterDown: {t:?}");
+        std::thread::sleep(Duration::from_millis(250));
+    }
 }

@@ -52,6 +52,45 @@ fn a_hung_first_nvml_call_never_fails_liveness() {
     assert_eq!(e.get("/readyz", &[]).status, 200);
 }
 
+/// While the evaluator replays 64 GPUs' three days, live collections are
+/// already served: `/metrics` has them, `/readyz` waits for the replay,
+/// and `/alerts` and the status page say the alerts are not settled yet.
+#[test]
+fn live_collections_are_served_while_the_history_replays() {
+    let gpus = vec!["{}"; 64].join(",");
+    let scenario = crate::common::temp_file("replay-64.json", &format!(r#"{{"gpus":[{gpus}]}}"#));
+    let e = Exporter::serving(
+        Command::new(BIN),
+        &["--sim.scenario", scenario.to_str().unwrap()],
+    );
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+    // Caught in the act: a collection served, the replay not done.
+    let metrics = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(1.0)
+    });
+    assert!(metrics.contains("gpu_up{gpu=\"63\""), "{metrics}");
+    let ready = e.get("/readyz", &[]);
+    assert_eq!(ready.status, 503, "the replay was over: {}", ready.body);
+    assert!(
+        ready
+            .body
+            .starts_with("not ready: alert history replaying ("),
+        "{}",
+        ready.body
+    );
+    let alerts = e.get("/alerts", &[]).body;
+    assert!(
+        alerts.contains(r#""warnings":["alert history is still replaying ("#),
+        "{alerts}"
+    );
+    assert!(e.get("/", &[]).body.contains("id=\"replaying\""));
+    // Then it settles.
+    e.wait_first_collection();
+    assert_eq!(e.get("/readyz", &[]).status, 200);
+    assert!(!e.get("/alerts", &[]).body.contains("warnings"));
+    assert!(!e.get("/", &[]).body.contains("id=\"replaying\""));
+}
+
 #[test]
 fn the_simulator_replays_behind_a_serving_listener() {
     let e = Exporter::serving(Command::new(BIN), &[]);

@@ -63,6 +63,7 @@ impl ModelState {
 }
 
 /// The simulated source: a [`Scenario`] advanced along a clock.
+#[derive(Clone)]
 pub struct Sim {
     scenario: Scenario,
     gpus: Vec<GpuState>,
@@ -246,6 +247,16 @@ impl Source for Sim {
 
     fn history_seconds(&self) -> f64 {
         HISTORY_SECONDS
+    }
+
+    /// Itself at its origin: stepped through the same times, the copy and
+    /// the original read the same values, to the last bit.
+    fn replay_copy(&self) -> Option<Box<dyn Source>> {
+        Some(Box::new(self.clone()))
+    }
+
+    fn skip_to(&mut self, at: f64) {
+        self.advance(at);
     }
 }
 

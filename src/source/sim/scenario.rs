@@ -6,8 +6,15 @@ use super::users::{self, Users};
 use crate::base::json;
 use crate::base::time::parse_duration;
 use crate::base::units::GIB;
+use crate::config::MAX_NAME;
 use crate::snapshot::{TTFT_BUCKETS, clock_event_bit};
 use std::time::Duration;
+
+/// The most GPUs, served models and incidents a scenario holds: the replay
+/// at start is linear in rules × GPUs (and models), so they are bounded.
+pub const MAX_GPUS: usize = 64;
+pub const MAX_MODELS: usize = 16;
+pub const MAX_INCIDENTS: usize = 1000;
 
 /// The built-in fleet, `scenarios/default.json`: the seed lab's four GPUs.
 const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.json");
@@ -190,11 +197,33 @@ impl Scenario {
     /// Reads a scenario; the error names the bad field.
     pub fn parse(json: &str) -> Result<Scenario, String> {
         let file: ScenarioFile = json::read(json)?;
-        if file.gpus.is_empty() || file.gpus.len() > 64 {
+        if file.gpus.is_empty() || file.gpus.len() > MAX_GPUS {
             return Err(format!(
-                "gpus: {} GPUs; a scenario holds 1 to 64",
+                "gpus: {} GPUs; a scenario holds 1 to {MAX_GPUS}",
                 file.gpus.len()
             ));
+        }
+        let counts = [
+            (
+                "models",
+                file.models.as_ref().map_or(0, Vec::len),
+                MAX_MODELS,
+            ),
+            (
+                "incidents",
+                file.incidents.as_ref().map_or(0, Vec::len),
+                MAX_INCIDENTS,
+            ),
+        ];
+        for (field, n, most) in counts {
+            if n > most {
+                return Err(format!(
+                    "{field}: {n} of them; a scenario holds at most {most}"
+                ));
+            }
+        }
+        if let Some(v) = &file.driver_version {
+            name("driver_version", v)?;
         }
         let gpus = file
             .gpus
@@ -300,6 +329,9 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         -40.0,
         150.0,
     )?;
+    if let Some(m) = &g.model {
+        name("model", m)?;
+    }
     let mut health = HealthState::default();
     if let Some(h) = &g.health {
         health::check(h)?;
@@ -385,10 +417,18 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         users: users::check(&g.pods, &g.processes, &g.jobs, total)?,
     })
 }
-fn model_state(m: &ModelSpec) -> Result<ModelState, String> {
-    if m.name.is_empty() || m.name.len() > 128 {
-        return Err("name: must be 1 to 128 characters".into());
+/// A name a scenario gives (a label value): 1 to [`MAX_NAME`] bytes.
+fn name(field: &str, v: &str) -> Result<(), String> {
+    if v.is_empty() || v.len() > MAX_NAME {
+        return Err(format!(
+            "{field}: {} bytes; a name holds 1 to {MAX_NAME}",
+            v.len()
+        ));
     }
+    Ok(())
+}
+fn model_state(m: &ModelSpec) -> Result<ModelState, String> {
+    name("name", &m.name)?;
     Ok(ModelState {
         name: m.name.clone(),
         rps: check("requests_per_second", m.requests_per_second, 50.0, 0.0, 1e6)?,
