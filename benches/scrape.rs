@@ -1,16 +1,23 @@
 //! Scrape cost, measured side by side in one run:
 //! - render time per scrape into a reused buffer, for 1, 8 and 64 GPUs;
+//! - gzip: render plus compressing per scrape against render alone, and
+//!   the cached design's per-scrape part (a copy of the families
+//!   compressed once per snapshot plus a member of the values computed at
+//!   render time), in process;
 //! - end-to-end scrape latency over loopback through the real binary,
-//!   next to a minimal blocking server sending the same bytes (the floor).
+//!   next to a minimal blocking server sending the same bytes (the floor),
+//!   and gzipped scrapes next to plain ones.
 //!
 //! `cargo bench --bench scrape`. Absolute times drift between machines;
 //! read the ratios.
 
 use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::http::gzip::Compressor;
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Command, Stdio};
@@ -76,6 +83,82 @@ fn bench_render() {
     }
 }
 
+/// The median of 5 runs of `iters` calls of `f`, per call.
+fn median(iters: u32, mut f: impl FnMut()) -> Duration {
+    let mut runs: Vec<Duration> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                f();
+            }
+            t.elapsed() / iters
+        })
+        .collect();
+    runs.sort();
+    runs[2]
+}
+
+fn bench_gzip() {
+    println!("\ngzip per scrape, in process (median of 5 runs)");
+    for gpus in [8, 64] {
+        let s = snapshot(gpus);
+        let now = Instant::now();
+        let iters = 4_000 / gpus as u32 + 20;
+        let (mut buf, mut gz) = (Vec::new(), Compressor::default());
+        // Text 0.0.4 of every family into `buf`.
+        let text = |buf: &mut Vec<u8>| {
+            buf.clear();
+            let fresh = Default::default();
+            render(
+                black_box(&s),
+                fresh,
+                Format::Text,
+                Collectors::ALL,
+                now,
+                buf,
+            );
+        };
+        let plain = median(iters, || text(&mut buf));
+        let body = buf.len();
+        let gzipped = median(iters, || {
+            text(&mut buf);
+            gz.compress(&mut buf, 0);
+        });
+        let compressed = buf.len();
+        // The cached design: the families compressed once per snapshot,
+        // copied, then a member of the exporter's own families (from
+        // `# HELP gpu_exporter_`), which hold the values computed at render
+        // time, rendered and compressed per scrape.
+        text(&mut buf);
+        let tail_at = find(&buf, b"# HELP gpu_exporter_").unwrap();
+        let tail = buf[tail_at..].to_vec();
+        let mut cached = buf[..tail_at].to_vec();
+        gz.compress(&mut cached, 0);
+        let (mut out, mut member) = (Vec::new(), Vec::new());
+        let per_scrape_cached = median(iters, || {
+            out.clear();
+            out.extend_from_slice(&cached);
+            member.clear();
+            member.extend_from_slice(black_box(&tail));
+            gz.compress(&mut member, 0);
+            out.extend_from_slice(&member);
+        });
+        println!(
+            "  {gpus:>2} GPUs: render {plain:>8.1?} | render + gzip {gzipped:>8.1?} ({:.2}x) | \
+             cached families + per-scrape member {per_scrape_cached:>8.1?} ({:.2}x) | \
+             {body} -> {compressed} bytes ({:.1}x smaller; cached {} bytes)",
+            gzipped.as_secs_f64() / plain.as_secs_f64(),
+            per_scrape_cached.as_secs_f64() / plain.as_secs_f64(),
+            body as f64 / compressed as f64,
+            out.len(),
+        );
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
 fn connect(addr: &str) -> TcpStream {
     let s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
@@ -85,12 +168,17 @@ fn connect(addr: &str) -> TcpStream {
 /// Scrapes `/metrics` `n` times over a keep-alive connection; returns the
 /// latencies.
 fn scrape(s: &mut TcpStream, n: usize) -> Vec<Duration> {
+    scrape_with(s, n, "")
+}
+
+/// [`scrape`] with header lines `headers`.
+fn scrape_with(s: &mut TcpStream, n: usize, headers: &str) -> Vec<Duration> {
+    let request = format!("GET /metrics HTTP/1.1\r\nHost: b\r\n{headers}\r\n");
     let mut buf = Vec::with_capacity(1 << 20);
     (0..n)
         .map(|_| {
             let t = Instant::now();
-            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: b\r\n\r\n")
-                .unwrap();
+            s.write_all(request.as_bytes()).unwrap();
             read_response_into(s, &mut buf, false);
             t.elapsed()
         })
@@ -154,16 +242,21 @@ fn bench_end_to_end() {
             .replace("Connection: close\r\n", "");
         let floor = floor_server(response.clone().into_bytes());
         let (mut a, mut b) = (connect(&addr), connect(&floor));
+        let mut z = connect(&addr);
+        const GZIP: &str = "Accept-Encoding: gzip\r\n";
         scrape(&mut a, 200);
         scrape(&mut b, 200);
-        // Alternate in tenths, so drift on a shared machine hits both alike.
-        let (mut ours, mut base) = (Vec::new(), Vec::new());
+        scrape_with(&mut z, 200, GZIP);
+        // Alternate in tenths, so drift on a shared machine hits all alike.
+        let (mut ours, mut base, mut gz) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..10 {
             ours.extend(scrape(&mut a, n / 10));
             base.extend(scrape(&mut b, n / 10));
+            gz.extend(scrape_with(&mut z, n / 10, GZIP));
         }
         ours.sort();
         base.sort();
+        gz.sort();
         let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
         println!(
             "  {gpus:>2} GPUs ({} bytes): exporter p50 {:>8.1?} p99 {:>8.1?} | floor p50 {:>8.1?} p99 {:>8.1?} | p50 ratio {:.2}",
@@ -174,6 +267,12 @@ fn bench_end_to_end() {
             p(&base, 0.99),
             p(&ours, 0.5).as_secs_f64() / p(&base, 0.5).as_secs_f64()
         );
+        println!(
+            "  {gpus:>2} GPUs gzipped: p50 {:>8.1?} p99 {:>8.1?} | p50 gzip / plain {:.2}",
+            p(&gz, 0.5),
+            p(&gz, 0.99),
+            p(&gz, 0.5).as_secs_f64() / p(&ours, 0.5).as_secs_f64()
+        );
         let _ = child.kill();
         let _ = child.wait();
     }
@@ -183,6 +282,7 @@ fn main() {
     // `cargo test --benches` runs this once as a smoke test.
     if std::env::args().any(|a| a == "--bench") {
         bench_render();
+        bench_gzip();
         bench_end_to_end();
     }
 }

@@ -38,6 +38,11 @@ pub mod alerts {
 pub mod process {
     pub use crate::process::*;
 }
+/// The web config.
+#[cfg(feature = "tls")]
+pub mod web {
+    pub use crate::web::*;
+}
 /// The collector.
 pub mod collector {
     pub use crate::collector::*;

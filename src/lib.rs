@@ -20,13 +20,15 @@ pub mod config;
 // Floor 2: the fleet model every other part reads.
 mod snapshot;
 // Floor 3: sources and fillers, the fleet memory, exposition, alerts, the
-// process's own stats.
+// process's own stats, the web config.
 mod alerts;
 mod exposition;
 mod fill;
 mod fleet;
 mod process;
 mod source;
+#[cfg(feature = "tls")]
+mod web;
 // Floor 4: the collector, and which source and fillers it reads.
 mod collector;
 mod select;

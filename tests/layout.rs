@@ -22,13 +22,16 @@ const FLOORS: &[(&str, u8)] = &[
     ("config", 1),
     // The fleet model.
     ("snapshot", 2),
-    // Sources and fillers, exposition, alerts, the process's own stats.
+    // Sources and fillers, exposition, alerts, the process's own stats,
+    // the web config.
     ("source", 3),
     ("fill", 3),
     ("fleet", 3),
     ("exposition", 3),
     ("alerts", 3),
     ("process", 3),
+    // The web config file: TLS, basic auth (built with the `tls` feature).
+    ("web", 3),
     // The collector, and which source and fillers it reads.
     ("collector", 4),
     ("select", 4),

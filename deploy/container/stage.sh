@@ -5,8 +5,8 @@
 #   deploy/container/stage.sh [STAGE_DIR]
 #   buildah bud -f Dockerfile.scratch -t gpu-exporter:0.1.0 target/stage
 #
-# It builds the release binary, or takes an already built one from
-# $GPU_EXPORTER_BIN, and copies in the binary, glibc's dynamic loader and
+# It builds the release binary the way it ships (deploy/release.sh), or
+# takes an already built one from $GPU_EXPORTER_BIN, and copies in the binary, glibc's dynamic loader and
 # the glibc libraries that the binary and libnvidia-ml.so.1 link, taken from
 # this machine with symlinks resolved. Nothing else: NVML is dlopened, so
 # the binary must be glibc-linked (a static binary cannot dlopen), and the
@@ -36,8 +36,7 @@ elif $static; then
   (cd "$root" && cargo build --release --locked --bin gpu-exporter --target "$musl")
   bin="${CARGO_TARGET_DIR:-$root/target}/$musl/release/gpu-exporter"
 else
-  (cd "$root" && cargo build --release --locked --bin gpu-exporter)
-  bin="${CARGO_TARGET_DIR:-$root/target}/release/gpu-exporter"
+  bin="$("$root/deploy/release.sh")"
 fi
 [[ -x "$bin" ]] || { echo "stage.sh: $bin is not an executable" >&2; exit 1; }
 

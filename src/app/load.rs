@@ -89,3 +89,62 @@ pub fn reloader(
         })?;
     Ok(hups)
 }
+
+/// `--web.config.file`, read at start with every file it names: any
+/// problem is one line and exit code 2.
+#[cfg(feature = "tls")]
+pub fn web_config(
+    config: &Config,
+) -> Result<Option<(crate::web::Watch, crate::web::Loaded)>, ConfigError> {
+    let Some(path) = &config.web_config else {
+        return Ok(None);
+    };
+    crate::web::Watch::start(path)
+        .map(Some)
+        .map_err(|e| ConfigError(format!("--web.config.file {}: {e}", path.display())))
+}
+
+/// How often the web config's files are looked at (a `stat` each): a
+/// rotated certificate is served within about this long.
+#[cfg(feature = "tls")]
+const WEB_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Starts the thread that re-reads the web config when it or a file it
+/// names changes, or on each message (SIGHUP), and publishes what loads to
+/// `shared`. A file that does not load is logged, and the old
+/// configuration stays.
+#[cfg(feature = "tls")]
+pub fn web_watcher(
+    mut watch: crate::web::Watch,
+    path: std::path::PathBuf,
+    shared: Arc<crate::http::guard::Shared>,
+) -> std::io::Result<mpsc::Sender<()>> {
+    let (hups, rx) = mpsc::channel::<()>();
+    std::thread::Builder::new()
+        .name("web-config".into())
+        .spawn(move || {
+            loop {
+                let force = match rx.recv_timeout(WEB_POLL) {
+                    Ok(()) => true,
+                    Err(mpsc::RecvTimeoutError::Timeout) => false,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                };
+                match watch.poll(force) {
+                    Ok(None) => {}
+                    Ok(Some(loaded)) => {
+                        log::info!(
+                            "--web.config.file {}: reloaded ({})",
+                            path.display(),
+                            loaded.summary()
+                        );
+                        shared.publish(loaded);
+                    }
+                    Err(e) => log::error!(
+                        "--web.config.file {}: {e}; keeping the old configuration",
+                        path.display()
+                    ),
+                }
+            }
+        })?;
+    Ok(hups)
+}

@@ -42,7 +42,15 @@ impl From<ConfigError> for Error {
 /// collects behind them (`--once` does all that first, then prints).
 pub fn run(config: Config) -> Result<u8, Error> {
     // Everything that can be wrong with the configuration fails here,
-    // before anything starts.
+    // before anything starts. The web config first: whether it turns TLS
+    // on is part of the configuration (`Config::tls`).
+    #[cfg(feature = "tls")]
+    let web = load::web_config(&config)?;
+    #[cfg(feature = "tls")]
+    let config = Config {
+        tls: web.as_ref().is_some_and(|(_, l)| l.tls.is_some()),
+        ..config
+    };
     let rules = load::rules(&config)?;
     if config.print_rules {
         let printing = promql::Printing {
@@ -53,10 +61,14 @@ pub fn run(config: Config) -> Result<u8, Error> {
         return Ok(0);
     }
     let scenario = load::scenario(&config)?;
-    let listener = if config.once {
-        None
+    let (listener, probes) = if config.once {
+        (None, None)
     } else {
-        Some(bind(config.listen)?)
+        let probes = match config.probe_address {
+            Some(a) => Some(bind("--web.probe-address", a)?),
+            None => None,
+        };
+        (Some(bind("--web.listen-address", config.listen)?), probes)
     };
     let plan = select::plan(&config, scenario)?;
     for r in &rules {
@@ -85,6 +97,14 @@ pub fn run(config: Config) -> Result<u8, Error> {
         .local_addr()
         .map_err(|e| Error::Runtime(e.to_string()))?;
     let listener = async_io::Async::new(listener).map_err(|e| Error::Runtime(e.to_string()))?;
+    let probes = match probes {
+        Some(p) => {
+            let at = p.local_addr().map_err(|e| Error::Runtime(e.to_string()))?;
+            log::info!("serving probes on {}", url("http", at, "/healthz"));
+            Some(async_io::Async::new(p).map_err(|e| Error::Runtime(e.to_string()))?)
+        }
+        None => None,
+    };
     let signals = signals::handle()?;
 
     let latest = Arc::new(Latest::new(Published {
@@ -128,8 +148,20 @@ pub fn run(config: Config) -> Result<u8, Error> {
         .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
     log::info!(
         "serving GPU metrics on {}",
-        url(addr, &config.telemetry_path)
+        url(config.scheme(), addr, &config.telemetry_path)
     );
+    let shared = Arc::new(http::guard::Shared::default());
+    #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
+    let mut web_hups: Option<mpsc::Sender<()>> = None;
+    #[cfg(feature = "tls")]
+    if let (Some((watch, loaded)), Some(path)) = (web, &config.web_config) {
+        log::info!("--web.config.file {}: {}", path.display(), loaded.summary());
+        shared.publish(loaded);
+        web_hups = Some(
+            load::web_watcher(watch, path.clone(), shared.clone())
+                .map_err(|e| Error::Runtime(format!("cannot start the web config thread: {e}")))?,
+        );
+    }
 
     let ctx = http::Context {
         latest,
@@ -138,15 +170,19 @@ pub fn run(config: Config) -> Result<u8, Error> {
         bounds,
         http: Default::default(),
     };
-    let server = Rc::new(Server::new(ctx, config.limits.clone()));
+    let guard = http::guard::Guard::new(shared, config.open_probes);
+    let server = Rc::new(Server::guarded(ctx, config.limits.clone(), guard));
     let hups = load::reloader(config, simulated, reloads)
         .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
     Ok(signals::serve_until_stopped(
         signals,
-        listener,
+        [Some(listener), probes],
         server,
         move || {
             let _ = hups.send(());
+            if let Some(h) = &web_hups {
+                let _ = h.send(());
+            }
         },
     ))
 }
@@ -167,19 +203,16 @@ fn once(plan: select::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds: B
     0
 }
 
-fn bind(addr: SocketAddr) -> Result<TcpListener, ConfigError> {
-    TcpListener::bind(addr).map_err(|e| {
-        ConfigError(format!(
-            "--web.listen-address: cannot listen on {addr}: {e}"
-        ))
-    })
+fn bind(flag: &str, addr: SocketAddr) -> Result<TcpListener, ConfigError> {
+    TcpListener::bind(addr)
+        .map_err(|e| ConfigError(format!("{flag}: cannot listen on {addr}: {e}")))
 }
 
 /// The URL to print: `localhost` for a wildcard address.
-fn url(addr: SocketAddr, path: &str) -> String {
+fn url(scheme: &str, addr: SocketAddr, path: &str) -> String {
     match addr {
-        a if a.ip().is_unspecified() => format!("http://localhost:{}{path}", a.port()),
-        SocketAddr::V6(a) => format!("http://[{}]:{}{path}", a.ip(), a.port()),
-        SocketAddr::V4(a) => format!("http://{a}{path}"),
+        a if a.ip().is_unspecified() => format!("{scheme}://localhost:{}{path}", a.port()),
+        SocketAddr::V6(a) => format!("{scheme}://[{}]:{}{path}", a.ip(), a.port()),
+        SocketAddr::V4(a) => format!("{scheme}://{a}{path}"),
     }
 }

@@ -26,13 +26,15 @@ pub fn handle() -> Result<Signals, Error> {
 
 /// Serves until SIGTERM or SIGINT, calling `reload` on each SIGHUP (it
 /// must not block: it runs on the HTTP thread); the exit code: 0, or
-/// 128 + the signal that cut the drain short.
+/// 128 + the signal that cut the drain short. `listeners`: the main one,
+/// and the probe listener if there is one.
 pub fn serve_until_stopped(
     mut signals: Signals,
-    listener: Async<TcpListener>,
+    listeners: [Option<Async<TcpListener>>; 2],
     server: Rc<Server>,
     mut reload: impl FnMut(),
 ) -> u8 {
+    let [main, probes] = listeners;
     let ex = LocalExecutor::new();
     smol::block_on(ex.run(async {
         let stop = async {
@@ -45,7 +47,18 @@ pub fn serve_until_stopped(
             }
         };
         let serving = async {
-            http::server::serve(&ex, listener, server.clone()).await;
+            let main = async {
+                if let Some(l) = main {
+                    http::server::serve(&ex, l, server.clone(), false).await;
+                }
+            };
+            let probes = async {
+                match probes {
+                    Some(l) => http::server::serve(&ex, l, server.clone(), true).await,
+                    None => std::future::pending().await,
+                }
+            };
+            main.or(probes).await;
             Signal::Term
         };
         let sig = serving.or(stop).await;

@@ -141,6 +141,31 @@ pub static FLAGS: &[Flag] = &[
         },
     ),
     set(
+        "--web.config.file",
+        "FILE",
+        "",
+        "TLS, mutual TLS, basic auth, headers and a rate limit, in exporter-toolkit's web config format (YAML); re-read when it or a file it names changes",
+        |c, v| {
+            if !cfg!(feature = "tls") {
+                return Err(
+                    "this build has no TLS or basic auth (built without the tls feature)".into(),
+                );
+            }
+            c.web_config = Some(v.into());
+            Ok(())
+        },
+    ),
+    set(
+        "--web.probe-address",
+        "ADDR",
+        "",
+        "also serve /healthz and /readyz alone, in plain HTTP without auth, here (for kubelet probes when the main port wants client certificates)",
+        |c, v| {
+            c.probe_address = Some(parse_listen(v)?);
+            Ok(())
+        },
+    ),
+    set(
         "--source",
         "NAME",
         "auto",
@@ -361,6 +386,11 @@ pub static FLAGS: &[Flag] = &[
         "--collector.disable-defaults",
         "start from no collector, then turn on those named by --collector.NAME",
         Action::DisableDefaults,
+    ),
+    switch(
+        "--web.open-probes",
+        "leave /healthz and /readyz open without basic auth, for probes",
+        Action::Switch(|c| c.open_probes = true),
     ),
     switch(
         "--print-rules",

@@ -35,6 +35,14 @@ pub enum SourceKind {
     Sim,
 }
 
+impl Config {
+    /// The scheme of the exporter's own URLs: `https` when the web config
+    /// turns TLS on (see [`Config::tls`]).
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+}
+
 impl SourceKind {
     /// The name flags and labels use.
     pub fn as_str(self) -> &'static str {
@@ -141,13 +149,25 @@ pub struct Config {
     /// `--alerts.scrape-job`: the job Prometheus scrapes the exporters
     /// under, for the printed rules that only Prometheus evaluates.
     pub scrape_job: String,
-    /// Whether the exporter serves TLS. The web config (issue 14) sets
-    /// it; the printed runbook links then say `https`.
+    /// Whether the metrics are served over TLS: the web config turns it on
+    /// (a certificate, key, client CA or `client_auth_type` set in
+    /// `tls_server_config`). `run` sets it once it has read
+    /// `--web.config.file`, before anything else reads the configuration
+    /// (`--print-rules` included): the printed runbook links then say
+    /// `https` (see [`Config::scheme`]).
     pub tls: bool,
     /// `--rules.file`.
     pub rules_file: Option<PathBuf>,
     /// `--collector.*`, `--no-collector.*`: which collectors run.
     pub collectors: Collectors,
+    /// `--web.config.file`: TLS, basic auth, headers and a rate limit, in
+    /// exporter-toolkit's schema.
+    pub web_config: Option<PathBuf>,
+    /// `--web.probe-address`: a plain-HTTP listener for `/healthz` and
+    /// `/readyz` only.
+    pub probe_address: Option<SocketAddr>,
+    /// `--web.open-probes`: `/healthz` and `/readyz` need no basic auth.
+    pub open_probes: bool,
 }
 
 impl Default for Config {
@@ -176,6 +196,9 @@ impl Default for Config {
             tls: false,
             rules_file: None,
             collectors: Collectors::DEFAULT,
+            web_config: None,
+            probe_address: None,
+            open_probes: false,
         }
     }
 }
@@ -192,7 +215,7 @@ impl Config {
         match &self.runbook_base {
             Some(base) => base.clone(),
             None => {
-                let scheme = if self.tls { "https" } else { "http" };
+                let scheme = self.scheme();
                 format!("{scheme}://{{{{ $labels.instance }}}}{OWN_RUNBOOKS}")
             }
         }

@@ -540,6 +540,19 @@ pub static HTTP_ACCEPT_PAUSED: Family = family(
     "Seconds the HTTP server stopped accepting at the connection cap with nothing to evict, new connections waiting in the kernel's queue.",
 );
 
+pub static HTTP_GZIPPED: Family = family(
+    "gpu_exporter_http_gzipped_responses",
+    Counter,
+    "HTTP responses sent gzipped, as the client's Accept-Encoding asked (Prometheus asks on every scrape).",
+);
+pub static TLS_HANDSHAKE_ERRORS: Family = family(
+    "gpu_exporter_tls_handshake_errors",
+    Counter,
+    "TLS handshakes that did not complete, by reason: timeout within --web.header-timeout, or failed (no common version or suite, a client certificate refused, garbage).",
+);
+/// The `reason` label of [`TLS_HANDSHAKE_ERRORS`], in the order of its counts.
+pub const HANDSHAKE_ERRORS: [&str; 2] = ["timeout", "failed"];
+
 pub type ProcessReading = fn(&ProcessStats) -> Option<f64>;
 
 pub static PROCESS: [(Family, ProcessReading); 5] = [

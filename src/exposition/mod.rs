@@ -17,11 +17,22 @@ use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
     COLLECTOR_SUCCESS, EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS,
-    HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_OPEN, MIG_INFO, MIG_MEMORY, PROCESS, READINGS_HIDDEN,
-    SNAPSHOT_AGE, SOURCE_INFO, Series, TTFT,
+    HANDSHAKE_ERRORS, HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO,
+    MIG_MEMORY, PROCESS, READINGS_HIDDEN, SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS,
+    TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
+
+/// A counter family of one series per `reason`, with its count.
+fn by_reason(w: &mut Writer, family: &catalogue::Family, reasons: &[&str], counts: &[u64]) {
+    w.head(family);
+    for (reason, n) in reasons.iter().zip(counts) {
+        w.name(family);
+        w.open_label("reason", reason);
+        w.value(*n as f64);
+    }
+}
 
 /// The HTTP server's own counts at a scrape: they live on the HTTP
 /// thread, not in the snapshot.
@@ -33,6 +44,10 @@ pub struct HttpStats {
     pub evicted: [u64; 3],
     /// Seconds the accept loop waited at the connection cap.
     pub accept_paused_seconds: f64,
+    /// TLS handshakes that failed, by [`HANDSHAKE_ERRORS`].
+    pub tls_handshake_errors: [u64; 2],
+    /// Responses sent gzipped.
+    pub gzipped: u64,
 }
 
 /// Writes `snapshot` in `format` to `out`, after whatever `out` holds: the
@@ -216,13 +231,11 @@ pub fn render_with(
     attribution::own(&mut w, snapshot);
     if let Some(h) = http {
         w.scalar(&HTTP_OPEN, h.open as f64);
-        w.head(&HTTP_EVICTED);
-        for (reason, n) in EVICTED_REASONS.iter().zip(h.evicted) {
-            w.name(&HTTP_EVICTED);
-            w.open_label("reason", reason);
-            w.value(n as f64);
-        }
+        by_reason(&mut w, &HTTP_EVICTED, &EVICTED_REASONS, &h.evicted);
         w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
+        w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
+        let errors = &h.tls_handshake_errors;
+        by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &HANDSHAKE_ERRORS, errors);
     }
     for (fam, read) in &PROCESS {
         if let Some(v) = read(&snapshot.process) {

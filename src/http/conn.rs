@@ -1,12 +1,17 @@
 //! One connection: parse requests with httparse from a fixed buffer, answer
-//! each in order (keep-alive and pipelining), close on errors.
+//! each in order (keep-alive and pipelining), close on errors. Over TLS
+//! the same, with a handshake first (`handshake`) and the bytes going
+//! through `tls.rs`.
 //!
 //! A response is built in one buffer: the body is rendered after
-//! `HEAD_ROOM` bytes, then the head is written right-aligned in front of
-//! it, and the whole goes out in one write.
+//! `HEAD_ROOM` bytes, gzipped in place of itself when the client asks,
+//! then the head is written right-aligned in front of it, and the whole
+//! goes out in one write (sealed into TLS records first, over TLS).
 
+use super::guard::{self, Gate};
+use super::gzip::{Coding, Compressor, negotiate};
 use super::request::{Parsed, parse};
-use super::router::{self, Context, Method, Response, Status};
+use super::router::{self, Access, Context, Method, Response, Status};
 use super::server::{Key, Phase, Sent, Server};
 use async_io::Async;
 use smol::future::FutureExt;
@@ -15,10 +20,18 @@ use std::io::{Cursor, Read, Write};
 use std::net::TcpStream;
 use std::ops::Range;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub use super::request::MAX_HEAD;
-const HEAD_ROOM: usize = 256;
+/// Room for the response head: the longest status line and the server's
+/// own headers take under 512 bytes, the web config's at most
+/// [`MAX_CONFIGURED`].
+const HEAD_ROOM: usize = 512 + MAX_CONFIGURED;
+/// The most bytes of header lines a web config may add to a response.
+const MAX_CONFIGURED: usize = 1024;
+#[cfg(feature = "tls")]
+const _: () = assert!(crate::web::MAX_HEADER_BYTES <= MAX_CONFIGURED);
 
 /// A response built in the output buffer.
 #[derive(Debug, PartialEq)]
@@ -28,6 +41,32 @@ pub struct Answer {
     pub keep_alive: bool,
     /// Where the response lies in the output buffer.
     pub range: Range<usize>,
+    /// Whether its body went gzipped.
+    pub gzipped: bool,
+}
+
+/// How to answer, beyond what the request says.
+#[derive(Clone, Copy, Debug)]
+pub struct Policy<'a> {
+    /// End the connection after the response, whatever the request asked.
+    pub close: bool,
+    /// What the web config's rate limit and basic auth said.
+    pub access: Access,
+    /// Serve only `/healthz` and `/readyz` (the probe listener).
+    pub probes_only: bool,
+    /// Header lines the web config adds to every response.
+    pub headers: &'a str,
+}
+
+impl Default for Policy<'_> {
+    fn default() -> Self {
+        Policy {
+            close: false,
+            access: Access::Allowed,
+            probes_only: false,
+            headers: "",
+        }
+    }
 }
 
 /// The pure core of a connection: parses one request from `buf`, routes
@@ -35,50 +74,84 @@ pub struct Answer {
 /// head has arrived.
 #[cfg(any(test, feature = "internals"))]
 pub fn answer(buf: &[u8], ctx: &Context, out: &mut Vec<u8>) -> Option<Answer> {
-    respond(buf, ctx, false, out)
+    respond(buf, ctx, Policy::default(), None, out)
 }
 
-/// [`answer`]; `close` ends the connection after the response whatever
-/// the request asked.
-fn respond(buf: &[u8], ctx: &Context, close: bool, out: &mut Vec<u8>) -> Option<Answer> {
+/// [`answer`] with a policy, and gzip where the client asks and
+/// `compressor` is given.
+pub fn respond(
+    buf: &[u8],
+    ctx: &Context,
+    policy: Policy,
+    compressor: Option<&mut Compressor>,
+    out: &mut Vec<u8>,
+) -> Option<Answer> {
     let parsed = parse(buf);
     out.clear();
     out.resize(HEAD_ROOM, 0);
-    let (resp, consumed, keep, head_only, http10) = match parsed {
+    let (resp, consumed, keep, head_only, http10, coding) = match parsed {
         Parsed::Partial => return None,
         Parsed::Reject(status) => {
             out.extend_from_slice(status.line().as_bytes());
             out.push(b'\n');
             let resp = Response {
                 // OPTIONS * and CONNECT
-                allow: status == Status::MethodNotAllowed,
+                headers: if status == Status::MethodNotAllowed {
+                    router::ALLOW
+                } else {
+                    ""
+                },
                 ..Response::text(status)
             };
-            (resp, buf.len(), false, false, false)
+            (resp, buf.len(), false, false, false, Coding::Identity)
         }
         Parsed::Request(req, f) => {
-            let resp = router::route(&req, ctx, out);
+            let resp = if policy.access != Access::Allowed {
+                router::refuse(policy.access, out)
+            } else if policy.probes_only && !router::is_probe(req.path) {
+                out.extend_from_slice(
+                    b"404 page not found: this listener serves /healthz and /readyz\n",
+                );
+                Response::text(Status::NotFound)
+            } else {
+                router::route(&req, ctx, out)
+            };
+            let coding = match (&compressor, resp.compressible) {
+                (Some(_), true) => negotiate(req.accept_encoding),
+                _ => Coding::Identity,
+            };
             (
                 resp,
                 f.consumed,
-                f.keep_alive && !close,
+                f.keep_alive && !policy.close,
                 req.method == Method::Head,
                 f.http10,
+                coding,
             )
         }
     };
-    let start = write_head(out, &resp, keep, http10);
+    let gzipped = coding == Coding::Gzip;
+    if let (true, Some(c)) = (gzipped, compressor) {
+        c.compress(out, HEAD_ROOM);
+    }
+    let vary = if resp.compressible {
+        coding.headers()
+    } else {
+        ""
+    };
+    let start = write_head(out, &resp, keep, http10, [vary, policy.headers]);
     let end = if head_only { HEAD_ROOM } else { out.len() };
     Some(Answer {
         consumed,
         keep_alive: keep,
         range: start..end,
+        gzipped,
     })
 }
 
 /// Races `fut` against connection `id`'s deadline; `None` when the
 /// deadline came first.
-async fn before<T>(
+pub(super) async fn before<T>(
     srv: &Server,
     key: Key,
     deadline: Instant,
@@ -110,27 +183,85 @@ async fn send(srv: &Server, key: Key, stream: &Async<TcpStream>, deadline: Insta
     }
 }
 
+/// The connection's transport: the socket itself, or TLS over it.
+enum Wire {
+    Plain,
+    #[cfg(feature = "tls")]
+    Tls(Box<super::tls::Tls>),
+}
+
 /// Serves one connection until the client closes it, an error, a
 /// timeout or an eviction. While no request bytes are buffered (a new
 /// connection, or a kept-alive one between requests) it holds no buffer:
-/// it only waits for the socket to become readable.
-pub async fn serve(stream: Rc<Async<TcpStream>>, key: Key, srv: Rc<Server>) {
+/// it only waits for the socket to become readable. `tls`: the TLS
+/// configuration to handshake with first. `probes` is the probe listener's
+/// connection: `/healthz` and `/readyz` only.
+pub async fn serve(
+    stream: Rc<Async<TcpStream>>,
+    key: Key,
+    srv: Rc<Server>,
+    tls: Option<guard::TlsConfig>,
+    probes: bool,
+) {
+    let limits = &srv.limits;
+    // A new connection must send its first request within the header
+    // timeout, its TLS handshake included; later ones start when their
+    // first byte arrives.
+    let mut head_deadline = Instant::now() + limits.header_timeout;
+    #[allow(unused_mut)]
+    let mut wire = Wire::Plain;
+    #[cfg(feature = "tls")]
+    if let Some(config) = tls {
+        match super::handshake::run(&srv, key, &stream, config, head_deadline).await {
+            Some(tls) => wire = Wire::Tls(tls),
+            None => {
+                drain(&stream);
+                srv.forget(key);
+                return;
+            }
+        }
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = tls;
     let mut inbuf = Vec::new();
     let mut filled = 0;
     let mut served = false;
-    let limits = &srv.limits;
-    // A new connection must send its first request within the header
-    // timeout; later ones start when their first byte arrives.
-    let mut head_deadline = Instant::now() + limits.header_timeout;
     'conn: loop {
         // Answer every whole request buffered, in order (pipelining).
         while filled > 0 {
-            let mut out = srv.take_outbuf();
-            let Some(a) = respond(&inbuf[..filled], &srv.ctx, srv.crowded(), &mut out) else {
-                srv.put_outbuf(out);
+            let loaded = srv.guard.current();
+            let access = match gate(&srv, loaded.as_ref(), &inbuf[..filled], probes) {
+                None => break,
+                Some(g) => match g.decided() {
+                    Some(a) => a,
+                    // bcrypt, off this thread, within the header timeout.
+                    None => before(&srv, key, head_deadline, g.finish())
+                        .await
+                        .unwrap_or(Access::Busy),
+                },
+            };
+            let policy = Policy {
+                close: srv.crowded(),
+                access,
+                probes_only: probes,
+                headers: guard::headers(loaded.as_ref()),
+            };
+            let mut out = srv.outbufs.take();
+            let answered = {
+                let mut c = srv.compressor.borrow_mut();
+                respond(&inbuf[..filled], &srv.ctx, policy, Some(&mut c), &mut out)
+            };
+            let Some(a) = answered else {
+                srv.outbufs.put(out);
                 break;
             };
-            srv.answer(key, out, a.range);
+            if a.gzipped {
+                srv.ctx.http.gzipped();
+            }
+            let Some((out, range)) = seal(&srv, &mut wire, out, a.range) else {
+                break 'conn;
+            };
+            srv.answer(key, out, range);
             let deadline = Instant::now() + limits.write_timeout;
             if !send(&srv, key, &stream, deadline).await || !a.keep_alive {
                 break 'conn;
@@ -140,10 +271,11 @@ pub async fn serve(stream: Rc<Async<TcpStream>>, key: Key, srv: Rc<Server>) {
             filled -= a.consumed;
             head_deadline = Instant::now() + limits.header_timeout;
         }
-        if filled == 0 {
+        if filled == 0 && !buffered(&wire) {
             if !inbuf.is_empty() {
-                srv.put_inbuf(std::mem::take(&mut inbuf));
+                srv.inbufs.put(std::mem::take(&mut inbuf));
             }
+            release(&srv, &mut wire);
             let wait_until = if served {
                 srv.set_phase(key, Phase::Idle);
                 Instant::now() + limits.idle_timeout
@@ -157,35 +289,144 @@ pub async fn serve(stream: Rc<Async<TcpStream>>, key: Key, srv: Rc<Server>) {
             if served {
                 head_deadline = Instant::now() + limits.header_timeout;
             }
-            inbuf = srv.take_inbuf();
+        }
+        if inbuf.is_empty() {
+            inbuf = srv.inbufs.take();
         } else if filled == inbuf.len() {
             // A partial head fills the buffer: make room, up to MAX_HEAD
             // (a full MAX_HEAD was refused by the parser above).
             inbuf.resize((inbuf.len() * 2).min(MAX_HEAD), 0);
         }
-        match before(
+        match read(
             &srv,
             key,
+            &stream,
+            &mut wire,
             head_deadline,
-            (&*stream).read(&mut inbuf[filled..]),
+            &mut inbuf[filled..],
         )
         .await
         {
-            Some(Ok(n)) if n > 0 => {
+            Some(n) => {
                 if filled == 0 {
                     srv.set_phase(key, Phase::Head);
                 }
                 filled += n;
             }
             // Closed, failed, evicted, or too slow to send a head.
-            _ => break,
+            None => break,
         }
     }
+    close(&srv, &stream, &mut wire);
     drain(&stream);
     if !inbuf.is_empty() {
-        srv.put_inbuf(inbuf);
+        srv.inbufs.put(inbuf);
     }
+    release(&srv, &mut wire);
     srv.forget(key);
+}
+
+/// The guard's word on the whole request head at the start of `buf`;
+/// `None` while the head is incomplete. A head the parser refuses needs
+/// no word: it gets its 400.
+fn gate(
+    srv: &Server,
+    loaded: Option<&Arc<guard::Loaded>>,
+    buf: &[u8],
+    probes: bool,
+) -> Option<Gate> {
+    if loaded.is_none() {
+        // Nothing configured; `respond` tells a whole head from a part.
+        return Some(Gate::Decided(Access::Allowed));
+    }
+    match parse(buf) {
+        Parsed::Partial => None,
+        Parsed::Reject(_) => Some(Gate::Decided(Access::Allowed)),
+        Parsed::Request(req, _) => {
+            Some(srv.guard.check(loaded, req.path, req.authorization, probes))
+        }
+    }
+}
+
+/// Whether request bytes wait inside the transport.
+fn buffered(wire: &Wire) -> bool {
+    match wire {
+        Wire::Plain => false,
+        #[cfg(feature = "tls")]
+        Wire::Tls(t) => t.buffered(),
+    }
+}
+
+/// Hands the transport's buffer back to the pool while it holds nothing.
+fn release(srv: &Server, wire: &mut Wire) {
+    #[cfg(feature = "tls")]
+    if let Wire::Tls(t) = wire
+        && let Some(b) = t.release()
+    {
+        srv.tlsbufs.put(b);
+    }
+    let _ = (srv, wire);
+}
+
+/// Reads request bytes into `buf` before `deadline`: at least one, or
+/// `None` when the connection is done (closed, failed, too slow).
+async fn read(
+    srv: &Server,
+    key: Key,
+    stream: &Async<TcpStream>,
+    wire: &mut Wire,
+    deadline: Instant,
+    buf: &mut [u8],
+) -> Option<usize> {
+    match wire {
+        Wire::Plain => match before(srv, key, deadline, (&*stream).read(buf)).await {
+            Some(Ok(n)) if n > 0 => Some(n),
+            _ => None,
+        },
+        #[cfg(feature = "tls")]
+        Wire::Tls(tls) => super::handshake::read(srv, key, stream, tls, deadline, buf).await,
+    }
+}
+
+/// The response `out[range]` as the wire sends it: as it is, or sealed
+/// into TLS records in another buffer (`out` going back to the pool).
+fn seal(
+    srv: &Server,
+    wire: &mut Wire,
+    out: Vec<u8>,
+    range: Range<usize>,
+) -> Option<(Vec<u8>, Range<usize>)> {
+    let _ = srv;
+    match wire {
+        Wire::Plain => Some((out, range)),
+        #[cfg(feature = "tls")]
+        Wire::Tls(tls) => {
+            let mut sealed = srv.outbufs.take();
+            sealed.clear();
+            let ok = tls.seal(&out[range], &mut sealed).is_ok();
+            srv.outbufs.put(out);
+            if !ok {
+                srv.outbufs.put(sealed);
+                return None;
+            }
+            let len = sealed.len();
+            Some((sealed, 0..len))
+        }
+    }
+}
+
+/// Ends the transport: a TLS close_notify, best effort.
+fn close(srv: &Server, stream: &Async<TcpStream>, wire: &mut Wire) {
+    #[cfg(feature = "tls")]
+    if let Wire::Tls(tls) = wire {
+        let mut out = srv.outbufs.take();
+        out.clear();
+        tls.close(&mut out);
+        // The socket's buffer is empty between requests: one write fits.
+        let _ = stream.get_ref().write(&out);
+        srv.outbufs.put(out);
+    }
+    let _ = (srv, stream, wire);
 }
 
 /// Reads a little of what the client sent and was not read: closing over
@@ -202,7 +443,7 @@ fn drain(stream: &Async<TcpStream>) {
 
 /// Writes the status line and headers just before the body and returns
 /// where the response starts.
-fn write_head(out: &mut [u8], resp: &Response, keep: bool, http10: bool) -> usize {
+fn write_head(out: &mut [u8], resp: &Response, keep: bool, http10: bool, more: [&str; 2]) -> usize {
     let body_len = out.len() - HEAD_ROOM;
     let mut head = [0u8; HEAD_ROOM];
     let mut c = Cursor::new(&mut head[..]);
@@ -211,17 +452,16 @@ fn write_head(out: &mut [u8], resp: &Response, keep: bool, http10: bool) -> usiz
         (true, true) => "Connection: keep-alive\r\n",
         (true, false) => "",
     };
-    let allow = if resp.allow {
-        "Allow: GET, HEAD\r\n"
-    } else {
-        ""
-    };
-    // Fits: the longest status, content type and headers are under 256 bytes.
+    // Fits: the longest status, content type and headers of our own are
+    // under 512 bytes, and the configured ones at most MAX_CONFIGURED.
     let _ = write!(
         c,
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {body_len}\r\n{allow}{connection}\r\n",
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {body_len}\r\n{}{}{}{connection}\r\n",
         resp.status.line(),
         resp.content_type,
+        resp.headers,
+        more[0],
+        more[1],
     );
     let len = c.position() as usize;
     let start = HEAD_ROOM - len;

@@ -4,12 +4,19 @@
 pub mod alerts;
 pub mod conn;
 pub mod deadline;
+pub mod guard;
+pub mod gzip;
+#[cfg(feature = "tls")]
+pub mod handshake;
+pub mod pool;
 pub mod query;
 pub mod request;
 pub mod router;
 pub mod runbooks;
 pub mod server;
 pub mod status;
+#[cfg(feature = "tls")]
+pub mod tls;
 
 pub use router::Context;
 pub use server::Server;

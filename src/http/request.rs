@@ -178,7 +178,7 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
         Err(httparse::Error::TooManyHeaders) => return Parsed::Reject(Status::HeadersTooLarge),
         Err(_) => return Parsed::Reject(Status::BadRequest),
     };
-    let mut accept = None;
+    let (mut accept, mut accept_encoding, mut authorization) = (None, None, None);
     let (mut close, mut keep_alive, mut lengths, mut hosts) = (false, false, 0, 0);
     for h in headers {
         let name = h.name;
@@ -189,6 +189,14 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
             }
         } else if name.eq_ignore_ascii_case("accept") {
             accept = Some(h.value);
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            accept_encoding = Some(h.value);
+        } else if name.eq_ignore_ascii_case("authorization") {
+            // More than one is no credential at all (RFC 9110 §5.3).
+            if authorization.is_some() {
+                return Parsed::Reject(Status::BadRequest);
+            }
+            authorization = Some(h.value);
         } else if name.eq_ignore_ascii_case("connection") {
             for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
                 close |= token.eq_ignore_ascii_case(b"close");
@@ -246,6 +254,8 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
             path,
             query,
             accept,
+            accept_encoding,
+            authorization,
         },
         framing,
     )

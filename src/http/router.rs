@@ -30,6 +30,8 @@ pub struct Counts {
     open: AtomicU64,
     evicted: [AtomicU64; 3],
     paused_nanos: AtomicU64,
+    handshake_errors: [AtomicU64; 2],
+    gzipped: AtomicU64,
 }
 
 impl Counts {
@@ -38,6 +40,8 @@ impl Counts {
             open: self.open.load(Relaxed),
             evicted: self.evicted.each_ref().map(|n| n.load(Relaxed)),
             accept_paused_seconds: self.paused_nanos.load(Relaxed) as f64 / 1e9,
+            tls_handshake_errors: self.handshake_errors.each_ref().map(|n| n.load(Relaxed)),
+            gzipped: self.gzipped.load(Relaxed),
         }
     }
 
@@ -48,6 +52,18 @@ impl Counts {
     /// One more eviction for `reason`, an index of `EVICTED_REASONS`.
     pub fn evicted(&self, reason: usize) {
         self.evicted[reason].fetch_add(1, Relaxed);
+    }
+
+    /// One more failed TLS handshake for `reason`, an index of
+    /// `HANDSHAKE_ERRORS`.
+    #[cfg(feature = "tls")]
+    pub fn handshake_error(&self, reason: usize) {
+        self.handshake_errors[reason].fetch_add(1, Relaxed);
+    }
+
+    /// One more response sent gzipped.
+    pub fn gzipped(&self) {
+        self.gzipped.fetch_add(1, Relaxed);
     }
 
     pub fn paused(&self, d: Duration) {
@@ -69,6 +85,10 @@ pub struct Request<'a> {
     /// What follows the `?`, if anything; only the metrics path reads it.
     pub query: &'a str,
     pub accept: Option<&'a [u8]>,
+    /// `Accept-Encoding`: gzip or not.
+    pub accept_encoding: Option<&'a [u8]>,
+    /// `Authorization`, for basic auth.
+    pub authorization: Option<&'a [u8]>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,6 +100,8 @@ pub enum Status {
     UriTooLong,
     HeadersTooLarge,
     Unavailable,
+    Unauthorized,
+    TooManyRequests,
 }
 
 impl Status {
@@ -92,6 +114,8 @@ impl Status {
             Status::UriTooLong => "414 URI Too Long",
             Status::HeadersTooLarge => "431 Request Header Fields Too Large",
             Status::Unavailable => "503 Service Unavailable",
+            Status::Unauthorized => "401 Unauthorized",
+            Status::TooManyRequests => "429 Too Many Requests",
         }
     }
 }
@@ -99,20 +123,78 @@ impl Status {
 pub struct Response {
     pub status: Status,
     pub content_type: &'static str,
-    /// Send `Allow: GET, HEAD` (with 405).
-    pub allow: bool,
+    /// Header lines of its own: `Allow` with 405, `WWW-Authenticate` with
+    /// 401, `Retry-After` with 429.
+    pub headers: &'static str,
+    /// Whether its body may go gzipped: the metrics, the status page,
+    /// `/alerts` and the runbooks, as the client's `Accept-Encoding` says.
+    pub compressible: bool,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
+pub const ALLOW: &str = "Allow: GET, HEAD\r\n";
+pub const WWW_AUTHENTICATE: &str =
+    "WWW-Authenticate: Basic realm=\"gpu-exporter\", charset=\"UTF-8\"\r\n";
+pub const RETRY_AFTER: &str = "Retry-After: 1\r\n";
 
 impl Response {
     pub fn text(status: Status) -> Response {
         Response {
             status,
             content_type: TEXT,
-            allow: false,
+            headers: "",
+            compressible: false,
         }
     }
+
+    /// A 200 with `content_type` whose body may go gzipped.
+    fn ok(content_type: &'static str) -> Response {
+        Response {
+            status: Status::Ok,
+            content_type,
+            headers: "",
+            compressible: true,
+        }
+    }
+}
+
+/// Whether a request may have its answer, when the web config asks for
+/// basic auth or a rate limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(feature = "tls"), allow(dead_code))]
+pub enum Access {
+    Allowed,
+    /// 401 with `WWW-Authenticate`: no or wrong credentials.
+    Denied,
+    /// 429 with `Retry-After`: over `rate_limit`, or bcrypt is saturated
+    /// (a flood of wrong passwords), never a stalled scrape.
+    Busy,
+}
+
+/// The answer to a request refused by [`Access`].
+pub fn refuse(access: Access, body: &mut Vec<u8>) -> Response {
+    match access {
+        Access::Denied => {
+            body.extend_from_slice(b"401 unauthorized\n");
+            Response {
+                headers: WWW_AUTHENTICATE,
+                ..Response::text(Status::Unauthorized)
+            }
+        }
+        _ => {
+            body.extend_from_slice(b"429 too many requests: try again in a second\n");
+            Response {
+                headers: RETRY_AFTER,
+                ..Response::text(Status::TooManyRequests)
+            }
+        }
+    }
+}
+
+/// `/healthz` and `/readyz`, which `--web.open-probes` leaves without
+/// auth and the probe listener serves.
+pub fn is_probe(path: &str) -> bool {
+    matches!(path, "/healthz" | "/readyz")
 }
 
 /// Writes the body for `req` after what `body` holds and says how to head it.
@@ -140,7 +222,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
     if req.method == Method::Other {
         body.extend_from_slice(b"method not allowed: use GET or HEAD\n");
         return Response {
-            allow: true,
+            headers: ALLOW,
             ..Response::text(Status::MethodNotAllowed)
         };
     }
@@ -160,28 +242,16 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             let s = &published.snapshot;
             let fresh = s.freshness(now, ctx.bounds);
             exposition::render_with(s, fresh, Some(&http), format, only, now, body);
-            Response {
-                status: Status::Ok,
-                content_type: format.content_type(),
-                allow: false,
-            }
+            Response::ok(format.content_type())
         }
         Route::Alerts => {
             let published = ctx.latest.get();
             alerts::write_json(&published, &ctx.runbook_base, body);
-            Response {
-                status: Status::Ok,
-                content_type: "application/json",
-                allow: false,
-            }
+            Response::ok("application/json")
         }
         Route::Runbook(text) => {
             body.extend_from_slice(text.as_bytes());
-            Response {
-                status: Status::Ok,
-                content_type: "text/markdown; charset=utf-8",
-                allow: false,
-            }
+            Response::ok("text/markdown; charset=utf-8")
         }
         Route::Healthz => {
             body.extend_from_slice(b"ok\n");
@@ -236,11 +306,7 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
                 Instant::now(),
                 body,
             );
-            Response {
-                status: Status::Ok,
-                content_type: "text/html; charset=utf-8",
-                allow: false,
-            }
+            Response::ok("text/html; charset=utf-8")
         }
     }
 }

@@ -24,6 +24,9 @@
 //!   that does from its answer.
 
 use super::deadline::Deadlines;
+use super::guard::{self, Guard};
+use super::gzip::Compressor;
+use super::pool::Pool;
 use super::{Context, conn};
 use crate::config::Limits;
 use crate::exposition::catalogue::EVICTED_REASONS;
@@ -65,6 +68,8 @@ pub struct Key {
 struct Entry {
     id: u64,
     stream: Rc<Async<TcpStream>>,
+    /// Over TLS: an eviction closes it without a plain-text 503.
+    tls: bool,
     phase: Phase,
     /// When the phase began; while answering, when the client last read.
     since: Instant,
@@ -87,10 +92,6 @@ pub enum Sent {
     /// The write failed, or the connection was evicted.
     Failed,
 }
-
-/// Buffers kept for reuse beyond this many are freed, so a burst of
-/// concurrent requests does not stay resident.
-const POOL: usize = 16;
 
 /// A new head buffer's size; it doubles up to `MAX_HEAD` for a head that
 /// needs more, and most never do.
@@ -145,13 +146,33 @@ pub struct Server {
     /// The accept loop, waiting for room.
     room: Cell<Option<Waker>>,
     next_id: Cell<u64>,
-    inbufs: RefCell<Vec<Vec<u8>>>,
-    outbufs: RefCell<Vec<Vec<u8>>>,
+    /// Request head buffers, zeroed once when first made.
+    pub inbufs: Pool,
+    /// Response buffers, grown by earlier responses.
+    pub outbufs: Pool,
+    /// TLS ciphertext buffers (`tls.rs` sizes them).
+    #[cfg(feature = "tls")]
+    pub tlsbufs: Pool,
     log: RefCell<CapLog>,
+    /// What the web config turns on: TLS, auth, headers.
+    pub guard: Guard,
+    /// gzip for every response that is asked for it (one at a time: the
+    /// thread renders one response at a time).
+    pub compressor: RefCell<Compressor>,
+    /// Handshakes computing at once (see `handshake.rs`).
+    #[cfg(feature = "tls")]
+    pub handshakes: smol::lock::Semaphore,
 }
 
 impl Server {
+    /// A server without a web config: plain HTTP, no auth.
+    #[cfg(any(test, feature = "internals"))]
     pub fn new(ctx: Context, limits: Limits) -> Server {
+        Server::guarded(ctx, limits, Guard::new(Default::default(), false))
+    }
+
+    /// A server that serves what `guard` says.
+    pub fn guarded(ctx: Context, limits: Limits, guard: Guard) -> Server {
         let reserve = limits.max_connections.min(1024);
         Server {
             deadlines: Deadlines::start(limits.max_connections),
@@ -165,9 +186,15 @@ impl Server {
             crowded: Cell::new(false),
             room: Cell::new(None),
             next_id: Cell::new(0),
-            inbufs: RefCell::new(Vec::with_capacity(POOL)),
-            outbufs: RefCell::new(Vec::with_capacity(POOL)),
+            inbufs: Pool::new(|| vec![0; INBUF]),
+            outbufs: Pool::new(Vec::new),
+            #[cfg(feature = "tls")]
+            tlsbufs: Pool::new(Vec::new),
             log: RefCell::new(CapLog::default()),
+            guard,
+            compressor: RefCell::default(),
+            #[cfg(feature = "tls")]
+            handshakes: smol::lock::Semaphore::new(super::handshake::HANDSHAKES),
         }
     }
 
@@ -180,33 +207,6 @@ impl Server {
     /// its connection, to let them in.
     pub fn crowded(&self) -> bool {
         self.crowded.get()
-    }
-
-    /// A request head buffer, zeroed once when first made.
-    pub fn take_inbuf(&self) -> Vec<u8> {
-        self.inbufs
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| vec![0; INBUF])
-    }
-
-    pub fn put_inbuf(&self, b: Vec<u8>) {
-        let mut pool = self.inbufs.borrow_mut();
-        if pool.len() < POOL {
-            pool.push(b);
-        }
-    }
-
-    /// A response buffer, grown by earlier responses.
-    pub fn take_outbuf(&self) -> Vec<u8> {
-        self.outbufs.borrow_mut().pop().unwrap_or_default()
-    }
-
-    pub fn put_outbuf(&self, b: Vec<u8>) {
-        let mut pool = self.outbufs.borrow_mut();
-        if pool.len() < POOL {
-            pool.push(b);
-        }
     }
 
     /// Moves connection `key` to `phase` (an evicted one stays closing).
@@ -255,7 +255,7 @@ impl Server {
                 e.out = out;
                 e.unsent = unsent;
             }
-            _ => self.put_outbuf(out),
+            _ => self.outbufs.put(out),
         }
     }
 
@@ -285,19 +285,20 @@ impl Server {
         };
         let out = std::mem::take(&mut e.out);
         drop(conns);
-        self.put_outbuf(out);
+        self.outbufs.put(out);
         // Between requests: what comes next sets its own phase.
         self.set_phase(key, Phase::Head);
         sent
     }
 
     /// Registers a new connection.
-    fn admit(&self, stream: Rc<Async<TcpStream>>) -> Key {
+    fn admit(&self, stream: Rc<Async<TcpStream>>, tls: bool) -> Key {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let entry = Entry {
             id,
             stream,
+            tls,
             phase: Phase::New,
             since: Instant::now(),
             out: Vec::new(),
@@ -341,7 +342,7 @@ impl Server {
         self.entries.set(self.entries.get() - 1);
         drop(conns);
         if e.out.capacity() > 0 {
-            self.put_outbuf(e.out);
+            self.outbufs.put(e.out);
         }
         self.count_open();
         self.wake_accept();
@@ -397,14 +398,14 @@ impl Server {
             Phase::Answering => 2,
             Phase::Closing => return,
         };
-        if reason == 1 {
+        if reason == 1 && !e.tls {
             // An empty send buffer: one non-blocking write fits.
             let _ = e.stream.get_ref().write(FULL);
         }
         let _ = e.stream.get_ref().shutdown(Shutdown::Both);
         if e.phase == Phase::Answering {
             self.answering.set(self.answering.get() - 1);
-            self.put_outbuf(std::mem::take(&mut e.out));
+            self.outbufs.put(std::mem::take(&mut e.out));
         }
         e.phase = Phase::Closing;
         self.admitted.set(self.admitted.get() - 1);
@@ -495,7 +496,16 @@ fn waiting(listener: &Async<TcpListener>) -> bool {
     poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
 }
 
-pub async fn serve(ex: &LocalExecutor<'_>, listener: Async<TcpListener>, srv: Rc<Server>) {
+/// Accepts connections on `listener` until the executor is dropped.
+/// `probes`: the probe listener, which serves `/healthz` and `/readyz`
+/// only, in plain HTTP; the other serves everything, over TLS when the
+/// web config says so.
+pub async fn serve(
+    ex: &LocalExecutor<'_>,
+    listener: Async<TcpListener>,
+    srv: Rc<Server>,
+    probes: bool,
+) {
     if let Err(e) = rustix::net::listen(listener.get_ref(), BACKLOG) {
         log::warn!("cannot deepen the listen queue: {e}");
     }
@@ -540,8 +550,13 @@ pub async fn serve(ex: &LocalExecutor<'_>, listener: Async<TcpListener>, srv: Rc
             }
             srv.paused(since.elapsed());
         }
-        let key = srv.admit(stream.clone());
-        ex.spawn(conn::serve(stream, key, srv.clone())).detach();
+        let tls = match probes {
+            true => None,
+            false => guard::tls(srv.guard.current().as_ref()),
+        };
+        let key = srv.admit(stream.clone(), tls.is_some());
+        ex.spawn(conn::serve(stream, key, srv.clone(), tls, probes))
+            .detach();
         if srv.crowded.get() && !waiting(&listener) {
             // The queue is served: keep-alive is back.
             srv.crowded.set(false);

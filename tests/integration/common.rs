@@ -207,7 +207,11 @@ pub fn watch_log(
     let sink = log.clone();
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(url) = line.split("serving GPU metrics on http://").nth(1) {
+            let url = line
+                .split("serving GPU metrics on http://")
+                .nth(1)
+                .or_else(|| line.split("serving GPU metrics on https://").nth(1));
+            if let Some(url) = url {
                 let _ = tx.send(url.split('/').next().unwrap_or_default().to_string());
             }
             let mut log = sink.lock().unwrap();
@@ -341,6 +345,15 @@ pub fn check_metrics(body: &str) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// What a command wrote, stdout then stderr.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
 }
 
 /// Runs `cmd args` with `input` on stdin.

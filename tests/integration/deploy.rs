@@ -79,12 +79,18 @@ type Flat = BTreeMap<String, String>;
 /// The flattened manifests, or None where python3 with PyYAML is missing
 /// (skipped locally, a failure in CI).
 fn flatten(files: &[&str]) -> Option<Flat> {
+    let paths: Vec<PathBuf> = files.iter().map(|f| root().join(K8S).join(f)).collect();
+    flatten_paths(&paths)
+}
+
+/// [`flatten`] of the files at `paths`.
+fn flatten_paths(paths: &[PathBuf]) -> Option<Flat> {
     if !have("python3", &["-c", "import yaml"]) {
         return None;
     }
     let out = Command::new("python3")
         .args(["-c", FLATTEN])
-        .args(files.iter().map(|f| root().join(K8S).join(f)))
+        .args(paths)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
@@ -126,8 +132,8 @@ fn map<'a>(m: &'a Flat, prefix: &str) -> BTreeMap<&'a str, &'a str> {
 }
 
 /// The security and resource contract of an exporter container, the same
-/// in the DaemonSet and the sidecar.
-fn assert_hardened(m: &Flat, c: &str) {
+/// in the DaemonSet and the sidecar; its probes on port `probes`.
+fn assert_hardened(m: &Flat, c: &str, probes: &str) {
     expect(m, &format!("{c}.image"), r#""gpu-exporter:0.1.0""#);
     let sc = format!("{c}.securityContext");
     expect(m, &format!("{sc}.runAsNonRoot"), "true");
@@ -156,7 +162,7 @@ fn assert_hardened(m: &Flat, c: &str) {
     expect(
         m,
         &format!("{c}.livenessProbe.httpGet.port"),
-        r#""metrics""#,
+        &format!("{probes:?}"),
     );
     expect(
         m,
@@ -192,6 +198,24 @@ fn assert_known_flags(args: &[&str]) {
     }
 }
 
+/// kubernetes-validate, strict, against Kubernetes 1.29 and 1.33, on
+/// `files` (`-` reads `stdin`).
+fn validate(files: &[PathBuf], stdin: Option<&str>) -> Output {
+    let mut child = Command::new("python3")
+        .args(["-m", "kubernetes_validate"])
+        .args(["-k", "1.29.0", "-k", "1.33.0", "--strict", "--quiet"])
+        .args(files)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn kubernetes_manifests_validate_offline() {
     // kubernetes-validate ships the OpenAPI schemas of each release and
@@ -199,21 +223,6 @@ fn kubernetes_manifests_validate_offline() {
     if !have("python3", &["-m", "kubernetes_validate", "--version"]) {
         return;
     }
-    let validate = |files: &[PathBuf], stdin: Option<&str>| {
-        let mut child = Command::new("python3")
-            .args(["-m", "kubernetes_validate"])
-            .args(["-k", "1.29.0", "-k", "1.33.0", "--strict", "--quiet"])
-            .args(files)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut input = child.stdin.take().unwrap();
-        input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
-        drop(input);
-        child.wait_with_output().unwrap()
-    };
     let files: Vec<_> = [
         "daemonset.yaml",
         "daemonset-attribution.yaml",
@@ -277,17 +286,22 @@ fn daemonset_and_sidecar_are_locked_down() {
         "no nvidia.com/gpu Exists/NoSchedule toleration"
     );
     let c = format!("{pod}.containers[gpu-exporter]");
-    assert_hardened(&m, &c);
+    assert_hardened(&m, &c, "probes");
     expect(
         &m,
         &format!("{c}.readinessProbe.httpGet.path"),
         r#""/readyz""#,
     );
+    // The probe listener: plain HTTP, /healthz and /readyz alone, so the
+    // probes work whatever the web config asks of clients.
     expect(
         &m,
         &format!("{c}.readinessProbe.httpGet.port"),
-        r#""metrics""#,
+        r#""probes""#,
     );
+    expect(&m, &format!("{c}.ports[probes].containerPort"), "9401");
+    let args = list(&m, &format!("{c}.args"));
+    assert!(args.contains(&r#""--web.probe-address=:9401""#), "{args:?}");
     assert_known_flags(&list(&m, &format!("{c}.args")));
     // Pod Security admission would reject the pods if the namespace enforced
     // a level that forbids the added capabilities.
@@ -335,7 +349,7 @@ fn daemonset_and_sidecar_are_locked_down() {
         "1",
     );
     let c = format!("{pod}.containers[gpu-exporter]");
-    assert_hardened(&m, &c);
+    assert_hardened(&m, &c, "metrics");
     assert!(!m.contains_key(&format!("{c}.readinessProbe.httpGet.path")));
     assert_known_flags(&list(&m, &format!("{c}.args")));
 }
@@ -423,10 +437,10 @@ fn attribution_daemonset_grants_exactly_what_it_says() {
         (format!("{pod}.hostPID"), "true"),
         // And the flags that use them.
         (
-            format!("{c}.args[3]"),
+            format!("{c}.args[4]"),
             r#""--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock""#,
         ),
-        (format!("{c}.args[4]"), r#""--collector.processes""#),
+        (format!("{c}.args[5]"), r#""--collector.processes""#),
     ]
     .into_iter()
     .collect();
@@ -627,6 +641,207 @@ fn systemd_unit_is_hardened_and_verifies() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("no exposure level in {report}"));
     assert!(score <= 3.0, "exposure {score} > 3.0:\n{report}");
+}
+
+// ---------------------------------------------------------- TLS on ----
+
+/// `text` with TLS turned on as the files say: `#tls|` taken off every
+/// line marked so, the indentation kept.
+fn with_tls(text: &str) -> String {
+    let marked = text.lines().filter(|l| l.contains("#tls|")).count();
+    assert!(marked >= 3, "{marked} lines marked #tls|");
+    text.lines()
+        .map(|l| l.replacen("#tls|", "", 1) + "\n")
+        .collect()
+}
+
+#[test]
+fn the_commented_tls_variants_turn_on_and_serve() {
+    let dir = TempDir::new("deploy-tls");
+    let write = |name: &str, text: String| {
+        let path = dir.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    // Both DaemonSets, the attribution variant too.
+    let daemonsets = ["daemonset.yaml", "daemonset-attribution.yaml"]
+        .map(|f| write(f, with_tls(&read(&format!("{K8S}/{f}")))));
+    let sm = write(
+        "servicemonitor.yaml",
+        with_tls(&read(&format!("{K8S}/servicemonitor.yaml"))),
+    );
+    let unit = with_tls(&read(UNIT));
+
+    // The DaemonSet: valid, the Secret mounted read-only as a directory
+    // where the flag looks, every flag known.
+    if have("python3", &["-m", "kubernetes_validate", "--version"]) {
+        let out = validate(&daemonsets, None);
+        assert!(
+            out.status.success() && text(&out).is_empty(),
+            "{}",
+            text(&out)
+        );
+    }
+    let c = "DaemonSet/gpu-exporter.spec.template.spec.containers[gpu-exporter]";
+    let mut args = Vec::new();
+    if let Some(m) = flatten_paths(&[daemonsets[1].clone()]) {
+        // The attribution variant keeps its grants beside the Secret.
+        expect(&m, &format!("{c}.volumeMounts[web].readOnly"), "true");
+        expect(&m, &format!("{c}.volumeMounts[pod-resources].readOnly"), "true");
+        let args = list(&m, &format!("{c}.args"));
+        assert!(
+            args.iter()
+                .any(|a| a.contains("--web.config.file=/etc/gpu-exporter/web/web-config.yml")),
+            "{args:?}"
+        );
+    }
+    if let Some(m) = flatten_paths(&[daemonsets[0].clone(), sm]) {
+        let pod = "DaemonSet/gpu-exporter.spec.template.spec";
+        expect(
+            &m,
+            &format!("{pod}.volumes[web].secret.secretName"),
+            r#""gpu-exporter-web""#,
+        );
+        expect(
+            &m,
+            &format!("{c}.volumeMounts[web].mountPath"),
+            r#""/etc/gpu-exporter/web""#,
+        );
+        expect(&m, &format!("{c}.volumeMounts[web].readOnly"), "true");
+        assert!(!m.contains_key(&format!("{c}.volumeMounts[web].subPath")));
+        args = list(&m, &format!("{c}.args"))
+            .iter()
+            .map(|a| a.trim_matches('"').to_string())
+            .collect();
+        assert!(
+            args.contains(&"--web.config.file=/etc/gpu-exporter/web/web-config.yml".to_string()),
+            "{args:?}"
+        );
+        assert_known_flags(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        // The ServiceMonitor: https, the certificate's name, its CA and
+        // the basic auth user from one Secret.
+        let e = "ServiceMonitor/gpu-exporter.spec.endpoints[0]";
+        expect(&m, &format!("{e}.scheme"), r#""https""#);
+        expect(
+            &m,
+            &format!("{e}.tlsConfig.serverName"),
+            r#""gpu-exporter.gpu-exporter.svc""#,
+        );
+        for (key, item) in [
+            ("tlsConfig.ca.secret", "ca.crt"),
+            ("basicAuth.username", "username"),
+            ("basicAuth.password", "password"),
+        ] {
+            expect(&m, &format!("{e}.{key}.name"), r#""gpu-exporter-scrape""#);
+            expect(&m, &format!("{e}.{key}.key"), &format!("{item:?}"));
+        }
+    }
+
+    // The unit: the credentials and the flag, and systemd takes it.
+    let d = directives(&unit);
+    let starts = &d["ExecStart"];
+    assert_eq!(starts.len(), 3, "{starts:?}");
+    assert_eq!(starts[1], "", "the empty ExecStart= resets the first");
+    assert!(
+        starts[2].ends_with("--web.config.file=%d/web-config.yml"),
+        "{starts:?}"
+    );
+    assert_known_flags(&starts[2].split(' ').collect::<Vec<_>>());
+    for file in ["web-config.yml", "tls.crt", "tls.key"] {
+        let credential = format!("{file}:/etc/gpu-exporter/{file}");
+        assert!(
+            d["LoadCredential"].contains(&credential.as_str()),
+            "{credential}"
+        );
+    }
+    if have("systemd-analyze", &["--version"]) {
+        let local = unit.replace(
+            "ExecStart=/usr/local/bin/gpu-exporter",
+            &format!("ExecStart={BIN}"),
+        );
+        let path = write("gpu-exporter.service", local);
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && text(&out).is_empty(),
+            "{}",
+            text(&out)
+        );
+    }
+
+    // The DaemonSet's args serve: over TLS with basic auth, the probes in
+    // plain HTTP beside, on a Secret laid out as the kubelet mounts it.
+    let (Some(pki), true) = (crate::pki::pki(), have("curl", &["--version"])) else {
+        return;
+    };
+    if args.is_empty() || !have("htpasswd", &["-nbB", "u", "p"]) {
+        return;
+    }
+    let secret = dir.0.join("web");
+    std::fs::create_dir_all(&secret).unwrap();
+    for (to, from) in [("tls.crt", "server.crt"), ("tls.key", "server.key")] {
+        std::fs::copy(pki.join(from), secret.join(to)).unwrap();
+    }
+    let hash = Command::new("htpasswd")
+        .args(["-nbBC", "5", "prom", "s3cret"])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    std::fs::write(
+        secret.join("web-config.yml"),
+        format!(
+            "tls_server_config:\n  cert_file: tls.crt\n  key_file: tls.key\nbasic_auth_users:\n  prom: '{}'\n",
+            hash.trim().split_once(':').unwrap().1
+        ),
+    )
+    .unwrap();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| match a.as_str() {
+            "nvml" => "sim".into(),
+            "--web.listen-address=:9400" => "--web.listen-address=127.0.0.1:0".into(),
+            "--web.probe-address=:9401" => "--web.probe-address=127.0.0.1:0".into(),
+            _ => a.replace("/etc/gpu-exporter/web", secret.to_str().unwrap()),
+        })
+        .collect();
+    let e = Exporter::serving(
+        Command::new(BIN),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let log = e.log();
+    let probes: SocketAddr = crate::common::eventually(Duration::from_secs(20), || {
+        let log = e.log();
+        log.split("serving probes on http://")
+            .nth(1)
+            .and_then(|u| u.split('/').next()?.parse().ok())
+            .ok_or(log)
+    });
+    crate::common::eventually(Duration::from_secs(60), || {
+        let mut s = TcpStream::connect(probes).map_err(|e| e.to_string())?;
+        s.write_all(b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut raw = String::new();
+        let _ = s.read_to_string(&mut raw);
+        match raw.starts_with("HTTP/1.1 200") {
+            true => Ok(()),
+            false => Err(format!("{raw}\n{log}")),
+        }
+    });
+    let curl = |auth: &str| {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+            .arg(pki.join("ca.crt"))
+            .args(["-u", auth])
+            .arg(format!("https://{}/metrics", e.addr))
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    };
+    assert_eq!(curl("prom:s3cret"), "200", "{}", e.log());
+    assert_eq!(curl("prom:wrong"), "401");
 }
 
 // ------------------------------------------------------------- Grafana ----
@@ -1066,12 +1281,22 @@ impl Prometheus {
     /// Prometheus scraping `target` every second, as job `gpu-exporter`,
     /// evaluating `rules` every second.
     pub fn start_with(target: SocketAddr, rules: &Path) -> Prometheus {
-        let dir = TempDir::new(&format!("prometheus-{}", target.port()));
+        Prometheus::with_config(
+            &format!("prometheus-{}", target.port()),
+            &format!(
+                "rule_files:\n  - '{}'\n\
+                 scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{target}']\n",
+                rules.display()
+            ),
+        )
+    }
+
+    /// A Prometheus scraping and evaluating every second, on the rest of
+    /// its configuration, `config` (in a directory named after `tag`).
+    pub fn with_config(tag: &str, config: &str) -> Prometheus {
+        let dir = TempDir::new(tag);
         let config = format!(
-            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n\
-             rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{target}']\n",
-            rules.display()
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n{config}"
         );
         std::fs::write(dir.0.join("prometheus.yml"), config).unwrap();
         // Free now; a race for it shows as Prometheus exiting, reported below.

@@ -138,7 +138,8 @@ fn telemetry_path_flag() {
 #[test]
 fn runbooks_are_served_where_the_relative_links_point() {
     let e = Exporter::start(&[]);
-    let page = e.get("/", &[]).body;
+    // Alerts (and their links) show once the replayed history settles.
+    let page = e.wait_for("/", Duration::from_secs(60), |b| b.contains("runbooks/"));
     let link = page
         .split("href=\"")
         .find_map(|s| s.split('"').next().filter(|l| l.contains("runbooks/")))

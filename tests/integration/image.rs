@@ -98,9 +98,50 @@ fn output_within(mut cmd: Command, limit: Duration) -> Output {
 }
 
 /// The release binary (the one the production image carries), built once
-/// per test run; the size and memory tests use it too.
+/// per test run the way it ships (`deploy/release.sh`); the size and
+/// memory tests use it too.
 pub fn release_binary() -> &'static Path {
     Variant::Scratch.binary()
+}
+
+/// The shipped build without default features (no TLS), built once per
+/// test run, for its size.
+pub fn release_binary_without_tls() -> &'static Path {
+    static CELL: OnceLock<PathBuf> = OnceLock::new();
+    CELL.get_or_init(|| shipped(&["--no-default-features"]))
+}
+
+/// `deploy/release.sh` with `args`, into a target directory of its own
+/// (`cargo test` holds the lock on the usual one), niced and on one job:
+/// it runs beside timing-sensitive tests (the Prometheus comparison), and
+/// LTO with one codegen unit is serial at its end anyway. Both builds
+/// share the standard library it rebuilds.
+fn shipped(args: &[&str]) -> PathBuf {
+    let target = tmp().join("image-release");
+    let mut cmd = Command::new("nice");
+    cmd.arg("-n19")
+        .arg(root().join("deploy/release.sh"))
+        .args(["--offline", "--quiet", "-j1"])
+        .args(args)
+        .env("CARGO_TARGET_DIR", &target)
+        .current_dir(root());
+    if let Some(cargo) = std::env::var_os("CARGO") {
+        // The toolchain that runs the tests builds the binary too.
+        let dir = Path::new(&cargo).parent().unwrap().to_path_buf();
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![dir];
+        paths.extend(std::env::split_paths(&path));
+        cmd.env("PATH", std::env::join_paths(paths).unwrap());
+    }
+    let out = output_within(cmd, Duration::from_secs(1800));
+    assert!(
+        out.status.success(),
+        "deploy/release.sh {args:?}: {}",
+        text(&out)
+    );
+    let bin = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
+    assert!(bin.is_file(), "{}", bin.display());
+    bin
 }
 
 /// The two images: the production one and the static simulator-only one.
@@ -120,31 +161,26 @@ impl Variant {
         })
     }
 
-    /// The release binary, built once per test run into a target directory
-    /// of its own: `cargo test` holds the lock on the usual one.
+    /// The binary the image carries, built once per test run: the shipped
+    /// build, or the plain musl one for the simulator image.
     fn binary(self) -> &'static Path {
         static CELLS: [OnceLock<PathBuf>; 2] = [OnceLock::new(), OnceLock::new()];
         CELLS[self as usize].get_or_init(|| {
+            if self == Variant::Scratch {
+                return shipped(&[]);
+            }
             let target = tmp().join("image-release");
-            // Niced and on one job: it runs beside timing-sensitive tests
-            // (the Prometheus comparison), and LTO with one codegen unit
-            // is serial at its end anyway.
             let mut cmd = Command::new("nice");
             cmd.arg("-n19")
                 .arg(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
                 .current_dir(root())
                 .args(["build", "--release", "--offline", "--quiet", "-j1"])
                 .args(["--bin", "gpu-exporter", "--target-dir"])
-                .arg(&target);
-            if self == Variant::Static {
-                cmd.args(["--target", MUSL]);
-            }
+                .arg(&target)
+                .args(["--target", MUSL]);
             let out = output_within(cmd, Duration::from_secs(1200));
             assert!(out.status.success(), "release build: {}", text(&out));
-            match self {
-                Variant::Scratch => target.join("release/gpu-exporter"),
-                Variant::Static => target.join(MUSL).join("release/gpu-exporter"),
-            }
+            target.join(MUSL).join("release/gpu-exporter")
         })
     }
 

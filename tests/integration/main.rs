@@ -18,6 +18,8 @@ mod kernel_log;
 mod kubelet;
 mod lost;
 mod nvidia_real;
+#[path = "../support/pki.rs"]
+mod pki;
 mod prometheus;
 mod release;
 #[path = "../support/response.rs"]
@@ -27,3 +29,6 @@ mod signals;
 mod sources;
 mod startup;
 mod status;
+#[path = "../support/tls_client.rs"]
+mod tls_client;
+mod web;

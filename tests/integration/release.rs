@@ -4,7 +4,7 @@
 //! keep-alive connection costs.
 
 use crate::common::{Exporter, temp_file};
-use crate::image::release_binary;
+use crate::image::{release_binary, release_binary_without_tls};
 use crate::response::read_response_into;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -14,17 +14,27 @@ use std::time::{Duration, Instant};
 
 const MIB: u64 = 1024 * 1024;
 
-/// The default build's ceiling. It was 1 MiB before the hardware-health
-/// collectors; the web-security issue owns the ceilings now: 1.85 MiB for
-/// the default build (with TLS), so that the scratch image stays at most
-/// 5 MiB, and 1 MiB for a build without default features.
+/// The default build's ceiling, TLS and all: 1.85 MiB, so that the
+/// scratch image stays at most 5 MiB (issue 14 owns the ceilings). Both are
+/// the shipped build (`deploy/release.sh`).
 const MAX_BINARY_BYTES: u64 = MIB * 185 / 100;
+/// A build without default features: no web config, TLS or basic auth.
+const MAX_BINARY_WITHOUT_TLS_BYTES: u64 = MIB;
 
 #[test]
 fn the_release_binary_is_within_its_ceiling() {
     let size = std::fs::metadata(release_binary()).unwrap().len();
     println!("release binary: {size} bytes");
     assert!(size <= MAX_BINARY_BYTES, "{size} bytes");
+}
+
+#[test]
+fn the_release_binary_without_default_features_is_within_1_mib() {
+    let size = std::fs::metadata(release_binary_without_tls())
+        .unwrap()
+        .len();
+    println!("release binary without default features: {size} bytes");
+    assert!(size <= MAX_BINARY_WITHOUT_TLS_BYTES, "{size} bytes");
 }
 
 fn eight_gpus() -> String {
@@ -91,6 +101,81 @@ fn peak_memory_stays_under_4_mib_and_flat_under_load() {
         rss_last <= rss_before_last + 64,
         "RSS grew from {rss_before_last} to {rss_last} KiB"
     );
+}
+
+/// Scrapes over TLS, with basic auth and gzip, on 64 kept-alive
+/// connections: the issue's 100,000 (about 25 s here).
+const TLS_SCRAPES: usize = 100_000;
+
+#[test]
+fn peak_memory_stays_under_8_mib_over_tls_with_basic_auth_and_gzip() {
+    let Some(dir) = crate::pki::pki() else { return };
+    if !crate::common::have("htpasswd", &["-nbB", "u", "p"]) {
+        return;
+    }
+    let hash = std::process::Command::new("htpasswd")
+        .args(["-nbBC", "10", "prom", "s3cret"])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8(hash.stdout).unwrap();
+    let yaml = format!(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n\
+         basic_auth_users:\n  prom: '{}'\n",
+        hash.trim().split_once(':').unwrap().1
+    );
+    let config = crate::pki::web_config(dir, "web-rss.yml", &yaml);
+    let fleet = eight_gpus();
+    let scrapes: usize = std::env::var("GPU_EXPORTER_TLS_SCRAPES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(TLS_SCRAPES);
+    let e = Exporter::serving(
+        std::process::Command::new(release_binary()),
+        &[
+            "--sim.scenario",
+            &fleet,
+            "--web.config.file",
+            config.to_str().unwrap(),
+        ],
+    );
+    // The first collection is in (logged with the alerts' history).
+    e.wait_log("their history holds", Duration::from_secs(60));
+    let client = crate::tls_client::config(dir, None, false);
+    let request = b"GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\
+        Authorization: Basic cHJvbTpzM2NyZXQ=\r\n\r\n";
+    let started = Instant::now();
+    let left = Arc::new(AtomicUsize::new(scrapes));
+    let threads: Vec<_> = (0..64)
+        .map(|_| {
+            let (left, client, addr) = (left.clone(), client.clone(), e.addr);
+            std::thread::spawn(move || {
+                let mut c = crate::tls_client::Client::connect(addr, client);
+                let mut buf = Vec::with_capacity(1 << 16);
+                let mut done = 0;
+                while left
+                    .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+                    .is_ok()
+                {
+                    let head = c.exchange(request, &mut buf, false);
+                    let text = std::str::from_utf8(&buf[..head]).unwrap();
+                    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+                    assert!(text.contains("Content-Encoding: gzip"), "{text}");
+                    done += 1;
+                }
+                done
+            })
+        })
+        .collect();
+    let done: usize = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(done, scrapes);
+    let hwm = e.status_kib("VmHWM");
+    let rss = e.status_kib("VmRSS");
+    println!(
+        "{scrapes} scrapes over TLS with basic auth and gzip on 64 connections in {:?}: \
+         VmHWM {hwm} KiB, VmRSS {rss} KiB",
+        started.elapsed()
+    );
+    assert!(hwm * 1024 <= 8 * MIB, "VmHWM {hwm} KiB");
 }
 
 #[test]

@@ -154,11 +154,7 @@ fn promtool_unit_tests_pass() {
         .arg(root.join("tests/promtool/rules.test.yml"))
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = crate::common::output_text(&out);
     assert!(out.status.success() && text.contains("SUCCESS"), "{text}");
 }
 

@@ -1,0 +1,578 @@
+//! Basic auth as exporter-toolkit does it (`web/handler.go`), made safe to
+//! run on the exporter's single HTTP thread:
+//!
+//! - users and bcrypt hashes (`$2y$`/`$2b$`/`$2a$`) come from the web
+//!   config's `basic_auth_users`;
+//! - an unknown user costs a bcrypt of a dummy hash, at the highest cost
+//!   configured, so timing does not tell which user names exist;
+//! - a success is remembered in a small bounded cache keyed by a keyed
+//!   128-bit hash of (user, password): an authenticated scrape pays one
+//!   bcrypt, then none, and the cached path allocates nothing;
+//! - bcrypt never runs on the HTTP thread: one worker thread runs one at a
+//!   time, behind a token bucket and a bounded queue. Beyond them the
+//!   answer is 429 (with `Retry-After`), never a stalled scrape.
+//!
+//! Refusals are 401 with `WWW-Authenticate` (`http/router.rs`).
+
+use super::User;
+use super::bcrypt::Hash;
+use smol::lock::OnceCell;
+use std::hash::{BuildHasher, Hasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::time::{Duration, Instant};
+
+/// Locks `m`, whatever a panic elsewhere left (a panic aborts anyway).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Credentials longer than this (decoded) are refused without a bcrypt.
+pub const MAX_CREDENTIALS: usize = 512;
+
+/// What to answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Allowed,
+    /// 401 with `WWW-Authenticate`.
+    Denied,
+    /// 429 with `Retry-After`: bcrypt is saturated (a password flood).
+    Busy,
+}
+
+/// How hard bcrypt may be pushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Successful (user, password) pairs remembered.
+    pub cache: usize,
+    /// bcrypt runs started per second, sustained...
+    pub per_second: u32,
+    /// ...and in a burst.
+    pub burst: u32,
+    /// bcrypt runs waiting for the worker; more get 429.
+    pub queue: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        // Cost 10 is ~50-70 ms: 4/s keeps bcrypt under a third of a core.
+        Limits {
+            cache: 64,
+            per_second: 4,
+            burst: 8,
+            queue: 4,
+        }
+    }
+}
+
+/// golang.org/x/time/rate's token bucket, as exporter-toolkit's
+/// `rate_limit` uses it: one token per `interval`, at most `burst`,
+/// starting full. No allocation.
+#[derive(Debug)]
+pub struct TokenBucket {
+    interval: Duration,
+    burst: u32,
+    /// Tokens, and when they were counted.
+    state: Mutex<(f64, Instant)>,
+}
+
+impl TokenBucket {
+    pub fn new(interval: Duration, burst: u32) -> TokenBucket {
+        TokenBucket::new_at(interval, burst, Instant::now())
+    }
+
+    pub fn new_at(interval: Duration, burst: u32, now: Instant) -> TokenBucket {
+        TokenBucket {
+            interval,
+            burst,
+            state: Mutex::new((f64::from(burst), now)),
+        }
+    }
+
+    /// Takes a token if there is one at `now`.
+    pub fn allow_at(&self, now: Instant) -> bool {
+        let mut state = lock(&self.state);
+        let (tokens, last) = *state;
+        let elapsed = now.saturating_duration_since(last);
+        let refill = if self.interval.is_zero() {
+            f64::INFINITY
+        } else {
+            elapsed.as_secs_f64() / self.interval.as_secs_f64()
+        };
+        let tokens = (tokens + refill).min(f64::from(self.burst));
+        let allowed = tokens >= 1.0;
+        *state = (tokens - f64::from(u8::from(allowed)), now.max(last));
+        allowed
+    }
+
+    pub fn allow(&self) -> bool {
+        self.allow_at(Instant::now())
+    }
+}
+
+/// One bcrypt for the worker.
+struct Job {
+    hash: Hash,
+    password: [u8; 72],
+    len: usize,
+    flight: Flight,
+}
+
+/// One bcrypt under way: everyone asking with the same credentials waits
+/// for its answer instead of queueing another (a Prometheus restarting
+/// with many connections, say).
+type Flight = Arc<OnceCell<bool>>;
+
+/// A flight this old is taken for lost (the worker gone) and no longer
+/// joined: far more than a queue of cost-14 bcrypts takes.
+const STALE: Duration = Duration::from_secs(10);
+
+/// Basic auth for one loaded web config; a reload makes a new one (and so
+/// an empty cache, and a new worker when the old one's queue drains).
+pub struct Auth {
+    users: Vec<User>,
+    dummy: Hash,
+    keys: (RandomState, RandomState),
+    /// (key, last use) pairs, at most `limits.cache`, and the use clock.
+    cache: Mutex<(Vec<(u128, u64)>, u64)>,
+    bucket: TokenBucket,
+    jobs: mpsc::SyncSender<Job>,
+    /// bcrypts under way, by credentials' key, with when they started.
+    flights: Mutex<Vec<(u128, Instant, Flight)>>,
+    limits: Limits,
+    bcrypts: AtomicU64,
+}
+
+/// Work left to do after the cache: a bcrypt on the worker.
+pub struct Pending {
+    key: u128,
+    valid_user: bool,
+    flight: Flight,
+}
+
+/// The outcome of the synchronous first step.
+pub enum Step {
+    Done(Verdict),
+    Wait(Pending),
+}
+
+impl Auth {
+    /// `None` when `users` is empty: no auth configured.
+    /// `Ok(None)` when `users` is empty: no auth configured. An error
+    /// (the bcrypt thread would not start) is never auth silently off.
+    pub fn new(users: Vec<User>, limits: Limits) -> std::io::Result<Option<Auth>> {
+        if users.is_empty() {
+            return Ok(None);
+        }
+        let cost = users.iter().map(|u| u.hash.cost()).max().unwrap_or(10);
+        // A hash nobody's password matches, as slow as the slowest user's:
+        // an unknown user takes as long as a known one of that cost.
+        let dummy = Hash::dummy(cost);
+        let (tx, rx) = mpsc::sync_channel::<Job>(limits.queue);
+        std::thread::Builder::new()
+            .name("bcrypt".into())
+            .spawn(move || {
+                // Ends when the Auth (the only sender) is dropped.
+                for job in rx {
+                    let ok = job.hash.verify(&job.password[..job.len]);
+                    let _ = job.flight.set_blocking(ok);
+                }
+            })?;
+        Ok(Some(Auth {
+            users,
+            dummy,
+            keys: (RandomState::new(), RandomState::new()),
+            cache: Mutex::new((Vec::with_capacity(limits.cache), 0)),
+            bucket: TokenBucket::new(
+                Duration::from_secs(1) / limits.per_second.max(1),
+                limits.burst.max(1),
+            ),
+            jobs: tx,
+            flights: Mutex::new(Vec::with_capacity(limits.queue + 1)),
+            limits,
+            bcrypts: AtomicU64::new(0),
+        }))
+    }
+
+    /// How many users there are.
+    pub fn users(&self) -> usize {
+        self.users.len()
+    }
+
+    /// The cost of the dummy hash unknown users are checked against.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn dummy_cost(&self) -> u32 {
+        self.dummy.cost()
+    }
+
+    /// bcrypt runs started so far.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn bcrypts(&self) -> u64 {
+        self.bcrypts.load(Relaxed)
+    }
+
+    /// The synchronous part, on the HTTP thread: parse the header, answer
+    /// from the cache, or queue a bcrypt. Allocates nothing unless it queues.
+    pub fn step(&self, authorization: Option<&[u8]>) -> Step {
+        let mut buf = [0u8; MAX_CREDENTIALS];
+        let Some((user, password)) = authorization.and_then(|h| parse_basic(h, &mut buf)) else {
+            return Step::Done(Verdict::Denied);
+        };
+        let key = self.key(user, password);
+        if self.cache_hit(key) {
+            return Step::Done(Verdict::Allowed);
+        }
+        // Look at every user, so the time taken does not depend on where
+        // (or whether) the name is found.
+        let mut found = None;
+        for (i, u) in self.users.iter().enumerate() {
+            if ct_eq(u.name.as_bytes(), user) {
+                found = Some(i);
+            }
+        }
+        let hash = found.map_or(&self.dummy, |i| &self.users[i].hash);
+        let valid_user = found.is_some();
+        let now = Instant::now();
+        let mut flights = lock(&self.flights);
+        flights.retain(|(_, at, f)| f.get().is_none() && now.duration_since(*at) < STALE);
+        if let Some((_, _, flight)) = flights.iter().find(|(k, _, _)| *k == key) {
+            let flight = flight.clone();
+            return Step::Wait(Pending {
+                key,
+                valid_user,
+                flight,
+            });
+        }
+        if !self.bucket.allow() {
+            return Step::Done(Verdict::Busy);
+        }
+        let flight = Flight::default();
+        let mut job = Job {
+            hash: hash.clone(),
+            password: [0; 72],
+            len: password.len().min(72),
+            flight: flight.clone(),
+        };
+        job.password[..job.len].copy_from_slice(&password[..job.len]);
+        match self.jobs.try_send(job) {
+            Ok(()) => {
+                self.bcrypts.fetch_add(1, Relaxed);
+                flights.push((key, now, flight.clone()));
+                Step::Wait(Pending {
+                    key,
+                    valid_user,
+                    flight,
+                })
+            }
+            Err(_) => Step::Done(Verdict::Busy),
+        }
+    }
+
+    /// Waits for the worker's answer and caches a success.
+    pub async fn finish(&self, p: Pending) -> Verdict {
+        match *p.flight.wait().await {
+            true if p.valid_user => {
+                self.remember(p.key);
+                Verdict::Allowed
+            }
+            _ => Verdict::Denied,
+        }
+    }
+
+    /// Both steps; the caller races it against its deadline.
+    #[cfg(any(test, feature = "internals"))]
+    pub async fn check(&self, authorization: Option<&[u8]>) -> Verdict {
+        match self.step(authorization) {
+            Step::Done(v) => v,
+            Step::Wait(p) => self.finish(p).await,
+        }
+    }
+
+    fn key(&self, user: &[u8], password: &[u8]) -> u128 {
+        let half = |s: &RandomState| {
+            let mut h = s.build_hasher();
+            h.write_usize(user.len());
+            h.write(user);
+            h.write(password);
+            h.finish()
+        };
+        (u128::from(half(&self.keys.0)) << 64) | u128::from(half(&self.keys.1))
+    }
+
+    fn cache_hit(&self, key: u128) -> bool {
+        let mut guard = lock(&self.cache);
+        let (cache, clock) = &mut *guard;
+        *clock += 1;
+        let now = *clock;
+        match cache.iter_mut().find(|(k, _)| *k == key) {
+            Some(e) => {
+                e.1 = now;
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn remember(&self, key: u128) {
+        let mut guard = lock(&self.cache);
+        let (cache, clock) = &mut *guard;
+        *clock += 1;
+        let now = *clock;
+        if cache.iter().any(|(k, _)| *k == key) {
+            return;
+        }
+        if cache.len() < self.limits.cache {
+            cache.push((key, now));
+        } else if let Some(oldest) = cache.iter_mut().min_by_key(|(_, t)| *t) {
+            *oldest = (key, now);
+        }
+    }
+}
+
+/// Equal in time that depends only on the lengths.
+fn ct_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// `Basic <base64(user:password)>` (RFC 7617) into `buf`, as Go's
+/// `Request.BasicAuth` reads it: the scheme case-insensitively, then
+/// standard padded base64, split at the first ':'.
+pub fn parse_basic<'b>(header: &[u8], buf: &'b mut [u8]) -> Option<(&'b [u8], &'b [u8])> {
+    if header.len() < 6 || !header[..6].eq_ignore_ascii_case(b"Basic ") {
+        return None;
+    }
+    let n = decode_base64(&header[6..], buf)?;
+    let decoded = &buf[..n];
+    let colon = decoded.iter().position(|&b| b == b':')?;
+    Some((&decoded[..colon], &decoded[colon + 1..]))
+}
+
+fn decode_base64(src: &[u8], out: &mut [u8]) -> Option<usize> {
+    if src.is_empty() || !src.len().is_multiple_of(4) || src.len() / 4 * 3 > out.len() + 2 {
+        return None;
+    }
+    let val = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let mut n = 0;
+    let chunks = src.len() / 4;
+    for (i, q) in src.chunks_exact(4).enumerate() {
+        let last = i + 1 == chunks;
+        let pad = if last {
+            q.iter().rev().take_while(|&&c| c == b'=').count()
+        } else {
+            0
+        };
+        if pad > 2 {
+            return None;
+        }
+        let mut acc = 0u32;
+        for &c in &q[..4 - pad] {
+            acc = (acc << 6) | val(c)?;
+        }
+        acc <<= 6 * pad as u32;
+        let bytes = [(acc >> 16) as u8, (acc >> 8) as u8, acc as u8];
+        let take = 3 - pad;
+        // Non-canonical trailing bits are refused, as Go's strict decoder does.
+        if pad > 0 && bytes[take..].iter().any(|&b| b != 0) {
+            return None;
+        }
+        if n + take > out.len() {
+            return None;
+        }
+        out[n..n + take].copy_from_slice(&bytes[..take]);
+        n += take;
+    }
+    Some(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn basic_header() {
+        let mut b = [0u8; MAX_CREDENTIALS];
+        // "dave:dave123"
+        assert_eq!(
+            parse_basic(b"Basic ZGF2ZTpkYXZlMTIz", &mut b),
+            Some((&b"dave"[..], &b"dave123"[..]))
+        );
+        assert_eq!(
+            parse_basic(b"basic ZGF2ZTpkYXZlMTIz", &mut b).map(|(u, _)| u.to_vec()),
+            Some(b"dave".to_vec())
+        );
+        // "a:b:c" splits at the first colon; "a:" has an empty password.
+        assert_eq!(
+            parse_basic(b"Basic YTpiOmM=", &mut b),
+            Some((&b"a"[..], &b"b:c"[..]))
+        );
+        assert_eq!(
+            parse_basic(b"Basic YTo=", &mut b),
+            Some((&b"a"[..], &b""[..]))
+        );
+        for bad in [
+            &b"Bearer ZGF2ZTpkYXZlMTIz"[..],
+            b"Basic",
+            b"Basic ",
+            b"Basic ZGF2ZQ==", // no colon
+            b"Basic ZGF2ZTpkYXZlMTIz=",
+            b"Basic Z===",
+            b"Basic YTo!",
+            b"Basic YTp=", // non-canonical padding bits
+        ] {
+            assert_eq!(
+                parse_basic(bad, &mut b),
+                None,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let long = format!("Basic {}", "QUFB".repeat(200));
+        assert_eq!(parse_basic(long.as_bytes(), &mut b), None);
+    }
+
+    /// `Basic base64(user:password)`.
+    fn header(user: &str, password: &str) -> Vec<u8> {
+        const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let raw = format!("{user}:{password}").into_bytes();
+        let mut out = b"Basic ".to_vec();
+        for c in raw.chunks(3) {
+            let n = (u32::from(c[0]) << 16)
+                | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+                | u32::from(*c.get(2).unwrap_or(&0));
+            for i in 0..4 {
+                out.push(if i <= c.len() {
+                    B64[(n >> (18 - 6 * i)) as usize & 63]
+                } else {
+                    b'='
+                });
+            }
+        }
+        out
+    }
+
+    /// dave/dave123 at cost 10 (exporter-toolkit's testdata) and u/U*U at
+    /// cost 5 (Debian's htpasswd).
+    fn auth(limits: Limits) -> Auth {
+        let user = |name: &str, hash: &str| User {
+            name: name.into(),
+            hash: Hash::parse(hash).unwrap(),
+        };
+        let users = vec![
+            user(
+                "dave",
+                "$2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq",
+            ),
+            user(
+                "u",
+                "$2y$05$dhBBcrUqYOQncjX3esbAxeM2Fj3gtb6Kr07DKxszK66F1YjfBaE.u",
+            ),
+        ];
+        Auth::new(users, limits).unwrap().unwrap()
+    }
+
+    #[test]
+    fn verifies_caches_and_times_unknown_users_alike() {
+        let a = auth(Limits::default());
+        assert_eq!(a.dummy_cost(), 10, "as slow as the slowest user");
+        let check = |u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p))));
+        assert_eq!(check("u", "U*U"), Verdict::Allowed);
+        assert_eq!(check("dave", "dave123"), Verdict::Allowed);
+        assert_eq!(a.bcrypts(), 2);
+        assert_eq!(check("u", "U*U"), Verdict::Allowed);
+        assert_eq!(a.bcrypts(), 2, "a cached success pays no bcrypt");
+        assert_eq!(check("u", "wrong"), Verdict::Denied);
+        assert_eq!(check("dave", "U*U"), Verdict::Denied);
+        // An unknown user runs a bcrypt too (the dummy's).
+        assert_eq!(check("mallory", "dave123"), Verdict::Denied);
+        assert_eq!(a.bcrypts(), 5);
+        // Failures are not cached.
+        assert_eq!(check("u", "wrong"), Verdict::Denied);
+        assert_eq!(a.bcrypts(), 6);
+        // No header, another scheme, garbage: 401 without a bcrypt.
+        assert_eq!(smol::block_on(a.check(None)), Verdict::Denied);
+        assert_eq!(smol::block_on(a.check(Some(b"Bearer x"))), Verdict::Denied);
+        assert_eq!(a.bcrypts(), 6);
+    }
+
+    #[test]
+    fn the_same_credentials_at_once_share_one_bcrypt() {
+        let a = auth(Limits::default());
+        let good = header("u", "U*U");
+        let pending: Vec<Pending> = (0..64)
+            .map(|_| match a.step(Some(&good)) {
+                Step::Wait(p) => p,
+                Step::Done(v) => panic!("{v:?}"),
+            })
+            .collect();
+        assert_eq!(a.bcrypts(), 1);
+        for p in pending {
+            assert_eq!(smol::block_on(a.finish(p)), Verdict::Allowed);
+        }
+        assert_eq!(a.bcrypts(), 1);
+    }
+
+    #[test]
+    fn a_password_flood_gets_429_and_a_cached_scraper_does_not() {
+        let limits = Limits {
+            per_second: 1,
+            burst: 2,
+            queue: 1,
+            ..Limits::default()
+        };
+        let a = auth(limits);
+        let good = header("u", "U*U");
+        // Twenty different guesses at once: two tokens, so at most two
+        // bcrypts queue and the rest are refused at once with 429.
+        let mut pending = Vec::new();
+        let mut busy = 0;
+        for i in 0..20 {
+            match a.step(Some(&header("u", &format!("guess{i}")))) {
+                Step::Wait(p) => pending.push(p),
+                Step::Done(Verdict::Busy) => busy += 1,
+                Step::Done(v) => panic!("{v:?}"),
+            }
+        }
+        assert!(pending.len() <= 2, "{}", pending.len());
+        assert_eq!(busy + pending.len(), 20);
+        for p in pending {
+            assert_eq!(smol::block_on(a.finish(p)), Verdict::Denied);
+        }
+        // The bucket is empty: even the right password gets 429 until a
+        // token comes (one a second).
+        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Busy);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Allowed);
+        // Once cached, a flood no longer touches it.
+        for i in 0..20 {
+            let _ = a.step(Some(&header("u", &format!("again{i}"))));
+        }
+        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Allowed);
+    }
+
+    #[test]
+    fn token_bucket_is_go_rate() {
+        let t0 = Instant::now();
+        let b = TokenBucket::new_at(Duration::from_millis(100), 2, t0);
+        assert!(b.allow_at(t0));
+        assert!(b.allow_at(t0));
+        assert!(!b.allow_at(t0));
+        assert!(!b.allow_at(t0 + Duration::from_millis(50)));
+        assert!(b.allow_at(t0 + Duration::from_millis(100)));
+        assert!(!b.allow_at(t0 + Duration::from_millis(120)));
+        // Idle time refills up to the burst, no further.
+        let later = t0 + Duration::from_secs(10);
+        assert!(b.allow_at(later) && b.allow_at(later) && !b.allow_at(later));
+    }
+}

@@ -1,0 +1,235 @@
+//! The YAML of a web config file: saphyr-parser's events into a small
+//! tree (scalars keep whether they were plain, for go-yaml v2's YAML 1.1
+//! booleans), bounded in depth and in nodes, so an alias bomb or a deeply
+//! nested file is refused before it costs memory or stack. Only the first
+//! document is read; a second is an error.
+
+use super::{Error, err};
+use saphyr_parser::{Event, Parser, ScalarStyle};
+
+/// Refuses a key of `m` not in `known`, or one set twice; `at` is the
+/// mapping's own dotted path.
+pub(super) fn check_keys(at: &str, m: &[(String, Node)], known: &[&str]) -> Result<(), Error> {
+    for (i, (k, _)) in m.iter().enumerate() {
+        let path = if at.is_empty() {
+            k.clone()
+        } else {
+            format!("{at}.{k}")
+        };
+        if !known.contains(&k.as_str()) {
+            return Err(err(
+                &path,
+                format!("unknown key (expected one of: {})", known.join(", ")),
+            ));
+        }
+        if m[..i].iter().any(|(p, _)| p == k) {
+            return Err(err(&path, "set twice"));
+        }
+    }
+    Ok(())
+}
+
+/// The value of `key` in `m`, unless absent or null.
+pub(super) fn get<'a>(m: &'a [(String, Node)], key: &str) -> Option<&'a Node> {
+    m.iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .filter(|v| !v.is_null())
+}
+
+/// The YAML tree, just what the schema needs.
+#[derive(Clone, Debug)]
+pub(super) enum Node {
+    Scalar { value: String, plain: bool },
+    Seq(Vec<Node>),
+    Map(Vec<(String, Node)>),
+}
+
+impl Node {
+    pub(super) fn is_null(&self) -> bool {
+        matches!(self, Node::Scalar { value, plain: true } if matches!(value.as_str(), "" | "~" | "null" | "Null" | "NULL"))
+    }
+
+    pub(super) fn kind(&self) -> &'static str {
+        match self {
+            Node::Scalar { .. } => "a scalar",
+            Node::Seq(_) => "a list",
+            Node::Map(_) => "a mapping",
+        }
+    }
+
+    pub(super) fn map(&self, key: &str) -> Result<&[(String, Node)], Error> {
+        match self {
+            Node::Map(m) => Ok(m),
+            other => Err(err(
+                key,
+                format!("expected a mapping, found {}", other.kind()),
+            )),
+        }
+    }
+
+    pub(super) fn seq(&self, key: &str) -> Result<&[Node], Error> {
+        match self {
+            Node::Seq(s) => Ok(s),
+            other => Err(err(key, format!("expected a list, found {}", other.kind()))),
+        }
+    }
+
+    pub(super) fn string(&self, key: &str) -> Result<String, Error> {
+        match self {
+            Node::Scalar { value, .. } => Ok(value.clone()),
+            other => Err(err(
+                key,
+                format!("expected a string, found {}", other.kind()),
+            )),
+        }
+    }
+
+    pub(super) fn string_or_empty(&self, key: &str) -> Result<String, Error> {
+        if self.is_null() {
+            Ok(String::new())
+        } else {
+            self.string(key)
+        }
+    }
+
+    /// go-yaml v2's booleans (YAML 1.1), plain scalars only.
+    pub(super) fn boolean(&self, key: &str) -> Result<bool, Error> {
+        if let Node::Scalar { value, plain: true } = self {
+            match value.as_str() {
+                "true" | "True" | "TRUE" | "yes" | "Yes" | "YES" | "y" | "Y" | "on" | "On"
+                | "ON" => {
+                    return Ok(true);
+                }
+                "false" | "False" | "FALSE" | "no" | "No" | "NO" | "n" | "N" | "off" | "Off"
+                | "OFF" => return Ok(false),
+                _ => {}
+            }
+        }
+        Err(err(key, "expected true or false"))
+    }
+
+    pub(super) fn int(&self, key: &str) -> Result<i64, Error> {
+        if let Node::Scalar { value, plain: true } = self
+            && let Ok(v) = value.replace('_', "").parse::<i64>()
+        {
+            return Ok(v);
+        }
+        Err(err(key, "expected an integer"))
+    }
+}
+
+/// Most nesting the schema needs is 4; anything far deeper is not a web
+/// config and is refused before it costs stack or memory.
+const MAX_DEPTH: usize = 32;
+/// Most nodes (including aliased copies) a web config may expand to.
+const MAX_NODES: usize = 100_000;
+
+/// Parses the first YAML document into a tree; `None` for an empty stream.
+pub(super) fn tree(text: &str) -> Result<Option<Node>, Error> {
+    enum Frame {
+        Seq(Vec<Node>, usize),
+        Map(Vec<(String, Node)>, Option<String>, usize),
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut anchors: Vec<(usize, Node)> = Vec::new();
+    let mut docs = 0;
+    let mut nodes = 0usize;
+    let mut root: Option<Node> = None;
+    for ev in Parser::new_from_str(text) {
+        let (ev, span) = ev.map_err(|e| err("", format!("invalid YAML: {e}")))?;
+        let line = span.start.line();
+        let done: Option<(Node, usize)> = match ev {
+            Event::DocumentStart(_) => {
+                docs += 1;
+                if docs > 1 {
+                    return Err(err(
+                        "",
+                        format!(
+                            "invalid YAML: a second document at line {line} (the file holds one)"
+                        ),
+                    ));
+                }
+                None
+            }
+            Event::Scalar(v, style, anchor, _tag) => Some((
+                Node::Scalar {
+                    value: v.into_owned(),
+                    plain: style == ScalarStyle::Plain,
+                },
+                anchor,
+            )),
+            Event::SequenceStart(anchor, _) => {
+                stack.push(Frame::Seq(Vec::new(), anchor));
+                None
+            }
+            Event::MappingStart(anchor, _) => {
+                stack.push(Frame::Map(Vec::new(), None, anchor));
+                None
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq(v, a)) => Some((Node::Seq(v), a)),
+                _ => return Err(err("", "invalid YAML: unbalanced sequence")),
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map(v, None, a)) => Some((Node::Map(v), a)),
+                _ => return Err(err("", "invalid YAML: unbalanced mapping")),
+            },
+            Event::Alias(id) => match anchors.iter().rev().find(|(a, _)| *a == id) {
+                Some((_, n)) => {
+                    nodes += count(n);
+                    Some((n.clone(), 0))
+                }
+                None => {
+                    return Err(err(
+                        "",
+                        format!("invalid YAML: unknown alias at line {line}"),
+                    ));
+                }
+            },
+            _ => None,
+        };
+        if stack.len() > MAX_DEPTH {
+            return Err(err(
+                "",
+                format!("invalid YAML: nested deeper than {MAX_DEPTH} at line {line}"),
+            ));
+        }
+        let Some((node, anchor)) = done else { continue };
+        nodes += 1;
+        if nodes > MAX_NODES {
+            return Err(err("", "invalid YAML: too many nodes (aliases expanding?)"));
+        }
+        if anchor != 0 {
+            anchors.push((anchor, node.clone()));
+        }
+        match stack.last_mut() {
+            None => root = Some(node),
+            Some(Frame::Seq(v, _)) => v.push(node),
+            Some(Frame::Map(m, pending, _)) => match pending.take() {
+                Some(k) => m.push((k, node)),
+                None => match node {
+                    Node::Scalar { value, .. } => *pending = Some(value),
+                    other => {
+                        return Err(err(
+                            "",
+                            format!(
+                                "invalid YAML: {} as a mapping key at line {line}",
+                                other.kind()
+                            ),
+                        ));
+                    }
+                },
+            },
+        }
+    }
+    Ok(root.filter(|n| !n.is_null()))
+}
+
+fn count(n: &Node) -> usize {
+    match n {
+        Node::Scalar { .. } => 1,
+        Node::Seq(v) => 1 + v.iter().map(count).sum::<usize>(),
+        Node::Map(m) => 1 + m.iter().map(|(_, v)| 1 + count(v)).sum::<usize>(),
+    }
+}

@@ -1,0 +1,46 @@
+//! The test PKI, made with `openssl` by `tests/certs.sh` once per test
+//! process: CAs, server and client certificates (see the script). Without
+//! `openssl` a test skips with the reason, and fails in CI.
+#![allow(dead_code)] // each user takes its own part
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// The directory holding the PKI, or `None` (skip) without `openssl`.
+pub fn pki() -> Option<&'static Path> {
+    static DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let found = Command::new("openssl")
+            .arg("version")
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !found {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "openssl is required in CI (.ci/run installs it)"
+            );
+            eprintln!("SKIP: openssl is not installed (Debian: openssl)");
+            return None;
+        }
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-pki-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs.sh");
+        let out = Command::new("sh").arg(&script).arg(&dir).output().unwrap();
+        assert!(
+            out.status.success(),
+            "tests/certs.sh: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Some(dir)
+    })
+    .as_deref()
+}
+
+/// Writes `yaml` as `name` beside the certificates; its path.
+pub fn web_config(dir: &Path, name: &str, yaml: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
