@@ -33,7 +33,9 @@ fi
 if [[ -n "${GPU_EXPORTER_BIN:-}" ]]; then
   bin="$GPU_EXPORTER_BIN"
 elif $static; then
-  (cd "$root" && cargo build --release --locked --bin gpu-exporter --target "$musl")
+  # Without default features: a demo needs no TLS, and ring's C and
+  # assembly would need a musl C toolchain.
+  (cd "$root" && cargo build --release --locked --no-default-features --bin gpu-exporter --target "$musl")
   bin="${CARGO_TARGET_DIR:-$root/target}/$musl/release/gpu-exporter"
 else
   bin="$("$root/deploy/release.sh")"

@@ -205,6 +205,10 @@ impl Tls {
     /// that tells the client why).
     pub fn handshake(&mut self, out: &mut Vec<u8>) -> Result<Handshake, TlsError> {
         match self.turn(out, None)? {
+            // A client may send its Finished and close_notify at once
+            // (`openssl s_client` on TLS 1.3 does): a handshake done, then
+            // a close, which the next read sees. No failure.
+            Some(Read::Closed) if !self.conn.is_handshaking() => Ok(Handshake::Done),
             Some(Read::Closed) => Err(TlsError::Tls(rustls::Error::HandshakeNotComplete)),
             _ if self.conn.is_handshaking() && self.full() => Err(TlsError::Oversized),
             _ if self.conn.is_handshaking() => Ok(Handshake::More),

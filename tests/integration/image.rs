@@ -175,6 +175,8 @@ impl Variant {
                 .arg(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
                 .current_dir(root())
                 .args(["build", "--release", "--offline", "--quiet", "-j1"])
+                // As stage.sh builds it: no TLS in a demo.
+                .arg("--no-default-features")
                 .args(["--bin", "gpu-exporter", "--target-dir"])
                 .arg(&target)
                 .args(["--target", MUSL]);
@@ -524,12 +526,14 @@ fn the_image_is_small_runs_as_nobody_and_pins_nvml() {
     assert_eq!(path.split(':').collect::<Vec<_>>(), [MULTIARCH, LIB64]);
 
     // The layer is the stage: exactly the binary, the loader and the glibc
-    // libraries, and nothing anyone but root could write.
+    // libraries, and nothing anyone but root could write. No libgcc_s: the
+    // shipped build has no unwinder (panic=abort, std rebuilt without
+    // unwind tables), and NVML neither links it nor calls pthread_cancel or
+    // pthread_exit, for which glibc would load it.
     let mut expected = vec![
         "/etc/ld.so.conf",
         "/lib/x86_64-linux-gnu/libc.so.6",
         "/lib/x86_64-linux-gnu/libdl.so.2",
-        "/lib/x86_64-linux-gnu/libgcc_s.so.1",
         "/lib/x86_64-linux-gnu/libm.so.6",
         "/lib/x86_64-linux-gnu/libpthread.so.0",
         "/lib/x86_64-linux-gnu/librt.so.1",
@@ -584,9 +588,18 @@ fn serves_the_fake_fleet_from(tag: &str, dir: &str) {
     );
     let lib = format!("{dir}/libnvidia-ml.so.1");
     let scenario = format!("{dir}/scenario.json");
+    // The fake, a Rust cdylib, links libgcc_s; the real library does not
+    // (the image loads it without: the_image_loads_the_real_library_...),
+    // and the shipped binary has no unwinder, so the image has none. The
+    // fake brings its own, as the toolkit brings the driver's files.
+    let gcc_s = format!("{dir}/libgcc_s.so.1");
     let r = b.start(
         &image,
-        &[(&f.lib, &lib), (&f.dir.join("scenario.json"), &scenario)],
+        &[
+            (&f.lib, &lib),
+            (&f.dir.join("scenario.json"), &scenario),
+            (Path::new(&format!("{MULTIARCH}/libgcc_s.so.1")), &gcc_s),
+        ],
         &["--collect.interval", "200ms"],
     );
     let m = r.wait_for("/metrics", Duration::from_secs(20), |m| {
