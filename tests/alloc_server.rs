@@ -19,7 +19,9 @@ use gpu_exporter::internals::alerting::settled;
 use gpu_exporter::internals::alerts::rules::defaults;
 use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::http::conn::{Policy, answer, respond};
-use gpu_exporter::internals::http::guard::{Guard, Shared};
+use gpu_exporter::internals::http::guard::Guard;
+#[cfg(feature = "tls")]
+use gpu_exporter::internals::http::guard::Shared;
 use gpu_exporter::internals::http::gzip::Compressor;
 use gpu_exporter::internals::http::{Context, Server};
 use gpu_exporter::internals::snapshot::Bounds;
@@ -32,10 +34,12 @@ use std::time::Duration;
 
 #[path = "support/counting.rs"]
 mod counting;
+#[cfg(feature = "tls")]
 #[path = "support/pki.rs"]
 mod pki;
 #[path = "support/response.rs"]
 mod response;
+#[cfg(feature = "tls")]
 #[path = "support/tls_client.rs"]
 mod tls_client;
 use counting::{Counting, count, count_process, exclude_this_thread};
@@ -270,6 +274,7 @@ fn accepting_a_connection_allocates_a_bounded_amount() {
     assert!(per <= 12.0, "{per} per connection");
 }
 
+#[cfg(feature = "tls")]
 /// Allocations per request over TLS, whole process, for `request` on a
 /// kept-alive connection: and the TLS records each response took.
 fn tls_allocations(dir: &std::path::Path, gpus: usize, request: &str, tls12: bool) -> (f64, usize) {
@@ -299,6 +304,7 @@ fn tls_allocations(dir: &std::path::Path, gpus: usize, request: &str, tls12: boo
     (total as f64 / n as f64, records)
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn over_tls_the_process_allocates_at_most_3_plus_2_per_record() {
     let Some(dir) = pki::pki() else { return };

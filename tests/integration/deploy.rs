@@ -687,7 +687,11 @@ fn the_commented_tls_variants_turn_on_and_serve() {
     if let Some(m) = flatten_paths(&[daemonsets[1].clone()]) {
         // The attribution variant keeps its grants beside the Secret.
         expect(&m, &format!("{c}.volumeMounts[web].readOnly"), "true");
-        expect(&m, &format!("{c}.volumeMounts[pod-resources].readOnly"), "true");
+        expect(
+            &m,
+            &format!("{c}.volumeMounts[pod-resources].readOnly"),
+            "true",
+        );
         let args = list(&m, &format!("{c}.args"));
         assert!(
             args.iter()
