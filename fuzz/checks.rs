@@ -13,11 +13,13 @@ use gpu_exporter::internals::exposition::{self, Format};
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
 use gpu_exporter::internals::fill::workload;
+use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
-use gpu_exporter::internals::snapshot::{Bounds, Freshness, Snapshot};
+use gpu_exporter::internals::snapshot::{Bounds, Freshness, Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::source::smi::apps as smi_apps;
 use gpu_exporter::internals::source::smi::csv as smi;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -37,6 +39,29 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("smi_csv", check_smi_csv),
     ("kmsg_xid", check_kmsg_xid),
     ("workload_json", check_workload_json),
+    ("smi_apps", check_smi_apps),
+    ("cgroup", check_cgroup),
+    ("job_file", check_job_file),
+    #[cfg(feature = "kubernetes")]
+    ("huffman", kubelet::check_huffman),
+    #[cfg(feature = "kubernetes")]
+    ("hpack", kubelet::check_hpack),
+    #[cfg(feature = "kubernetes")]
+    ("pod_resources", kubelet::check_proto),
+    #[cfg(feature = "kubernetes")]
+    ("kubelet_client", kubelet::check_client),
+    #[cfg(feature = "kubernetes")]
+    ("device_id", kubelet::check_device_id),
+];
+
+/// The targets of the kubelet client, built with the `kubernetes` feature
+/// only: their corpora stay in place without it.
+pub const KUBELET_TARGETS: &[&str] = &[
+    "huffman",
+    "hpack",
+    "pod_resources",
+    "kubelet_client",
+    "device_id",
 ];
 
 /// One context for every request: the default fleet, collected once.
@@ -194,6 +219,11 @@ pub fn check_scenario_json(data: &[u8]) {
             process: Default::default(),
             collectors: Collectors::DEFAULT,
             timings: Default::default(),
+            // Every other input renders each GPU series once per pod.
+            kubernetes: Kubernetes {
+                kubelet: None,
+                pod_labels: data.len() % 2 == 1,
+            },
         },
         Err(e) => Snapshot {
             error: Some(e.0),
@@ -328,4 +358,173 @@ pub fn check_kmsg_xid(data: &[u8]) {
         .map(|(_, n)| n)
         .sum();
     assert_eq!(per_bus, counted, "per-GPU counts vs total");
+}
+
+/// `smi_apps`: nvidia-smi `--query-compute-apps` CSV: every row a
+/// process with a PID, its memory absent or a whole number of MiB.
+pub fn check_smi_apps(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match smi_apps::parse(text) {
+        Ok(apps) => {
+            for (uuid, p) in &apps {
+                assert!(
+                    !uuid.is_empty() && p.pid.is_some_and(|p| p > 0),
+                    "{uuid} {p:?}"
+                );
+                assert!(p.used_bytes.is_none_or(|b| b >= 0.0), "{p:?}");
+            }
+        }
+        Err(e) => assert!(!e.contains('\n'), "an error of more than one line: {e:?}"),
+    }
+}
+
+/// `cgroup`: `/proc/<pid>/cgroup` text; an id found is 64 lower-case hex
+/// digits, a pod UID the 8-4-4-4-12 form.
+pub fn check_cgroup(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (container, pod) = cgroup::parse(&text);
+    assert!(
+        container.is_empty()
+            || (container.len() == 64
+                && container
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))),
+        "container id {container:?}"
+    );
+    let lens: Vec<usize> = pod.split('-').map(str::len).collect();
+    assert!(
+        pod.is_empty() || lens == [8, 4, 4, 4, 12],
+        "pod uid {pod:?}"
+    );
+    let _ = cgroup::host_pids(&text);
+}
+
+/// `job_file`: a job mapping file's text and, from its first line, a
+/// file name. Jobs are bounded, non-empty and single-line.
+pub fn check_job_file(data: &[u8]) {
+    if let Ok(ids) = jobs::parse(data) {
+        assert!(ids.len() <= jobs::MAX_JOBS, "{} jobs", ids.len());
+        for id in &ids {
+            assert!(
+                !id.is_empty() && id.len() <= jobs::MAX_JOB_ID && !id.contains('\n'),
+                "job id {id:?}"
+            );
+        }
+    }
+    let name = String::from_utf8_lossy(data);
+    let name = name.lines().next().unwrap_or("");
+    if let Some((gpu, gi)) = jobs::target(name) {
+        let spelled = match gi {
+            Some(gi) => format!("{gpu}.{gi}"),
+            None => gpu.to_string(),
+        };
+        assert_eq!(jobs::target(&spelled), Some((gpu, gi)), "name {name:?}");
+    }
+}
+
+/// The kubelet client's decoders (the `kubernetes` feature).
+#[cfg(feature = "kubernetes")]
+pub mod kubelet {
+    use gpu_exporter::internals::fill::pods::h2::script::Replay;
+    use gpu_exporter::internals::fill::pods::kubelet::Lister;
+    use gpu_exporter::internals::fill::pods::proto::{self, Limits, ListDecoder};
+    use gpu_exporter::internals::fill::pods::{attribution, h2, hpack, huffman};
+    use std::time::{Duration, Instant};
+
+    /// `huffman`: whatever decodes re-encodes to a string that decodes
+    /// the same, and no longer than the input.
+    pub fn check_huffman(data: &[u8]) {
+        let mut out = Vec::new();
+        if huffman::decode(data, &mut out, 1 << 16).is_ok() {
+            let mut again = Vec::new();
+            huffman::encode(&out, &mut again);
+            let mut back = Vec::new();
+            huffman::decode(&again, &mut back, 1 << 16).expect("re-encoded string decodes");
+            assert_eq!(back, out);
+            assert!(again.len() <= data.len(), "canonical encoding is shortest");
+        }
+    }
+
+    /// `hpack`: the first byte splits the input into two header blocks on
+    /// one connection; the dynamic table never passes its size, nor a
+    /// decoded list the header-list limit.
+    pub fn check_hpack(data: &[u8]) {
+        let Some((&split, rest)) = data.split_first() else {
+            return;
+        };
+        let (a, b) = rest.split_at((split as usize).min(rest.len()));
+        let mut d = hpack::Decoder::new(4096, 16 << 10);
+        for block in [a, b] {
+            let mut total = 0usize;
+            let r = d.decode(block, &mut |n, v| total += n.len() + v.len() + 32);
+            assert!(d.table_size() <= 4096);
+            if r.is_ok() {
+                assert!(total <= 16 << 10);
+            }
+        }
+    }
+
+    /// `pod_resources`: the push parser gives the same answer whatever
+    /// the pieces, and never buffers more than one pod.
+    pub fn check_proto(data: &[u8]) {
+        let limits = Limits {
+            max_pod_bytes: 4096,
+            max_kept_bytes: 1 << 16,
+        };
+        let whole = proto::decode_list(data, limits);
+        let step = data.first().map_or(1, |b| usize::from(b % 13) + 1);
+        let mut d = ListDecoder::new(limits);
+        let mut pieces = Ok(());
+        for chunk in data.chunks(step) {
+            pieces = d.feed(chunk);
+            if pieces.is_err() {
+                break;
+            }
+        }
+        assert!(d.peak_buffer() <= 4096);
+        let pieces = pieces.and_then(|()| d.finish());
+        assert_eq!(whole, pieces);
+        let _ = proto::decode_pod(data, 1 << 16);
+        let _ = proto::holds_nvidia(data);
+    }
+
+    /// `kubelet_client`: the whole client against a server that sends
+    /// `data`: an answer or a one-line error, never a panic, and never
+    /// more than one pod buffered.
+    pub fn check_client(data: &[u8]) {
+        let chunk = data.first().map_or(1, |b| usize::from(*b) + 1);
+        let mut io = Replay::new(data, chunk);
+        let mut lister = Lister::new(
+            h2::Limits::default(),
+            Limits {
+                max_pod_bytes: 4096,
+                max_kept_bytes: 1 << 16,
+            },
+        );
+        if let Err(e) = lister.list_on(&mut io, Instant::now() + Duration::from_secs(10)) {
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+        assert!(lister.peak_buffer() <= 4096);
+    }
+
+    /// `device_id`: any string parses, and resolving it against a small
+    /// fleet never panics.
+    pub fn check_device_id(data: &[u8]) {
+        let s = String::from_utf8_lossy(data);
+        let gpus = [attribution::Gpu {
+            index: 0,
+            uuid: "GPU-0".into(),
+            minor: Some(0),
+            mig: vec![attribution::Mig {
+                uuid: "MIG-0".into(),
+                gpu_instance_id: 1,
+                index: Some(0),
+            }],
+        }];
+        for line in s.lines() {
+            let _ = attribution::resolve(attribution::parse_device_id(line), &gpus);
+        }
+    }
 }

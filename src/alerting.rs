@@ -6,10 +6,10 @@
 //! serves, so the stall alert fires during the hang. It publishes the
 //! alerts next to the snapshot.
 
-use crate::alerts::{Evaluator, Rule, Transition};
+use crate::alerts::{Evaluator, Rule, Subject, Transition, WORKLOADS, expand};
 use crate::base::time::unix_now;
 use crate::collector::{Collector, Latest, Progress, Published, Replay, Work};
-use crate::snapshot::{Bounds, Freshness, Snapshot};
+use crate::snapshot::{Bounds, Freshness, Gpu, Snapshot};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ pub fn replay(evaluator: &mut Evaluator, mut replay: Replay, mut progress: impl 
             progress(i as u64, total as u64);
         }
         let s = replay.snapshot(i);
-        log_transitions(&evaluator.eval(&s), true);
+        log_transitions(&evaluator.eval(&s), &s.gpus, true);
     }
 }
 
@@ -58,6 +58,7 @@ pub fn settled(
     let s = collector.collect_at(t0);
     log_transitions(
         &evaluator.eval_at(&s, s.at, s.freshness(s.finished, bounds)),
+        &s.gpus,
         false,
     );
     let p = Published {
@@ -125,14 +126,20 @@ impl Alerting {
     }
 
     fn judge(&self, evaluator: &mut Evaluator, s: &Snapshot, at: f64, fresh: Freshness) {
-        log_transitions(&evaluator.eval_at(s, at, fresh), false);
+        log_transitions(&evaluator.eval_at(s, at, fresh), &s.gpus, false);
         self.publish(evaluator, None);
     }
 }
 
-/// Logs each state change once; a replay's at debug level.
-pub fn log_transitions(changes: &[Transition], replaying: bool) {
+/// Logs each state change once; a replay's at debug level. An alert about
+/// a GPU names who uses it, as its `workloads` annotation does.
+pub fn log_transitions(changes: &[Transition], gpus: &[Gpu], replaying: bool) {
     for c in changes {
+        let who = match c.subject {
+            Subject::Gpu { .. } if !replaying => expand(WORKLOADS, &c.subject, c.value, gpus),
+            _ => String::new(),
+        };
+        let who = who.trim_end();
         let labels: Vec<String> = c
             .subject
             .labels()
@@ -140,12 +147,14 @@ pub fn log_transitions(changes: &[Transition], replaying: bool) {
             .map(|(k, v)| format!("{k}={v:?}"))
             .collect();
         let msg = format_args!(
-            "alert {}{{{}}} {} -> {} value={}",
+            "alert {}{{{}}} {} -> {} value={}{}{who}{}",
             c.rule,
             labels.join(","),
             c.from,
             c.to,
-            c.value
+            c.value,
+            if who.is_empty() { "" } else { " workloads=\"" },
+            if who.is_empty() { "" } else { "\"" },
         );
         if replaying {
             log::debug!("{msg} (replayed history)");

@@ -9,7 +9,7 @@ use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
 use crate::config::{Collector as Named, Collectors};
 use crate::process;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
 use crate::source::Source;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -140,11 +140,15 @@ pub fn replay_steps(t0: f64, span: f64, interval: Duration) -> Vec<f64> {
     steps
 }
 
+/// Leaves out the readings of collectors that are off, and keeps the
+/// processes collector's bound.
 fn retain(gpus: &mut [crate::snapshot::Gpu], on: Collectors) {
     for g in gpus {
         g.readings.retain(on);
+        bound_processes(&mut g.readings.processes, MAX_PROCESSES);
         for m in &mut g.mig {
             m.readings.retain(on);
+            bound_processes(&mut m.readings.processes, MAX_PROCESSES);
         }
     }
 }
@@ -160,6 +164,8 @@ pub struct Collector {
     /// The collectors the flags turned on; the readings of the others are
     /// left out, whatever the source read.
     collectors: Collectors,
+    /// `--kubernetes.pod-labels`.
+    pod_labels: bool,
 }
 
 impl Collector {
@@ -170,6 +176,7 @@ impl Collector {
             last_good: None,
             failing: Repeating::new(),
             collectors: Collectors::DEFAULT,
+            pod_labels: false,
         }
     }
 
@@ -177,6 +184,20 @@ impl Collector {
     pub fn with_collectors(mut self, collectors: Collectors) -> Collector {
         self.collectors = collectors;
         self
+    }
+
+    /// Puts each GPU's pods on its series (`--kubernetes.pod-labels`).
+    pub fn with_pod_labels(mut self, on: bool) -> Collector {
+        self.pod_labels = on;
+        self
+    }
+
+    /// Pod attribution as the source's fillers last saw the kubelet.
+    fn kubernetes(&self) -> Kubernetes {
+        Kubernetes {
+            kubelet: self.source.kubelet(),
+            pod_labels: self.pod_labels,
+        }
     }
 
     /// The source's past up to `t0` for the evaluator to replay, if it has
@@ -223,6 +244,7 @@ impl Collector {
                     process,
                     collectors: on,
                     timings: self.source.timings(),
+                    kubernetes: self.kubernetes(),
                 };
                 self.last_good = Some(s.clone());
                 if self.failing.recover() {
@@ -250,6 +272,7 @@ impl Collector {
                 s.error = Some(e.0);
                 s.process = process;
                 s.collectors = self.collectors;
+                s.kubernetes = self.kubernetes();
                 s
             }
         }

@@ -11,10 +11,12 @@
 
 use crate::config::{Collector, Config, ConfigError, SourceKind};
 use crate::fill::Filler;
+use crate::fill::cgroup::ProcessCgroups;
+use crate::fill::jobs::JobMapping;
 use crate::fill::kmsg::{KernelLogXid, check_path};
 use crate::fill::workload::WorkloadStats;
 use crate::fleet::Fleet;
-use crate::snapshot::{Gpu, Model, Timings};
+use crate::snapshot::{Gpu, Kubelet, Model, Timings};
 use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
 use crate::source::smi::Smi;
@@ -112,7 +114,9 @@ impl Plan {
 }
 
 /// A filler and the collector its readings belong to.
-type Owned = (Collector, Box<dyn Filler>);
+/// A filler and the collector its readings belong to, if any (pods and
+/// jobs belong to none: their flags turn them on).
+type Owned = (Option<Collector>, Box<dyn Filler>);
 
 /// The fillers the flags ask for, in the order they fill. A filler whose
 /// collector is off is never built.
@@ -124,10 +128,13 @@ fn fillers(config: &Config) -> Result<Vec<Owned>, ConfigError> {
         Some(p) if p.as_os_str().is_empty() => {}
         Some(p) => {
             check_path(p).map_err(|e| ConfigError(format!("--xid.kmsg: {e}")))?;
-            fillers.push((Collector::Xid, Box::new(KernelLogXid::new(p))));
+            fillers.push((Some(Collector::Xid), Box::new(KernelLogXid::new(p))));
         }
         None => match check_path(Path::new("/dev/kmsg")) {
-            Ok(()) => fillers.push((Collector::Xid, Box::new(KernelLogXid::new("/dev/kmsg")))),
+            Ok(()) => fillers.push((
+                Some(Collector::Xid),
+                Box::new(KernelLogXid::new("/dev/kmsg")),
+            )),
             Err(e) => log::info!("xid: not reading the kernel log ({e}); it needs CAP_SYSLOG"),
         },
     }
@@ -145,12 +152,65 @@ fn fillers(config: &Config) -> Result<Vec<Owned>, ConfigError> {
             );
         }
         Some(dir) => fillers.push((
-            Collector::Allocator,
+            Some(Collector::Allocator),
             Box::new(WorkloadStats::new(dir.clone(), config.workload_max_age)),
         )),
         None => {}
     }
+    if on(Collector::Processes)
+        && let Some(cgroups) = ProcessCgroups::new()
+    {
+        fillers.push((Some(Collector::Processes), Box::new(cgroups)));
+    }
+    if let Some(pods) = kubelet(config)? {
+        fillers.push((None, pods));
+    }
+    match &config.job_dir {
+        Some(dir) if !dir.is_dir() => {
+            return Err(ConfigError(format!(
+                "--hpc.job-mapping-dir: {} is not a directory",
+                dir.display()
+            )));
+        }
+        Some(dir) => fillers.push((None, Box::new(JobMapping::new(dir.clone())))),
+        None => {}
+    }
     Ok(fillers)
+}
+
+/// The kubelet's pods, where the flags and the build allow.
+#[cfg(feature = "kubernetes")]
+fn kubelet(config: &Config) -> Result<Option<Box<dyn Filler>>, ConfigError> {
+    use crate::fill::pods::{DEFAULT_SOCKET, KubeletPods, Options};
+    use std::time::Duration;
+    let k = &config.kubernetes;
+    let (socket, explicit) = match &k.socket {
+        Some(p) if p.as_os_str().is_empty() => return Ok(None),
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(DEFAULT_SOCKET), false),
+    };
+    let options = Options {
+        socket,
+        explicit,
+        interval: k.interval,
+        timeout: k.interval.min(Duration::from_secs(10)),
+    };
+    let pods = KubeletPods::start(options)
+        .map_err(|e| ConfigError(format!("--kubernetes.pod-resources-socket: {e}")))?;
+    Ok(Some(Box::new(pods)))
+}
+
+/// This build has no kubelet client: only the flags' names are left, and
+/// asking for pod labels is an error like a non-empty socket.
+#[cfg(not(feature = "kubernetes"))]
+fn kubelet(config: &Config) -> Result<Option<Box<dyn Filler>>, ConfigError> {
+    if config.kubernetes.pod_labels {
+        return Err(ConfigError(format!(
+            "--kubernetes.pod-labels: {}",
+            crate::config::NOT_BUILT_IN
+        )));
+    }
+    Ok(None)
 }
 
 /// Where `program` would run from: itself if it names a path, else the
@@ -187,7 +247,9 @@ impl Source for Pipeline {
         for (c, f) in &mut self.fillers {
             let started = Instant::now();
             f.fill(at, &mut gpus);
-            self.timings.add(*c, started.elapsed().as_secs_f64());
+            if let Some(c) = c {
+                self.timings.add(*c, started.elapsed().as_secs_f64());
+            }
         }
         self.fleet.settle(&mut gpus);
         Ok(gpus)
@@ -199,6 +261,10 @@ impl Source for Pipeline {
 
     fn models(&self) -> Vec<Model> {
         self.inner.models()
+    }
+
+    fn kubelet(&self) -> Option<Kubelet> {
+        self.fillers.iter().find_map(|(_, f)| f.kubelet())
     }
 
     fn history_seconds(&self) -> f64 {

@@ -7,6 +7,9 @@
 use crate::config::{Collector, Collectors, SourceKind};
 use std::time::{Duration, Instant};
 
+mod users;
+pub use users::*;
+
 /// NVML clock event reasons, in bit order: reason `i` is bit `1 << i`.
 pub const CLOCK_EVENT_REASONS: [&str; 9] = [
     "gpu_idle",
@@ -112,6 +115,15 @@ pub struct Readings {
     pub clocks_event_seconds_total: [Option<f64>; 9],
     /// Hardware health and state beyond the readings above.
     pub health: Health,
+    /// Processes using the memory (the `processes` collector), the
+    /// largest first once the collector has bounded them
+    /// ([`bound_processes`]).
+    pub processes: Vec<GpuProcess>,
+    /// Containers the kubelet says hold this GPU or MIG instance, sorted;
+    /// several on a shared GPU.
+    pub pods: Vec<Pod>,
+    /// Batch jobs running on it (`--hpc.job-mapping-dir`), in file order.
+    pub jobs: Vec<String>,
 }
 
 /// Fans read per GPU at most.
@@ -275,7 +287,8 @@ impl Readings {
                     h.compute_mode = None;
                     h.mig_mode = None;
                 }
-                Collector::Info | Collector::Models | Collector::Processes => {}
+                Collector::Processes => self.processes.clear(),
+                Collector::Info | Collector::Models => {}
             }
         }
     }
@@ -318,6 +331,9 @@ pub struct Gpu {
     /// the driver runs.
     pub vbios_version: String,
     pub inforom_version: String,
+    /// The device minor number (`/dev/nvidia<minor>`), where the source
+    /// gives it: GKE's device plugin names GPUs by it.
+    pub minor: Option<u32>,
     /// False once the GPU is lost (NVML_ERROR_GPU_IS_LOST, or gone from
     /// the source); its readings are then empty.
     pub up: bool,
@@ -426,6 +442,8 @@ pub struct Snapshot {
     /// The collectors that ran (the flags'), and how each fared.
     pub collectors: Collectors,
     pub timings: Timings,
+    /// Pod attribution: the kubelet's state, and the pod labels switch.
+    pub kubernetes: Kubernetes,
 }
 
 /// The reason a snapshot gives before the first collection is done.
@@ -459,6 +477,7 @@ impl Snapshot {
             process: ProcessStats::default(),
             collectors: Collectors::DEFAULT,
             timings: Timings::default(),
+            kubernetes: Kubernetes::default(),
         }
     }
 

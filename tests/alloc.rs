@@ -33,42 +33,115 @@ fn fleet(gpus: usize) -> Snapshot {
     s
 }
 
-#[test]
-fn a_scrape_allocates_nothing_after_warm_up() {
-    for gpus in [1, 4, 64] {
-        let snapshot = fleet(gpus);
-        for format in [Format::Text, Format::OpenMetrics] {
-            let (mut buf, now) = (Vec::new(), Instant::now());
+/// Renders `snapshot` once to warm the buffer, then 100 times counting:
+/// (allocations, bytes), each render the same size.
+fn renders(snapshot: &Snapshot, format: Format) -> (usize, usize) {
+    let (mut buf, now) = (Vec::new(), Instant::now());
+    render(
+        snapshot,
+        Default::default(),
+        format,
+        Collectors::ALL,
+        now,
+        &mut buf,
+    );
+    let size = buf.len();
+    let allocations = count(|| {
+        for _ in 0..100 {
+            buf.clear();
             render(
-                &snapshot,
+                snapshot,
                 Default::default(),
                 format,
                 Collectors::ALL,
                 now,
                 &mut buf,
             );
-            let size = buf.len();
-            let allocations = count(|| {
-                for _ in 0..100 {
-                    buf.clear();
-                    render(
-                        &snapshot,
-                        Default::default(),
-                        format,
-                        Collectors::ALL,
-                        now,
-                        &mut buf,
-                    );
-                }
-            });
+        }
+    });
+    assert_eq!(buf.len(), size);
+    (allocations, size)
+}
+
+/// One render of every collector, as text.
+fn text(snapshot: &Snapshot) -> String {
+    let mut buf = Vec::new();
+    render(
+        snapshot,
+        Default::default(),
+        Format::Text,
+        Collectors::ALL,
+        Instant::now(),
+        &mut buf,
+    );
+    String::from_utf8(buf).unwrap()
+}
+
+#[test]
+fn a_scrape_allocates_nothing_after_warm_up() {
+    for gpus in [1, 4, 64] {
+        let snapshot = fleet(gpus);
+        for format in [Format::Text, Format::OpenMetrics] {
+            let (allocations, size) = renders(&snapshot, format);
             assert_eq!(
                 allocations, 0,
                 "{gpus} GPUs, {format:?}: {allocations} allocations"
             );
-            assert_eq!(buf.len(), size);
             assert!(size > gpus * 1000, "{size} bytes for {gpus} GPUs");
         }
     }
+}
+
+#[test]
+fn a_scrape_with_attribution_allocates_nothing() {
+    use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
+    let mut snapshot = fleet(4);
+    snapshot.collectors = Collectors::ALL;
+    let plain = text(&snapshot);
+    snapshot.kubernetes.pod_labels = true;
+    snapshot.kubernetes.kubelet = Some(Kubelet {
+        last_success: Some(1.8e9),
+        errors: [0, 2, 0, 1, 0, 0, 0],
+        skipped: [1, 0],
+        dra: vec![DraDevice {
+            namespace: "ml".into(),
+            pod: "dra-pod".into(),
+            container: "main".into(),
+            claim_namespace: "ml".into(),
+            claim: "gpu-claim".into(),
+            driver: "gpu.nvidia.com".into(),
+            pool: "node-1".into(),
+            device: "gpu-0".into(),
+        }],
+    });
+    for format in [Format::Text, Format::OpenMetrics] {
+        let (allocations, _) = renders(&snapshot, format);
+        assert_eq!(allocations, 0, "{format:?}: {allocations} allocations");
+    }
+    let text = text(&snapshot);
+    // The demo: one pod on GPUs 0 and 1, two time-slicing GPU 2, a batch
+    // job on GPU 3.
+    assert_eq!(plain.matches("\ngpu_pod_info{").count(), 4);
+    assert_eq!(plain.matches("\ngpu_job_info{").count(), 1);
+    assert_eq!(plain.matches("\ngpu_process_memory_used_bytes{").count(), 5);
+    assert!(text.contains("\ngpu_pod_dra_info{namespace=\"ml\",pod=\"dra-pod\",container=\"main\",claim_namespace=\"ml\",claim=\"gpu-claim\",driver=\"gpu.nvidia.com\",pool=\"node-1\",device=\"gpu-0\"} 1\n"));
+    assert!(text.contains("\ngpu_exporter_kubelet_errors_total{reason=\"timeout\"} 2\n"));
+    assert!(text.contains("\ngpu_exporter_kubelet_last_success_timestamp_seconds 1800000000\n"));
+    // Pod labels: GPU 2's series twice, one per pod; GPU 3's once, bare.
+    let temps = |t: &str| {
+        t.lines()
+            .filter(|l| l.starts_with("gpu_temperature_celsius{"))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    let (bare, labelled) = (temps(&plain), temps(&text));
+    assert_eq!((bare.len(), labelled.len()), (4, 5));
+    assert!(
+        labelled[2]
+            .contains(",namespace=\"research\",pod=\"notebook-alice\",container=\"jupyter\"}")
+    );
+    assert!(labelled[3].contains(",pod=\"notebook-bob\","));
+    assert_eq!(labelled[4], bare[3]);
 }
 
 #[test]

@@ -19,7 +19,9 @@ use gpu_exporter::internals::alerting::settled;
 use gpu_exporter::internals::alerts::rules::defaults;
 use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::http::conn::{Policy, answer, respond};
-use gpu_exporter::internals::http::guard::{Guard, Shared};
+use gpu_exporter::internals::http::guard::Guard;
+#[cfg(feature = "tls")]
+use gpu_exporter::internals::http::guard::Shared;
 use gpu_exporter::internals::http::gzip::Compressor;
 use gpu_exporter::internals::http::{Context, Server};
 use gpu_exporter::internals::snapshot::Bounds;
@@ -32,10 +34,12 @@ use std::time::Duration;
 
 #[path = "support/counting.rs"]
 mod counting;
+#[cfg(feature = "tls")]
 #[path = "support/pki.rs"]
 mod pki;
 #[path = "support/response.rs"]
 mod response;
+#[cfg(feature = "tls")]
 #[path = "support/tls_client.rs"]
 mod tls_client;
 use counting::{Counting, count, count_process, exclude_this_thread};
@@ -98,11 +102,42 @@ fn request(i: usize) -> String {
     }
 }
 
+/// The demo fleet with attribution on: its pods, processes and batch
+/// job, a DRA device and the kubelet's state, every GPU series once per
+/// pod.
+fn attributed() -> Context {
+    use gpu_exporter::config::{Collector::Processes, Collectors};
+    use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
+    let t0 = 1.8e9;
+    let mut c = Collector::new(
+        Box::new(Sim::new(Scenario::default_fleet(), t0)),
+        Duration::from_secs(1),
+    )
+    .with_collectors(Collectors::DEFAULT.with(Processes))
+    .with_pod_labels(true);
+    let mut p = settled(&mut c, defaults(), bounds(), t0).0;
+    let mut s = (*p.snapshot).clone();
+    s.kubernetes.kubelet = Some(Kubelet {
+        last_success: Some(t0),
+        dra: vec![DraDevice {
+            namespace: "ml".into(),
+            pod: "p".into(),
+            device: "gpu-0".into(),
+            ..DraDevice::default()
+        }],
+        ..Kubelet::default()
+    });
+    p.snapshot = Arc::new(s);
+    Context {
+        latest: Arc::new(Latest::new(p)),
+        ..context(1)
+    }
+}
+
 #[test]
 fn our_request_path_allocates_nothing_after_warm_up() {
     let _turn = turn();
-    for gpus in [1, 64] {
-        let ctx = context(gpus);
+    for (gpus, ctx) in [(1, context(1)), (64, context(64)), (4, attributed())] {
         let requests: Vec<String> = (0..KINDS).map(request).collect();
         let mut out = Vec::new();
         for r in &requests {
@@ -239,6 +274,7 @@ fn accepting_a_connection_allocates_a_bounded_amount() {
     assert!(per <= 12.0, "{per} per connection");
 }
 
+#[cfg(feature = "tls")]
 /// Allocations per request over TLS, whole process, for `request` on a
 /// kept-alive connection: and the TLS records each response took.
 fn tls_allocations(dir: &std::path::Path, gpus: usize, request: &str, tls12: bool) -> (f64, usize) {
@@ -268,6 +304,7 @@ fn tls_allocations(dir: &std::path::Path, gpus: usize, request: &str, tls12: boo
     (total as f64 / n as f64, records)
 }
 
+#[cfg(feature = "tls")]
 #[test]
 fn over_tls_the_process_allocates_at_most_3_plus_2_per_record() {
     let Some(dir) = pki::pki() else { return };

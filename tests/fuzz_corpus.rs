@@ -34,8 +34,10 @@ fn every_corpus_has_a_target() {
     for entry in std::fs::read_dir(&root).unwrap() {
         let name = entry.unwrap().file_name();
         let name = name.to_str().unwrap();
+        // The kubelet client's corpora stay in a build without it.
+        let built_out = !cfg!(feature = "kubernetes") && checks::KUBELET_TARGETS.contains(&name);
         assert!(
-            checks::TARGETS.iter().any(|&(t, _)| t == name),
+            built_out || checks::TARGETS.iter().any(|&(t, _)| t == name),
             "fuzz/corpus/{name} has no check in fuzz/checks.rs"
         );
     }

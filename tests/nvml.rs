@@ -702,3 +702,60 @@ fn every_symbol_the_exporter_resolves_is_in_the_fake() {
     assert!(missing.iter().all(|s| SYMBOLS.contains(s)));
     assert!(missing_symbols(&f.dir.join("scenario.json")).is_err());
 }
+
+#[test]
+fn processes_and_minor_numbers() {
+    use gpu_exporter::config::{Collector, Collectors};
+    use gpu_exporter::internals::snapshot::GpuProcess;
+    let whole = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-procs","minor":7,
+        "processes":[
+          {"pid":4242,"used_bytes":62277025792},
+          {"pid":4343,"graphics":true,"compute":true,"used_bytes":1048576},
+          {"pid":4444}
+        ]}"#;
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-procs",
+        "processes":[{"pid":1,"used_bytes":1}],
+        "mig":[
+          {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-a","gpu_instance_id":2,"compute_instance_id":0,
+           "processes":[{"pid":5120,"used_bytes":2097152}]},
+          {"name":"NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb","uuid":"MIG-b","gpu_instance_id":2,"compute_instance_id":1,
+           "processes":[{"pid":5121,"used_bytes":3145728},{"pid":5120,"used_bytes":4194304}]}
+        ]}"#;
+    let f = Fixture::new(
+        "processes",
+        &scenario(&[whole.to_string(), mig.to_string()]),
+    );
+    let p = |pid, used: Option<f64>| GpuProcess {
+        pid: Some(pid),
+        used_bytes: used,
+        ..GpuProcess::default()
+    };
+    // Off by default: never asked.
+    let gpus = collect(&mut f.open());
+    assert!(gpus[0].readings.processes.is_empty());
+    let mut nvml = f.open_with(Options {
+        collectors: Collectors::DEFAULT.with(Collector::Processes),
+        ..Options::default()
+    });
+    let gpus = collect(&mut nvml);
+    // The device minor (GKE's plugin names GPUs by it), whatever the
+    // collectors.
+    assert_eq!((gpus[0].minor, gpus[1].minor), (Some(7), Some(1)));
+    // Compute and graphics merged; NVML's "not available" left out, the
+    // process kept.
+    assert_eq!(
+        gpus[0].readings.processes,
+        [
+            p(4242, Some(62277025792.0)),
+            p(4343, Some(1048576.0)),
+            p(4444, None)
+        ]
+    );
+    // Under MIG, per MIG device: the parent's own list is not read, and
+    // the compute instances of one GPU instance add up to one list.
+    assert!(gpus[1].readings.processes.is_empty());
+    assert_eq!(
+        gpus[1].mig[0].readings.processes,
+        [p(5120, Some(4194304.0)), p(5121, Some(3145728.0))]
+    );
+}

@@ -10,9 +10,9 @@
 
 use gpu_exporter::config::SourceKind;
 use gpu_exporter::internals::alerts::rules::{cover_failures, defaults};
-use gpu_exporter::internals::alerts::{Evaluator, State, Subject, expand};
+use gpu_exporter::internals::alerts::{Evaluator, State, Subject, WORKLOADS, expand};
 use gpu_exporter::internals::snapshot::{
-    Freshness, Gpu, Health, Histogram, Model, Readings, Snapshot, clock_event_bit,
+    Freshness, Gpu, GpuProcess, Health, Histogram, Model, Pod, Readings, Snapshot, clock_event_bit,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -27,8 +27,9 @@ struct Series {
 struct Check {
     at: u64,
     alertname: String,
-    /// (who, summary): who is `gpu<N>`, a model name, or `exporter`.
-    expected: BTreeSet<(String, String)>,
+    /// (who, summary, workloads): who is `gpu<N>`, a model name, or
+    /// `exporter`; workloads is the annotation of alerts about a GPU.
+    expected: BTreeSet<(String, String, Option<String>)>,
 }
 
 #[derive(Default)]
@@ -153,7 +154,16 @@ fn parse(text: &str) -> Vec<Group> {
             let check = group.unwrap().checks.last_mut().unwrap();
             check
                 .expected
-                .insert((pending_who.take().unwrap(), unquote(s).to_string()));
+                .insert((pending_who.take().unwrap(), unquote(s).to_string(), None));
+        } else if let Some(w) = line.strip_prefix("workloads:") {
+            // Right after its alert's summary.
+            let check = group.unwrap().checks.last_mut().unwrap();
+            let last = check.expected.iter().find(|e| e.2.is_none()).cloned();
+            let (who, summary, _) = last.unwrap_or_else(fail);
+            check.expected.remove(&(who.clone(), summary.clone(), None));
+            check
+                .expected
+                .insert((who, summary, Some(unquote(w).to_string())));
         } else if [
             "rule_files:",
             "evaluation_interval:",
@@ -203,6 +213,9 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
             fresh.hidden = v == 1.0;
             continue;
         }
+        if attribution(&mut gpus, x, v) {
+            continue;
+        }
         if x.name == "gpu_exporter_collect_success" {
             s.error = (v != 1.0).then(|| "failing".into());
             continue;
@@ -221,13 +234,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
             m.ttft_seconds.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
             continue;
         }
-        let index: u32 = label("gpu").parse().unwrap();
-        let g = gpus.entry(index).or_insert_with(|| Gpu {
-            index,
-            uuid: label("uuid"),
-            up: true,
-            ..Gpu::default()
-        });
+        let g = gpu(&mut gpus, x);
         let r: &mut Readings = &mut g.readings;
         match x.name.as_str() {
             "gpu_clocks_event_active" => {
@@ -258,6 +265,45 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
     s.gpus = gpus.into_values().collect();
     s.models = models.into_values().collect();
     (s, fresh)
+}
+
+/// The GPU a series is about, added on its first series.
+fn gpu<'g>(gpus: &'g mut BTreeMap<u32, Gpu>, x: &Series) -> &'g mut Gpu {
+    let label = |k: &str| x.labels.get(k).cloned().unwrap_or_default();
+    let index: u32 = label("gpu").parse().unwrap();
+    gpus.entry(index).or_insert_with(|| Gpu {
+        index,
+        uuid: label("uuid"),
+        up: true,
+        ..Gpu::default()
+    })
+}
+
+/// The attribution series, onto the GPU's pods, jobs and processes;
+/// false for any other series.
+fn attribution(gpus: &mut BTreeMap<u32, Gpu>, x: &Series, v: f64) -> bool {
+    let label = |k: &str| x.labels.get(k).cloned().unwrap_or_default();
+    if !matches!(
+        x.name.as_str(),
+        "gpu_pod_info" | "gpu_job_info" | "gpu_process_memory_used_bytes"
+    ) {
+        return false;
+    }
+    let r = &mut gpu(gpus, x).readings;
+    match x.name.as_str() {
+        "gpu_pod_info" => r.pods.push(Pod {
+            namespace: label("namespace"),
+            pod: label("pod"),
+            container: label("container"),
+        }),
+        "gpu_job_info" => r.jobs.push(label("hpc_job")),
+        _ => r.processes.push(GpuProcess {
+            pid: label("pid").parse().ok(),
+            used_bytes: Some(v),
+            ..GpuProcess::default()
+        }),
+    }
+    true
 }
 
 /// The hardware-health series, onto [`Health`].
@@ -301,8 +347,8 @@ fn the_exporter_reaches_promtools_verdicts() {
         let mut step = 0;
         while step * group.interval <= last {
             let at = (step * group.interval) as f64;
-            let (s, fresh) = snapshot(&group.series, step as usize, at);
-            e.eval_at(&s, at, fresh);
+            let (snap, fresh) = snapshot(&group.series, step as usize, at);
+            e.eval_at(&snap, at, fresh);
             // DriverVersionSkew needs the whole fleet, and ExporterDown,
             // ExporterAbsent and GPUCountDropped Prometheus' own scrapes:
             // only Prometheus evaluates them (README), so only promtool
@@ -310,7 +356,7 @@ fn the_exporter_reaches_promtools_verdicts() {
             let in_process = |name: &str| rules.iter().any(|r| r.name == name && r.in_process());
             let due = |c: &&Check| c.at == step * group.interval && in_process(&c.alertname);
             for check in group.checks.iter().filter(due) {
-                let got: BTreeSet<(String, String)> = e
+                let got: BTreeSet<(String, String, Option<String>)> = e
                     .alerts()
                     .iter()
                     .filter(|a| a.state == State::Firing && a.rule.name == check.alertname)
@@ -320,7 +366,14 @@ fn the_exporter_reaches_promtools_verdicts() {
                             Subject::Model(m) => m.clone(),
                             Subject::Exporter => "exporter".into(),
                         };
-                        (who, expand(&a.rule.summary, &a.subject, a.value))
+                        let gpus = &snap.gpus;
+                        let workloads = matches!(a.subject, Subject::Gpu { .. })
+                            .then(|| expand(WORKLOADS, &a.subject, a.value, gpus));
+                        (
+                            who,
+                            expand(&a.rule.summary, &a.subject, a.value, gpus),
+                            workloads,
+                        )
                     })
                     .collect();
                 assert_eq!(

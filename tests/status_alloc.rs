@@ -3,6 +3,8 @@
 //! proves it; it counts only on a thread inside [`count`], so parallel
 //! tests and the harness don't disturb it.
 
+use gpu_exporter::config::Collector::Processes;
+use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::alerting::settled;
 use gpu_exporter::internals::alerts::{Severity, State, rules::defaults};
 use gpu_exporter::internals::collector::{Collector, Published};
@@ -24,7 +26,8 @@ static GLOBAL: Counting = Counting;
 fn published() -> Published {
     let t0 = 1.8e9;
     let sim = Sim::new(Scenario::default_fleet(), t0);
-    let mut c = Collector::new(Box::new(sim), Duration::from_secs(1));
+    let mut c = Collector::new(Box::new(sim), Duration::from_secs(1))
+        .with_collectors(Collectors::DEFAULT.with(Processes));
     settled(&mut c, defaults(), bounds(), t0).0
 }
 
@@ -115,12 +118,31 @@ fn the_status_page_allocates_nothing_after_warm_up() {
         assert_eq!(html.matches("<tr id=\"gpu-").count(), 4, "{name}");
         let reasons = "driver asks for a GPU reset; row remap waits for a reset; PCIe x8 of x16";
         assert_eq!(html.contains(reasons), name == "degraded", "{name}");
+        // Who uses each GPU: in its row, and in the alerts about it.
+        assert!(
+            html.contains(
+                "pod research/notebook-alice <small>jupyter</small><br>pod research/notebook-bob"
+            ),
+            "{name}"
+        );
+        assert!(
+            html.contains("job 4711<br>pid 9001 <small>58 GiB</small>"),
+            "{name}"
+        );
+        assert!(
+            html.contains("<small class=\"who\">pod research/notebook-alice (jupyter) pod research/notebook-bob (jupyter) pid 5120 pid 5377 </small>"),
+            "{name}: GPU 2's Xid alert names its pods"
+        );
     }
     // The demo fleet is healthy hardware: every GPU's health cell says ok.
     let mut buf = Vec::new();
     page(&demo, &mut buf, Instant::now());
     let html = String::from_utf8(buf).unwrap();
-    assert_eq!(html.matches("<td>ok</td></tr>").count(), 4, "{html}");
+    assert_eq!(
+        html.matches("<td>ok</td><td class=\"who\">").count(),
+        4,
+        "{html}"
+    );
 }
 
 #[test]

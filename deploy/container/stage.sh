@@ -65,7 +65,7 @@ interp="$(readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)
 libdir="$(dirname "$(ldd "$bin" | awk '$1 == "libc.so.6" { print $3 }')")"
 [[ -d "$libdir" ]] || { echo "stage.sh: cannot find libc.so.6 of $bin" >&2; exit 1; }
 
-# What the binary links (libc, and libgcc_s for Rust's std), plus what
+# What the binary links (libc alone in the shipped build), plus what
 # libnvidia-ml.so.1 links: libc, libm, libdl, libpthread and librt. Since
 # glibc 2.34 the last three are stubs, kept because the driver names them.
 libs=(libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1)

@@ -72,6 +72,12 @@
 //! `"compute_instance_id"` (default 0) is its compute instance: entries
 //! sharing a `gpu_instance_id` are compute instances of one GPU instance.
 //!
+//! Processes (issue 15): a GPU's or MIG entry's `"processes": [{"pid":
+//! 4242, "used_bytes": 1073741824, "graphics": false, "compute": true}]`
+//! answer nvmlDeviceGet{Compute,Graphics}RunningProcesses_v3 (a process
+//! without `used_bytes` reports NVML_VALUE_NOT_AVAILABLE); a buffer too
+//! small gets INSUFFICIENT_SIZE and the count, as the real library does.
+//!
 //! This is test support: every pointer argument is trusted to be what
 //! nvml.h says it is (null ones are refused).
 
@@ -195,6 +201,20 @@ mod scenario {
         pub compute_mode: Option<u32>,
         pub vbios: Option<String>,
         pub inforom: Option<String>,
+        pub processes: Option<Vec<Process>>,
+        /// The device minor number; its index where left out.
+        pub minor: Option<u32>,
+    }
+
+    /// A process on a GPU or MIG device; without `used_bytes`, NVML's
+    /// "not available" value. `graphics` lists it as a graphics process,
+    /// `compute` (default true) as a compute one.
+    #[derive(DeJson, Clone, Copy)]
+    pub struct Process {
+        pub pid: u32,
+        pub used_bytes: Option<u64>,
+        pub graphics: Option<bool>,
+        pub compute: Option<bool>,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -288,9 +308,10 @@ mod scenario {
         pub compute_instance_id: Option<u32>,
         pub memory: Option<Memory>,
         pub gpm: Option<Gpm>,
+        pub processes: Option<Vec<Process>>,
     }
 }
-use scenario::{Gpu, Mig, Scenario};
+use scenario::{Gpu, Mig, Process, Scenario};
 
 // The C structs below mirror those of src/source/nvml/ffi.rs on purpose:
 // each side is written from nvml.h on its own, so a mistake in either
@@ -1800,5 +1821,105 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(dev: Device, id: *mut c_
         Target::Gpu(_) => Err(INVALID_ARGUMENT),
         // SAFETY: an out-pointer (nvml.h).
         Target::Mig(m) => unsafe { put(id, m.compute_instance_id.unwrap_or(0)) },
+    })
+}
+
+/// `nvmlProcessInfo_t` as the `_v3` process calls fill it (NVML 12).
+#[repr(C)]
+pub struct ProcessInfo {
+    pid: c_uint,
+    used_gpu_memory: c_ulonglong,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+}
+const _: () = assert!(size_of::<ProcessInfo>() == 24);
+
+/// NVML_VALUE_NOT_AVAILABLE for an unsigned long long.
+const VALUE_NOT_AVAILABLE: c_ulonglong = c_ulonglong::MAX;
+
+fn running_processes(
+    call: &str,
+    dev: Device,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+    graphics: bool,
+) -> Ret {
+    on_device(call, dev, |_, t| {
+        let (list, gi, ci) = match t {
+            Target::Gpu(g) => (g.processes.as_deref(), !0, !0),
+            Target::Mig(m) => (
+                m.processes.as_deref(),
+                m.gpu_instance_id,
+                m.compute_instance_id.unwrap_or(0),
+            ),
+        };
+        let wanted = |p: &&Process| match graphics {
+            true => p.graphics.unwrap_or(false),
+            false => p.compute.unwrap_or(true),
+        };
+        let list: Vec<&Process> = list.unwrap_or_default().iter().filter(wanted).collect();
+        if count.is_null() {
+            return Err(INVALID_ARGUMENT);
+        }
+        // SAFETY: count is the caller's in/out count (nvml.h).
+        let room = unsafe { *count } as usize;
+        // SAFETY: as above.
+        unsafe { put(count, list.len() as c_uint)? };
+        if room < list.len() {
+            return Err(INSUFFICIENT_SIZE);
+        }
+        for (i, p) in list.iter().enumerate() {
+            let info = ProcessInfo {
+                pid: p.pid,
+                used_gpu_memory: p.used_bytes.unwrap_or(VALUE_NOT_AVAILABLE),
+                gpu_instance_id: gi,
+                compute_instance_id: ci,
+            };
+            // SAFETY: infos holds `room` entries (nvml.h); i < room.
+            unsafe { put(infos.add(i), info)? };
+        }
+        Ok(())
+    })
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    dev: Device,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> Ret {
+    running_processes(
+        "nvmlDeviceGetComputeRunningProcesses_v3",
+        dev,
+        count,
+        infos,
+        false,
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+    dev: Device,
+    count: *mut c_uint,
+    infos: *mut ProcessInfo,
+) -> Ret {
+    running_processes(
+        "nvmlDeviceGetGraphicsRunningProcesses_v3",
+        dev,
+        count,
+        infos,
+        true,
+    )
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMinorNumber(dev: Device, minor: *mut c_uint) -> Ret {
+    on_device("nvmlDeviceGetMinorNumber", dev, |gi, t| match t {
+        Target::Gpu(g) => {
+            let m = g.minor.unwrap_or(gi as u32);
+            // SAFETY: an out-pointer (nvml.h).
+            unsafe { put(minor, m) }
+        }
+        Target::Mig(_) => Err(NOT_SUPPORTED),
     })
 }

@@ -14,4 +14,4 @@ mod summary;
 
 pub use eval::{Alert, Evaluator, State, Transition};
 pub use rules::{Rule, Severity, Signal, Subject};
-pub use summary::{expand, expand_into};
+pub use summary::{WORKLOADS, expand, expand_into};

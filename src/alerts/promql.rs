@@ -2,6 +2,7 @@
 //! what the exporter evaluates itself, plus the SLO recording rules.
 
 use super::rules::{BUSY_SM_ACTIVE, Expr, Rule, Signal};
+use super::summary::WORKLOADS;
 use crate::base::numbers::write_f64;
 use crate::base::time::format_duration;
 use crate::exposition::catalogue::health::{
@@ -267,6 +268,9 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
         );
         let _ = writeln!(y, "        annotations:");
         let _ = writeln!(y, "          summary: {}", quoted(&r.summary));
+        if r.about_gpus() {
+            let _ = writeln!(y, "          workloads: {}", quoted(WORKLOADS));
+        }
         let _ = writeln!(
             y,
             "          runbook_url: {}",

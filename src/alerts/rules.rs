@@ -480,6 +480,21 @@ impl Rule {
         }
     }
 
+    /// Whether its alerts are about GPUs (labelled `gpu` and `uuid`):
+    /// those name who uses the GPU in a `workloads` annotation.
+    pub fn about_gpus(&self) -> bool {
+        self.expr.signal().is_some_and(|s| {
+            !matches!(
+                s,
+                Signal::CollectSuccess
+                    | Signal::CollectStalled
+                    | Signal::ReadingsHidden
+                    | Signal::Requests
+                    | Signal::GoodRequests
+            )
+        })
+    }
+
     /// Whether the exporter evaluates it itself; the others need what only
     /// Prometheus sees (the fleet, the scrapes).
     pub fn in_process(&self) -> bool {

@@ -86,12 +86,8 @@ pub fn run(config: Config) -> Result<u8, Error> {
             );
         }
     }
-    if config.collectors.has(crate::config::Collector::Processes) {
-        log::warn!(
-            "collector processes: reserved for per-process attribution; it has nothing to collect yet"
-        );
-    }
     let collectors = config.collectors;
+    let pod_labels = config.kubernetes.pod_labels;
     let bounds = Bounds::new(config.interval, config.max_stale);
 
     let Some(listener) = listener else {
@@ -146,6 +142,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
             sim_flag.store(source.kind() == SourceKind::Sim, Ordering::Relaxed);
             Collector::new(source, interval)
                 .with_collectors(collectors)
+                .with_pod_labels(pod_labels)
                 .run(rules, for_collector, reload_rx, work)
         })
         .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
@@ -193,8 +190,9 @@ pub fn run(config: Config) -> Result<u8, Error> {
 /// `--once`: the source's past replayed, one collection, the table.
 fn once(plan: select::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds: Bounds) -> u8 {
     let t0 = unix_now();
-    let mut collector =
-        Collector::new(plan.build(t0), config.interval).with_collectors(config.collectors);
+    let mut collector = Collector::new(plan.build(t0), config.interval)
+        .with_collectors(config.collectors)
+        .with_pod_labels(config.kubernetes.pod_labels);
     let (p, evaluator) = alerting::settled(&mut collector, rules, bounds, t0);
     log::info!(
         "alerts: {} rules; their history holds {} bytes",

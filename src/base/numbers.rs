@@ -6,14 +6,20 @@ use std::io::Write;
 
 /// Decimal digits of `n`.
 #[inline]
-pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
+pub fn write_u64(out: &mut Vec<u8>, n: u64) {
+    let mut buf = [0u8; 20];
+    out.extend_from_slice(digits(n, &mut buf));
+}
+
+/// Decimal digits of `n`, spelled into `buf`.
+#[inline]
+pub fn digits(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
     // Two digits at a time from a table, as the itoa crate does.
     const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
         2021222324252627282930313233343536373839\
         4041424344454647484950515253545556575859\
         6061626364656667686970717273747576777879\
         8081828384858687888990919293949596979899";
-    let mut buf = [0u8; 20];
     let mut i = buf.len();
     while n >= 100 {
         let pair = (n % 100) as usize * 2;
@@ -28,7 +34,7 @@ pub fn write_u64(out: &mut Vec<u8>, mut n: u64) {
         i -= 1;
         buf[i] = b'0' + n as u8;
     }
-    out.extend_from_slice(&buf[i..]);
+    &buf[i..]
 }
 
 /// Go-compatible float spelling: exact integers (below 2^53) without a fraction, `NaN`,

@@ -47,7 +47,7 @@ pub enum Collector {
     State,
     /// Served models' request metrics.
     Models,
-    /// Reserved for per-process attribution; no families yet.
+    /// Per-process GPU memory, bounded per GPU.
     Processes,
 }
 
@@ -93,8 +93,7 @@ impl Collector {
     }
 
     /// On unless turned off: all but the per-link NVLink series (up to 90
-    /// a GPU) and `processes`, a name kept for per-process attribution,
-    /// which has no families yet.
+    /// a GPU) and `processes`, whose `pid` label is an opt-in.
     pub fn default_on(self) -> bool {
         !matches!(self, Collector::NvlinkLink | Collector::Processes)
     }

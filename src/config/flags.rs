@@ -4,10 +4,10 @@
 //! holds the README's flag table to `--help` and back.
 
 use super::collectors::{Collector, Collectors, UnknownCollector};
-use super::{Command, Config, ConfigError, SourceKind};
+use super::values::{count, parse_listen, parse_source, runbook_base, telemetry_path, timeout};
+use super::{Command, Config, ConfigError};
 use crate::base::time::parse_duration;
 use std::ffi::OsString;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
 /// One flag.
@@ -236,6 +236,55 @@ pub static FLAGS: &[Flag] = &[
         },
     ),
     set(
+        "--kubernetes.pod-resources-socket",
+        "PATH",
+        "",
+        if cfg!(feature = "kubernetes") {
+            "the kubelet's pod-resources socket, for gpu_pod_info (default /var/lib/kubelet/pod-resources/kubelet.sock, watched for until it exists); an empty PATH turns it off"
+        } else {
+            "not built in: this build has no kubernetes feature; only an empty PATH is taken"
+        },
+        |c, v| {
+            if !v.is_empty() && !cfg!(feature = "kubernetes") {
+                return Err(NOT_BUILT_IN.into());
+            }
+            c.kubernetes.socket = Some(v.into());
+            Ok(())
+        },
+    ),
+    set(
+        "--kubernetes.refresh-interval",
+        "DUR",
+        "5s",
+        "time between listings of the kubelet's pods, each bounded by the same time or 10s",
+        |c, v| {
+            c.kubernetes.interval = parse_duration(v)?;
+            if c.kubernetes.interval < Duration::from_millis(100) {
+                return Err(format!("{v:?} is below the 100ms minimum"));
+            }
+            Ok(())
+        },
+    ),
+    switch(
+        "--kubernetes.pod-labels",
+        if cfg!(feature = "kubernetes") {
+            "put namespace, pod and container on every GPU series, one copy per pod (breaks sum by (gpu) on shared GPUs; see README)"
+        } else {
+            "not built in: this build has no kubernetes feature"
+        },
+        Action::Switch(|c| c.kubernetes.pod_labels = true),
+    ),
+    set(
+        "--hpc.job-mapping-dir",
+        "DIR",
+        "",
+        "batch job ids per GPU, one file per GPU named by its index (or GPU.GI for a MIG instance), as dcgm-exporter reads them; a missing directory is exit code 2",
+        |c, v| {
+            c.job_dir = Some(v.into());
+            Ok(())
+        },
+    ),
+    set(
         "--sim.scenario",
         "FILE",
         "",
@@ -357,6 +406,9 @@ pub static FLAGS: &[Flag] = &[
     switch("--help", "print this help and exit", Action::Help),
 ];
 
+/// What the kubernetes flags say in a build without the feature.
+pub const NOT_BUILT_IN: &str = "not built in: this build has no kubernetes feature";
+
 /// `--help`: every flag of [`FLAGS`] with its help, wrapped.
 pub fn usage() -> String {
     const WIDTH: usize = 100;
@@ -455,133 +507,6 @@ where
                 None => set,
             });
     Ok(Command::Run(Box::new(c)))
-}
-
-/// A limit of at least one, at most a million.
-fn count(v: &str) -> Result<usize, String> {
-    v.parse()
-        .ok()
-        .filter(|n| (1..=1_000_000).contains(n))
-        .ok_or_else(|| format!("{v:?} is not a number from 1 to 1000000"))
-}
-
-/// A duration above 0.
-fn timeout(v: &str) -> Result<Duration, String> {
-    match parse_duration(v)? {
-        d if d.is_zero() => Err("must be above 0".into()),
-        d => Ok(d),
-    }
-}
-
-/// A path's characters (RFC 3986 `pchar` and `/`): no space, control
-/// character, quote, `<`, `>`, `?` or `#`, nothing that is not ASCII.
-fn path_char(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@%".contains(&b)
-}
-
-/// `--web.telemetry-path`: a plain absolute path, at most 256 bytes. It
-/// reaches the status page's links and the log, so no `//` start (a link
-/// to another host), no `?`, `#`, space, quote or control character.
-fn telemetry_path(v: &str) -> Result<String, String> {
-    let plain = v.starts_with('/') && !v.starts_with("//") && v.bytes().all(path_char);
-    if !plain || v.len() > 256 {
-        return Err(format!(
-            "{v:?} must be a plain absolute path like /metrics: a / first (not //), \
-             at most 256 letters, digits and -._~!$&'()*+,;=:@%/"
-        ));
-    }
-    Ok(v.into())
-}
-
-/// `--alerts.runbook-base-url`: it becomes links on the status page and
-/// in `/alerts`, so only `http://` or `https://` with a host, or a
-/// relative path (a leading `//` is another host, so it counts as
-/// absolute; a `javascript:` or any other scheme is refused). Either may
-/// hold `{{ $labels.NAME }}`, which Prometheus expands in the printed
-/// rules.
-fn runbook_base(v: &str) -> Result<String, String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "{v:?} {why}: use http(s)://HOST/..., a relative path, and {{{{ $labels.NAME }}}}"
-        ))
-    };
-    // The text without its templates, each checked on the way.
-    let mut rest = v;
-    let mut plain = String::with_capacity(v.len());
-    while let Some(i) = rest.find("{{") {
-        plain.push_str(&rest[..i]);
-        let Some(end) = rest[i..].find("}}") else {
-            return bad("has an unclosed {{");
-        };
-        let inner = rest[i + 2..i + end].trim_matches(' ');
-        let name = inner.strip_prefix("$labels.").unwrap_or_default();
-        let ident = name
-            .bytes()
-            .enumerate()
-            .all(|(k, b)| b == b'_' || b.is_ascii_alphabetic() || (k > 0 && b.is_ascii_digit()));
-        if name.is_empty() || !ident {
-            return bad("has a template other than {{ $labels.NAME }}");
-        }
-        // A label value may be anything: stand in a safe character.
-        plain.push('x');
-        rest = &rest[i + end + 2..];
-    }
-    plain.push_str(rest);
-    if plain.contains("}}")
-        || !plain
-            .bytes()
-            .all(|b| path_char(b) || b == b'?' || b == b'#')
-    {
-        return bad("holds a character a link cannot");
-    }
-    let lower = plain.to_ascii_lowercase();
-    let after_scheme = ["http://", "https://"]
-        .iter()
-        .find_map(|s| lower.strip_prefix(s));
-    match after_scheme {
-        Some(host) if host.is_empty() || host.starts_with(['/', '?', '#']) => bad("has no host"),
-        Some(_) => Ok(v.into()),
-        None if plain.starts_with("//") => bad("is another host without a scheme"),
-        // A ':' before any '/', '?' or '#' is a scheme (javascript:, data:).
-        None if plain
-            .split(['/', '?', '#'])
-            .next()
-            .is_some_and(|s| s.contains(':')) =>
-        {
-            bad("has a scheme other than http or https")
-        }
-        None => Ok(v.into()),
-    }
-}
-
-/// `auto` is `None`.
-fn parse_source(s: &str) -> Result<Option<SourceKind>, String> {
-    match s {
-        "auto" => Ok(None),
-        "nvml" => Ok(Some(SourceKind::Nvml)),
-        "smi" => Ok(Some(SourceKind::Smi)),
-        "sim" => Ok(Some(SourceKind::Sim)),
-        _ => Err(format!(
-            "unknown source {s:?} (expected auto, nvml, smi or sim)"
-        )),
-    }
-}
-
-/// `:9400` listens on every IPv4 interface, as node_exporter does.
-fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    let full = if s.starts_with(':') {
-        format!("0.0.0.0{s}")
-    } else {
-        s.to_string()
-    };
-    if let Ok(a) = full.parse() {
-        return Ok(a);
-    }
-    // Host names resolve once, at start ("localhost:9400").
-    full.to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("{s:?} is not HOST:PORT"))
 }
 
 #[cfg(test)]
@@ -746,6 +671,37 @@ mod tests {
             stated += 1;
         }
         assert!(stated >= 15, "{stated}");
+    }
+
+    /// In a build without the `kubernetes` feature the flags are still
+    /// there, say it, and take only "off".
+    #[test]
+    fn kubernetes_flags_say_whether_they_are_built_in() {
+        let built = cfg!(feature = "kubernetes");
+        let socket = run(&["--kubernetes.pod-resources-socket", "/run/k.sock"]);
+        match socket {
+            Ok(c) => {
+                assert!(built);
+                assert_eq!(c.kubernetes.socket, Some("/run/k.sock".into()));
+            }
+            Err(e) => {
+                assert!(!built);
+                assert!(e.0.contains("not built in"), "{e}");
+            }
+        }
+        let off = run(&["--kubernetes.pod-resources-socket", ""]).unwrap();
+        assert_eq!(off.kubernetes.socket, Some("".into()));
+        assert_eq!(usage().contains("not built in"), !built);
+        let c = run(&[
+            "--kubernetes.refresh-interval",
+            "2s",
+            "--kubernetes.pod-labels",
+        ])
+        .unwrap();
+        assert_eq!(c.kubernetes.interval, Duration::from_secs(2));
+        assert!(c.kubernetes.pod_labels);
+        let e = run(&["--kubernetes.refresh-interval", "10ms"]).unwrap_err();
+        assert!(e.0.starts_with("--kubernetes.refresh-interval: "), "{e}");
     }
 
     #[test]

@@ -3,9 +3,10 @@
 
 mod collectors;
 mod flags;
+mod values;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
-pub use flags::{FLAGS, Flag, MAX_NAME, MIN_INTERVAL, parse_args, usage};
+pub use flags::{FLAGS, Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, parse_args, usage};
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -81,6 +82,28 @@ impl Default for Limits {
     }
 }
 
+/// Pod attribution, from the `--kubernetes.*` flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kubernetes {
+    /// `--kubernetes.pod-resources-socket`. `None`: the default socket,
+    /// when it exists (watched for until it does); `Some("")`: off.
+    pub socket: Option<PathBuf>,
+    /// `--kubernetes.refresh-interval`.
+    pub interval: Duration,
+    /// `--kubernetes.pod-labels`.
+    pub pod_labels: bool,
+}
+
+impl Default for Kubernetes {
+    fn default() -> Kubernetes {
+        Kubernetes {
+            socket: None,
+            interval: Duration::from_secs(5),
+            pod_labels: false,
+        }
+    }
+}
+
 /// Everything the flags set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -104,6 +127,10 @@ pub struct Config {
     pub workload_dir: Option<PathBuf>,
     /// `--workload.max-age`.
     pub workload_max_age: Duration,
+    /// `--kubernetes.*`.
+    pub kubernetes: Kubernetes,
+    /// `--hpc.job-mapping-dir`.
+    pub job_dir: Option<PathBuf>,
     /// `--sim.scenario`; `None` is the built-in fleet.
     pub scenario: Option<PathBuf>,
     /// `--collect.interval`.
@@ -156,6 +183,8 @@ impl Default for Config {
             xid_kmsg: None,
             workload_dir: None,
             workload_max_age: Duration::from_secs(30),
+            kubernetes: Kubernetes::default(),
+            job_dir: None,
             scenario: None,
             interval: Duration::from_secs(1),
             max_stale: Duration::from_secs(60),

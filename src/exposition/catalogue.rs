@@ -3,6 +3,7 @@
 //! long list of the same shape on purpose: a family is added or changed in
 //! one place, and the render walks it in output order.
 
+pub mod attribution;
 pub mod health;
 
 use crate::config::Collector;

@@ -2,6 +2,7 @@
 //! caller's buffer. Once the buffer has grown to fit, a render allocates
 //! nothing: numbers are spelled on the stack, labels escaped in place.
 
+mod attribution;
 pub mod catalogue;
 mod format;
 mod writer;
@@ -11,6 +12,7 @@ pub use format::Format;
 use crate::base::numbers::write_f64;
 use crate::config::{Collector, Collectors};
 use crate::snapshot::{Freshness, Snapshot};
+use attribution::copies;
 use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
@@ -85,6 +87,7 @@ pub fn render_with(
         true => (&[][..], &[][..]),
         false => (&snapshot.gpus[..], &snapshot.models[..]),
     };
+    let pod_labels = snapshot.kubernetes.pod_labels;
 
     let gpu_targets = |f: &mut dyn FnMut(Target)| {
         each_target(gpus, |t, _| {
@@ -96,31 +99,37 @@ pub fn render_with(
     if !gpus.is_empty() && on.has(Collector::Info) {
         w.head(&GPU_INFO);
         gpu_targets(&mut |t| {
-            w.name(&GPU_INFO);
-            w.target(t);
-            let g = t.gpu;
-            for (k, v) in [
-                ("model", &g.model),
-                ("pci_bus_id", &g.pci_bus_id),
-                ("driver_version", &g.driver_version),
-            ] {
-                w.label(k, v);
-            }
-            for (k, v) in [
-                ("vbios_version", &g.vbios_version),
-                ("inforom_version", &g.inforom_version),
-            ] {
-                if !v.is_empty() {
+            for pod in copies(&t.gpu.readings, pod_labels) {
+                w.name(&GPU_INFO);
+                w.target(t);
+                w.pod(pod);
+                let g = t.gpu;
+                for (k, v) in [
+                    ("model", &g.model),
+                    ("pci_bus_id", &g.pci_bus_id),
+                    ("driver_version", &g.driver_version),
+                ] {
                     w.label(k, v);
                 }
+                for (k, v) in [
+                    ("vbios_version", &g.vbios_version),
+                    ("inforom_version", &g.inforom_version),
+                ] {
+                    if !v.is_empty() {
+                        w.label(k, v);
+                    }
+                }
+                w.value(1.0);
             }
-            w.value(1.0);
         });
         w.head(&GPU_UP);
         gpu_targets(&mut |t| {
-            w.name(&GPU_UP);
-            w.target(t);
-            w.value(if t.gpu.up { 1.0 } else { 0.0 });
+            for pod in copies(&t.gpu.readings, pod_labels) {
+                w.name(&GPU_UP);
+                w.target(t);
+                w.pod(pod);
+                w.value(if t.gpu.up { 1.0 } else { 0.0 });
+            }
         });
     }
     for (fam, series) in GPU_FAMILIES.iter().chain(&HEALTH_FAMILIES) {
@@ -129,11 +138,12 @@ pub fn render_with(
         }
         // A MIG instance's memory has families of its own.
         let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
-        family_series(&mut w, gpus, fam, *series, Some(gpu_only).filter(|&g| g));
+        let only = Some(gpu_only).filter(|&g| g);
+        family_series(&mut w, gpus, fam, *series, only, pod_labels);
     }
     for (fam, _, series) in &MIG_MEMORY {
         if fam.collector.is_some_and(|c| on.has(c)) {
-            family_series(&mut w, gpus, fam, *series, Some(false));
+            family_series(&mut w, gpus, fam, *series, Some(false), pod_labels);
         }
     }
     if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
@@ -151,6 +161,8 @@ pub fn render_with(
             }
         });
     }
+
+    attribution::render(&mut w, snapshot, gpus, on);
 
     if !models.is_empty() && on.has(Collector::Models) {
         w.head(&TTFT);
@@ -216,6 +228,7 @@ pub fn render_with(
             w.value(if ok { 1.0 } else { 0.0 });
         }
     }
+    attribution::own(&mut w, snapshot);
     if let Some(h) = http {
         w.scalar(&HTTP_OPEN, h.open as f64);
         by_reason(&mut w, &HTTP_EVICTED, &EVICTED_REASONS, &h.evicted);
@@ -244,6 +257,7 @@ fn family_series(
     fam: &catalogue::Family,
     series: Series,
     only: Option<bool>,
+    pod_labels: bool,
 ) {
     let mut headed = false;
     each_target(gpus, |t, r| {
@@ -255,18 +269,21 @@ fn family_series(
                 w.head(fam);
                 headed = true;
             }
-            w.name(fam);
-            w.target(t);
-            match extra {
-                Extra::None => {}
-                Extra::Label(text) => w.put(text),
-                Extra::Num(k, n) => w.num_label(k, n),
-                Extra::NumLabel(k, n, text) => {
-                    w.num_label(k, n);
-                    w.put(text);
+            for pod in copies(r, pod_labels) {
+                w.name(fam);
+                w.target(t);
+                w.pod(pod);
+                match extra {
+                    Extra::None => {}
+                    Extra::Label(text) => w.put(text),
+                    Extra::Num(k, n) => w.num_label(k, n),
+                    Extra::NumLabel(k, n, text) => {
+                        w.num_label(k, n);
+                        w.put(text);
+                    }
                 }
+                w.value(v);
             }
-            w.value(v);
         })
     });
 }

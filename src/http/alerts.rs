@@ -4,12 +4,15 @@
 //! `"mutedBy"`, and while the history replays, `"warnings"` say so (the
 //! alerts are not settled yet).
 
-use crate::alerts::expand;
+use crate::alerts::{Subject, WORKLOADS, expand};
 use crate::base::time::rfc3339;
 use crate::collector::Published;
 use std::io::Write;
 
+/// The alerts of `p`; those about a GPU with a `workloads` annotation,
+/// who uses it by the snapshot's GPUs.
 pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
+    let gpus = &p.snapshot.gpus;
     out.extend_from_slice(br#"{"status":"success","data":{"alerts":["#);
     for (i, a) in p.alerts.iter().enumerate() {
         if i > 0 {
@@ -26,7 +29,11 @@ pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
         out.extend_from_slice(br#","severity":"#);
         string(out, a.rule.severity.as_str());
         out.extend_from_slice(br#"},"annotations":{"summary":"#);
-        string(out, &expand(&a.rule.summary, &a.subject, a.value));
+        string(out, &expand(&a.rule.summary, &a.subject, a.value, gpus));
+        if matches!(a.subject, Subject::Gpu { .. }) {
+            out.extend_from_slice(br#","workloads":"#);
+            string(out, &expand(WORKLOADS, &a.subject, a.value, gpus));
+        }
         out.extend_from_slice(br#","runbook_url":"#);
         string(out, &a.rule.runbook_url(runbook_base));
         out.extend_from_slice(br#"},"state":"#);

@@ -8,12 +8,12 @@
 //! written, and every string from data or flags is HTML-escaped on the way.
 
 use super::router::without_paths;
-use crate::alerts::{Alert, Severity, State, Subject, expand_into};
+use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
 use crate::collector::Published;
 use crate::config::SourceKind;
-use crate::snapshot::{Bounds, Readings, TTFT_SLO_SECONDS};
+use crate::snapshot::{Bounds, Gpu, Readings, TTFT_SLO_SECONDS};
 use std::time::Instant;
 
 /// Seconds between reloads: often enough to follow an incident, rarely
@@ -154,10 +154,10 @@ fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
         b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th><th>temp</th>\
           <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
           <th>memory used / total</th><th>largest free</th><th>critical Xid</th><th>up</th>\
-          <th>health</th></tr>\n",
+          <th>health</th><th>used by</th></tr>\n",
     );
     if gpus.is_empty() {
-        out.extend_from_slice(b"<tr><td colspan=\"11\">no GPUs in this snapshot</td></tr>\n");
+        out.extend_from_slice(b"<tr><td colspan=\"12\">no GPUs in this snapshot</td></tr>\n");
     }
     for g in gpus {
         out.extend_from_slice(b"<tr id=\"gpu-");
@@ -172,6 +172,7 @@ fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
             b"<td class=\"bad\">LOST</td>".as_slice()
         });
         health(out, g.up, &g.readings);
+        users(out, &g.readings);
         for m in &g.mig {
             // Indented under its GPU; MIG instances have no `up` of their own.
             out.extend_from_slice(b"<tr class=\"mig\" id=\"gpu-");
@@ -182,7 +183,8 @@ fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
             write_u64(out, m.gpu_instance_id as u64);
             identity(out, &m.profile, &m.uuid);
             readings(&m.readings, out);
-            out.extend_from_slice(b"<td></td><td></td></tr>\n");
+            out.extend_from_slice(b"<td></td><td></td>");
+            users(out, &m.readings);
         }
     }
     out.extend_from_slice(b"</table>\n");
@@ -281,6 +283,52 @@ fn health(out: &mut Vec<u8>, up: bool, r: &Readings) {
         out.truncate(start);
         out.extend_from_slice(b"<td>ok");
     }
+    out.extend_from_slice(b"</td>");
+}
+
+/// The last cell and the row's end: the pods, batch jobs and processes
+/// using the GPU or MIG instance, one a line, or an en dash.
+fn users(out: &mut Vec<u8>, r: &Readings) {
+    out.extend_from_slice(b"<td class=\"who\">");
+    let body = out.len();
+    let line = |out: &mut Vec<u8>| {
+        if out.len() > body {
+            out.extend_from_slice(b"<br>");
+        }
+    };
+    for p in &r.pods {
+        line(out);
+        out.extend_from_slice(b"pod ");
+        html_escape(out, &p.namespace);
+        out.push(b'/');
+        html_escape(out, &p.pod);
+        out.extend_from_slice(b" <small>");
+        html_escape(out, &p.container);
+        out.extend_from_slice(b"</small>");
+    }
+    for j in &r.jobs {
+        line(out);
+        out.extend_from_slice(b"job ");
+        html_escape(out, j);
+    }
+    for p in &r.processes {
+        line(out);
+        match p.pid {
+            Some(pid) => {
+                out.extend_from_slice(b"pid ");
+                write_u64(out, u64::from(pid));
+            }
+            None => out.extend_from_slice(b"other processes"),
+        }
+        if let Some(used) = p.used_bytes {
+            out.extend_from_slice(b" <small>");
+            number(out, Some(used), GIB, 1);
+            out.extend_from_slice(b" GiB</small>");
+        }
+    }
+    if out.len() == body {
+        out.extend_from_slice(b"&ndash;");
+    }
     out.extend_from_slice(b"</td></tr>\n");
 }
 
@@ -345,7 +393,7 @@ fn alerts(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
         for state in [State::Firing, State::Pending] {
             for a in p.alerts.iter() {
                 if a.rule.severity == severity && a.state == state {
-                    alert(a, p.snapshot.at, runbook_base, out);
+                    alert(a, &p.snapshot.gpus, p.snapshot.at, runbook_base, out);
                 }
             }
         }
@@ -353,7 +401,7 @@ fn alerts(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"</table>\n");
 }
 
-fn alert(a: &Alert, at: f64, runbook_base: &str, out: &mut Vec<u8>) {
+fn alert(a: &Alert, gpus: &[Gpu], at: f64, runbook_base: &str, out: &mut Vec<u8>) {
     let (severity, state) = (a.rule.severity.as_str(), a.state.as_str());
     out.extend_from_slice(b"<tr class=\"alert ");
     out.extend_from_slice(state.as_bytes());
@@ -380,7 +428,19 @@ fn alert(a: &Alert, at: f64, runbook_base: &str, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(b"</td><td>");
-    expand_into(out, &a.rule.summary, &a.subject, a.value, html_escape);
+    expand_into(out, &a.rule.summary, &a.subject, a.value, gpus, html_escape);
+    if matches!(a.subject, Subject::Gpu { .. }) {
+        // Who uses the GPU, as the rules' `workloads` annotation says.
+        let start = out.len();
+        out.extend_from_slice(b"<br><small class=\"who\">");
+        let body = out.len();
+        expand_into(out, WORKLOADS, &a.subject, a.value, gpus, html_escape);
+        if out.len() == body {
+            out.truncate(start);
+        } else {
+            out.extend_from_slice(b"</small>");
+        }
+    }
     out.extend_from_slice(b"</td><td class=\"n\">");
     duration(out, at - a.active_at);
     out.extend_from_slice(b"</td><td><a href=\"");
@@ -538,6 +598,42 @@ mod tests {
     }
 
     #[test]
+    fn pods_jobs_and_processes_are_listed_escaped() {
+        use crate::snapshot::{GpuProcess, Pod};
+        let gpu = Gpu {
+            index: 0,
+            up: true,
+            readings: Readings {
+                pods: vec![Pod {
+                    namespace: "ml".into(),
+                    pod: "<train>".into(),
+                    container: "c".into(),
+                }],
+                jobs: vec!["4711".into()],
+                processes: vec![
+                    GpuProcess {
+                        pid: Some(42),
+                        used_bytes: Some(1.5 * GIB),
+                        ..GpuProcess::default()
+                    },
+                    GpuProcess {
+                        pid: None,
+                        used_bytes: None,
+                        ..GpuProcess::default()
+                    },
+                ],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let c = cells(&page(&published(vec![gpu])), "gpu-0");
+        assert_eq!(
+            c[11],
+            "pod ml/&lt;train&gt; <small>c</small><br>job 4711<br>pid 42 <small>1.5 GiB</small><br>other processes"
+        );
+    }
+
+    #[test]
     fn absent_readings_are_dashes_never_zero() {
         let bare = Gpu {
             index: 3,
@@ -548,15 +644,16 @@ mod tests {
         };
         let page = page(&published(vec![bare]));
         let c = cells(&page, "gpu-3");
-        // index, model, the seven reading cells, up and health.
-        assert_eq!(c.len(), 11, "{c:?}");
+        // index, model, the seven reading cells, up, health, users.
+        assert_eq!(c.len(), 12, "{c:?}");
         assert_eq!(c[0], "3");
         for (i, cell) in c[2..9].iter().enumerate() {
             assert_eq!(cell, "&ndash;", "cell {}", i + 2);
         }
         assert_eq!(c[9], "up");
-        // Nothing known to be wrong.
+        // Nothing known to be wrong, and nobody known to use it.
         assert_eq!(c[10], "ok");
+        assert_eq!(c[11], "&ndash;");
         // Only the simulator gets the banner.
         assert!(!page.contains("SIMULATED"));
         assert!(!page.contains("no GPUs"));
@@ -627,6 +724,7 @@ mod tests {
             "LOST",
             "lost: not answering; driver asks for a reboot or drain (recovery action 2); \
              row remap waits for a reset; NVLink 16/18 up; PCIe x8 of x16",
+            "&ndash;",
         ];
         assert_eq!(&c[2..], &want, "{c:?}");
         let m = cells(&page, "gpu-0-mig-1");
@@ -652,14 +750,29 @@ mod tests {
             "{{ $labels.uuid }} {{ $labels.nope }} {{ $value }}{{".into(),
             "{{{{ $value }}}} }} {{ printf \"%.1f\" $value }}".into(),
             "".into(),
+            WORKLOADS.into(),
         ]);
+        let gpus = [Gpu {
+            index: 12,
+            uuid: "GPU-<u>".into(),
+            readings: Readings {
+                pods: vec![crate::snapshot::Pod {
+                    namespace: "a&b".into(),
+                    pod: "<p>".into(),
+                    container: "c".into(),
+                }],
+                jobs: vec!["j\"1".into()],
+                ..Readings::default()
+            },
+            ..Gpu::default()
+        }];
         for t in &templates {
             for s in &subjects {
                 for v in [0.0, 30.000000000000025, 1.5, 0.0125, 100.0, f64::NAN] {
                     let mut want = Vec::new();
-                    html_escape(&mut want, &expand(t, s, v));
+                    html_escape(&mut want, &expand(t, s, v, &gpus));
                     let mut got = Vec::new();
-                    expand_into(&mut got, t, s, v, html_escape);
+                    expand_into(&mut got, t, s, v, &gpus, html_escape);
                     assert_eq!(
                         String::from_utf8(got).unwrap(),
                         String::from_utf8(want).unwrap(),

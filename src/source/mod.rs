@@ -7,7 +7,7 @@ pub mod sim;
 pub mod smi;
 
 use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Model, Timings};
+use crate::snapshot::{Gpu, Kubelet, Model, Timings};
 use std::fmt;
 
 /// Why a collection failed. The message reaches the log and `/readyz`.
@@ -40,6 +40,12 @@ pub trait Source: Send {
     /// times them.
     fn timings(&self) -> Timings {
         Timings::default()
+    }
+
+    /// The kubelet's pod-resources API as last seen, where pod
+    /// attribution is on.
+    fn kubelet(&self) -> Option<Kubelet> {
+        None
     }
 
     /// Seconds of its own past the source can replay through the alert

@@ -187,8 +187,12 @@ fn assert_known_flags(args: &[&str]) {
             continue;
         };
         let flag = flag.split('=').next().unwrap();
+        // `--collector.NAME` stands for each collector --help lists.
+        let collector = flag
+            .strip_prefix("collector.")
+            .is_some_and(|name| help.contains("--collector.NAME ") && help.contains(name));
         assert!(
-            help.contains(&format!("--{flag} ")),
+            collector || help.contains(&format!("--{flag} ")),
             "--{flag} is not in --help"
         );
     }
@@ -219,10 +223,15 @@ fn kubernetes_manifests_validate_offline() {
     if !have("python3", &["-m", "kubernetes_validate", "--version"]) {
         return;
     }
-    let files: Vec<_> = ["daemonset.yaml", "service.yaml", "sidecar-example.yaml"]
-        .iter()
-        .map(|f| root().join(K8S).join(f))
-        .collect();
+    let files: Vec<_> = [
+        "daemonset.yaml",
+        "daemonset-attribution.yaml",
+        "service.yaml",
+        "sidecar-example.yaml",
+    ]
+    .iter()
+    .map(|f| root().join(K8S).join(f))
+    .collect();
     let out = validate(&files, None);
     // --quiet prints only failures and warnings; a kind without a schema is
     // a warning, so any output fails.
@@ -391,6 +400,90 @@ fn service_and_servicemonitor_select_the_daemonset() {
     expect(&m, &format!("{sm}.spec.endpoints[0].port"), r#""metrics""#);
     expect(&m, &format!("{sm}.spec.endpoints[0].interval"), r#""15s""#);
     expect(&m, &format!("{sm}.spec.endpoints[0].path"), r#""/metrics""#);
+    // The exporter's namespace and pod labels name the workload: without
+    // honorLabels they would arrive as exported_namespace and exported_pod.
+    expect(&m, &format!("{sm}.spec.endpoints[0].honorLabels"), "true");
+}
+
+/// The attribution variant differs from daemonset.yaml by exactly the
+/// grants its comments name, and by nothing else.
+#[test]
+fn attribution_daemonset_grants_exactly_what_it_says() {
+    let (Some(base), Some(attr)) = (
+        flatten(&["daemonset.yaml"]),
+        flatten(&["daemonset-attribution.yaml"]),
+    ) else {
+        return;
+    };
+    let pod = "DaemonSet/gpu-exporter.spec.template.spec";
+    let c = format!("{pod}.containers[gpu-exporter]");
+    let sc = format!("{c}.securityContext");
+    let mount = format!("{c}.volumeMounts[pod-resources]");
+    let volume = format!("{pod}.volumes[pod-resources]");
+    let dir = r#""/var/lib/kubelet/pod-resources""#;
+    let grants: BTreeMap<String, &str> = [
+        // 1: root's uid, for root's socket.
+        (format!("{sc}.runAsNonRoot"), "false"),
+        (format!("{sc}.runAsUser"), "0"),
+        (format!("{sc}.runAsGroup"), "0"),
+        // 2: the socket's directory, read-only.
+        (format!("{volume}.name"), r#""pod-resources""#),
+        (format!("{volume}.hostPath.path"), dir),
+        (format!("{volume}.hostPath.type"), r#""Directory""#),
+        (format!("{mount}.name"), r#""pod-resources""#),
+        (format!("{mount}.mountPath"), dir),
+        (format!("{mount}.readOnly"), "true"),
+        // 3: host PIDs.
+        (format!("{pod}.hostPID"), "true"),
+        // And the flags that use them.
+        (
+            format!("{c}.args[4]"),
+            r#""--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock""#,
+        ),
+        (format!("{c}.args[5]"), r#""--collector.processes""#),
+    ]
+    .into_iter()
+    .collect();
+    for (k, v) in &attr {
+        match grants.get(k) {
+            Some(want) => assert_eq!(v, want, "{k}"),
+            None => assert_eq!(
+                base.get(k),
+                Some(v),
+                "{k}: not a grant, yet not as in daemonset.yaml"
+            ),
+        }
+    }
+    for k in base.keys() {
+        assert!(
+            attr.contains_key(k) || grants.contains_key(k),
+            "{k} dropped"
+        );
+    }
+    for k in grants.keys() {
+        assert!(attr.contains_key(k), "{k} missing");
+    }
+    // Nothing more: no privileged container, no host network or IPC, no
+    // capability but SYSLOG.
+    assert!(!attr.keys().any(|k| k.ends_with(".privileged")));
+    for host in ["hostNetwork", "hostIPC"] {
+        assert!(!attr.contains_key(&format!("{pod}.{host}")), "{host}");
+    }
+    assert_eq!(
+        list(&attr, &format!("{sc}.capabilities.add")),
+        [r#""SYSLOG""#]
+    );
+    assert_eq!(
+        list(&attr, &format!("{sc}.capabilities.drop")),
+        [r#""ALL""#]
+    );
+    assert_known_flags(&list(&attr, &format!("{c}.args")));
+    // hostPath, hostPID and root are `privileged` Pod Security.
+    expect(
+        &attr,
+        "Namespace/gpu-exporter.metadata.labels.pod-security.kubernetes.io/enforce",
+        r#""privileged""#,
+    );
 }
 
 #[test]
@@ -570,10 +663,9 @@ fn the_commented_tls_variants_turn_on_and_serve() {
         std::fs::write(&path, text).unwrap();
         path
     };
-    let ds = write(
-        "daemonset.yaml",
-        with_tls(&read(&format!("{K8S}/daemonset.yaml"))),
-    );
+    // Both DaemonSets, the attribution variant too.
+    let daemonsets = ["daemonset.yaml", "daemonset-attribution.yaml"]
+        .map(|f| write(f, with_tls(&read(&format!("{K8S}/{f}")))));
     let sm = write(
         "servicemonitor.yaml",
         with_tls(&read(&format!("{K8S}/servicemonitor.yaml"))),
@@ -583,7 +675,7 @@ fn the_commented_tls_variants_turn_on_and_serve() {
     // The DaemonSet: valid, the Secret mounted read-only as a directory
     // where the flag looks, every flag known.
     if have("python3", &["-m", "kubernetes_validate", "--version"]) {
-        let out = validate(std::slice::from_ref(&ds), None);
+        let out = validate(&daemonsets, None);
         assert!(
             out.status.success() && text(&out).is_empty(),
             "{}",
@@ -592,7 +684,22 @@ fn the_commented_tls_variants_turn_on_and_serve() {
     }
     let c = "DaemonSet/gpu-exporter.spec.template.spec.containers[gpu-exporter]";
     let mut args = Vec::new();
-    if let Some(m) = flatten_paths(&[ds, sm]) {
+    if let Some(m) = flatten_paths(&[daemonsets[1].clone()]) {
+        // The attribution variant keeps its grants beside the Secret.
+        expect(&m, &format!("{c}.volumeMounts[web].readOnly"), "true");
+        expect(
+            &m,
+            &format!("{c}.volumeMounts[pod-resources].readOnly"),
+            "true",
+        );
+        let args = list(&m, &format!("{c}.args"));
+        assert!(
+            args.iter()
+                .any(|a| a.contains("--web.config.file=/etc/gpu-exporter/web/web-config.yml")),
+            "{args:?}"
+        );
+    }
+    if let Some(m) = flatten_paths(&[daemonsets[0].clone(), sm]) {
         let pod = "DaemonSet/gpu-exporter.spec.template.spec";
         expect(
             &m,
@@ -818,15 +925,45 @@ fn queries(d: &Dashboard) -> Vec<(String, String, String)> {
         .collect()
 }
 
-/// Substitutes the dashboard's variables as Grafana would: `instance` and
-/// `gpu` as regexes of their selected values, the interval macros as
-/// durations. Anything left starting with `$` is a variable nobody defines.
-fn expand(expr: &str, instance: &str, gpu: &str) -> String {
-    let e = expr
-        .replace("${instance}", instance)
-        .replace("$instance", instance)
-        .replace("${gpu}", gpu)
-        .replace("$gpu", gpu)
+/// The values of the dashboard's query variables, as regexes of their
+/// selected values, in the order they resolve.
+#[derive(Clone, Default)]
+struct Vars {
+    instance: String,
+    gpu: String,
+    namespace: String,
+    pod: String,
+}
+
+impl Vars {
+    /// Placeholders where only a query's syntax matters.
+    fn any() -> Vars {
+        Vars {
+            instance: "127.0.0.1:9400".into(),
+            gpu: "0".into(),
+            namespace: "ns".into(),
+            pod: "p".into(),
+        }
+    }
+}
+
+/// Substitutes the dashboard's variables as Grafana would: `instance`,
+/// `gpu`, `namespace` and `pod` as regexes of their selected values, the
+/// interval macros as durations. Anything left starting with `$` is a
+/// variable nobody defines.
+fn expand(expr: &str, v: &Vars) -> String {
+    let mut e = expr.to_string();
+    for (name, value) in [
+        ("instance", &v.instance),
+        ("gpu", &v.gpu),
+        ("namespace", &v.namespace),
+        ("pod", &v.pod),
+    ] {
+        e = e
+            .replace(&format!("${{{name}}}"), value)
+            .replace(&format!("${name}"), value);
+    }
+    let e = e
         .replace("$__rate_interval", "1m")
         .replace("$__interval", "15s")
         .replace("$__range", "1h");
@@ -978,7 +1115,7 @@ fn dashboard_is_wired_to_its_variables() {
     assert_eq!(var("datasource").kind, "datasource");
     // nanoserde can't type `query` (a string here, an object elsewhere).
     assert!(read(DASHBOARD).contains(r#""query": "prometheus""#));
-    for name in ["instance", "gpu"] {
+    for name in ["instance", "gpu", "namespace", "pod"] {
         let v = var(name);
         assert_eq!(v.kind, "query");
         assert!(
@@ -1045,8 +1182,18 @@ fn dashboard_is_wired_to_its_variables() {
         "gpu_nvlink_errors_total",
         "gpu_nvlink_links_active",
         "gpu_recovery_action",
+        "gpu_pod_info",
+        "gpu_memory_used_bytes",
     ] {
         assert!(used.contains(metric), "no panel shows {metric}");
+    }
+    // The panel that names pods follows their variables too.
+    let by_pod = queries(&d)
+        .into_iter()
+        .find(|(title, _, _)| title == "GPU memory by pod")
+        .expect("a GPU memory by pod panel");
+    for sel in [r#"namespace=~"$namespace""#, r#"pod=~"$pod""#] {
+        assert!(by_pod.2.contains(sel), "{} lacks {sel}", by_pod.2);
     }
     assert_eq!(rows, ["Hardware health"]);
 }
@@ -1061,7 +1208,7 @@ fn dashboard_queries_parse() {
     let qs = queries(&dashboard());
     let mut file = String::from("groups:\n  - name: dashboard\n    rules:\n");
     for (i, (_, _, expr)) in qs.iter().enumerate() {
-        let expr = expand(expr, "127.0.0.1:9400", "0").replace('\'', "''");
+        let expr = expand(expr, &Vars::any()).replace('\'', "''");
         file.push_str(&format!(
             "      - record: dashboard:query{i}\n        expr: '{expr}'\n"
         ));
@@ -1084,10 +1231,12 @@ fn dashboard_queries_parse() {
 
 #[test]
 fn dashboard_metrics_exist() {
-    // An H100 and a V100, which retires pages instead of remapping rows.
+    // An H100 with a pod and a V100, which retires pages instead of
+    // remapping rows.
     let e = Exporter::on_scenario(
         "dashboard-fleet.json",
-        r#"{"gpus":[{},{"model":"Tesla V100-SXM2-32GB","health":{"retired_pages_pending":false}}]}"#,
+        r#"{"gpus":[{"pods":[{"namespace":"ns","pod":"p"}]},
+            {"model":"Tesla V100-SXM2-32GB","health":{"retired_pages_pending":false}}]}"#,
         &[],
     );
     let body = e.metrics(None).body;
@@ -1103,6 +1252,10 @@ fn dashboard_metrics_exist() {
             .filter_map(|l| l.trim().strip_prefix("- record: "))
             .map(str::to_string),
     );
+    // The simulator has no MIG: the MIG instances' memory families are
+    // the catalogue's.
+    use gpu_exporter::internals::exposition::catalogue::MIG_MEMORY;
+    known.extend(MIG_MEMORY.iter().map(|(f, _, _)| f.name.to_string()));
     for (title, ref_id, expr) in queries(&dashboard()) {
         for name in metric_names(&expr) {
             assert!(
@@ -1262,9 +1415,8 @@ fn dashboard_queries_return_data_from_prometheus() {
 
     // The variables, resolved as Grafana would: label_values(selector,
     // label) through the series API, each after the ones it uses.
-    let mut instance = String::new();
-    let mut gpu = String::new();
-    for name in ["instance", "gpu"] {
+    let mut vars = Vars::default();
+    for name in ["instance", "gpu", "namespace", "pod"] {
         let v = d.templating.list.iter().find(|v| v.name == name).unwrap();
         let def = v.definition.as_deref().unwrap();
         let (selector, label) = def
@@ -1275,7 +1427,7 @@ fn dashboard_queries_return_data_from_prometheus() {
         let target = format!(
             "/api/v1/label/{}/values?match[]={}",
             label.trim(),
-            urlencode(&expand(selector, &instance, &gpu))
+            urlencode(&expand(selector, &vars))
         );
         let values = loop {
             match prom.api::<LabelValues>(&target) {
@@ -1283,22 +1435,27 @@ fn dashboard_queries_return_data_from_prometheus() {
                 _ => wait(def, &prom),
             }
         };
+        // The demo's pods: one on GPUs 0 and 1, two sharing GPU 2.
+        let (want, slot): (&[&str], _) = match name {
+            "instance" => (&[], &mut vars.instance),
+            "gpu" => (&["0", "1", "2", "3"], &mut vars.gpu),
+            "namespace" => (&["inference", "research"], &mut vars.namespace),
+            _ => (
+                &["llama-70b-0", "notebook-alice", "notebook-bob"],
+                &mut vars.pod,
+            ),
+        };
         match name {
-            "instance" => {
-                assert_eq!(values, [exporter.addr.to_string()]);
-                instance = regex_of(&values);
-            }
-            _ => {
-                assert_eq!(values, ["0", "1", "2", "3"]);
-                gpu = regex_of(&values);
-            }
+            "instance" => assert_eq!(values, [exporter.addr.to_string()]),
+            _ => assert_eq!(values, want),
         }
+        *slot = regex_of(&values);
     }
 
     // Every panel query: rates need two scrapes and the recording rules an
     // evaluation, so poll until each has answered with data once.
     for (title, ref_id, expr) in queries(&d) {
-        let expr = expand(&expr, &instance, &gpu);
+        let expr = expand(&expr, &vars);
         let target = format!("/api/v1/query?query={}", urlencode(&expr));
         while prom
             .api::<QueryAnswer>(&target)

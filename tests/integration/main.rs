@@ -7,10 +7,15 @@ mod collectors;
 mod common;
 mod deploy;
 mod exposition;
+#[cfg(feature = "kubernetes")]
+#[path = "../support/fake_kubelet.rs"]
+mod fake_kubelet;
 mod faults;
 mod http;
 mod image;
 mod kernel_log;
+#[cfg(feature = "kubernetes")]
+mod kubelet;
 mod lost;
 mod nvidia_real;
 #[path = "../support/pki.rs"]

@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 const SCENARIO: &str = r#"{
   "gpus": [
     { "temperature_celsius": 71, "largest_free_gib": 18 },
-    { "temperature_celsius": 88, "sm_clock_mhz": 1100, "clock_events": ["sw_thermal_slowdown", "hw_thermal_slowdown"] },
+    { "temperature_celsius": 88, "sm_clock_mhz": 1100, "clock_events": ["sw_thermal_slowdown", "hw_thermal_slowdown"],
+      "pods": [{ "namespace": "research", "pod": "notebook-alice", "container": "jupyter" },
+               { "namespace": "research", "pod": "notebook-bob", "container": "jupyter" }],
+      "jobs": ["4711"] },
     { "temperature_celsius": 70, "xid": 79, "xid_every": "2s" },
     { "temperature_celsius": 69, "largest_free_gib": 1 }
   ],
@@ -181,7 +184,25 @@ fn prometheus_and_the_exporter_fire_the_same_alerts() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // Who uses the throttled GPU, by the same template: Prometheus runs
+    // its queries, the exporter reads its snapshot.
+    let want =
+        "pod research/notebook-alice (jupyter) pod research/notebook-bob (jupyter) job 4711 ";
+    let ours = workloads(&e.get("/alerts", &[]).body, "GPUThrottling");
+    assert_eq!(ours.as_deref(), Some(want), "the exporter's workloads");
+    let theirs = http_get(&prom, "/api/v1/alerts").and_then(|b| workloads(&b, "GPUThrottling"));
+    assert_eq!(theirs.as_deref(), Some(want), "Prometheus' workloads");
     let _ = std::fs::remove_dir_all(&tsdb);
+}
+
+/// The `workloads` annotation of the firing `alert` in a Prometheus-shaped
+/// `/api/v1/alerts` body.
+fn workloads(body: &str, alert: &str) -> Option<String> {
+    let one = body
+        .split(r#"{"labels":{"#)
+        .find(|a| a.contains(&format!(r#""alertname":"{alert}""#)))?;
+    let value = one.split(r#""workloads":""#).nth(1)?;
+    Some(value[..value.find('"')?].to_string())
 }
 
 #[test]
@@ -314,6 +335,98 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
             .iter()
             .any(|(a, _)| a == "GPUXidErrors")
     );
+}
+
+/// The README's join of pods to GPU readings, read from the README.
+fn readme_join() -> String {
+    let readme = include_str!("../../README.md");
+    let after = readme
+        .split("**Joining.**")
+        .nth(1)
+        .expect("README: a **Joining.** paragraph");
+    let block = after
+        .split("```promql\n")
+        .nth(1)
+        .and_then(|b| b.split("\n```").next())
+        .expect("README: the join in a promql block");
+    block.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Each series of a Prometheus instant-query answer as (its labels as
+/// `k="v"` text, its value).
+fn series(body: &str) -> Vec<(String, f64)> {
+    body.split(r#"{"metric":{"#)
+        .skip(1)
+        .map(|s| {
+            let labels = s[..s.find('}').unwrap()].to_string();
+            let value = s
+                .split(r#""value":["#)
+                .nth(1)
+                .and_then(|v| v.split('"').nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap();
+            (labels, value)
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_join_holds_on_time_sliced_gpus() {
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    use crate::deploy::{Prometheus, urlencode};
+    // GPU 0 time-sliced by two pods, GPU 1 held by one, GPU 2 by none.
+    let scenario = r#"{"gpus":[
+        {"memory_used_gib": 30, "pods": [
+            {"namespace": "research", "pod": "notebook-alice", "container": "jupyter"},
+            {"namespace": "research", "pod": "notebook-bob", "container": "jupyter"}]},
+        {"memory_used_gib": 50, "pods": [{"namespace": "ml", "pod": "train", "container": "main"}]},
+        {"memory_used_gib": 10}
+    ]}"#;
+    let e = Exporter::on_scenario("join-scenario.json", scenario, &[]);
+    let mut prom = Prometheus::start(e.addr);
+    let join = readme_join();
+    let deadline = Instant::now() + Duration::from_secs(45);
+    let query =
+        |prom: &mut Prometheus, q: &str| prom.get(&format!("/api/v1/query?query={}", urlencode(q)));
+    let got = loop {
+        match query(&mut prom, &join) {
+            Some((200, body)) if series(&body).len() == 3 => break series(&body),
+            other => {
+                assert!(Instant::now() < deadline, "{join}: {other:?}");
+                std::thread::sleep(Duration::from_millis(250));
+            }
+        }
+    };
+    let gib = 1024.0 * 1024.0 * 1024.0;
+    let mut seen: Vec<(&str, f64)> = got
+        .iter()
+        .map(|(labels, v)| {
+            assert!(labels.contains(r#""uuid":"GPU-"#), "{labels}");
+            let pod = ["notebook-alice", "notebook-bob", "train"]
+                .into_iter()
+                .find(|p| labels.contains(&format!(r#""pod":"{p}""#)))
+                .unwrap_or_else(|| panic!("{labels}"));
+            (pod, v / gib)
+        })
+        .collect();
+    seen.sort_by(|a, b| a.0.cmp(b.0));
+    // Each pod gets its GPU's reading; both sharing pods get GPU 0's.
+    assert_eq!(
+        seen,
+        [
+            ("notebook-alice", 30.0),
+            ("notebook-bob", 30.0),
+            ("train", 50.0)
+        ]
+    );
+    // The usual join, the other way round, breaks on the shared GPU.
+    let naive =
+        "gpu_memory_used_bytes * on (instance, gpu, uuid) group_left (namespace, pod) gpu_pod_info";
+    let (status, body) = query(&mut prom, naive).unwrap();
+    assert_eq!(status, 422, "{body}");
+    assert!(body.contains("many-to-many matching not allowed"), "{body}");
 }
 
 /// Failure is loud, in both evaluators. One exporter, one Prometheus, and

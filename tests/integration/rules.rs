@@ -157,3 +157,37 @@ fn promtool_unit_tests_pass() {
     let text = crate::common::output_text(&out);
     assert!(out.status.success() && text.contains("SUCCESS"), "{text}");
 }
+
+/// An alert's transition is logged once, live, naming who uses the GPU as
+/// its `workloads` annotation does.
+#[test]
+fn alert_log_lines_name_the_workloads() {
+    use crate::common::temp_file;
+    use std::time::Duration;
+    let scenario = r#"{"gpus":[
+        {"pods":[{"namespace":"ml","pod":"train-0","container":"trainer"}], "jobs":["4711"]}],
+      "incidents":[{"at":"1s","gpu":0,"clock_events":["hw_thermal_slowdown"]}]}"#;
+    let rules = temp_file(
+        "log-rules.json",
+        r#"{ "rules": [ { "name": "GPUThrottling", "for": "1s" } ] }"#,
+    );
+    let e = Exporter::on_scenario(
+        "log-scenario.json",
+        scenario,
+        &["--rules.file", rules.to_str().unwrap()],
+    );
+    e.wait_log("alert GPUThrottling{", Duration::from_secs(30));
+    e.wait_log("-> firing", Duration::from_secs(30));
+    let log = e.log();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("alert GPUThrottling{"))
+        .collect();
+    assert!(lines.len() >= 2, "{log}");
+    for l in lines {
+        assert!(
+            l.ends_with(r#" workloads="pod ml/train-0 (trainer) job 4711""#),
+            "{l}"
+        );
+    }
+}

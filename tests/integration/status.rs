@@ -57,6 +57,12 @@ fn the_status_page_shows_fleet_alerts_and_health() {
     let gpu1 = &gpu1[..gpu1.find("</tr>").unwrap()];
     assert!(gpu1.contains("<td class=\"bad\">yes</td>"), "{gpu1}");
     assert!(gpu1.contains("88 &deg;C"), "{gpu1}");
+    // Who uses it: the demo's pods and batch job, in their rows.
+    assert!(
+        gpu1.contains("<td class=\"who\">pod inference/llama-70b-0 <small>vllm</small></td>"),
+        "{gpu1}"
+    );
+    assert!(html.contains("<td class=\"who\">job 4711</td>"));
 
     let rows = alert_rows(html);
     for (name, severity) in ALERTS {
@@ -183,6 +189,10 @@ fn chromium_renders_the_status_page() {
     let gpus = dom.find("<table id=\"gpus\">").expect("gpus table");
     let gpus = &dom[gpus..gpus + dom[gpus..].find("</table>").unwrap()];
     assert_eq!(gpus.matches("<tr id=\"gpu-").count(), 4, "{gpus}");
+    assert!(
+        gpus.contains("notebook-alice") && gpus.contains("notebook-bob"),
+        "{gpus}"
+    );
 
     let png: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/status-page.png");
     let _ = std::fs::remove_file(&png);

@@ -73,13 +73,11 @@ pub mod file;
 
 use file::{Stats, read};
 
-use super::Filler;
+use super::{Files, Filler, Seen};
 use crate::snapshot::{Gpu, Readings};
 use std::collections::{HashMap, HashSet};
-use std::fs;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
-use std::time::{Duration, UNIX_EPOCH};
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// A stats file is ~200 bytes; anything near this is not one.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024;
@@ -111,29 +109,9 @@ pub struct Outcome {
 pub struct WorkloadStats {
     dir: PathBuf,
     max_age: f64,
-    files: HashMap<PathBuf, Seen>,
-    dir_failed: bool,
-    limit_hit: bool,
+    files: Files<Stats>,
     /// The last (applied, stale, rejected) counts logged.
     counts: (usize, usize, usize),
-}
-
-struct Seen {
-    version: Version,
-    mtime: f64,
-    parsed: Result<Stats, String>,
-    /// Whether this version's problem has been logged.
-    logged: bool,
-}
-
-/// What identifies a version of a file: a rename over it changes the inode
-/// even within one mtime tick.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-struct Version {
-    len: u64,
-    mtime_s: i64,
-    mtime_ns: i64,
-    ino: u64,
 }
 
 /// Where a file's numbers go: a GPU, or one of its MIG instances.
@@ -150,9 +128,7 @@ impl WorkloadStats {
         WorkloadStats {
             dir,
             max_age: max_age.as_secs_f64(),
-            files: HashMap::new(),
-            dir_failed: false,
-            limit_hit: false,
+            files: Files::default(),
             counts: (0, 0, 0),
         }
     }
@@ -165,18 +141,8 @@ impl WorkloadStats {
     /// past, against which every file would be in the future.
     pub fn apply(&mut self, now: f64, gpus: &mut [Gpu]) -> Outcome {
         let mut out = Outcome::default();
-        let entries = match fs::read_dir(&self.dir) {
-            Ok(entries) => {
-                self.dir_failed = false;
-                entries
-            }
-            Err(e) => {
-                if !self.dir_failed {
-                    self.dir_failed = true;
-                    out.problems.push(format!("{:?}: {e}", self.dir));
-                }
-                return out;
-            }
+        let Some(entries) = self.files.list(&self.dir, &mut out.problems) else {
+            return out;
         };
 
         let mut present = HashSet::new();
@@ -199,7 +165,7 @@ impl WorkloadStats {
                 break;
             }
             let path = entry.path();
-            let Some(seen) = self.look(&path) else {
+            let Some(seen) = self.files.look(&path, read) else {
                 continue; // gone since the listing: renamed over or deleted
             };
             present.insert(path.clone());
@@ -234,14 +200,9 @@ impl WorkloadStats {
             sum.allocated += s.allocated_bytes;
             sum.min_largest_free = sum.min_largest_free.min(s.largest_free_bytes);
         }
-        if limit_hit && !self.limit_hit {
-            out.problems.push(format!(
-                "{:?}: more than {MAX_FILES} files or {MAX_ENTRIES} entries; reading only the first",
-                self.dir
-            ));
-        }
-        self.limit_hit = limit_hit;
-        self.files.retain(|p, _| present.contains(p));
+        let limits = (MAX_FILES, MAX_ENTRIES);
+        self.files
+            .done(&self.dir, &present, limit_hit, limits, &mut out.problems);
 
         for ((g, m), sum) in sums {
             let Some(gpu) = gpus.get_mut(g) else { continue };
@@ -255,56 +216,6 @@ impl WorkloadStats {
             fill(r, &sum);
         }
         out
-    }
-
-    /// The file's current version, parsed at most once. `None` when the
-    /// file has gone.
-    fn look(&mut self, path: &Path) -> Option<&mut Seen> {
-        let meta = match fs::metadata(path) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-            meta => meta,
-        };
-        // An unstattable file is one version (all zero; no file has inode 0).
-        let version = meta.as_ref().map_or(Version::default(), |m| Version {
-            len: m.len(),
-            mtime_s: m.mtime(),
-            mtime_ns: m.mtime_nsec(),
-            ino: m.ino(),
-        });
-        if self.files.get(path).is_none_or(|s| s.version != version) {
-            let parsed = match &meta {
-                Err(e) => Err(format!("unreadable: {e}")),
-                Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
-                // Non-blocking, and checked again once open: a FIFO swapped
-                // in after the stat must not block the collector.
-                Ok(m) => match fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(super::O_NONBLOCK)
-                    .open(path)
-                {
-                    // Deleted since the stat: gone, not bad.
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-                    Err(e) => Err(format!("unreadable: {e}")),
-                    Ok(file) if !file.metadata().is_ok_and(|m| m.is_file()) => {
-                        Err("not a regular file".to_string())
-                    }
-                    Ok(file) => read(file, m.len()),
-                },
-            };
-            let mtime = meta
-                .ok()
-                .and_then(|m| m.modified().ok())
-                .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-                .map_or(0.0, |d| d.as_secs_f64());
-            let seen = Seen {
-                version,
-                mtime,
-                parsed,
-                logged: false,
-            };
-            self.files.insert(path.to_path_buf(), seen);
-        }
-        self.files.get_mut(path)
     }
 }
 
@@ -335,7 +246,7 @@ enum Verdict {
     Bad(String),
 }
 
-fn judge(seen: &Seen, now: f64, max_age: f64, gpus: &[Gpu]) -> Verdict {
+fn judge(seen: &Seen<Stats>, now: f64, max_age: f64, gpus: &[Gpu]) -> Verdict {
     let s = match &seen.parsed {
         Ok(s) => s,
         Err(e) => return Verdict::Bad(e.clone()),
@@ -400,7 +311,8 @@ fn fill(r: &mut Readings, sum: &Sum) {
 pub(super) mod tests {
     use super::*;
     use crate::snapshot::MigInstance;
-    use std::time::SystemTime;
+    use std::fs;
+    use std::time::{SystemTime, UNIX_EPOCH};
 
     const GIB: u64 = 1 << 30;
     const DEFAULT_MAX_AGE: Duration = Duration::from_secs(30);
@@ -732,6 +644,6 @@ pub(super) mod tests {
         assert_eq!(w.apply(t, &mut fleet()).problems.len(), 0);
         fs::remove_file(d.0.join("0.json")).unwrap();
         assert_eq!(w.apply(t, &mut fleet()).problems.len(), 0);
-        assert_eq!(w.files.len(), MAX_FILES);
+        assert_eq!(w.files.remembered(), MAX_FILES);
     }
 }

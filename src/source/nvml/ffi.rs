@@ -210,6 +210,26 @@ struct FieldValue {
     value: c_ulonglong,
 }
 
+/// `nvmlProcessInfo_t` of NVML 12, which the `_v3` process calls fill:
+/// pid, usedGpuMemory (NVML_VALUE_NOT_AVAILABLE where unknown), and the
+/// GPU and compute instance (0xFFFFFFFF outside MIG).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct ProcessInfo {
+    pid: c_uint,
+    used_gpu_memory: c_ulonglong,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+}
+
+/// NVML_VALUE_NOT_AVAILABLE for an unsigned long long.
+const VALUE_NOT_AVAILABLE: c_ulonglong = c_ulonglong::MAX;
+
+/// Processes asked for at most: past this the call is refused rather
+/// than the buffer grown (a GPU runs a few dozen at most).
+const MAX_PROCESSES: usize = 4096;
+
+const _: () = assert!(size_of::<ProcessInfo>() == 24);
 const _: () = assert!(size_of::<ViolationTime>() == 16);
 const _: () = assert!(size_of::<FieldValue>() == 40);
 const _: () = assert!(std::mem::offset_of!(FieldValue, value_type) == 24);
@@ -341,6 +361,9 @@ functions! {
     compute_mode = "nvmlDeviceGetComputeMode" fn(RawDevice, *mut c_uint);
     vbios = "nvmlDeviceGetVbiosVersion" fn(RawDevice, *mut c_char, c_uint);
     inforom = "nvmlDeviceGetInforomImageVersion" fn(RawDevice, *mut c_char, c_uint);
+    minor_number = "nvmlDeviceGetMinorNumber" fn(RawDevice, *mut c_uint);
+    compute_processes = "nvmlDeviceGetComputeRunningProcesses_v3" fn(RawDevice, *mut c_uint, *mut ProcessInfo);
+    graphics_processes = "nvmlDeviceGetGraphicsRunningProcesses_v3" fn(RawDevice, *mut c_uint, *mut ProcessInfo);
 }
 
 /// A `dlopen` handle, closed on drop.
@@ -815,6 +838,11 @@ impl<'a> Device<'a> {
         self.u32_of(self.fns().gpu_instance_id)
     }
 
+    /// The device minor number: `/dev/nvidia<minor>`.
+    pub fn minor_number(&self) -> Result<u32, Error> {
+        self.u32_of(self.fns().minor_number)
+    }
+
     pub fn compute_instance_id(&self) -> Result<u32, Error> {
         self.u32_of(self.fns().compute_instance_id)
     }
@@ -895,6 +923,43 @@ impl<'a> Device<'a> {
             Ok(()) | Err(Error::INSUFFICIENT_SIZE) => Ok(count),
             Err(e) => Err(e),
         }
+    }
+
+    /// The compute (or `graphics`) processes on the device: host PID and
+    /// memory used, `None` where the driver answers "not available".
+    pub fn running_processes(&self, graphics: bool) -> Result<Vec<(u32, Option<u64>)>, Error> {
+        let fns = self.fns();
+        let f = present(match graphics {
+            true => fns.graphics_processes,
+            false => fns.compute_processes,
+        })?;
+        // Sized as asked, then once more for processes started between
+        // the two calls.
+        let mut buf = vec![ProcessInfo::default(); 32];
+        for _ in 0..3 {
+            let mut count = buf.len() as c_uint;
+            // SAFETY: a live handle of this library, the count of entries
+            // `buf` holds, and `buf` itself (nvml.h): NVML writes at most
+            // `count` entries and sets `count` to how many there are.
+            let r = unsafe { f(self.raw, &mut count, buf.as_mut_ptr()) };
+            match check(r) {
+                Ok(()) => {
+                    buf.truncate((count as usize).min(buf.len()));
+                    return Ok(buf
+                        .iter()
+                        .map(|p| {
+                            let used = p.used_gpu_memory;
+                            (p.pid, (used != VALUE_NOT_AVAILABLE).then_some(used))
+                        })
+                        .collect());
+                }
+                Err(Error::INSUFFICIENT_SIZE) if (count as usize) <= MAX_PROCESSES => {
+                    buf.resize(count as usize + 8, ProcessInfo::default());
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::INSUFFICIENT_SIZE)
     }
 
     pub fn retired_pages_pending(&self) -> Result<bool, Error> {

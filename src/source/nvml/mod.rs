@@ -57,6 +57,7 @@
 mod ffi;
 mod gpm;
 mod health;
+mod processes;
 mod read;
 mod xid;
 

@@ -10,10 +10,11 @@ use super::ffi::{
 };
 use super::gpm::{self, GpmSlot, set_gpm};
 use super::health;
+use super::processes;
 use crate::base::units::{KIB, MHZ, MIB};
 use crate::config::Collector::{
-    self, Clocks, Ecc, Gpm, Info, Memory, Nvlink, NvlinkLink, Pcie, Power, Recovery, Temperature,
-    Utilization,
+    self, Clocks, Ecc, Gpm, Info, Memory, Nvlink, NvlinkLink, Pcie, Power, Processes, Recovery,
+    Temperature, Utilization,
 };
 use crate::config::Collectors;
 use crate::snapshot::{
@@ -245,6 +246,7 @@ pub(super) fn read_gpu(
     let uuid = p.get("uuid", || d.uuid()).unwrap_or_default();
     let model = p.get("name", || d.name()).unwrap_or_default();
     let pci_bus_id = p.get("pci info", || d.pci_bus_id()).unwrap_or_default();
+    let minor = p.get("minor number", || d.minor_number());
 
     let mut r = Readings::default();
     let (mut vbios_version, mut inforom_version) = (String::new(), String::new());
@@ -330,6 +332,8 @@ pub(super) fn read_gpu(
     let mig = if mig_on == Some(true) {
         read_mig(d, &mut p, lib, gpm_slots, gpm_supported)
     } else {
+        // Under MIG, processes are listed per MIG device.
+        p.section(Processes, |p| processes::read(d, p, &mut r.processes));
         Vec::new()
     };
 
@@ -346,6 +350,7 @@ pub(super) fn read_gpu(
         driver_version: String::new(),
         vbios_version,
         inforom_version,
+        minor,
         up: true,
         readings: r,
         mig,
@@ -513,6 +518,9 @@ pub(super) fn read_mig(
             .find(|g| g.gpu_instance_id == gpu_instance_id)
         {
             gi.compute.push(compute);
+            p.section(Processes, |p| {
+                processes::read(m, p, &mut gi.readings.processes)
+            });
             continue;
         }
         let name = p.get("mig name", || m.name()).unwrap_or_default();
@@ -524,6 +532,9 @@ pub(super) fn read_mig(
         });
         p.section(Memory, |p| {
             set_memory(&mut readings, p.value("mig memory", || m.memory()))
+        });
+        p.section(Processes, |p| {
+            processes::read(m, p, &mut readings.processes)
         });
         p.section(Gpm, |p| {
             let slot = gpm_slots

@@ -8,6 +8,7 @@
 
 mod health;
 mod scenario;
+mod users;
 
 pub use scenario::Scenario;
 
@@ -153,11 +154,15 @@ impl Sim {
             driver_version: self.scenario.driver_version.clone(),
             vbios_version: "96.00.A5.00.01".into(),
             inforom_version: "G520.0200.00.05".into(),
+            minor: Some(i as u32),
             up: !g.lost,
             readings: Readings::default(),
             mig: Vec::new(),
         };
         if g.lost {
+            // Its readings are gone; who held it is still known.
+            gpu.readings.pods = g.users.pods.clone();
+            gpu.readings.jobs = g.users.jobs.clone();
             return gpu;
         }
         let periodic = g.periodic_xid.map(|(code, every)| {
@@ -208,6 +213,9 @@ impl Sim {
             }),
             clocks_event_seconds_total: g.event_seconds.map(Some),
             health: g.health.readings(g.sm_active),
+            processes: g.users.processes.clone(),
+            pods: g.users.pods.clone(),
+            jobs: g.users.jobs.clone(),
         };
         gpu
     }

@@ -2,6 +2,7 @@
 //! and checked field by field; every error names the field.
 
 use super::health::{self, HealthSpec, HealthState};
+use super::users::{self, Users};
 use crate::base::json;
 use crate::base::time::parse_duration;
 use crate::base::units::GIB;
@@ -23,6 +24,7 @@ const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.json");
 mod file {
     use crate::base::json::json_struct;
     use crate::source::sim::health::HealthSpec;
+    use crate::source::sim::users::{PodSpec, ProcessSpec};
 
     json_struct! {
         pub struct ScenarioFile {
@@ -71,6 +73,10 @@ mod file {
             pub xid: Option<u32>,
             pub xid_every: Option<String>,
             pub health: Option<HealthSpec>,
+            /// Who uses it: containers, processes, batch jobs.
+            pub pods: Option<Vec<PodSpec>>,
+            pub processes: Option<Vec<ProcessSpec>>,
+            pub jobs: Option<Vec<String>>,
         }
     }
 
@@ -135,6 +141,7 @@ pub(super) struct GpuState {
     pub(super) nvlink: f64,
     pub(super) event_seconds: [f64; 9],
     pub(super) health: HealthState,
+    pub(super) users: Users,
 }
 /// One served model and its TTFT histogram so far.
 #[derive(Clone, Debug, PartialEq)]
@@ -407,6 +414,7 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         nvlink: 0.0,
         event_seconds: [0.0; 9],
         health,
+        users: users::check(&g.pods, &g.processes, &g.jobs, total)?,
     })
 }
 /// A name a scenario gives (a label value): 1 to [`MAX_NAME`] bytes.

@@ -9,12 +9,13 @@
 //! non-zero but prints rows or names unreachable GPUs still yields them:
 //! one GPU's trouble is not the node's.
 
+pub mod apps;
 pub mod csv;
 pub mod health;
 
 use super::{Source, SourceError};
-use crate::base::quiet::Noted;
-use crate::config::{Collectors, SourceKind};
+use crate::base::quiet::{Noted, Repeating};
+use crate::config::{Collector, Collectors, SourceKind};
 use crate::snapshot::Gpu;
 use csv::{failure_message, parse, supported_fields, unreachable};
 use std::io::Read;
@@ -45,6 +46,8 @@ pub struct Smi {
     unreachable: Noted<(String, String)>,
     /// Only these collectors' fields are queried.
     collectors: Collectors,
+    /// `--query-compute-apps` failing (the processes collector).
+    apps_failing: Repeating,
 }
 
 /// A finished run: its exit status and its output.
@@ -64,6 +67,7 @@ impl Smi {
             spawn_hook: None,
             unreachable: Noted::default(),
             collectors: Collectors::DEFAULT,
+            apps_failing: Repeating::new(),
         }
     }
 
@@ -240,7 +244,21 @@ impl Source for Smi {
                 log::warn!("smi: nvidia-smi cannot reach GPU {bus}: {why}");
             }
         }
-        parsed.map_err(|e| SourceError(format!("smi: {e}")))
+        let mut gpus = parsed.map_err(|e| SourceError(format!("smi: {e}")))?;
+        if self.collectors.has(Collector::Processes) {
+            // A second run; its failure costs the processes only.
+            let apps = self
+                .run(&[apps::QUERY, "--format=csv,nounits"])
+                .and_then(|out| apps::parse(&out).map_err(|e| SourceError(format!("smi: {e}"))));
+            match apps {
+                Ok(apps) => {
+                    self.apps_failing.ok("smi: --query-compute-apps");
+                    apps::attach(apps, &mut gpus);
+                }
+                Err(e) => self.apps_failing.fail("smi: --query-compute-apps", &e.0),
+            }
+        }
+        Ok(gpus)
     }
 }
 

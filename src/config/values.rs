@@ -1,0 +1,134 @@
+//! The flags' values: parsed and checked, each problem one line without
+//! the flag's name (the flag table adds it).
+
+use super::SourceKind;
+use crate::base::time::parse_duration;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+
+/// A limit of at least one, at most a million.
+pub(super) fn count(v: &str) -> Result<usize, String> {
+    v.parse()
+        .ok()
+        .filter(|n| (1..=1_000_000).contains(n))
+        .ok_or_else(|| format!("{v:?} is not a number from 1 to 1000000"))
+}
+
+/// A duration above 0.
+pub(super) fn timeout(v: &str) -> Result<Duration, String> {
+    match parse_duration(v)? {
+        d if d.is_zero() => Err("must be above 0".into()),
+        d => Ok(d),
+    }
+}
+
+/// A path's characters (RFC 3986 `pchar` and `/`): no space, control
+/// character, quote, `<`, `>`, `?` or `#`, nothing that is not ASCII.
+pub(super) fn path_char(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"/-._~!$&'()*+,;=:@%".contains(&b)
+}
+
+/// `--web.telemetry-path`: a plain absolute path, at most 256 bytes. It
+/// reaches the status page's links and the log, so no `//` start (a link
+/// to another host), no `?`, `#`, space, quote or control character.
+pub(super) fn telemetry_path(v: &str) -> Result<String, String> {
+    let plain = v.starts_with('/') && !v.starts_with("//") && v.bytes().all(path_char);
+    if !plain || v.len() > 256 {
+        return Err(format!(
+            "{v:?} must be a plain absolute path like /metrics: a / first (not //), \
+             at most 256 letters, digits and -._~!$&'()*+,;=:@%/"
+        ));
+    }
+    Ok(v.into())
+}
+
+/// `--alerts.runbook-base-url`: it becomes links on the status page and
+/// in `/alerts`, so only `http://` or `https://` with a host, or a
+/// relative path (a leading `//` is another host, so it counts as
+/// absolute; a `javascript:` or any other scheme is refused). Either may
+/// hold `{{ $labels.NAME }}`, which Prometheus expands in the printed
+/// rules.
+pub(super) fn runbook_base(v: &str) -> Result<String, String> {
+    let bad = |why: &str| {
+        Err(format!(
+            "{v:?} {why}: use http(s)://HOST/..., a relative path, and {{{{ $labels.NAME }}}}"
+        ))
+    };
+    // The text without its templates, each checked on the way.
+    let mut rest = v;
+    let mut plain = String::with_capacity(v.len());
+    while let Some(i) = rest.find("{{") {
+        plain.push_str(&rest[..i]);
+        let Some(end) = rest[i..].find("}}") else {
+            return bad("has an unclosed {{");
+        };
+        let inner = rest[i + 2..i + end].trim_matches(' ');
+        let name = inner.strip_prefix("$labels.").unwrap_or_default();
+        let ident = name
+            .bytes()
+            .enumerate()
+            .all(|(k, b)| b == b'_' || b.is_ascii_alphabetic() || (k > 0 && b.is_ascii_digit()));
+        if name.is_empty() || !ident {
+            return bad("has a template other than {{ $labels.NAME }}");
+        }
+        // A label value may be anything: stand in a safe character.
+        plain.push('x');
+        rest = &rest[i + end + 2..];
+    }
+    plain.push_str(rest);
+    if plain.contains("}}")
+        || !plain
+            .bytes()
+            .all(|b| path_char(b) || b == b'?' || b == b'#')
+    {
+        return bad("holds a character a link cannot");
+    }
+    let lower = plain.to_ascii_lowercase();
+    let after_scheme = ["http://", "https://"]
+        .iter()
+        .find_map(|s| lower.strip_prefix(s));
+    match after_scheme {
+        Some(host) if host.is_empty() || host.starts_with(['/', '?', '#']) => bad("has no host"),
+        Some(_) => Ok(v.into()),
+        None if plain.starts_with("//") => bad("is another host without a scheme"),
+        // A ':' before any '/', '?' or '#' is a scheme (javascript:, data:).
+        None if plain
+            .split(['/', '?', '#'])
+            .next()
+            .is_some_and(|s| s.contains(':')) =>
+        {
+            bad("has a scheme other than http or https")
+        }
+        None => Ok(v.into()),
+    }
+}
+
+/// `auto` is `None`.
+pub(super) fn parse_source(s: &str) -> Result<Option<SourceKind>, String> {
+    match s {
+        "auto" => Ok(None),
+        "nvml" => Ok(Some(SourceKind::Nvml)),
+        "smi" => Ok(Some(SourceKind::Smi)),
+        "sim" => Ok(Some(SourceKind::Sim)),
+        _ => Err(format!(
+            "unknown source {s:?} (expected auto, nvml, smi or sim)"
+        )),
+    }
+}
+
+/// `:9400` listens on every IPv4 interface, as node_exporter does.
+pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
+    let full = if s.starts_with(':') {
+        format!("0.0.0.0{s}")
+    } else {
+        s.to_string()
+    };
+    if let Ok(a) = full.parse() {
+        return Ok(a);
+    }
+    // Host names resolve once, at start ("localhost:9400").
+    full.to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("{s:?} is not HOST:PORT"))
+}

@@ -1,0 +1,255 @@
+//! Batch jobs per GPU from `--hpc.job-mapping-dir`, in the layout
+//! dcgm-exporter reads: one file per GPU, named by its NVML index (`0`,
+//! `1`, …) or `GPU.GI` for a MIG instance (`1.2`: GPU 1, GPU instance 2),
+//! holding the ids of the jobs running on it, one per line. A Slurm
+//! prolog writes the file and its epilog removes it, so a file is current
+//! for as long as it exists: unlike the workload stats, there is no age
+//! rule.
+//!
+//! The workload directory's other rules hold:
+//!
+//! - names starting with `.` or ending in `.tmp` are never read, so a
+//!   prolog can write a temporary file and rename it;
+//! - a file with another name, over [`MAX_FILE_BYTES`], holding a bad id
+//!   (empty lines aside: longer than [`MAX_JOB_ID`] bytes, control
+//!   characters, not UTF-8) or more than [`MAX_JOBS`] of them, or naming
+//!   no GPU of the fleet, is skipped and logged once; again only once it
+//!   changes (path, size, mtime and inode). The others still apply;
+//! - at most [`MAX_FILES`] files are read per collection, and at most
+//!   [`MAX_ENTRIES`] names looked at;
+//! - a missing or unreadable directory is logged once and changes nothing.
+
+use super::{Files, Filler};
+use crate::snapshot::Gpu;
+use std::collections::HashSet;
+use std::fs;
+use std::io::Read;
+use std::path::PathBuf;
+
+/// A job file holds a few ids; anything near this is not one.
+pub const MAX_FILE_BYTES: u64 = 64 * 1024;
+/// Job ids per GPU: the `hpc_job` label's bound.
+pub const MAX_JOBS: usize = 16;
+/// The longest job id taken (Slurm's are numbers; arrays `123_4`).
+pub const MAX_JOB_ID: usize = 128;
+/// Files read per collection: a GPU each, with room.
+pub const MAX_FILES: usize = 1024;
+/// Directory entries looked at per collection.
+pub const MAX_ENTRIES: usize = 8 * MAX_FILES;
+
+/// The GPU a file name names: its index, and the GPU instance for a MIG
+/// instance. `None`: not a job file's name.
+pub fn target(name: &str) -> Option<(u32, Option<u32>)> {
+    let number = |s: &str| {
+        (!s.is_empty() && s.len() <= 9 && s.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| s.parse().ok())
+            .flatten()
+    };
+    match name.split_once('.') {
+        None => Some((number(name)?, None)),
+        Some((gpu, gi)) => Some((number(gpu)?, Some(number(gi)?))),
+    }
+}
+
+/// The job ids of one file, in its order, without duplicates.
+pub fn parse(text: &[u8]) -> Result<Vec<String>, String> {
+    let text = std::str::from_utf8(text).map_err(|_| "not UTF-8".to_string())?;
+    let mut jobs: Vec<String> = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let id = line.trim();
+        if id.is_empty() {
+            continue;
+        }
+        if id.len() > MAX_JOB_ID || id.chars().any(char::is_control) {
+            return Err(format!(
+                "line {}: not a job id (at most {MAX_JOB_ID} bytes, no control characters)",
+                n + 1
+            ));
+        }
+        if !jobs.iter().any(|j| j == id) {
+            if jobs.len() == MAX_JOBS {
+                return Err(format!("more than {MAX_JOBS} job ids"));
+            }
+            jobs.push(id.to_string());
+        }
+    }
+    Ok(jobs)
+}
+
+fn read(mut file: fs::File, len: u64) -> Result<Vec<String>, String> {
+    if len > MAX_FILE_BYTES {
+        return Err(format!("{len} bytes; at most {MAX_FILE_BYTES}"));
+    }
+    let mut buf = Vec::new();
+    // One byte past the limit tells a file that grew since the stat.
+    file.by_ref()
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("unreadable: {e}"))?;
+    if buf.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!("over {MAX_FILE_BYTES} bytes"));
+    }
+    parse(&buf)
+}
+
+/// Reads the job directory on every collection.
+pub struct JobMapping {
+    dir: PathBuf,
+    files: Files<Vec<String>>,
+    /// Names that are no job file's, logged once each.
+    odd_names: HashSet<String>,
+}
+
+impl JobMapping {
+    pub fn new(dir: PathBuf) -> JobMapping {
+        JobMapping {
+            dir,
+            files: Files::default(),
+            odd_names: HashSet::new(),
+        }
+    }
+
+    /// Lays each file's jobs on its GPU or MIG instance; the problems
+    /// found by this call, each once.
+    pub fn apply(&mut self, gpus: &mut [Gpu]) -> Vec<String> {
+        let mut problems = Vec::new();
+        let Some(entries) = self.files.list(&self.dir, &mut problems) else {
+            return problems;
+        };
+        let mut present = HashSet::new();
+        let mut limit_hit = false;
+        for (n, entry) in entries.enumerate() {
+            if n >= MAX_ENTRIES || present.len() >= MAX_FILES {
+                limit_hit = true;
+                break;
+            }
+            let Ok(entry) = entry else { continue };
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || name.ends_with(".tmp") {
+                continue;
+            }
+            let Some((index, gi)) = target(&name) else {
+                if self.odd_names.len() < MAX_FILES && self.odd_names.insert(name.to_string()) {
+                    problems.push(format!(
+                        "{:?}: not a GPU index or GPU.GI; skipped",
+                        entry.path()
+                    ));
+                }
+                continue;
+            };
+            let path = entry.path();
+            let Some(seen) = self.files.look(&path, read) else {
+                continue; // gone since the listing
+            };
+            present.insert(path.clone());
+            let place = gpus
+                .iter_mut()
+                .find(|g| g.index == index)
+                .and_then(|g| match gi {
+                    None => Some(&mut g.readings),
+                    Some(gi) => g
+                        .mig
+                        .iter_mut()
+                        .find(|m| m.gpu_instance_id == gi)
+                        .map(|m| &mut m.readings),
+                });
+            let problem = match (&seen.parsed, place) {
+                (Ok(jobs), Some(r)) => {
+                    r.jobs.clone_from(jobs);
+                    continue;
+                }
+                (Err(e), _) => e.clone(),
+                (Ok(_), None) => "names no GPU or MIG instance here".to_string(),
+            };
+            if !seen.logged {
+                seen.logged = true;
+                problems.push(format!("{path:?}: {problem}"));
+            }
+        }
+        let limits = (MAX_FILES, MAX_ENTRIES);
+        self.files
+            .done(&self.dir, &present, limit_hit, limits, &mut problems);
+        problems
+    }
+}
+
+impl Filler for JobMapping {
+    fn fill(&mut self, _now: f64, gpus: &mut [Gpu]) {
+        for problem in self.apply(gpus) {
+            log::warn!("hpc job mapping: {problem}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::MigInstance;
+
+    #[test]
+    fn names_and_contents() {
+        assert_eq!(target("0"), Some((0, None)));
+        assert_eq!(target("12.3"), Some((12, Some(3))));
+        for bad in ["", "a", "1.", ".1", "1.2.3", "-1", "+1", "1 ", "9999999999"] {
+            assert_eq!(target(bad), None, "{bad:?}");
+        }
+        assert_eq!(parse(b"4711\n\n 4712 \n4711\n").unwrap(), ["4711", "4712"]);
+        assert_eq!(parse(b"").unwrap(), Vec::<String>::new());
+        assert!(parse(b"a\x01b\n").unwrap_err().starts_with("line 1"));
+        assert!(parse(&[0xff]).is_err());
+        let many: String = (0..=MAX_JOBS).map(|i| format!("{i}\n")).collect();
+        assert!(parse(many.as_bytes()).is_err());
+        let long = "9".repeat(MAX_JOB_ID + 1);
+        assert!(parse(long.as_bytes()).is_err());
+    }
+
+    #[test]
+    fn a_directory_of_job_files() {
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-jobs-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        let write = |name: &str, text: &[u8]| fs::write(dir.join(name), text).unwrap();
+        write("0", b"100\n101\n");
+        write("1.2", b"200\n");
+        write("7", b"700\n"); // no GPU 7
+        write("notes.txt", b"x"); // not a job file's name
+        write(".0.tmp", b"garbage");
+        write("1", &[b'9'; MAX_FILE_BYTES as usize + 1]);
+        let mut gpus = vec![
+            Gpu {
+                index: 0,
+                ..Gpu::default()
+            },
+            Gpu {
+                index: 1,
+                mig: vec![MigInstance {
+                    gpu_instance_id: 2,
+                    ..MigInstance::default()
+                }],
+                ..Gpu::default()
+            },
+        ];
+        let mut m = JobMapping::new(dir.clone());
+        let problems = m.apply(&mut gpus);
+        assert_eq!(gpus[0].readings.jobs, ["100", "101"]);
+        assert_eq!(gpus[1].mig[0].readings.jobs, ["200"]);
+        assert!(gpus[1].readings.jobs.is_empty());
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        // Logged once: the same files say nothing the second time.
+        for g in &mut gpus {
+            g.readings.jobs.clear();
+        }
+        assert!(m.apply(&mut gpus).is_empty());
+        assert_eq!(gpus[0].readings.jobs, ["100", "101"]);
+        // An epilog removes the file: the job is gone at once.
+        fs::remove_file(dir.join("0")).unwrap();
+        gpus[0].readings.jobs.clear();
+        m.apply(&mut gpus);
+        assert!(gpus[0].readings.jobs.is_empty());
+        fs::remove_dir_all(&dir).unwrap();
+        let problems = m.apply(&mut gpus);
+        assert_eq!(problems.len(), 1);
+        assert!(m.apply(&mut gpus).is_empty());
+    }
+}

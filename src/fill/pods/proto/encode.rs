@@ -1,0 +1,124 @@
+//! A minimal protobuf writer for tests, fixtures and fuzz seeds: not in a
+//! normal build.
+
+use super::*;
+
+pub fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+pub fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+    varint(out, u64::from(field) << 3 | 2);
+    varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+pub fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
+    varint(out, u64::from(field) << 3);
+    varint(out, v);
+}
+
+fn packed(out: &mut Vec<u8>, field: u32, vs: &[i64]) {
+    if vs.is_empty() {
+        return;
+    }
+    let mut p = Vec::new();
+    for &v in vs {
+        varint(&mut p, v as u64);
+    }
+    bytes(out, field, &p);
+}
+
+fn topology(out: &mut Vec<u8>, field: u32, t: &Option<TopologyInfo>) {
+    if let Some(t) = t {
+        let mut b = Vec::new();
+        for &n in &t.numa_nodes {
+            let mut node = Vec::new();
+            if n != 0 {
+                uint(&mut node, 1, n as u64);
+            }
+            bytes(&mut b, 1, &node);
+        }
+        bytes(out, field, &b);
+    }
+}
+
+fn string(out: &mut Vec<u8>, field: u32, s: &str) {
+    // proto3 leaves empty scalars out.
+    if !s.is_empty() {
+        bytes(out, field, s.as_bytes());
+    }
+}
+
+fn memory(out: &mut Vec<u8>, field: u32, m: &ContainerMemory) {
+    let mut b = Vec::new();
+    string(&mut b, 1, &m.memory_type);
+    if m.size != 0 {
+        uint(&mut b, 2, m.size);
+    }
+    topology(&mut b, 3, &m.topology);
+    bytes(out, field, &b);
+}
+
+pub fn pod(p: &PodResources) -> Vec<u8> {
+    let mut b = Vec::new();
+    string(&mut b, 1, &p.name);
+    string(&mut b, 2, &p.namespace);
+    for c in &p.containers {
+        let mut cb = Vec::new();
+        string(&mut cb, 1, &c.name);
+        for d in &c.devices {
+            let mut db = Vec::new();
+            string(&mut db, 1, &d.resource_name);
+            for id in &d.device_ids {
+                bytes(&mut db, 2, id.as_bytes());
+            }
+            topology(&mut db, 3, &d.topology);
+            bytes(&mut cb, 2, &db);
+        }
+        packed(&mut cb, 3, &c.cpu_ids);
+        for m in &c.memory {
+            memory(&mut cb, 4, m);
+        }
+        for dr in &c.dynamic_resources {
+            let mut drb = Vec::new();
+            string(&mut drb, 2, &dr.claim_name);
+            string(&mut drb, 3, &dr.claim_namespace);
+            for cr in &dr.claim_resources {
+                let mut crb = Vec::new();
+                for cdi in &cr.cdi_devices {
+                    let mut x = Vec::new();
+                    string(&mut x, 1, cdi);
+                    bytes(&mut crb, 1, &x);
+                }
+                string(&mut crb, 2, &cr.driver_name);
+                string(&mut crb, 3, &cr.pool_name);
+                string(&mut crb, 4, &cr.device_name);
+                if let Some(s) = &cr.share_id {
+                    bytes(&mut crb, 5, s.as_bytes());
+                }
+                bytes(&mut drb, 4, &crb);
+            }
+            bytes(&mut cb, 5, &drb);
+        }
+        bytes(&mut b, 3, &cb);
+    }
+    packed(&mut b, 4, &p.cpu_ids);
+    for m in &p.memory {
+        memory(&mut b, 5, m);
+    }
+    b
+}
+
+/// A `ListPodResourcesResponse` of these pods.
+pub fn list(pods: &[PodResources]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in pods {
+        bytes(&mut out, 1, &pod(p));
+    }
+    out
+}
