@@ -77,13 +77,32 @@ pub fn render_with(
     now: Instant,
     out: &mut Vec<u8>,
 ) {
-    let mut w = Writer {
+    render_families(snapshot, fresh.hidden, format, only, out);
+    render_own(snapshot, fresh, http, format, only, now, out);
+}
+
+fn writer(out: &mut Vec<u8>, format: Format) -> Writer<'_> {
+    Writer {
         out,
         om: format == Format::OpenMetrics,
         cached: [(0, 0); CACHED_TARGETS],
-    };
+    }
+}
+
+/// The first part of [`render_with`]: every family that depends on the
+/// snapshot alone (the GPUs', MIG instances', attribution, models'), so
+/// that a gzipped scrape can compress it once per snapshot. With `hidden`
+/// (readings withheld), nothing.
+pub fn render_families(
+    snapshot: &Snapshot,
+    hidden: bool,
+    format: Format,
+    only: Collectors,
+    out: &mut Vec<u8>,
+) {
+    let mut w = writer(out, format);
     let on = snapshot.collectors.and(only);
-    let (gpus, models) = match fresh.hidden {
+    let (gpus, models) = match hidden {
         true => (&[][..], &[][..]),
         false => (&snapshot.gpus[..], &snapshot.models[..]),
     };
@@ -185,7 +204,26 @@ pub fn render_with(
             }
         }
     }
+}
 
+/// The rest of [`render_with`]: the exporter's own families, whose values
+/// (snapshot age, the stall signal, the HTTP counters) are computed as the
+/// scrape is served, then OpenMetrics' `# EOF`.
+pub fn render_own(
+    snapshot: &Snapshot,
+    fresh: Freshness,
+    http: Option<&HttpStats>,
+    format: Format,
+    only: Collectors,
+    now: Instant,
+    out: &mut Vec<u8>,
+) {
+    let mut w = writer(out, format);
+    let on = snapshot.collectors.and(only);
+    let gpus = match fresh.hidden {
+        true => &[][..],
+        false => &snapshot.gpus[..],
+    };
     w.head(&BUILD_INFO);
     w.name(&BUILD_INFO);
     w.open_label("version", env!("CARGO_PKG_VERSION"));

@@ -106,6 +106,8 @@ pub fn respond(
             (resp, buf.len(), false, false, false, Coding::Identity)
         }
         Parsed::Request(req, f) => {
+            let wants_gzip = compressor.is_some() && negotiate(req.accept_encoding) == Coding::Gzip;
+            let mut gzip = compressor.filter(|_| wants_gzip);
             let resp = if policy.access != Access::Allowed {
                 router::refuse(policy.access, out)
             } else if policy.probes_only && !router::is_probe(req.path) {
@@ -114,12 +116,15 @@ pub fn respond(
                 );
                 Response::text(Status::NotFound)
             } else {
-                router::route(&req, ctx, out)
+                router::route(&req, ctx, gzip.as_deref_mut(), out)
             };
-            let coding = match (&compressor, resp.compressible) {
-                (Some(_), true) => negotiate(req.accept_encoding),
-                _ => Coding::Identity,
+            let coding = match resp.compressible && wants_gzip {
+                true => Coding::Gzip,
+                false => Coding::Identity,
             };
+            if let (Coding::Gzip, false, Some(c)) = (coding, resp.gzipped, gzip) {
+                c.compress(out, HEAD_ROOM);
+            }
             (
                 resp,
                 f.consumed,
@@ -131,9 +136,6 @@ pub fn respond(
         }
     };
     let gzipped = coding == Coding::Gzip;
-    if let (true, Some(c)) = (gzipped, compressor) {
-        c.compress(out, HEAD_ROOM);
-    }
     let vary = if resp.compressible {
         coding.headers()
     } else {

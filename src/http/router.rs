@@ -1,6 +1,7 @@
 //! Routes a parsed request to its response body. The body goes straight
 //! into the connection's reused buffer.
 
+use super::gzip::{Compressor, Families};
 use super::{alerts, query, status};
 use crate::collector::Latest;
 use crate::exposition::{self, Format, HttpStats};
@@ -129,6 +130,9 @@ pub struct Response {
     /// Whether its body may go gzipped: the metrics, the status page,
     /// `/alerts` and the runbooks, as the client's `Accept-Encoding` says.
     pub compressible: bool,
+    /// Whether its body is gzipped already (a scrape, from the cached
+    /// families).
+    pub gzipped: bool,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -144,6 +148,7 @@ impl Response {
             content_type: TEXT,
             headers: "",
             compressible: false,
+            gzipped: false,
         }
     }
 
@@ -154,6 +159,7 @@ impl Response {
             content_type,
             headers: "",
             compressible: true,
+            gzipped: false,
         }
     }
 }
@@ -197,8 +203,14 @@ pub fn is_probe(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz")
 }
 
-/// Writes the body for `req` after what `body` holds and says how to head it.
-pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
+/// Writes the body for `req` after what `body` holds and says how to head
+/// it. With `gzip` (the client asked for it), a scrape comes gzipped.
+pub fn route(
+    req: &Request,
+    ctx: &Context,
+    gzip: Option<&mut Compressor>,
+    body: &mut Vec<u8>,
+) -> Response {
     enum Route {
         Metrics,
         Landing,
@@ -241,8 +253,26 @@ pub fn route(req: &Request, ctx: &Context, body: &mut Vec<u8>) -> Response {
             let now = Instant::now();
             let s = &published.snapshot;
             let fresh = s.freshness(now, ctx.bounds);
-            exposition::render_with(s, fresh, Some(&http), format, only, now, body);
-            Response::ok(format.content_type())
+            let Some(gzip) = gzip else {
+                exposition::render_with(s, fresh, Some(&http), format, only, now, body);
+                return Response::ok(format.content_type());
+            };
+            let key = Families {
+                snapshot: s.clone(),
+                hidden: fresh.hidden,
+                format,
+                only,
+            };
+            gzip.scrape(
+                key,
+                body,
+                |out| exposition::render_families(s, fresh.hidden, format, only, out),
+                |out| exposition::render_own(s, fresh, Some(&http), format, only, now, out),
+            );
+            Response {
+                gzipped: true,
+                ..Response::ok(format.content_type())
+            }
         }
         Route::Alerts => {
             let published = ctx.latest.get();
