@@ -171,3 +171,49 @@ fn failure_reasons_show_no_paths_to_strangers() {
     }
     e.wait_log(&format!("{lib}: cannot load NVML"), Duration::from_secs(5));
 }
+
+/// A gzipped scrape is one gzip member: the snapshot's families (cached
+/// once per snapshot) and the exporter's own, rendered per scrape, read
+/// whole by a reader that stops after the first member (curl's and
+/// browsers' do), its CRC-32 and length checked by that reader.
+#[test]
+fn a_gzipped_scrape_reads_whole_with_a_single_member_reader() {
+    use std::io::Read;
+    let e = Exporter::start(&[]);
+    e.wait_first_collection();
+    let families = |body: &str| -> Vec<String> {
+        body.lines()
+            .filter(|l| l.starts_with("# TYPE "))
+            .map(str::to_string)
+            .collect()
+    };
+    for accept in [None, Some("application/openmetrics-text;version=1.0.0")] {
+        let plain = e.metrics(accept).body;
+        // The first renders the families, the next take them from the cache.
+        let mut ages = Vec::new();
+        for _ in 0..3 {
+            let mut s = e.connect();
+            let mut headers = vec![("Accept-Encoding", "gzip")];
+            headers.extend(accept.map(|a| ("Accept", a)));
+            send(&mut s, "GET", "/metrics", &headers);
+            let mut raw = Vec::new();
+            let head = crate::response::read_response_into(&mut s, &mut raw, false);
+            let head_text = std::str::from_utf8(&raw[..head]).unwrap();
+            assert!(head_text.contains("Content-Encoding: gzip"), "{head_text}");
+            let mut body = String::new();
+            flate2::read::GzDecoder::new(&raw[head..])
+                .read_to_string(&mut body)
+                .unwrap();
+            assert_eq!(families(&body), families(&plain), "{accept:?}");
+            assert_eq!(body.ends_with("# EOF\n"), accept.is_some());
+            assert!(body.contains("gpu_up{"));
+            ages.push(crate::common::value(&body, "gpu_exporter_snapshot_age_seconds").unwrap());
+            if accept.is_none() {
+                crate::common::check_metrics(&body);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Rendered per scrape, never served from the cache: the age moves.
+        assert!(ages.windows(2).any(|w| w[0] != w[1]), "{ages:?}");
+    }
+}
