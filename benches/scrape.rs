@@ -230,15 +230,25 @@ fn bench_end_to_end() {
                     .map(|u| u.split('/').next().unwrap().to_string())
             })
             .unwrap();
-        // The floor serves one real response, byte for byte.
-        let mut s = TcpStream::connect(&addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-            .unwrap();
-        let mut response = Vec::new();
-        s.read_to_end(&mut response).unwrap();
-        let response = String::from_utf8(response)
-            .unwrap()
-            .replace("Connection: close\r\n", "");
+        // The floor serves one real response, byte for byte: one with the
+        // GPUs in it, once the first collection is (64 take a while).
+        let started = Instant::now();
+        let response = loop {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .unwrap();
+            let mut response = Vec::new();
+            s.read_to_end(&mut response).unwrap();
+            let response = String::from_utf8(response).unwrap();
+            if response.contains("gpu_up{") {
+                break response.replace("Connection: close\r\n", "");
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no GPUs served"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
         let floor = floor_server(response.clone().into_bytes());
         let (mut a, mut b) = (connect(&addr), connect(&floor));
         let mut z = connect(&addr);
