@@ -106,8 +106,8 @@ pub fn respond(
             (resp, buf.len(), false, false, false, Coding::Identity)
         }
         Parsed::Request(req, f) => {
-            let wants_gzip = compressor.is_some() && negotiate(req.accept_encoding) == Coding::Gzip;
-            let mut gzip = compressor.filter(|_| wants_gzip);
+            // The compressor, when the client asked for gzip.
+            let mut gzip = compressor.filter(|_| negotiate(req.accept_encoding) == Coding::Gzip);
             let resp = if policy.access != Access::Allowed {
                 router::refuse(policy.access, out)
             } else if policy.probes_only && !router::is_probe(req.path) {
@@ -118,7 +118,7 @@ pub fn respond(
             } else {
                 router::route(&req, ctx, gzip.as_deref_mut(), out)
             };
-            let coding = match resp.compressible && wants_gzip {
+            let coding = match resp.compressible && gzip.is_some() {
                 true => Coding::Gzip,
                 false => Coding::Identity,
             };
