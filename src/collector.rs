@@ -278,8 +278,20 @@ impl Collector {
         }
     }
 
-    fn start(&mut self, rules: Vec<Rule>, first: bool, work: &SyncSender<Work>) {
+    fn start(&mut self, rules: Vec<Rule>, first: bool, latest: &Latest, work: &SyncSender<Work>) {
         let replay = self.history(unix_now());
+        if let Some(r) = &replay {
+            // Replaying from now on, before any collection is published:
+            // else /readyz would say ready between the first collection
+            // and the evaluator's first word on the replay.
+            let total = r.steps.len() as u64;
+            let p = Progress {
+                done: 0,
+                total,
+                first,
+            };
+            latest.set_alerts(Vec::new(), Some(p));
+        }
         let _ = work.send(Work::Start {
             rules,
             replay,
@@ -287,7 +299,7 @@ impl Collector {
         });
     }
 
-    fn reload(&mut self, r: Reload, work: &SyncSender<Work>) {
+    fn reload(&mut self, r: Reload, latest: &Latest, work: &SyncSender<Work>) {
         match r.source {
             Some(source) => {
                 self.source = source;
@@ -297,7 +309,7 @@ impl Collector {
             None => self.source.forget(),
         }
         let n = r.rules.len();
-        self.start(r.rules, false, work);
+        self.start(r.rules, false, latest, work);
         log::info!("reloaded: {n} rules");
     }
 
@@ -312,11 +324,11 @@ impl Collector {
         reloads: Receiver<Reload>,
         work: SyncSender<Work>,
     ) {
-        self.start(rules, true, &work);
+        self.start(rules, true, &latest, &work);
         let mut next = Instant::now();
         loop {
             while let Ok(r) = reloads.try_recv() {
-                self.reload(r, &work);
+                self.reload(r, &latest, &work);
             }
             let s = Arc::new(self.collect_at(unix_now()));
             latest.set_snapshot(s.clone());
@@ -332,5 +344,49 @@ impl Collector {
                 next = now;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::SourceKind;
+    use crate::source::sim::{Scenario, Sim};
+    use std::sync::mpsc;
+
+    /// Readiness waits for the replay at start: it is marked before the
+    /// first collection is published, not when the evaluator gets to it
+    /// (here it never does), so `/readyz` never says ready, then not.
+    #[test]
+    fn the_replay_at_start_is_published_before_the_first_collection() {
+        let scenario = Scenario::parse(r#"{"gpus":[{}]}"#).unwrap();
+        let sim = Sim::new(scenario, unix_now());
+        let latest = Arc::new(Latest::new(Published {
+            snapshot: Arc::new(Snapshot::starting(SourceKind::Sim)),
+            alerts: Default::default(),
+            replay: None,
+        }));
+        let (_reload, reloads) = mpsc::channel();
+        let (work, work_rx) = mpsc::sync_channel(QUEUE);
+        let shared = latest.clone();
+        let collector = Collector::new(Box::new(sim), Duration::from_millis(50));
+        let thread = std::thread::spawn(move || collector.run(Vec::new(), shared, reloads, work));
+        let started = Instant::now();
+        while latest.get().snapshot.is_starting() {
+            assert!(started.elapsed() < Duration::from_secs(30), "no collection");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let replay = latest.get().replay.expect("the replay is marked");
+        assert!(
+            replay.first && replay.done == 0 && replay.total > 0,
+            "{replay:?}"
+        );
+        assert!(matches!(
+            work_rx.recv(),
+            Ok(Work::Start { first: true, .. })
+        ));
+        // The evaluator gone, the collector ends.
+        drop(work_rx);
+        thread.join().unwrap();
     }
 }
