@@ -74,7 +74,7 @@ pub fn load(e: &Exporter, n: usize) {
 }
 
 #[test]
-fn peak_memory_stays_under_4_mib_and_flat_under_load() {
+fn peak_memory_stays_under_5_mib_and_flat_under_load() {
     let fleet = eight_gpus();
     let e = Exporter::start_binary(release_binary(), &["--sim.scenario", &fleet]);
     let started = Instant::now();
@@ -89,7 +89,9 @@ fn peak_memory_stays_under_4_mib_and_flat_under_load() {
         "100,000 scrapes over 64 connections in {:?}: VmHWM {hwm} KiB, VmRSS {rss_first} KiB after the first 10,000, {rss_last} KiB after the last",
         started.elapsed()
     );
-    assert!(hwm * 1024 <= 4 * MIB, "VmHWM {hwm} KiB");
+    // 4 MiB until the shipped build took the toolchain's std as it ships
+    // (its larger text and libgcc_s: about 450 KiB more mapped).
+    assert!(hwm * 1024 <= 5 * MIB, "VmHWM {hwm} KiB");
     // Flat: a leak of anything per scrape would show in megabytes over
     // 100,000 scrapes of 50 KB. What remains is the allocator settling over
     // its first seconds (under 150 KiB, then level: benches/README.md).
