@@ -9,9 +9,9 @@
 //! distinct windows (60 of them), thresholds and `for`s, so that neither
 //! the expression cache nor a few shared windows make it cheap.
 
-use gpu_exporter::internals::alerting::settled;
 use gpu_exporter::internals::alerts::file::load;
-use gpu_exporter::internals::collector::Collector;
+use gpu_exporter::internals::judge::settled;
+use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::snapshot::Bounds;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
@@ -64,7 +64,7 @@ fn replay(n: usize) -> f64 {
     let rules = load(&rules(n)).unwrap();
     assert_eq!(rules.len(), n);
     let started = Instant::now();
-    let mut c = Collector::new(Box::new(Sim::new(scenario, T0)), Duration::from_secs(1));
+    let mut c = Poller::new(Box::new(Sim::new(scenario, T0)), Duration::from_secs(1));
     let bounds = Bounds::new(Duration::from_secs(1), Duration::from_secs(60));
     let (p, e) = settled(&mut c, rules, bounds, T0);
     let secs = started.elapsed().as_secs_f64();

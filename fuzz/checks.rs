@@ -8,7 +8,6 @@
 
 use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::alerts;
-use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::exposition::{self, Format};
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
@@ -16,6 +15,7 @@ use gpu_exporter::internals::fill::workload;
 use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
+use gpu_exporter::internals::poller::{Latest, Poller, Published};
 use gpu_exporter::internals::snapshot::{Bounds, Freshness, Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -70,7 +70,7 @@ fn context() -> &'static Context {
     CTX.get_or_init(|| {
         let source = Box::new(Sim::new(Scenario::default_fleet(), T0));
         let mut evaluator = alerts::Evaluator::new(alerts::rules::defaults());
-        let mut collector = Collector::new(source, Duration::from_secs(5));
+        let mut collector = Poller::new(source, Duration::from_secs(5));
         let first = collector.collect_at(T0);
         evaluator.eval(&first);
         Context {

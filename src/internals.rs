@@ -23,8 +23,8 @@ pub mod fleet {
     pub use crate::fleet::*;
 }
 /// Which source serves.
-pub mod select {
-    pub use crate::select::*;
+pub mod pipeline {
+    pub use crate::pipeline::*;
 }
 /// Exposition.
 pub mod exposition {
@@ -43,13 +43,13 @@ pub mod process {
 pub mod web {
     pub use crate::web::*;
 }
-/// The collector.
-pub mod collector {
-    pub use crate::collector::*;
+/// The poller thread.
+pub mod poller {
+    pub use crate::poller::*;
 }
 /// The alert evaluator's thread.
-pub mod alerting {
-    pub use crate::alerting::*;
+pub mod judge {
+    pub use crate::judge::*;
 }
 /// HTTP.
 pub mod http {

@@ -1,6 +1,6 @@
 //! gpu-exporter: source → snapshot → exposition / alerts → http.
 //!
-//! A collector thread reads the source and publishes complete snapshots;
+//! A poller thread reads the source and publishes complete snapshots;
 //! the HTTP side (one smol executor on the main thread) only ever renders
 //! the newest one, so a slow source never delays a scrape.
 //!
@@ -29,13 +29,13 @@ mod process;
 mod source;
 #[cfg(feature = "tls")]
 mod web;
-// Floor 4: the collector, and which source and fillers it reads.
-mod collector;
-mod select;
+// Floor 4: the poller, and which source and fillers it reads.
+mod pipeline;
+mod poller;
 // Floor 5: what serves or judges a published snapshot: HTTP, the seed
-// table, the alert evaluator's thread.
-mod alerting;
+// table, the judge (the alert evaluator's thread).
 mod http;
+mod judge;
 mod table;
 // Floor 6: the wiring.
 mod app;

@@ -341,7 +341,7 @@ pub struct Gpu {
     pub mig: Vec<MigInstance>,
 }
 
-/// The exporter's own process, read from /proc by the collector.
+/// The exporter's own process, read from /proc by the poller.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct ProcessStats {
     pub resident_memory_bytes: Option<f64>,
@@ -418,7 +418,7 @@ impl Timings {
     }
 }
 
-/// What one collection produced. The collector stamps timing and outcome.
+/// What one collection produced. The poller stamps timing and outcome.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub gpus: Vec<Gpu>,
@@ -522,7 +522,7 @@ impl Bounds {
 
 /// How a snapshot's readings stand at a moment, worked out the same way
 /// where they are served (HTTP) and where they are evaluated (the alert
-/// evaluator's thread), never on the collector thread, which may be stuck.
+/// evaluator's thread), never on the poller thread, which may be stuck.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Freshness {
     /// A collection has run past [`Bounds::stall_after`]: served as a

@@ -4,7 +4,7 @@
 use crate::alerts::rules::TTFT_OBJECTIVE;
 use crate::alerts::{Alert, Evaluator, Signal, State, Subject};
 use crate::base::units::GIB;
-use crate::collector::Published;
+use crate::poller::Published;
 use std::fmt::Write;
 use std::time::Duration;
 

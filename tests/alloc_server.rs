@@ -15,15 +15,15 @@
 //!   share.
 
 use gpu_exporter::config::Limits;
-use gpu_exporter::internals::alerting::settled;
 use gpu_exporter::internals::alerts::rules::defaults;
-use gpu_exporter::internals::collector::{Collector, Latest, Published};
 use gpu_exporter::internals::http::conn::{Policy, answer, respond};
 use gpu_exporter::internals::http::guard::Guard;
 #[cfg(feature = "tls")]
 use gpu_exporter::internals::http::guard::Shared;
 use gpu_exporter::internals::http::gzip::Compressor;
 use gpu_exporter::internals::http::{Context, Server};
+use gpu_exporter::internals::judge::settled;
+use gpu_exporter::internals::poller::{Latest, Poller, Published};
 use gpu_exporter::internals::snapshot::Bounds;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::io::Write;
@@ -62,7 +62,7 @@ fn published(gpus: usize) -> Published {
     let list = vec![r#"{"xid":79,"xid_every":"60s"}"#; gpus].join(",");
     let scenario =
         Scenario::parse(&format!(r#"{{"gpus":[{list}],"models":[{{"name":"m"}}]}}"#)).unwrap();
-    let mut c = Collector::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
+    let mut c = Poller::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
     settled(&mut c, defaults(), bounds(), t0).0
 }
 
@@ -109,7 +109,7 @@ fn attributed() -> Context {
     use gpu_exporter::config::{Collector::Processes, Collectors};
     use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
     let t0 = 1.8e9;
-    let mut c = Collector::new(
+    let mut c = Poller::new(
         Box::new(Sim::new(Scenario::default_fleet(), t0)),
         Duration::from_secs(1),
     )

@@ -4,8 +4,8 @@
 //! (`nvlink_link`) are outside it, as their help says.
 
 use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::collector::Collector;
 use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::nvml::{Nvml, Options};
@@ -57,7 +57,7 @@ fn an_h100_renders_at_most_90_series() {
         Scenario::parse(r#"{"gpus":[{"xid":79,"xid_every":"10s"}]}"#).unwrap(),
     ] {
         let t0 = 1.8e9;
-        let mut c = Collector::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
+        let mut c = Poller::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
         c.collect_at(t0 - 60.0);
         let per = series(&c.collect_at(t0));
         println!("series per simulated H100: {per:?}");

@@ -4,8 +4,8 @@
 //! membership) render alike, so the two mappings agree.
 
 use gpu_exporter::config::{Collector, Collectors};
-use gpu_exporter::internals::collector::Collector as Thread;
 use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::snapshot::{Health, NvlinkLink, Snapshot};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::time::Duration;
@@ -15,7 +15,7 @@ use std::time::Duration;
 fn full() -> Snapshot {
     let t0 = 1.8e9;
     let sim = Sim::new(Scenario::default_fleet(), t0);
-    let mut c = Thread::new(Box::new(sim), Duration::from_secs(1)).with_collectors(Collectors::ALL);
+    let mut c = Poller::new(Box::new(sim), Duration::from_secs(1)).with_collectors(Collectors::ALL);
     c.collect_at(t0 - 30.0);
     let mut s = c.collect_at(t0);
     let h: &mut Health = &mut s.gpus[0].readings.health;

@@ -3,7 +3,7 @@
 //! none fires on the healthy default fleet.
 
 use gpu_exporter::internals::alerts::{Evaluator, State, Subject, rules::defaults};
-use gpu_exporter::internals::collector::Collector;
+use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -26,7 +26,7 @@ const T0: f64 = 1.8e9;
 /// The firing (rule, GPU) pairs after `minutes` of `scenario`, collected
 /// every 15 s from the start of serving.
 fn firing(scenario: Scenario, minutes: u64) -> BTreeSet<(String, u32)> {
-    let mut c = Collector::new(Box::new(Sim::new(scenario, T0)), Duration::from_secs(15));
+    let mut c = Poller::new(Box::new(Sim::new(scenario, T0)), Duration::from_secs(15));
     let mut e = Evaluator::new(defaults());
     for step in 0..=minutes * 4 {
         e.eval(&c.collect_at(T0 + step as f64 * 15.0));
@@ -89,7 +89,7 @@ fn the_healthy_default_fleet_fires_no_health_rule() {
 #[test]
 fn a_preallocated_engine_is_not_fragmentation() {
     let scenario = Scenario::parse(include_str!("../scenarios/preallocated.json")).unwrap();
-    let mut c = Collector::new(
+    let mut c = Poller::new(
         Box::new(Sim::new(scenario.clone(), T0)),
         Duration::from_secs(15),
     );
@@ -117,7 +117,7 @@ fn the_lost_gpus_xid_page_is_marked_muted() {
         r#"{"gpus":[{},{}],"incidents":[{"at":"30s","gpu":1,"xid":79},{"at":"60s","gpu":1,"lost":true}]}"#,
     )
     .unwrap();
-    let mut c = Collector::new(Box::new(Sim::new(scenario, T0)), Duration::from_secs(15));
+    let mut c = Poller::new(Box::new(Sim::new(scenario, T0)), Duration::from_secs(15));
     let mut e = Evaluator::new(defaults());
     for step in 0..=12 {
         e.eval(&c.collect_at(T0 + step as f64 * 15.0));

@@ -32,13 +32,13 @@ const FLOORS: &[(&str, u8)] = &[
     ("process", 3),
     // The web config file: TLS, basic auth (built with the `tls` feature).
     ("web", 3),
-    // The collector, and which source and fillers it reads.
-    ("collector", 4),
-    ("select", 4),
+    // The poller, and which source and fillers it reads.
+    ("poller", 4),
+    ("pipeline", 4),
     // What serves or judges a published snapshot: HTTP, the seed table,
     // the alert evaluator's thread.
     ("http", 5),
-    ("alerting", 5),
+    ("judge", 5),
     ("table", 5),
     // The wiring, and what only lists or re-exports modules.
     ("app", 6),
@@ -320,7 +320,7 @@ fn the_checker_reads_use_trees_and_resolves_paths() {
     assert!(refs.iter().any(|p| p[0] == "snapshot"));
     // A made-up breach is seen: floor 3 naming floor 4.
     assert_eq!(floor("alerts"), 3);
-    assert!(floor("collector") >= floor("alerts"));
+    assert!(floor("poller") >= floor("alerts"));
 }
 
 /// Each module the README's module table lists, with its floor.

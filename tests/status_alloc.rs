@@ -5,10 +5,10 @@
 
 use gpu_exporter::config::Collector::Processes;
 use gpu_exporter::config::Collectors;
-use gpu_exporter::internals::alerting::settled;
 use gpu_exporter::internals::alerts::{Severity, State, rules::defaults};
-use gpu_exporter::internals::collector::{Collector, Published};
 use gpu_exporter::internals::http::status::render;
+use gpu_exporter::internals::judge::settled;
+use gpu_exporter::internals::poller::{Poller, Published};
 use gpu_exporter::internals::snapshot::Bounds;
 use gpu_exporter::internals::snapshot::{MigInstance, Readings};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -26,7 +26,7 @@ static GLOBAL: Counting = Counting;
 fn published() -> Published {
     let t0 = 1.8e9;
     let sim = Sim::new(Scenario::default_fleet(), t0);
-    let mut c = Collector::new(Box::new(sim), Duration::from_secs(1))
+    let mut c = Poller::new(Box::new(sim), Duration::from_secs(1))
         .with_collectors(Collectors::DEFAULT.with(Processes));
     settled(&mut c, defaults(), bounds(), t0).0
 }

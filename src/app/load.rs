@@ -5,8 +5,8 @@
 use crate::alerts::{self, Rule};
 use crate::base::file::{MAX_JSON_BYTES, read_config};
 use crate::base::time::unix_now;
-use crate::collector::Reload;
 use crate::config::{Config, ConfigError};
+use crate::poller::Reload;
 use crate::source::Source;
 use crate::source::sim::{Scenario, Sim};
 use std::path::Path;
@@ -45,7 +45,7 @@ pub fn rules(config: &Config) -> Result<Vec<Rule>, ConfigError> {
 }
 
 /// SIGHUP: re-reads the rules file and, for the simulator, the scenario,
-/// and hands them to the collector. A bad file keeps the old ones.
+/// and hands them to the poller. A bad file keeps the old ones.
 fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
     let read = || -> Result<Reload, ConfigError> {
         let rules = rules(config)?;
@@ -71,7 +71,7 @@ fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
 /// Starts the thread that reloads on each message; the HTTP thread only
 /// sends one per SIGHUP, so a slow file never delays a scrape. SIGHUPs
 /// that arrive during a reload make one more reload, not one each.
-/// `simulated`: whether the simulator serves, known once the collector
+/// `simulated`: whether the simulator serves, known once the poller
 /// has built the source.
 pub fn reloader(
     config: Config,

@@ -1,17 +1,17 @@
-//! The wiring: check the configuration, start the collector thread, serve
+//! The wiring: check the configuration, start the poller thread, serve
 //! until a signal says stop.
 
 mod load;
 mod signals;
 
-use crate::alerting::{self, Alerting};
 use crate::alerts::{self, promql};
 use crate::base::time::unix_now;
-use crate::collector::{self, Collector, Latest, Published};
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::http::{self, Server};
+use crate::judge::{self, Judge};
+use crate::poller::{self, Latest, Poller, Published};
 use crate::snapshot::{Bounds, Snapshot};
-use crate::{select, table};
+use crate::{pipeline, table};
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ impl From<ConfigError> for Error {
 ///
 /// Serving starts before the first collection: the listener, `/healthz`
 /// and the metrics answer at once, whatever the source does, and the
-/// collector thread loads the source, replays the simulator's history and
+/// poller thread loads the source, replays the simulator's history and
 /// collects behind them (`--once` does all that first, then prints).
 pub fn run(config: Config) -> Result<u8, Error> {
     // Everything that can be wrong with the configuration fails here,
@@ -70,7 +70,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
         };
         (Some(bind("--web.listen-address", config.listen)?), probes)
     };
-    let plan = select::plan(&config, scenario)?;
+    let plan = pipeline::plan(&config, scenario)?;
     for r in &rules {
         let off: Vec<&str> = r
             .needs()
@@ -113,12 +113,12 @@ pub fn run(config: Config) -> Result<u8, Error> {
         replay: None,
     }));
     let (reloads, reload_rx) = mpsc::channel();
-    let (work, work_rx) = mpsc::sync_channel(collector::QUEUE);
-    // Whether the simulator serves: known once the collector has built the
+    let (work, work_rx) = mpsc::sync_channel(poller::QUEUE);
+    // Whether the simulator serves: known once the poller has built the
     // source (`auto` decides there), and read by SIGHUP.
     let simulated = Arc::new(AtomicBool::new(false));
     let sim_flag = simulated.clone();
-    let alerting = Alerting {
+    let alerting = Judge {
         latest: latest.clone(),
         bounds,
         tick: config.interval,
@@ -129,23 +129,23 @@ pub fn run(config: Config) -> Result<u8, Error> {
         })),
     };
     std::thread::Builder::new()
-        .name("alerts".into())
+        .name("judge".into())
         .spawn(move || alerting.run(work_rx))
         .map_err(|e| Error::Runtime(format!("cannot start the alert evaluator: {e}")))?;
-    let for_collector = latest.clone();
+    let for_poller = latest.clone();
     let sim_flag = simulated.clone();
     let interval = config.interval;
     std::thread::Builder::new()
-        .name("collector".into())
+        .name("poller".into())
         .spawn(move || {
             let source = plan.build(unix_now());
             sim_flag.store(source.kind() == SourceKind::Sim, Ordering::Relaxed);
-            Collector::new(source, interval)
+            Poller::new(source, interval)
                 .with_collectors(collectors)
                 .with_pod_labels(pod_labels)
-                .run(rules, for_collector, reload_rx, work)
+                .run(rules, for_poller, reload_rx, work)
         })
-        .map_err(|e| Error::Runtime(format!("cannot start the collector: {e}")))?;
+        .map_err(|e| Error::Runtime(format!("cannot start the poller thread: {e}")))?;
     log::info!(
         "serving GPU metrics on {}",
         url(config.scheme(), addr, &config.telemetry_path)
@@ -188,12 +188,12 @@ pub fn run(config: Config) -> Result<u8, Error> {
 }
 
 /// `--once`: the source's past replayed, one collection, the table.
-fn once(plan: select::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds: Bounds) -> u8 {
+fn once(plan: pipeline::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds: Bounds) -> u8 {
     let t0 = unix_now();
-    let mut collector = Collector::new(plan.build(t0), config.interval)
+    let mut poller = Poller::new(plan.build(t0), config.interval)
         .with_collectors(config.collectors)
         .with_pod_labels(config.kubernetes.pod_labels);
-    let (p, evaluator) = alerting::settled(&mut collector, rules, bounds, t0);
+    let (p, evaluator) = judge::settled(&mut poller, rules, bounds, t0);
     log::info!(
         "alerts: {} rules; their history holds {} bytes",
         evaluator.rules().len(),

@@ -1,6 +1,6 @@
 //! Fillers: readers of what a real source cannot see, laid over the fleet
 //! it collected. Each lives in its own file behind the small [`Filler`]
-//! trait; like sources, they run on the collector thread.
+//! trait; like sources, they run on the poller thread.
 
 pub mod cgroup;
 pub mod jobs;
@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::time::UNIX_EPOCH;
 
 /// `O_NONBLOCK` on Linux (x86-64 and aarch64), for files that must never
-/// block the collector: std has no constant for it.
+/// block the poller: std has no constant for it.
 const O_NONBLOCK: i32 = 0o4000;
 
 /// Fills readings the source left out.
@@ -97,7 +97,7 @@ impl<T> Files<T> {
                 Err(e) => Err(format!("unreadable: {e}")),
                 Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
                 // Non-blocking, and checked again once open: a FIFO swapped
-                // in after the stat must not block the collector.
+                // in after the stat must not block the poller.
                 Ok(m) => match fs::OpenOptions::new()
                     .read(true)
                     .custom_flags(O_NONBLOCK)

@@ -1,7 +1,7 @@
 //! HTTP/1.1 over httparse: the accept loop, one task per connection, and
 //! the routes. No framework.
 
-pub mod alerts;
+pub mod alerts_api;
 pub mod conn;
 pub mod deadline;
 pub mod guard;

@@ -2,9 +2,9 @@
 //! into the connection's reused buffer.
 
 use super::gzip::{Compressor, Families};
-use super::{alerts, query, status};
-use crate::collector::Latest;
+use super::{alerts_api, query, status};
 use crate::exposition::{self, Format, HttpStats};
+use crate::poller::Latest;
 use crate::snapshot::Bounds;
 use std::io::Write;
 use std::sync::Arc;
@@ -276,7 +276,7 @@ pub fn route(
         }
         Route::Alerts => {
             let published = ctx.latest.get();
-            alerts::write_json(&published, &ctx.runbook_base, body);
+            alerts_api::write_json(&published, &ctx.runbook_base, body);
             Response::ok("application/json")
         }
         Route::Runbook(text) => {

@@ -11,8 +11,8 @@ use super::router::without_paths;
 use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
-use crate::collector::Published;
 use crate::config::SourceKind;
+use crate::poller::Published;
 use crate::snapshot::{Bounds, Gpu, Readings, TTFT_SLO_SECONDS};
 use std::time::Instant;
 

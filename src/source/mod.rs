@@ -1,5 +1,5 @@
 //! Sources read the fleet. Each one lives in its own file behind the small
-//! [`Source`] trait; blocking calls happen here, on the collector thread,
+//! [`Source`] trait; blocking calls happen here, on the poller thread,
 //! never on a scrape.
 
 pub mod nvml;

@@ -25,7 +25,7 @@ fn a_hung_collection_never_blocks_a_scrape() {
     e.wait_for("/metrics", Duration::from_secs(15), |b| {
         value(b, "gpu_exporter_snapshot_age_seconds").is_some_and(|age| age >= 2.0)
     });
-    // The collector is stuck in the hang: scrapes still answer at once,
+    // The poller is stuck in the hang: scrapes still answer at once,
     // with the readings growing stale.
     let t = Instant::now();
     let body = e.metrics(None).body;

@@ -517,7 +517,7 @@ fn hangs_failures_and_a_dead_exporter_are_loud_in_both_evaluators() {
     };
     // The lost GPU pages.
     both(&mut prom, &["GPULost"], 10.0, &|_| true);
-    // During the hang: the stall alert fires in both, while the collector
+    // During the hang: the stall alert fires in both, while the poller
     // is stuck; past max-stale the readings go, ExporterBlind pages, and
     // GPULost keeps firing without its series.
     both(

@@ -81,7 +81,7 @@ pub fn check_path(path: &Path) -> Result<(), String> {
 }
 
 /// Opens without blocking: a read of `/dev/kmsg` with nothing new returns
-/// EAGAIN instead of blocking the collector.
+/// EAGAIN instead of blocking the poller.
 fn open(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .read(true)

@@ -1,8 +1,8 @@
 //! The refresher and the filler. A thread of its own (`kubelet-refresh`)
 //! lists the kubelet's pods every refresh interval, each call bounded by a
 //! timeout, and publishes the last good listing; the filler, on the
-//! collector thread, matches that listing to each collection's GPUs. A
-//! scrape never waits for the kubelet: it renders what the collector
+//! poller thread, matches that listing to each collection's GPUs. A
+//! scrape never waits for the kubelet: it renders what the poller
 //! published, and a kubelet that hangs, restarts or answers garbage only
 //! leaves the listing stale (its age in
 //! `gpu_exporter_kubelet_last_success_timestamp_seconds`).

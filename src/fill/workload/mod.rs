@@ -85,7 +85,7 @@ pub const MAX_FILE_BYTES: u64 = 64 * 1024;
 /// leak of files, not a workload.
 pub const MAX_FILES: usize = 1024;
 /// Directory entries looked at per collection, temporary files included,
-/// so a directory flooded with other names cannot stall the collector.
+/// so a directory flooded with other names cannot stall the poller.
 pub const MAX_ENTRIES: usize = 8 * MAX_FILES;
 
 /// What one [`WorkloadStats::apply`] did; the filler logs it.

@@ -424,7 +424,7 @@ unsafe extern "C" {
 }
 
 /// Has every child `cmd` starts receive SIGKILL when the thread that
-/// started it ends (the collector's, which ends only with the process), so
+/// started it ends (the poller's, which ends only with the process), so
 /// a child never outlives the exporter, even one killed with SIGKILL.
 pub fn die_with_parent(cmd: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;

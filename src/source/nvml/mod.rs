@@ -218,7 +218,7 @@ impl Nvml {
         };
         // Capped at a day too, so that adding it to now cannot overflow.
         let delay = delay.min(self.options.retry_max).min(MAX_RETRY);
-        // The collector logs the failure, quietly; the wait is detail.
+        // The poller logs the failure, quietly; the wait is detail.
         log::debug!("source nvml: {reason}; retrying in {delay:?}");
         let error = SourceError(self.retrying(&reason));
         self.state = State::Down {

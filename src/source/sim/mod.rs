@@ -1,7 +1,7 @@
 //! The simulated fleet: deterministic, with scripted incidents and its own
 //! clock. Its default is the seed lab's four GPUs (`scenarios/default.json`).
 //!
-//! Time: `t0` is when serving starts. The collector replays
+//! Time: `t0` is when serving starts. The poller replays
 //! [`Source::history_seconds`] of the past through the alert evaluator
 //! before serving, so `for` durations and windows have filled by the first
 //! scrape. Incidents are scripted at offsets from `t0`.

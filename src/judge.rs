@@ -1,5 +1,5 @@
-//! The alert evaluator's thread. It replays the source's past (the
-//! simulator's three days) while the collector already serves live
+//! The judge: the alert evaluator's thread. It replays the source's past (the
+//! simulator's three days) while the poller already serves live
 //! collections, then evaluates each collection as it comes; while none
 //! comes (a hung collection), it evaluates the stall itself every interval,
 //! from the newest snapshot and the same [`Freshness`] the HTTP side
@@ -8,7 +8,7 @@
 
 use crate::alerts::{Evaluator, Rule, Subject, Transition, WORKLOADS, expand};
 use crate::base::time::unix_now;
-use crate::collector::{Collector, Latest, Progress, Published, Replay, Work};
+use crate::poller::{Latest, Poller, Progress, Published, Replay, Work};
 use crate::snapshot::{Bounds, Freshness, Gpu, Snapshot};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -21,7 +21,7 @@ const PROGRESS_EVERY: usize = 256;
 /// collection evaluated: the seed table, the history's size.
 pub type OnReady = Box<dyn FnOnce(&Published, &Evaluator) + Send>;
 
-pub struct Alerting {
+pub struct Judge {
     pub latest: Arc<Latest>,
     pub bounds: Bounds,
     /// How often a stall is evaluated: the collection interval.
@@ -42,20 +42,20 @@ pub fn replay(evaluator: &mut Evaluator, mut replay: Replay, mut progress: impl 
     }
 }
 
-/// A new evaluator of `rules` that has replayed the collector's past (the
+/// A new evaluator of `rules` that has replayed the poller's past (the
 /// simulator's), and the collection at `t0` it then judged: what `--once`
 /// prints, and where tests start from.
 pub fn settled(
-    collector: &mut Collector,
+    poller: &mut Poller,
     rules: Vec<Rule>,
     bounds: Bounds,
     t0: f64,
 ) -> (Published, Evaluator) {
     let mut evaluator = Evaluator::new(rules);
-    if let Some(past) = collector.history(t0) {
+    if let Some(past) = poller.history(t0) {
         replay(&mut evaluator, past, |_, _| {});
     }
-    let s = collector.collect_at(t0);
+    let s = poller.collect_at(t0);
     log_transitions(
         &evaluator.eval_at(&s, s.at, s.freshness(s.finished, bounds)),
         &s.gpus,
@@ -69,12 +69,12 @@ pub fn settled(
     (p, evaluator)
 }
 
-impl Alerting {
+impl Judge {
     fn publish(&self, evaluator: &Evaluator, replay: Option<Progress>) {
         self.latest.set_alerts(evaluator.alerts(), replay);
     }
 
-    /// Evaluates what `work` hands over until the collector is gone.
+    /// Evaluates what `work` hands over until the poller is gone.
     pub fn run(mut self, work: Receiver<Work>) {
         let mut evaluator = Evaluator::new(Vec::new());
         let mut last = Instant::now();

@@ -1,13 +1,13 @@
-//! The collector thread: read the source, stamp the snapshot, publish it
-//! and hand it to the alert evaluator's thread (`alerting`). Scrapes only
-//! ever read what was last published; the collector never evaluates, so a
+//! The poller thread: read the source, stamp the snapshot, publish it
+//! and hand it to the alert evaluator's thread (`judge`). Scrapes only
+//! ever read what was last published; the poller never evaluates, so a
 //! hung source stops collections and nothing else.
 
 use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Rule};
 use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
-use crate::config::{Collector as Named, Collectors};
+use crate::config::{Collector, Collectors};
 use crate::process;
 use crate::snapshot::{Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
 use crate::source::Source;
@@ -33,7 +33,7 @@ pub struct Published {
     pub replay: Option<Progress>,
 }
 
-/// The one cell shared between the collector, the evaluator and the server.
+/// The one cell shared between the poller, the evaluator and the server.
 pub struct Latest(Mutex<Arc<Published>>);
 
 impl Latest {
@@ -69,7 +69,7 @@ impl Latest {
     }
 }
 
-/// What SIGHUP hands the collector: new rules, and for the simulator a new
+/// What SIGHUP hands the poller: new rules, and for the simulator a new
 /// source built from the re-read scenario.
 pub struct Reload {
     pub rules: Vec<Rule>,
@@ -96,7 +96,7 @@ impl Replay {
                 retain(&mut gpus, self.collectors);
                 s.gpus = gpus;
                 s.error = None;
-                if self.collectors.has(Named::Models) {
+                if self.collectors.has(Collector::Models) {
                     s.models = self.source.models();
                 }
             }
@@ -153,7 +153,7 @@ fn retain(gpus: &mut [crate::snapshot::Gpu], on: Collectors) {
     }
 }
 
-pub struct Collector {
+pub struct Poller {
     source: Box<dyn Source>,
     interval: Duration,
     /// The last good fleet, served while collections fail; the HTTP side
@@ -168,9 +168,9 @@ pub struct Collector {
     pod_labels: bool,
 }
 
-impl Collector {
-    pub fn new(source: Box<dyn Source>, interval: Duration) -> Collector {
-        Collector {
+impl Poller {
+    pub fn new(source: Box<dyn Source>, interval: Duration) -> Poller {
+        Poller {
             source,
             interval,
             last_good: None,
@@ -181,13 +181,13 @@ impl Collector {
     }
 
     /// Runs only `collectors` (the default: [`Collectors::DEFAULT`]).
-    pub fn with_collectors(mut self, collectors: Collectors) -> Collector {
+    pub fn with_collectors(mut self, collectors: Collectors) -> Poller {
         self.collectors = collectors;
         self
     }
 
     /// Puts each GPU's pods on its series (`--kubernetes.pod-labels`).
-    pub fn with_pod_labels(mut self, on: bool) -> Collector {
+    pub fn with_pod_labels(mut self, on: bool) -> Poller {
         self.pod_labels = on;
         self
     }
@@ -230,7 +230,7 @@ impl Collector {
                 retain(&mut gpus, on);
                 let s = Snapshot {
                     gpus,
-                    models: if on.has(Named::Models) {
+                    models: if on.has(Collector::Models) {
                         self.source.models()
                     } else {
                         Vec::new()
@@ -369,8 +369,8 @@ mod tests {
         let (_reload, reloads) = mpsc::channel();
         let (work, work_rx) = mpsc::sync_channel(QUEUE);
         let shared = latest.clone();
-        let collector = Collector::new(Box::new(sim), Duration::from_millis(50));
-        let thread = std::thread::spawn(move || collector.run(Vec::new(), shared, reloads, work));
+        let poller = Poller::new(Box::new(sim), Duration::from_millis(50));
+        let thread = std::thread::spawn(move || poller.run(Vec::new(), shared, reloads, work));
         let started = Instant::now();
         while latest.get().snapshot.is_starting() {
             assert!(started.elapsed() < Duration::from_secs(30), "no collection");
@@ -385,7 +385,7 @@ mod tests {
             work_rx.recv(),
             Ok(Work::Start { first: true, .. })
         ));
-        // The evaluator gone, the collector ends.
+        // The evaluator gone, the poller ends.
         drop(work_rx);
         thread.join().unwrap();
     }

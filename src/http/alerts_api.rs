@@ -6,7 +6,7 @@
 
 use crate::alerts::{Subject, WORKLOADS, expand};
 use crate::base::time::rfc3339;
-use crate::collector::Published;
+use crate::poller::Published;
 use std::io::Write;
 
 /// The alerts of `p`; those about a GPU with a `workloads` annotation,
@@ -119,8 +119,8 @@ mod shape {
     use super::*;
     use crate::alerts::eval::Muted;
     use crate::alerts::{Alert, State, Subject, rules::defaults};
-    use crate::collector::Progress;
     use crate::config::SourceKind;
+    use crate::poller::Progress;
     use crate::snapshot::Snapshot;
     use std::sync::Arc;
 

@@ -7,7 +7,7 @@
 //!
 //! [`plan`] checks the flags without loading or running anything, so a bad
 //! one fails before serving starts; [`Plan::build`] then loads NVML or
-//! probes for nvidia-smi, which may block, on the collector thread.
+//! probes for nvidia-smi, which may block, on the poller thread.
 
 use crate::config::{Collector, Config, ConfigError, SourceKind};
 use crate::fill::Filler;
