@@ -532,8 +532,6 @@ pub static HTTP_EVICTED: Family = family(
     Counter,
     "HTTP connections closed to make room, by reason: idle keep-alive and incomplete_head connections at the connection cap, stalled_write when a request needed the response slot of a client that was not reading.",
 );
-/// The `reason` label of [`HTTP_EVICTED`], in the order of its counts.
-pub const EVICTED_REASONS: [&str; 3] = ["idle", "incomplete_head", "stalled_write"];
 pub static HTTP_ACCEPT_PAUSED: Family = family(
     "gpu_exporter_http_accept_paused_seconds",
     Counter,
@@ -550,8 +548,6 @@ pub static TLS_HANDSHAKE_ERRORS: Family = family(
     Counter,
     "TLS handshakes that did not complete, by reason: timeout within --web.header-timeout, or failed (no common version or suite, a client certificate refused, garbage).",
 );
-/// The `reason` label of [`TLS_HANDSHAKE_ERRORS`], in the order of its counts.
-pub const HANDSHAKE_ERRORS: [&str; 2] = ["timeout", "failed"];
 
 pub type ProcessReading = fn(&ProcessStats) -> Option<f64>;
 

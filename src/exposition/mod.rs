@@ -5,9 +5,11 @@
 mod attribution;
 pub mod catalogue;
 mod format;
+pub mod reason;
 mod writer;
 
 pub use format::Format;
+pub use reason::{Evicted, HandshakeError, Tally};
 
 use crate::base::numbers::write_f64;
 use crate::config::{Collector, Collectors};
@@ -16,21 +18,20 @@ use attribution::copies;
 use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
-    COLLECTOR_SUCCESS, EVICTED_REASONS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS,
-    HANDSHAKE_ERRORS, HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO,
-    MIG_MEMORY, PROCESS, READINGS_HIDDEN, SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS,
-    TTFT,
+    COLLECTOR_SUCCESS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED,
+    HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, MIG_MEMORY, PROCESS, READINGS_HIDDEN,
+    SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
 
 /// A counter family of one series per `reason`, with its count.
-fn by_reason(w: &mut Writer, family: &catalogue::Family, reasons: &[&str], counts: &[u64]) {
+fn by_reason<R: reason::Reason>(w: &mut Writer, family: &catalogue::Family, counts: &Tally<R>) {
     w.head(family);
-    for (reason, n) in reasons.iter().zip(counts) {
+    for (reason, n) in counts.each() {
         w.name(family);
-        w.open_label("reason", reason);
-        w.value(*n as f64);
+        w.open_label("reason", reason.label());
+        w.value(n as f64);
     }
 }
 
@@ -40,12 +41,12 @@ fn by_reason(w: &mut Writer, family: &catalogue::Family, reasons: &[&str], count
 pub struct HttpStats {
     /// Connections open now.
     pub open: u64,
-    /// Connections closed to make room, by [`EVICTED_REASONS`].
-    pub evicted: [u64; 3],
+    /// Connections closed to make room.
+    pub evicted: Tally<Evicted>,
     /// Seconds the accept loop waited at the connection cap.
     pub accept_paused_seconds: f64,
-    /// TLS handshakes that failed, by [`HANDSHAKE_ERRORS`].
-    pub tls_handshake_errors: [u64; 2],
+    /// TLS handshakes that failed.
+    pub tls_handshake_errors: Tally<HandshakeError>,
     /// Responses sent gzipped.
     pub gzipped: u64,
 }
@@ -269,11 +270,10 @@ pub fn render_own(
     attribution::own(&mut w, snapshot);
     if let Some(h) = http {
         w.scalar(&HTTP_OPEN, h.open as f64);
-        by_reason(&mut w, &HTTP_EVICTED, &EVICTED_REASONS, &h.evicted);
+        by_reason(&mut w, &HTTP_EVICTED, &h.evicted);
         w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
         w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
-        let errors = &h.tls_handshake_errors;
-        by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &HANDSHAKE_ERRORS, errors);
+        by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &h.tls_handshake_errors);
     }
     for (fam, read) in &PROCESS {
         if let Some(v) = read(&snapshot.process) {

@@ -17,6 +17,7 @@
 use super::conn::before;
 use super::server::{Key, Server};
 use super::tls::{Handshake, Read, Tls, TlsError};
+use crate::exposition::HandshakeError;
 use async_io::Async;
 use smol::io::AsyncWriteExt;
 use std::io::Read as _;
@@ -26,10 +27,6 @@ use std::time::Instant;
 
 /// Handshakes whose crypto may run in one turn of the HTTP thread.
 pub const HANDSHAKES: usize = 4;
-
-/// The `reason` label of `gpu_exporter_tls_handshake_errors_total`.
-pub const TIMEOUT: usize = 0;
-pub const FAILED: usize = 1;
 
 /// Writes `out` (a handshake flight, an alert) before `deadline`.
 async fn send(
@@ -68,7 +65,7 @@ pub async fn run(
     match done {
         Ok(true) => Some(tls),
         Ok(false) => {
-            srv.ctx.http.handshake_error(TIMEOUT);
+            srv.ctx.http.handshake_error(HandshakeError::Timeout);
             if let Some(b) = tls.release() {
                 srv.tlsbufs.put(b);
             }
@@ -82,7 +79,7 @@ pub async fn run(
 }
 
 fn failed(srv: &Server, e: &TlsError) {
-    srv.ctx.http.handshake_error(FAILED);
+    srv.ctx.http.handshake_error(HandshakeError::Failed);
     log::debug!("TLS handshake failed: {e}");
 }
 

@@ -3,7 +3,8 @@
 
 use super::gzip::{Compressor, Families};
 use super::{alerts_api, query, status};
-use crate::exposition::{self, Format, HttpStats};
+use crate::exposition::reason::AtomicTally;
+use crate::exposition::{self, Evicted, Format, HandshakeError, HttpStats};
 use crate::poller::Latest;
 use crate::snapshot::Bounds;
 use std::io::Write;
@@ -29,9 +30,9 @@ pub struct Context {
 #[derive(Default)]
 pub struct Counts {
     open: AtomicU64,
-    evicted: [AtomicU64; 3],
+    evicted: AtomicTally<Evicted>,
     paused_nanos: AtomicU64,
-    handshake_errors: [AtomicU64; 2],
+    handshake_errors: AtomicTally<HandshakeError>,
     gzipped: AtomicU64,
 }
 
@@ -39,9 +40,9 @@ impl Counts {
     pub fn get(&self) -> HttpStats {
         HttpStats {
             open: self.open.load(Relaxed),
-            evicted: self.evicted.each_ref().map(|n| n.load(Relaxed)),
+            evicted: self.evicted.get(),
             accept_paused_seconds: self.paused_nanos.load(Relaxed) as f64 / 1e9,
-            tls_handshake_errors: self.handshake_errors.each_ref().map(|n| n.load(Relaxed)),
+            tls_handshake_errors: self.handshake_errors.get(),
             gzipped: self.gzipped.load(Relaxed),
         }
     }
@@ -50,16 +51,13 @@ impl Counts {
         self.open.store(n as u64, Relaxed);
     }
 
-    /// One more eviction for `reason`, an index of `EVICTED_REASONS`.
-    pub fn evicted(&self, reason: usize) {
-        self.evicted[reason].fetch_add(1, Relaxed);
+    pub fn evicted(&self, reason: Evicted) {
+        self.evicted.add(reason);
     }
 
-    /// One more failed TLS handshake for `reason`, an index of
-    /// `HANDSHAKE_ERRORS`.
     #[cfg(feature = "tls")]
-    pub fn handshake_error(&self, reason: usize) {
-        self.handshake_errors[reason].fetch_add(1, Relaxed);
+    pub fn handshake_error(&self, reason: HandshakeError) {
+        self.handshake_errors.add(reason);
     }
 
     /// One more response sent gzipped.

@@ -29,7 +29,8 @@ use super::gzip::Compressor;
 use super::pool::Pool;
 use super::{Context, conn};
 use crate::config::Limits;
-use crate::exposition::catalogue::EVICTED_REASONS;
+use crate::exposition::reason::Reason;
+use crate::exposition::{Evicted, Tally};
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
 use std::cell::{Cell, RefCell};
@@ -123,7 +124,7 @@ Content-Length: 26\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open c
 #[derive(Default)]
 struct CapLog {
     next: Option<Instant>,
-    evicted: [u64; 3],
+    evicted: Tally<Evicted>,
     paused: Duration,
 }
 
@@ -393,12 +394,12 @@ impl Server {
     /// stream, or a failed write, and forgets it.
     fn evict(&self, e: &mut Entry) {
         let reason = match e.phase {
-            Phase::Idle => 0,
-            Phase::New | Phase::Head => 1,
-            Phase::Answering => 2,
+            Phase::Idle => Evicted::Idle,
+            Phase::New | Phase::Head => Evicted::IncompleteHead,
+            Phase::Answering => Evicted::StalledWrite,
             Phase::Closing => return,
         };
-        if reason == 1 && !e.tls {
+        if reason == Evicted::IncompleteHead && !e.tls {
             // An empty send buffer: one non-blocking write fits.
             let _ = e.stream.get_ref().write(FULL);
         }
@@ -410,7 +411,7 @@ impl Server {
         e.phase = Phase::Closing;
         self.admitted.set(self.admitted.get() - 1);
         self.ctx.http.evicted(reason);
-        self.log.borrow_mut().evicted[reason] += 1;
+        self.log.borrow_mut().evicted.add(reason, 1);
         self.log_caps();
     }
 
@@ -432,16 +433,17 @@ impl Server {
         if log.next.is_some_and(|next| now < next) {
             return;
         }
-        let [idle, head, stalled] = log.evicted;
+        let mut evicted = String::new();
+        for (reason, n) in log.evicted.each() {
+            let sep = if evicted.is_empty() { "" } else { ", " };
+            evicted += &format!("{sep}{n} {}", reason.label());
+        }
         log::warn!(
             "http: limits reached (--web.max-connections {}, --web.max-requests {}) since \
-             the last such line: evicted {idle} {}, {head} {}, {stalled} {}; accepting \
-             paused {:.1}s (logged at most once a minute)",
+             the last such line: evicted {evicted}; accepting paused {:.1}s (logged at most \
+             once a minute)",
             self.limits.max_connections,
             self.limits.max_requests,
-            EVICTED_REASONS[0],
-            EVICTED_REASONS[1],
-            EVICTED_REASONS[2],
             log.paused.as_secs_f64(),
         );
         *log = CapLog {
