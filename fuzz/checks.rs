@@ -427,10 +427,11 @@ pub fn check_job_file(data: &[u8]) {
 /// The kubelet client's decoders (the `kubernetes` feature).
 #[cfg(feature = "kubernetes")]
 pub mod kubelet {
-    use gpu_exporter::internals::fill::pods::h2::script::Replay;
+    use gpu_exporter::internals::fill::pods::attribution;
     use gpu_exporter::internals::fill::pods::kubelet::Lister;
     use gpu_exporter::internals::fill::pods::proto::{self, Limits, ListDecoder};
-    use gpu_exporter::internals::fill::pods::{attribution, h2, hpack, huffman};
+    use gpu_exporter::internals::wire::h2::script::Replay;
+    use gpu_exporter::internals::wire::{h2, hpack, huffman};
     use std::time::{Duration, Instant};
 
     /// `huffman`: whatever decodes re-encodes to a string that decodes

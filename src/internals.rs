@@ -10,6 +10,11 @@ pub mod base {
 pub mod snapshot {
     pub use crate::snapshot::*;
 }
+/// The protocol libraries: HTTP/2, HPACK, gRPC, protobuf.
+#[cfg(feature = "kubernetes")]
+pub mod wire {
+    pub use crate::wire::*;
+}
 /// Sources.
 pub mod source {
     pub use crate::source::*;

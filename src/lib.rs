@@ -15,8 +15,11 @@
 // Floor 0: helpers that import nothing of the crate's own.
 mod base;
 pub mod logger;
-// Floor 1: flags in, a validated configuration out.
+// Floor 1: flags in, a validated configuration out; the protocol
+// libraries the kubelet's client speaks (HTTP/2, HPACK, gRPC, protobuf).
 pub mod config;
+#[cfg(feature = "kubernetes")]
+mod wire;
 // Floor 2: the fleet model every other part reads.
 mod snapshot;
 // Floor 3: sources and fillers, the fleet memory, exposition, alerts, the

@@ -15,9 +15,9 @@ mod fake_kubelet;
 use fake_kubelet::{Fake, pod, pods_json, python_ready, serial};
 use gpu_exporter::internals::fill::pods::attribution::{self, Gpu, Mig, Row};
 use gpu_exporter::internals::fill::pods::error::Error;
-use gpu_exporter::internals::fill::pods::grpc;
-use gpu_exporter::internals::fill::pods::h2::{Client, Limits};
 use gpu_exporter::internals::fill::pods::kubelet::{Lister, Listing};
+use gpu_exporter::internals::wire::h2::{Client, Limits};
+use gpu_exporter::internals::wire::{self, grpc};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -293,7 +293,7 @@ fn sixty_four_mib_limit() {
     let fake = Fake::start("serve", &pods, &["--filler-bytes", &(65 << 20).to_string()]);
     assert_eq!(
         list(&fake, Duration::from_secs(60)),
-        Err(Error::MessageTooLarge)
+        Err(Error::Call(wire::Error::MessageTooLarge))
     );
 }
 
@@ -306,10 +306,10 @@ fn grpc_error_status() {
     let fake = Fake::start("error", "{}", &[]);
     assert_eq!(
         list(&fake, T),
-        Err(Error::Grpc {
+        Err(Error::Call(wire::Error::Grpc {
             code: 14,
             message: "kubelet is busy: try later".into()
-        })
+        }))
     );
     // Methods the fake does not serve answer UNIMPLEMENTED, trailers-only.
     let mut s = UnixStream::connect(&fake.socket).unwrap();
@@ -322,7 +322,10 @@ fn grpc_error_status() {
         1 << 20,
         &mut |_| Ok(()),
     );
-    assert!(matches!(r, Err(Error::Grpc { code: 12, .. })), "{r:?}");
+    assert!(
+        matches!(r, Err(wire::Error::Grpc { code: 12, .. })),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -351,8 +354,8 @@ fn hung_kubelet_times_out_within_the_deadline() {
         let r = list(&fake, Duration::from_millis(800));
         let took = start.elapsed();
         match (mode, &r) {
-            (_, Err(Error::Timeout)) => {}
-            ("hang", Err(Error::Grpc { code: 4, .. })) => {}
+            (_, Err(Error::Call(wire::Error::Timeout))) => {}
+            ("hang", Err(Error::Call(wire::Error::Grpc { code: 4, .. }))) => {}
             _ => panic!("{mode}: {r:?}"),
         }
         // How long it took is a measurement, not a verdict: printed.
@@ -372,7 +375,7 @@ fn garbage_is_an_error_not_a_hang() {
         let r = list(&fake, T);
         assert!(r.is_err(), "{kind}: {r:?}");
         // An error of its own, not the deadline.
-        assert_ne!(r, Err(Error::Timeout), "{kind}");
+        assert_ne!(r, Err(Error::Call(wire::Error::Timeout)), "{kind}");
         eprintln!(
             "garbage ({kind}): {} after {:?}",
             r.unwrap_err(),
@@ -398,7 +401,7 @@ fn connection_closed_mid_stream() {
             "300000",
         ],
     );
-    assert_eq!(list(&fake, T), Err(Error::Closed));
+    assert_eq!(list(&fake, T), Err(Error::Call(wire::Error::Closed)));
 }
 
 #[test]

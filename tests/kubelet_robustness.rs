@@ -8,11 +8,11 @@
 mod checks;
 
 use checks::kubelet as fuzz;
-use gpu_exporter::internals::fill::pods::h2::script;
 use gpu_exporter::internals::fill::pods::kubelet::Lister;
 use gpu_exporter::internals::fill::pods::proto::{
     self, ClaimResource, ContainerDevices, ContainerResources, DynamicResource, PodResources,
 };
+use gpu_exporter::internals::wire::h2::script;
 
 /// xorshift64*: deterministic, so a failure reproduces.
 struct Rng(u64);

@@ -6,6 +6,8 @@
 //! - modules of one floor never reach into each other, and a source or a
 //!   filler never into another's files; the one exception: the alert rules
 //!   name the exposition catalogue's families;
+//! - `wire` imports only `base`, and of the fillers only the kubelet's
+//!   (`fill::pods`) imports `wire`;
 //! - the README's module table lists every module, on its floor;
 //! - no file but `ffi.rs` holds more than 600 lines before its tests, and
 //!   `lib.rs` stays a table of contents.
@@ -20,6 +22,9 @@ const FLOORS: &[(&str, u8)] = &[
     ("logger", 0),
     // Flags in, a validated configuration out.
     ("config", 1),
+    // The protocol libraries: HTTP/2, HPACK, gRPC, protobuf (built with
+    // the `kubernetes` feature); they import only `base`.
+    ("wire", 1),
     // The fleet model.
     ("snapshot", 2),
     // Sources and fillers, exposition, alerts, the process's own stats,
@@ -53,6 +58,13 @@ const FAMILIES: &[&str] = &["source", "fill"];
 
 /// The one reach across floor 3: the rules name the catalogue's families.
 const ALLOWED: &[(&str, &str)] = &[("alerts", "exposition::catalogue")];
+
+/// What `wire` may import of the crate: the ground floor's helpers, not
+/// the logger.
+const WIRE_IMPORTS: &[&str] = &["base"];
+
+/// Of the fillers, the one that speaks the protocols of `wire`.
+const WIRE_USERS: &[&str] = &["fill::pods"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -230,6 +242,12 @@ fn references(file: &Path) -> Vec<(usize, Vec<String>)> {
     out
 }
 
+/// A file as the problems name it: `src/fill/mod.rs`.
+fn shown(file: &Path) -> String {
+    let rel = file.strip_prefix(src().parent().unwrap()).unwrap();
+    rel.display().to_string()
+}
+
 /// Whether a module path names a module (a file or directory under
 /// `src/`), not an item.
 fn is_module(path: &[String]) -> bool {
@@ -242,10 +260,7 @@ fn problems() -> Vec<String> {
     for file in files(&src()) {
         let module = module_of(&file);
         let own = floor(&module[0]);
-        let shown = file
-            .strip_prefix(src().parent().unwrap())
-            .unwrap()
-            .display();
+        let shown = shown(&file);
         for (line, target) in references(&file) {
             let top = target[0].as_str();
             if top == module[0] {
@@ -284,6 +299,52 @@ fn problems() -> Vec<String> {
 fn imports_follow_the_floors() {
     let problems = problems();
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+/// Where `wire` is reached from, or reaches to, against its rules.
+fn wire_problems() -> Vec<String> {
+    let user = |m: &str| {
+        WIRE_USERS
+            .iter()
+            .any(|u| m == *u || m.starts_with(&format!("{u}::")))
+    };
+    let mut problems = Vec::new();
+    for file in files(&src()) {
+        let module = module_of(&file);
+        let from = module.join("::");
+        for (line, target) in references(&file) {
+            let top = target[0].as_str();
+            let bad = match module[0].as_str() {
+                "wire" => top != "wire" && !WIRE_IMPORTS.contains(&top),
+                "fill" => top == "wire" && !user(&from),
+                _ => false,
+            };
+            if bad {
+                let to = target.join("::");
+                problems.push(format!("{}:{line}: {from} imports {to}", shown(&file)));
+            }
+        }
+    }
+    problems
+}
+
+#[test]
+fn wire_imports_only_base_and_only_the_kubelets_filler_imports_wire() {
+    let problems = wire_problems();
+    assert!(
+        problems.is_empty(),
+        "wire imports only {WIRE_IMPORTS:?}, and of fill only {WIRE_USERS:?} imports wire:\n{}",
+        problems.join("\n")
+    );
+    // The check sees what it looks for: the kubelet's filler does import
+    // `wire`, and `wire` does import `base`.
+    let refs = |f: &str| references(&src().join(f));
+    assert!(
+        refs("fill/pods/kubelet.rs")
+            .iter()
+            .any(|(_, p)| p[0] == "wire")
+    );
+    assert!(refs("wire/h2/call.rs").iter().any(|(_, p)| p[0] == "base"));
 }
 
 #[test]

@@ -2,9 +2,9 @@
 //! streams in.
 
 use crate::fill::pods::error::Error;
-use crate::fill::pods::grpc;
-use crate::fill::pods::h2::{self, Client, Io};
 use crate::fill::pods::proto::{self, ListDecoder, PodResources, Stats};
+use crate::wire::h2::{self, Client, Io};
+use crate::wire::{self, grpc};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -76,7 +76,7 @@ impl Lister {
             self.max_message,
             &mut |chunk| {
                 bytes += chunk.len() as u64;
-                decoder.feed(chunk).map_err(Error::Proto)
+                decoder.feed(chunk).map_err(wire::Error::Proto)
             },
         )?;
         let (pods, stats) = self.decoder.finish()?;

@@ -1,11 +1,10 @@
-//! Kubernetes pods from the kubelet's pod-resources API (v1 `List`), with
-//! no HTTP/2, gRPC or protobuf crate: a minimal HTTP/2 client with HPACK,
-//! gRPC's message framing, a streaming decoder for the response that keeps
-//! only pods holding NVIDIA devices, and the pure matching of their device
-//! ids to GPUs.
+//! Kubernetes pods from the kubelet's pod-resources API (v1 `List`): the
+//! call over [`crate::wire`]'s HTTP/2 and gRPC, a streaming decoder for
+//! the response that keeps only pods holding NVIDIA devices, and the pure
+//! matching of their device ids to GPUs.
 //!
 //! ```text
-//! kubelet.sock -> h2 (frames, hpack, flow control) -> grpc (5-byte framing)
+//! kubelet.sock -> wire::h2 (frames, hpack, flow control) -> wire::grpc
 //!              -> proto::ListDecoder (one pod buffered) -> attribution rows
 //! ```
 //!
@@ -15,11 +14,6 @@
 
 pub mod attribution;
 pub mod error;
-pub mod frame;
-pub mod grpc;
-pub mod h2;
-pub mod hpack;
-pub mod huffman;
 pub mod kubelet;
 pub mod proto;
 mod refresh;

@@ -1,37 +1,9 @@
-//! A minimal protobuf writer for tests, fixtures and fuzz seeds: not in a
-//! normal build.
+//! The pod-resources messages written, for tests, fixtures and fuzz
+//! seeds: not in a normal build. The wire format's writers are
+//! [`crate::wire::protobuf::encode`]'s.
 
 use super::*;
-
-pub fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-pub fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
-    varint(out, u64::from(field) << 3 | 2);
-    varint(out, b.len() as u64);
-    out.extend_from_slice(b);
-}
-
-pub fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
-    varint(out, u64::from(field) << 3);
-    varint(out, v);
-}
-
-fn packed(out: &mut Vec<u8>, field: u32, vs: &[i64]) {
-    if vs.is_empty() {
-        return;
-    }
-    let mut p = Vec::new();
-    for &v in vs {
-        varint(&mut p, v as u64);
-    }
-    bytes(out, field, &p);
-}
+use crate::wire::protobuf::encode::{bytes, packed, string, uint};
 
 fn topology(out: &mut Vec<u8>, field: u32, t: &Option<TopologyInfo>) {
     if let Some(t) = t {
@@ -44,13 +16,6 @@ fn topology(out: &mut Vec<u8>, field: u32, t: &Option<TopologyInfo>) {
             bytes(&mut b, 1, &node);
         }
         bytes(out, field, &b);
-    }
-}
-
-fn string(out: &mut Vec<u8>, field: u32, s: &str) {
-    // proto3 leaves empty scalars out.
-    if !s.is_empty() {
-        bytes(out, field, s.as_bytes());
     }
 }
 

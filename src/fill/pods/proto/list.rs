@@ -1,7 +1,8 @@
 //! [`ListDecoder`]: the push parser for `ListPodResourcesResponse`, one
 //! pod entry buffered at a time, and its limits.
 
-use super::{Budget, MAX_GROUP_DEPTH, PodResources, ProtoError, holds_nvidia, pod, tag};
+use super::{PodResources, holds_nvidia, pod};
+use crate::wire::protobuf::{Budget, MAX_GROUP_DEPTH, ProtoError, Varint, tag};
 
 /// Bounds on what one response may cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,9 +61,8 @@ enum State {
 pub struct ListDecoder {
     limits: Limits,
     state: State,
-    /// The varint being read, and how many of its bytes were seen.
-    varint: u64,
-    varint_len: u32,
+    /// The varint being read.
+    varint: Varint,
     /// Top-level groups (unknown fields) we are inside.
     group_depth: u32,
     pod_buf: Vec<u8>,
@@ -77,8 +77,7 @@ impl ListDecoder {
         ListDecoder {
             limits,
             state: State::Tag,
-            varint: 0,
-            varint_len: 0,
+            varint: Varint::default(),
             group_depth: 0,
             pod_buf: Vec::new(),
             kept: Vec::new(),
@@ -91,8 +90,7 @@ impl ListDecoder {
     /// Starts over for a new response, keeping the buffer.
     pub fn reset(&mut self) {
         self.state = State::Tag;
-        self.varint = 0;
-        self.varint_len = 0;
+        self.varint = Varint::default();
         self.group_depth = 0;
         self.pod_buf.clear();
         self.kept.clear();
@@ -117,7 +115,7 @@ impl ListDecoder {
             match self.state {
                 State::Tag | State::Len { .. } | State::SkipVarint => {
                     data = &data[1..];
-                    if let Some(v) = self.varint_byte(b)? {
+                    if let Some(v) = self.varint.push(b)? {
                         self.on_varint(v)?;
                     }
                 }
@@ -149,7 +147,7 @@ impl ListDecoder {
     /// Ends the response: what was kept, and the counts. The decoder is
     /// then ready for the next response.
     pub fn finish(&mut self) -> Result<(Vec<PodResources>, Stats), ProtoError> {
-        let complete = self.state == State::Tag && self.varint_len == 0 && self.group_depth == 0;
+        let complete = self.state == State::Tag && self.varint.is_idle() && self.group_depth == 0;
         let stats = self.stats;
         let kept = std::mem::take(&mut self.kept);
         self.reset();
@@ -157,24 +155,6 @@ impl ListDecoder {
             return Err(ProtoError::Truncated);
         }
         Ok((kept, stats))
-    }
-
-    fn varint_byte(&mut self, b: u8) -> Result<Option<u64>, ProtoError> {
-        if self.varint_len == 9 && b > 1 {
-            return Err(ProtoError::BadVarint);
-        }
-        self.varint |= u64::from(b & 0x7f) << (7 * self.varint_len);
-        self.varint_len += 1;
-        if b & 0x80 != 0 {
-            if self.varint_len == 10 {
-                return Err(ProtoError::BadVarint);
-            }
-            return Ok(None);
-        }
-        let v = self.varint;
-        self.varint = 0;
-        self.varint_len = 0;
-        Ok(Some(v))
     }
 
     fn skip(n: u64) -> State {
@@ -239,10 +219,10 @@ impl ListDecoder {
             return Ok(());
         }
         let left = self.limits.max_kept_bytes.saturating_sub(self.kept_bytes);
-        let mut budget = Budget(left);
+        let mut budget = Budget::new(left);
         match pod(&self.pod_buf, &mut budget) {
             Ok(p) => {
-                self.kept_bytes += left - budget.0;
+                self.kept_bytes += left - budget.left();
                 self.kept.push(p);
                 self.stats.kept += 1;
                 Ok(())

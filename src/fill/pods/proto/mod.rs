@@ -2,9 +2,10 @@
 //! `ListPodResourcesResponse` that keeps only pods holding NVIDIA devices.
 //!
 //! The messages follow k8s.io/kubelet/pkg/apis/podresources/v1/api.proto
-//! (field numbers in the comments). Unknown fields of every wire type,
-//! groups included, are skipped; a known field with an unexpected wire
-//! type is treated as unknown, as protobuf's own parsers do.
+//! (field numbers in the comments), read with [`crate::wire::protobuf`].
+//! Unknown fields of every wire type, groups included, are skipped; a
+//! known field with an unexpected wire type is treated as unknown, as
+//! protobuf's own parsers do.
 //!
 //! [`ListDecoder`] is a push parser fed the message as DATA arrives. The
 //! response is a sequence of `pod_resources` entries (field 1); each entry
@@ -13,7 +14,7 @@
 //! memory follows the largest pod and the GPU pods, never the response:
 //! a 64 MiB answer of CPU pods costs one pod's buffer.
 
-use std::fmt;
+use crate::wire::protobuf::{Budget, Fields, ProtoError, Value, int64s};
 
 #[cfg(any(test, feature = "internals"))]
 pub mod encode;
@@ -92,216 +93,6 @@ pub struct ClaimResource {
     pub pool_name: String,
     pub device_name: String,
     pub share_id: Option<String>,
-}
-
-/// Why bytes are not a valid message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ProtoError {
-    /// The input ended inside a field.
-    Truncated,
-    /// A varint longer than 10 bytes or past 64 bits.
-    BadVarint,
-    /// Field number 0, or a tag past 32 bits.
-    BadTag,
-    /// Wire type 6 or 7.
-    BadWireType,
-    /// An end-group without its start.
-    UnmatchedEndGroup,
-    /// Groups nested deeper than we follow.
-    TooDeep,
-    /// A pod's decoded form passes what is left of the budget.
-    OverBudget,
-}
-
-impl fmt::Display for ProtoError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ProtoError::Truncated => "truncated message",
-            ProtoError::BadVarint => "malformed varint",
-            ProtoError::BadTag => "invalid field tag",
-            ProtoError::BadWireType => "invalid wire type",
-            ProtoError::UnmatchedEndGroup => "end-group without start",
-            ProtoError::TooDeep => "groups nested too deep",
-            ProtoError::OverBudget => "decoded pod over the memory budget",
-        })
-    }
-}
-
-const MAX_GROUP_DEPTH: u32 = 64;
-
-/// A field's value, borrowed from the message.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Value<'a> {
-    Varint(u64),
-    Fixed64,
-    Fixed32,
-    Len(&'a [u8]),
-}
-
-/// Reads a varint off the front of `buf`.
-fn varint(buf: &mut &[u8]) -> Result<u64, ProtoError> {
-    let mut v = 0u64;
-    for i in 0..10 {
-        let (&b, rest) = buf.split_first().ok_or(ProtoError::Truncated)?;
-        *buf = rest;
-        // The tenth byte may only carry the 64th bit.
-        if i == 9 && b > 1 {
-            return Err(ProtoError::BadVarint);
-        }
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Ok(v);
-        }
-    }
-    Err(ProtoError::BadVarint)
-}
-
-/// Splits a tag into (field number, wire type).
-fn tag(v: u64) -> Result<(u32, u8), ProtoError> {
-    let field = v >> 3;
-    if field == 0 || field > u64::from(u32::MAX >> 3) {
-        return Err(ProtoError::BadTag);
-    }
-    Ok((field as u32, (v & 7) as u8))
-}
-
-fn take<'a>(buf: &mut &'a [u8], n: u64) -> Result<&'a [u8], ProtoError> {
-    if n > buf.len() as u64 {
-        return Err(ProtoError::Truncated);
-    }
-    let (head, rest) = buf.split_at(n as usize);
-    *buf = rest;
-    Ok(head)
-}
-
-/// The fields of one message held in memory. Groups are skipped.
-struct Fields<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Fields<'a> {
-    fn new(buf: &'a [u8]) -> Self {
-        Fields { buf }
-    }
-
-    fn field(&mut self) -> Result<Option<(u32, Value<'a>)>, ProtoError> {
-        loop {
-            if self.buf.is_empty() {
-                return Ok(None);
-            }
-            let (field, wire) = tag(varint(&mut self.buf)?)?;
-            let value = match wire {
-                0 => Value::Varint(varint(&mut self.buf)?),
-                1 => {
-                    take(&mut self.buf, 8)?;
-                    Value::Fixed64
-                }
-                2 => {
-                    let n = varint(&mut self.buf)?;
-                    Value::Len(take(&mut self.buf, n)?)
-                }
-                3 => {
-                    self.skip_group()?;
-                    continue;
-                }
-                4 => return Err(ProtoError::UnmatchedEndGroup),
-                5 => {
-                    take(&mut self.buf, 4)?;
-                    Value::Fixed32
-                }
-                _ => return Err(ProtoError::BadWireType),
-            };
-            return Ok(Some((field, value)));
-        }
-    }
-
-    /// Skips past the end-group matching a start-group just read.
-    fn skip_group(&mut self) -> Result<(), ProtoError> {
-        let mut depth = 1u32;
-        while depth > 0 {
-            let (_, wire) = tag(varint(&mut self.buf)?)?;
-            match wire {
-                0 => {
-                    varint(&mut self.buf)?;
-                }
-                1 => {
-                    take(&mut self.buf, 8)?;
-                }
-                2 => {
-                    let n = varint(&mut self.buf)?;
-                    take(&mut self.buf, n)?;
-                }
-                3 => {
-                    depth += 1;
-                    if depth > MAX_GROUP_DEPTH {
-                        return Err(ProtoError::TooDeep);
-                    }
-                }
-                4 => depth -= 1,
-                5 => {
-                    take(&mut self.buf, 4)?;
-                }
-                _ => return Err(ProtoError::BadWireType),
-            }
-        }
-        Ok(())
-    }
-}
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u32, Value<'a>), ProtoError>;
-
-    fn next(&mut self) -> Option<Self::Item> {
-        match self.field() {
-            Ok(f) => f.map(Ok),
-            Err(e) => {
-                // Stop after the first error.
-                self.buf = &[];
-                Some(Err(e))
-            }
-        }
-    }
-}
-
-/// Bytes a decoded pod may still take. Each string and element is charged
-/// its length plus a fixed overhead, so a pod of many tiny elements cannot
-/// grow much past its encoded size.
-struct Budget(usize);
-
-const ELEMENT_COST: usize = 32;
-
-impl Budget {
-    fn charge(&mut self, n: usize) -> Result<(), ProtoError> {
-        self.0 = self
-            .0
-            .checked_sub(n + ELEMENT_COST)
-            .ok_or(ProtoError::OverBudget)?;
-        Ok(())
-    }
-
-    fn string(&mut self, b: &[u8]) -> Result<String, ProtoError> {
-        self.charge(b.len())?;
-        // Names end up as label values: keep a bad byte visible, not fatal.
-        Ok(String::from_utf8_lossy(b).into_owned())
-    }
-}
-
-/// `repeated int64`, packed or not.
-fn int64s(v: Value<'_>, out: &mut Vec<i64>, budget: &mut Budget) -> Result<(), ProtoError> {
-    match v {
-        Value::Varint(x) => {
-            budget.charge(0)?;
-            out.push(x as i64);
-        }
-        Value::Len(mut b) => {
-            while !b.is_empty() {
-                budget.charge(0)?;
-                out.push(varint(&mut b)? as i64);
-            }
-        }
-        _ => {}
-    }
-    Ok(())
 }
 
 fn topology(b: &[u8], budget: &mut Budget) -> Result<TopologyInfo, ProtoError> {
@@ -417,7 +208,7 @@ fn pod(b: &[u8], budget: &mut Budget) -> Result<PodResources, ProtoError> {
 /// may take at most `budget` bytes (as [`ProtoError::OverBudget`] counts).
 #[cfg(any(test, feature = "internals"))]
 pub fn decode_pod(bytes: &[u8], budget: usize) -> Result<PodResources, ProtoError> {
-    pod(bytes, &mut Budget(budget))
+    pod(bytes, &mut Budget::new(budget))
 }
 
 /// Whether an encoded `PodResources` holds an NVIDIA device: a
@@ -474,6 +265,7 @@ fn nvidia_claim(dr: &[u8]) -> Result<bool, ProtoError> {
 mod tests {
     use super::encode as enc;
     use super::*;
+    use crate::wire::protobuf::encode::{bytes, uint, varint};
 
     fn gpu_pod(name: &str, resource: &str, ids: &[&str]) -> PodResources {
         PodResources {
@@ -565,8 +357,8 @@ mod tests {
     #[test]
     fn unpacked_repeated_ints_are_accepted() {
         let mut b = Vec::new();
-        enc::uint(&mut b, 4, 7);
-        enc::uint(&mut b, 4, 9);
+        uint(&mut b, 4, 7);
+        uint(&mut b, 4, 9);
         assert_eq!(decode_pod(&b, 1 << 20).unwrap().cpu_ids, [7, 9]);
     }
 
@@ -574,32 +366,32 @@ mod tests {
     fn unknown_fields_of_every_wire_type_are_skipped() {
         let p = gpu_pod("p", "nvidia.com/gpu", &["GPU-x"]);
         let mut b = Vec::new();
-        enc::uint(&mut b, 99, 12345); // varint, 2-byte tag
-        enc::uint(&mut b, 15, u64::MAX); // 10-byte varint
-        enc::varint(&mut b, 14 << 3 | 1); // fixed64
+        uint(&mut b, 99, 12345); // varint, 2-byte tag
+        uint(&mut b, 15, u64::MAX); // 10-byte varint
+        varint(&mut b, 14 << 3 | 1); // fixed64
         b.extend_from_slice(&[1; 8]);
-        enc::varint(&mut b, 13 << 3 | 5); // fixed32
+        varint(&mut b, 13 << 3 | 5); // fixed32
         b.extend_from_slice(&[1; 4]);
-        enc::bytes(&mut b, 12, b"unknown bytes");
-        enc::varint(&mut b, 11 << 3 | 3); // group with nested content
-        enc::uint(&mut b, 1, 5);
-        enc::varint(&mut b, 10 << 3 | 3);
-        enc::bytes(&mut b, 1, b"inner");
-        enc::varint(&mut b, 10 << 3 | 4);
-        enc::varint(&mut b, 11 << 3 | 4);
+        bytes(&mut b, 12, b"unknown bytes");
+        varint(&mut b, 11 << 3 | 3); // group with nested content
+        uint(&mut b, 1, 5);
+        varint(&mut b, 10 << 3 | 3);
+        bytes(&mut b, 1, b"inner");
+        varint(&mut b, 10 << 3 | 4);
+        varint(&mut b, 11 << 3 | 4);
         // A known field with the wrong wire type is unknown too.
-        enc::uint(&mut b, 1, 3);
+        uint(&mut b, 1, 3);
         b.extend_from_slice(&enc::pod(&p));
         assert_eq!(decode_pod(&b, 1 << 20).unwrap(), p);
         // The same junk around the top-level entries, and a group whose
         // field 1 must not be taken for a pod.
         let mut list = Vec::new();
-        enc::varint(&mut list, 1 << 3 | 3);
-        enc::bytes(&mut list, 1, &enc::pod(&p));
-        enc::varint(&mut list, 1 << 3 | 4);
-        enc::uint(&mut list, 2, 1);
-        enc::bytes(&mut list, 1, &b);
-        enc::bytes(&mut list, 7, b"trailing");
+        varint(&mut list, 1 << 3 | 3);
+        bytes(&mut list, 1, &enc::pod(&p));
+        varint(&mut list, 1 << 3 | 4);
+        uint(&mut list, 2, 1);
+        bytes(&mut list, 1, &b);
+        bytes(&mut list, 7, b"trailing");
         let (pods, stats) = decode_list(&list, Limits::default()).unwrap();
         assert_eq!(pods, [p]);
         assert_eq!(stats.pods, 1);
@@ -740,7 +532,7 @@ mod tests {
     fn sixty_four_mib_streams_through_a_small_buffer() {
         let filler = enc::pod(&cpu_pod(0));
         let mut entry = Vec::new();
-        enc::bytes(&mut entry, 1, &filler);
+        bytes(&mut entry, 1, &filler);
         let gpu = enc::list(&[gpu_pod("needle", "nvidia.com/gpu", &["GPU-9"])]);
         let count = (63 << 20) / entry.len();
         let mut d = ListDecoder::new(Limits::default());

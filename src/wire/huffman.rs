@@ -209,7 +209,7 @@ pub(super) mod tests {
     use super::*;
 
     /// Bytes from hex digits, spaces ignored (as the RFC prints them).
-    pub(in crate::fill::pods) fn hex(s: &str) -> Vec<u8> {
+    pub(in crate::wire) fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len())
             .step_by(2)

@@ -12,14 +12,15 @@
 //! read buffer, and the windows are replenished as it is consumed, so a
 //! 64 MiB response streams through a 32 KiB buffer.
 
-use crate::fill::pods::error::Error;
-use crate::fill::pods::frame::{self, HEADER_LEN, Head};
-use crate::fill::pods::hpack;
+use crate::wire::error::Error;
+use crate::wire::hpack;
+use frame::{HEADER_LEN, Head};
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
 mod call;
+pub mod frame;
 #[cfg(any(test, feature = "internals"))]
 pub mod script;
 
@@ -196,10 +197,7 @@ fn goaway_code(e: &Error) -> Option<u32> {
 
 /// Whether the connection may still be up, so a cancel is worth sending.
 fn reachable(e: &Error) -> bool {
-    !matches!(
-        e,
-        Error::Io(_) | Error::Closed | Error::Connect(_) | Error::GoAway { .. }
-    )
+    !matches!(e, Error::Io(_) | Error::Closed | Error::GoAway { .. })
 }
 
 /// The read side: a fixed buffer holding whole frames for the caller.

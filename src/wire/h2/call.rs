@@ -2,9 +2,9 @@
 
 use super::{Io, Limits, MAX_GRPC_MESSAGE, Reader, Request, STREAM, Status, write_all};
 use crate::base::numbers::digits;
-use crate::fill::pods::error::Error;
-use crate::fill::pods::frame::{self, Head};
-use crate::fill::pods::hpack;
+use crate::wire::error::Error;
+use crate::wire::h2::frame::{self, Head};
+use crate::wire::hpack;
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

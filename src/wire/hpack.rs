@@ -6,7 +6,7 @@
 //! literals are decoded into a scratch buffer. After the first few header
 //! blocks a connection decodes headers without allocating.
 
-use crate::fill::pods::huffman::{self, HuffmanError};
+use crate::wire::huffman::{self, HuffmanError};
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -419,7 +419,7 @@ pub fn encode_field(out: &mut Vec<u8>, name: &str, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fill::pods::huffman::tests::hex;
+    use crate::wire::huffman::tests::hex;
 
     fn decode(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
         let mut out = Vec::new();
