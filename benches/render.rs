@@ -14,7 +14,7 @@ use divan::Bencher;
 use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
 use gpu_exporter::internals::exposition::catalogue::{Extra, GPU_FAMILIES, Kind};
-use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::snapshot::{Gpu, MigInstance, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -151,14 +151,15 @@ fn ours_text(b: Bencher, fleet: &str) {
     let (mut buf, now) = (Vec::new(), Instant::now());
     b.bench_local(|| {
         buf.clear();
-        render(
-            &s,
-            Default::default(),
-            Format::Text,
-            Collectors::ALL,
+        Scrape {
+            snapshot: &s,
+            fresh: Default::default(),
+            http: None,
+            format: Format::Text,
+            only: Collectors::ALL,
             now,
-            &mut buf,
-        );
+        }
+        .render(&mut buf);
     });
 }
 
@@ -168,14 +169,15 @@ fn ours_openmetrics(b: Bencher, fleet: &str) {
     let (mut buf, now) = (Vec::new(), Instant::now());
     b.bench_local(|| {
         buf.clear();
-        render(
-            &s,
-            Default::default(),
-            Format::OpenMetrics,
-            Collectors::ALL,
+        Scrape {
+            snapshot: &s,
+            fresh: Default::default(),
+            http: None,
+            format: Format::OpenMetrics,
+            only: Collectors::ALL,
             now,
-            &mut buf,
-        );
+        }
+        .render(&mut buf);
     });
 }
 
@@ -253,25 +255,27 @@ fn ratios() {
             .map(|_| {
                 let a = time(&mut || {
                     buf.clear();
-                    render(
-                        &s,
-                        Default::default(),
-                        Format::Text,
-                        Collectors::ALL,
+                    Scrape {
+                        snapshot: &s,
+                        fresh: Default::default(),
+                        http: None,
+                        format: Format::Text,
+                        only: Collectors::ALL,
                         now,
-                        &mut buf,
-                    );
+                    }
+                    .render(&mut buf);
                 });
                 let b = time(&mut || {
                     buf.clear();
-                    render(
-                        &s,
-                        Default::default(),
-                        Format::OpenMetrics,
-                        Collectors::ALL,
+                    Scrape {
+                        snapshot: &s,
+                        fresh: Default::default(),
+                        http: None,
+                        format: Format::OpenMetrics,
+                        only: Collectors::ALL,
                         now,
-                        &mut buf,
-                    );
+                    }
+                    .render(&mut buf);
                 });
                 let c = time(&mut || {
                     text.clear();

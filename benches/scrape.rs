@@ -12,7 +12,7 @@
 //! read the ratios.
 
 use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::exposition::{Format, render, render_families, render_own};
+use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::http::gzip::{Compressor, Families};
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
@@ -47,28 +47,30 @@ fn bench_render() {
         for format in [Format::Text, Format::OpenMetrics] {
             let mut buf = Vec::new();
             let now = Instant::now();
-            render(
-                &s,
-                Default::default(),
+            Scrape {
+                snapshot: &s,
+                fresh: Default::default(),
+                http: None,
                 format,
-                Collectors::ALL,
+                only: Collectors::ALL,
                 now,
-                &mut buf,
-            );
+            }
+            .render(&mut buf);
             let iters = 20_000 / gpus as u32 + 100;
             let mut runs: Vec<Duration> = (0..5)
                 .map(|_| {
                     let t = Instant::now();
                     for _ in 0..iters {
                         buf.clear();
-                        render(
-                            std::hint::black_box(&s),
-                            Default::default(),
+                        Scrape {
+                            snapshot: std::hint::black_box(&s),
+                            fresh: Default::default(),
+                            http: None,
                             format,
-                            Collectors::ALL,
+                            only: Collectors::ALL,
                             now,
-                            &mut buf,
-                        );
+                        }
+                        .render(&mut buf);
                     }
                     t.elapsed() / iters
                 })
@@ -109,14 +111,15 @@ fn bench_gzip() {
         let text = |buf: &mut Vec<u8>| {
             buf.clear();
             let fresh = Default::default();
-            render(
-                black_box(&s),
+            Scrape {
+                snapshot: black_box(&s),
                 fresh,
-                Format::Text,
-                Collectors::ALL,
+                http: None,
+                format: Format::Text,
+                only: Collectors::ALL,
                 now,
-                buf,
-            );
+            }
+            .render(buf);
         };
         let plain = median(iters, || text(&mut buf));
         let body = buf.len();
@@ -135,15 +138,20 @@ fn bench_gzip() {
             format: Format::Text,
             only: Collectors::ALL,
         };
-        let fresh = Default::default();
         let mut out = Vec::new();
         let per_scrape_cached = median(iters, || {
             out.clear();
             gz.scrape(
                 key(),
                 &mut out,
-                |o| render_families(&shared, false, Format::Text, Collectors::ALL, o),
-                |o| render_own(&shared, fresh, None, Format::Text, Collectors::ALL, now, o),
+                |o| Scrape::of(&shared).render_families(o),
+                |o| {
+                    Scrape {
+                        now,
+                        ..Scrape::of(&shared)
+                    }
+                    .render_own(o)
+                },
             );
         });
         println!(

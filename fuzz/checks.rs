@@ -8,7 +8,7 @@
 
 use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::alerts;
-use gpu_exporter::internals::exposition::{self, Format};
+use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
 use gpu_exporter::internals::fill::workload;
@@ -16,7 +16,7 @@ use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
 use gpu_exporter::internals::poller::{Latest, Poller, Published};
-use gpu_exporter::internals::snapshot::{Bounds, Freshness, Kubernetes, Snapshot};
+use gpu_exporter::internals::snapshot::{Bounds, Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use gpu_exporter::internals::source::smi::apps as smi_apps;
@@ -169,15 +169,7 @@ fn check_render(snapshot: &Snapshot) {
     let mut out = Vec::new();
     for format in [Format::Text, Format::OpenMetrics] {
         out.clear();
-        let fresh = Freshness::default();
-        exposition::render(
-            snapshot,
-            fresh,
-            format,
-            Collectors::ALL,
-            Instant::now(),
-            &mut out,
-        );
+        Scrape::of(snapshot).format(format).render(&mut out);
         let text = std::str::from_utf8(&out).expect("exposition is UTF-8");
         assert!(text.ends_with('\n'), "{format:?} ends without a newline");
         assert_eq!(

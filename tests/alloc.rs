@@ -3,7 +3,7 @@
 //! [`count`], so parallel tests and the harness don't disturb it.
 
 use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -36,45 +36,18 @@ fn fleet(gpus: usize) -> Snapshot {
 /// Renders `snapshot` once to warm the buffer, then 100 times counting:
 /// (allocations, bytes), each render the same size.
 fn renders(snapshot: &Snapshot, format: Format) -> (usize, usize) {
-    let (mut buf, now) = (Vec::new(), Instant::now());
-    render(
-        snapshot,
-        Default::default(),
-        format,
-        Collectors::ALL,
-        now,
-        &mut buf,
-    );
+    let mut buf = Vec::new();
+    let scrape = Scrape::of(snapshot).format(format);
+    scrape.render(&mut buf);
     let size = buf.len();
     let allocations = count(|| {
         for _ in 0..100 {
             buf.clear();
-            render(
-                snapshot,
-                Default::default(),
-                format,
-                Collectors::ALL,
-                now,
-                &mut buf,
-            );
+            scrape.render(&mut buf);
         }
     });
     assert_eq!(buf.len(), size);
     (allocations, size)
-}
-
-/// One render of every collector, as text.
-fn text(snapshot: &Snapshot) -> String {
-    let mut buf = Vec::new();
-    render(
-        snapshot,
-        Default::default(),
-        Format::Text,
-        Collectors::ALL,
-        Instant::now(),
-        &mut buf,
-    );
-    String::from_utf8(buf).unwrap()
 }
 
 #[test]
@@ -97,7 +70,7 @@ fn a_scrape_with_attribution_allocates_nothing() {
     use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
     let mut snapshot = fleet(4);
     snapshot.collectors = Collectors::ALL;
-    let plain = text(&snapshot);
+    let plain = Scrape::of(&snapshot).text();
     snapshot.kubernetes.pod_labels = true;
     snapshot.kubernetes.kubelet = Some(Kubelet {
         last_success: Some(1.8e9),
@@ -118,7 +91,7 @@ fn a_scrape_with_attribution_allocates_nothing() {
         let (allocations, _) = renders(&snapshot, format);
         assert_eq!(allocations, 0, "{format:?}: {allocations} allocations");
     }
-    let text = text(&snapshot);
+    let text = Scrape::of(&snapshot).text();
     // The demo: one pod on GPUs 0 and 1, two time-slicing GPU 2, a batch
     // job on GPU 3.
     assert_eq!(plain.matches("\ngpu_pod_info{").count(), 4);
@@ -156,39 +129,42 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
         "exclude%5B%5D=clocks&exclude%5B%5D=nvlink",
     ];
     let mut full = Vec::new();
-    render(
-        &snapshot,
-        Default::default(),
-        Format::Text,
-        Collectors::ALL,
+    Scrape {
+        snapshot: &snapshot,
+        fresh: Default::default(),
+        http: None,
+        format: Format::Text,
+        only: Collectors::ALL,
         now,
-        &mut full,
-    );
+    }
+    .render(&mut full);
     for q in queries {
         let only = query::collectors(q).unwrap();
         let mut buf = Vec::new();
-        render(
-            &snapshot,
-            Default::default(),
-            Format::Text,
+        Scrape {
+            snapshot: &snapshot,
+            fresh: Default::default(),
+            http: None,
+            format: Format::Text,
             only,
             now,
-            &mut buf,
-        );
+        }
+        .render(&mut buf);
         let size = buf.len();
         assert!(size < full.len(), "{q}");
         let allocations = count(|| {
             for _ in 0..100 {
                 buf.clear();
                 let only = query::collectors(std::hint::black_box(q)).unwrap();
-                render(
-                    &snapshot,
-                    Default::default(),
-                    Format::Text,
+                Scrape {
+                    snapshot: &snapshot,
+                    fresh: Default::default(),
+                    http: None,
+                    format: Format::Text,
                     only,
                     now,
-                    &mut buf,
-                );
+                }
+                .render(&mut buf);
             }
         });
         assert_eq!(allocations, 0, "{q}: {allocations} allocations");
@@ -196,14 +172,15 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
     }
     let mut buf = Vec::new();
     let only = Collectors::NONE.with(Gpm).with(Xid);
-    render(
-        &snapshot,
-        Default::default(),
-        Format::Text,
+    Scrape {
+        snapshot: &snapshot,
+        fresh: Default::default(),
+        http: None,
+        format: Format::Text,
         only,
         now,
-        &mut buf,
-    );
+    }
+    .render(&mut buf);
     let text = String::from_utf8(buf).unwrap();
     assert!(text.contains("\ngpu_sm_active_ratio{") && text.contains("\ngpu_xid_errors_total{"));
     assert!(!text.contains("gpu_temperature_celsius") && !text.contains("gpu_info{"));
@@ -217,14 +194,5 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
 fn the_counter_counts() {
     // A render into an empty buffer has to grow it.
     let snapshot = fleet(4);
-    assert_the_counter_counts(|| {
-        render(
-            &snapshot,
-            Default::default(),
-            Format::Text,
-            Collectors::ALL,
-            Instant::now(),
-            &mut Vec::new(),
-        )
-    });
+    assert_the_counter_counts(|| Scrape::of(&snapshot).render(&mut Vec::new()));
 }

@@ -3,15 +3,15 @@
 //! instance over the fake NVML's MIG scenario. Opt-in collectors
 //! (`nvlink_link`) are outside it, as their help says.
 
-use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::config::SourceKind;
+use gpu_exporter::internals::exposition::Scrape;
 use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::nvml::{Nvml, Options};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[path = "support/fake_nvml.rs"]
 mod fake_nvml;
@@ -23,17 +23,8 @@ const PER_MIG_INSTANCE: usize = 16;
 /// Series per target: `gpu="N"` alone, or `gpu="N"` with its
 /// `mig_instance`.
 fn series(snapshot: &Snapshot) -> BTreeMap<String, usize> {
-    let mut out = Vec::new();
-    render(
-        snapshot,
-        Default::default(),
-        Format::Text,
-        Collectors::ALL,
-        Instant::now(),
-        &mut out,
-    );
     let mut per = BTreeMap::new();
-    for line in String::from_utf8(out).unwrap().lines() {
+    for line in Scrape::of(snapshot).text().lines() {
         let Some(at) = line.find("{gpu=\"") else {
             continue;
         };

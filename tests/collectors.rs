@@ -4,7 +4,7 @@
 //! membership) render alike, so the two mappings agree.
 
 use gpu_exporter::config::{Collector, Collectors};
-use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::snapshot::{Health, NvlinkLink, Snapshot};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -31,14 +31,15 @@ fn full() -> Snapshot {
 fn text(s: &Snapshot, only: Collectors) -> String {
     let mut out = Vec::new();
     // At the snapshot's own time: its age is always 0.
-    render(
-        s,
-        Default::default(),
-        Format::OpenMetrics,
+    Scrape {
+        snapshot: s,
+        fresh: Default::default(),
+        http: None,
+        format: Format::OpenMetrics,
         only,
-        s.published,
-        &mut out,
-    );
+        now: s.published,
+    }
+    .render(&mut out);
     String::from_utf8(out).unwrap()
 }
 

@@ -51,35 +51,58 @@ pub struct HttpStats {
     pub gzipped: u64,
 }
 
-/// Writes `snapshot` in `format` to `out`, after whatever `out` holds: the
-/// families of the collectors in `only` (a scrape's `collect[]` and
-/// `exclude[]`; [`Collectors::ALL`] for every one) that ran. The
-/// exporter's own families are always written; while `fresh` says the
-/// readings are withheld, only they are.
-#[cfg(any(test, feature = "internals"))]
-pub fn render(
-    snapshot: &Snapshot,
-    fresh: Freshness,
-    format: Format,
-    only: Collectors,
-    now: Instant,
-    out: &mut Vec<u8>,
-) {
-    render_with(snapshot, fresh, None, format, only, now, out)
+/// What one render needs: the snapshot and how fresh it is, the HTTP
+/// server's own counts (none outside a server), the format, and the
+/// collectors a scrape asked for (`collect[]` and `exclude[]`;
+/// [`Collectors::ALL`] for every one).
+#[derive(Clone, Copy)]
+pub struct Scrape<'a> {
+    pub snapshot: &'a Snapshot,
+    pub fresh: Freshness,
+    pub http: Option<&'a HttpStats>,
+    pub format: Format,
+    pub only: Collectors,
+    /// When it is served: the snapshot's age is measured to it.
+    pub now: Instant,
 }
 
-/// [`render`], with the HTTP server's families when it gives `http`.
-pub fn render_with(
-    snapshot: &Snapshot,
-    fresh: Freshness,
-    http: Option<&HttpStats>,
-    format: Format,
-    only: Collectors,
-    now: Instant,
-    out: &mut Vec<u8>,
-) {
-    render_families(snapshot, fresh.hidden, format, only, out);
-    render_own(snapshot, fresh, http, format, only, now, out);
+impl<'a> Scrape<'a> {
+    /// Every collector of a fresh `snapshot`, as text 0.0.4, now, outside
+    /// a server; the fields say otherwise.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn of(snapshot: &'a Snapshot) -> Scrape<'a> {
+        Scrape {
+            snapshot,
+            fresh: Freshness::default(),
+            http: None,
+            format: Format::Text,
+            only: Collectors::ALL,
+            now: Instant::now(),
+        }
+    }
+
+    /// In `format`.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn format(self, format: Format) -> Scrape<'a> {
+        Scrape { format, ..self }
+    }
+
+    /// Writes the scrape to `out`, after whatever `out` holds: the
+    /// families of the asked collectors that ran, then the exporter's own,
+    /// which are always written; while `fresh` says the readings are
+    /// withheld, only they are.
+    pub fn render(&self, out: &mut Vec<u8>) {
+        self.render_families(out);
+        self.render_own(out);
+    }
+
+    /// [`Scrape::render`] into a new String, for tests.
+    #[cfg(any(test, feature = "internals"))]
+    pub fn text(&self) -> String {
+        let mut out = Vec::new();
+        self.render(&mut out);
+        String::from_utf8(out).expect("renders are UTF-8")
+    }
 }
 
 fn writer(out: &mut Vec<u8>, format: Format) -> Writer<'_> {
@@ -90,198 +113,201 @@ fn writer(out: &mut Vec<u8>, format: Format) -> Writer<'_> {
     }
 }
 
-/// The first part of [`render_with`]: every family that depends on the
-/// snapshot alone (the GPUs', MIG instances', attribution, models'), so
-/// that a gzipped scrape can compress it once per snapshot. With `hidden`
-/// (readings withheld), nothing.
-pub fn render_families(
-    snapshot: &Snapshot,
-    hidden: bool,
-    format: Format,
-    only: Collectors,
-    out: &mut Vec<u8>,
-) {
-    let mut w = writer(out, format);
-    let on = snapshot.collectors.and(only);
-    let (gpus, models) = match hidden {
-        true => (&[][..], &[][..]),
-        false => (&snapshot.gpus[..], &snapshot.models[..]),
-    };
-    let pod_labels = snapshot.kubernetes.pod_labels;
+impl Scrape<'_> {
+    /// The first part of [`Scrape::render`]: every family that depends on the
+    /// snapshot alone (the GPUs', MIG instances', attribution, models'), so
+    /// that a gzipped scrape can compress it once per snapshot. With the
+    /// readings withheld, nothing.
+    pub fn render_families(&self, out: &mut Vec<u8>) {
+        let Scrape {
+            snapshot,
+            format,
+            only,
+            ..
+        } = *self;
+        let hidden = self.fresh.hidden;
+        let mut w = writer(out, format);
+        let on = snapshot.collectors.and(only);
+        let (gpus, models) = match hidden {
+            true => (&[][..], &[][..]),
+            false => (&snapshot.gpus[..], &snapshot.models[..]),
+        };
+        let pod_labels = snapshot.kubernetes.pod_labels;
 
-    let gpu_targets = |f: &mut dyn FnMut(Target)| {
-        each_target(gpus, |t, _| {
-            if t.mig.is_none() {
-                f(t)
-            }
-        })
-    };
-    if !gpus.is_empty() && on.has(Collector::Info) {
-        w.head(&GPU_INFO);
-        gpu_targets(&mut |t| {
-            for pod in copies(&t.gpu.readings, pod_labels) {
-                w.name(&GPU_INFO);
-                w.target(t);
-                w.pod(pod);
-                let g = t.gpu;
-                for (k, v) in [
-                    ("model", &g.model),
-                    ("pci_bus_id", &g.pci_bus_id),
-                    ("driver_version", &g.driver_version),
-                ] {
-                    w.label(k, v);
+        let gpu_targets = |f: &mut dyn FnMut(Target)| {
+            each_target(gpus, |t, _| {
+                if t.mig.is_none() {
+                    f(t)
                 }
-                for (k, v) in [
-                    ("vbios_version", &g.vbios_version),
-                    ("inforom_version", &g.inforom_version),
-                ] {
-                    if !v.is_empty() {
+            })
+        };
+        if !gpus.is_empty() && on.has(Collector::Info) {
+            w.head(&GPU_INFO);
+            gpu_targets(&mut |t| {
+                for pod in copies(&t.gpu.readings, pod_labels) {
+                    w.name(&GPU_INFO);
+                    w.target(t);
+                    w.pod(pod);
+                    let g = t.gpu;
+                    for (k, v) in [
+                        ("model", &g.model),
+                        ("pci_bus_id", &g.pci_bus_id),
+                        ("driver_version", &g.driver_version),
+                    ] {
                         w.label(k, v);
                     }
+                    for (k, v) in [
+                        ("vbios_version", &g.vbios_version),
+                        ("inforom_version", &g.inforom_version),
+                    ] {
+                        if !v.is_empty() {
+                            w.label(k, v);
+                        }
+                    }
+                    w.value(1.0);
                 }
-                w.value(1.0);
-            }
-        });
-        w.head(&GPU_UP);
-        gpu_targets(&mut |t| {
-            for pod in copies(&t.gpu.readings, pod_labels) {
-                w.name(&GPU_UP);
-                w.target(t);
-                w.pod(pod);
-                w.value(if t.gpu.up { 1.0 } else { 0.0 });
-            }
-        });
-    }
-    for (fam, series) in GPU_FAMILIES.iter().chain(&HEALTH_FAMILIES) {
-        if !fam.collector.is_some_and(|c| on.has(c)) {
-            continue;
-        }
-        // A MIG instance's memory has families of its own.
-        let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
-        let only = Some(gpu_only).filter(|&g| g);
-        family_series(&mut w, gpus, fam, *series, only, pod_labels);
-    }
-    for (fam, _, series) in &MIG_MEMORY {
-        if fam.collector.is_some_and(|c| on.has(c)) {
-            family_series(&mut w, gpus, fam, *series, Some(false), pod_labels);
-        }
-    }
-    if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
-        w.head(&MIG_INFO);
-        each_target(gpus, |t, _| {
-            let Some(m) = t.mig else { return };
-            for ci in &m.compute {
-                w.name(&MIG_INFO);
-                w.target(t);
-                if let Some(id) = ci.id {
-                    w.num_label("mig_compute_instance", id);
+            });
+            w.head(&GPU_UP);
+            gpu_targets(&mut |t| {
+                for pod in copies(&t.gpu.readings, pod_labels) {
+                    w.name(&GPU_UP);
+                    w.target(t);
+                    w.pod(pod);
+                    w.value(if t.gpu.up { 1.0 } else { 0.0 });
                 }
-                w.label("mig_uuid", &ci.uuid);
-                w.value(1.0);
+            });
+        }
+        for (fam, series) in GPU_FAMILIES.iter().chain(&HEALTH_FAMILIES) {
+            if !fam.collector.is_some_and(|c| on.has(c)) {
+                continue;
             }
-        });
-    }
-
-    attribution::render(&mut w, snapshot, gpus, on);
-
-    if !models.is_empty() && on.has(Collector::Models) {
-        w.head(&TTFT);
-        for m in models {
-            let h = &m.ttft_seconds;
-            for &(le, n) in &h.buckets {
-                w.put(TTFT.name);
-                w.put("_bucket");
-                w.open_label("model_name", &m.name);
-                w.out.extend_from_slice(b",le=\"");
-                write_f64(w.out, le);
-                w.out.push(b'"');
-                w.value(n);
+            // A MIG instance's memory has families of its own.
+            let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
+            let only = Some(gpu_only).filter(|&g| g);
+            family_series(&mut w, gpus, fam, *series, only, pod_labels);
+        }
+        for (fam, _, series) in &MIG_MEMORY {
+            if fam.collector.is_some_and(|c| on.has(c)) {
+                family_series(&mut w, gpus, fam, *series, Some(false), pod_labels);
             }
-            for (suffix, v) in [("_sum", h.sum), ("_count", h.count())] {
-                w.put(TTFT.name);
-                w.put(suffix);
-                w.open_label("model_name", &m.name);
-                w.value(v);
+        }
+        if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
+            w.head(&MIG_INFO);
+            each_target(gpus, |t, _| {
+                let Some(m) = t.mig else { return };
+                for ci in &m.compute {
+                    w.name(&MIG_INFO);
+                    w.target(t);
+                    if let Some(id) = ci.id {
+                        w.num_label("mig_compute_instance", id);
+                    }
+                    w.label("mig_uuid", &ci.uuid);
+                    w.value(1.0);
+                }
+            });
+        }
+
+        attribution::render(&mut w, snapshot, gpus, on);
+
+        if !models.is_empty() && on.has(Collector::Models) {
+            w.head(&TTFT);
+            for m in models {
+                let h = &m.ttft_seconds;
+                for &(le, n) in &h.buckets {
+                    w.put(TTFT.name);
+                    w.put("_bucket");
+                    w.open_label("model_name", &m.name);
+                    w.out.extend_from_slice(b",le=\"");
+                    write_f64(w.out, le);
+                    w.out.push(b'"');
+                    w.value(n);
+                }
+                for (suffix, v) in [("_sum", h.sum), ("_count", h.count())] {
+                    w.put(TTFT.name);
+                    w.put(suffix);
+                    w.open_label("model_name", &m.name);
+                    w.value(v);
+                }
             }
         }
     }
-}
 
-/// The rest of [`render_with`]: the exporter's own families, whose values
-/// (snapshot age, the stall signal, the HTTP counters) are computed as the
-/// scrape is served, then OpenMetrics' `# EOF`.
-pub fn render_own(
-    snapshot: &Snapshot,
-    fresh: Freshness,
-    http: Option<&HttpStats>,
-    format: Format,
-    only: Collectors,
-    now: Instant,
-    out: &mut Vec<u8>,
-) {
-    let mut w = writer(out, format);
-    let on = snapshot.collectors.and(only);
-    let gpus = match fresh.hidden {
-        true => &[][..],
-        false => &snapshot.gpus[..],
-    };
-    w.head(&BUILD_INFO);
-    w.name(&BUILD_INFO);
-    w.open_label("version", env!("CARGO_PKG_VERSION"));
-    w.value(1.0);
-    // Until the first collection the source may not be chosen yet (auto).
-    if !snapshot.is_starting() {
-        w.head(&SOURCE_INFO);
-        w.name(&SOURCE_INFO);
-        w.open_label("source", snapshot.source.as_str());
+    /// The rest of [`Scrape::render`]: the exporter's own families, whose
+    /// values (snapshot age, the stall signal, the HTTP counters) are computed
+    /// as the scrape is served, then OpenMetrics' `# EOF`.
+    pub fn render_own(&self, out: &mut Vec<u8>) {
+        let Scrape {
+            snapshot,
+            fresh,
+            http,
+            format,
+            only,
+            now,
+        } = *self;
+        let mut w = writer(out, format);
+        let on = snapshot.collectors.and(only);
+        let gpus = match fresh.hidden {
+            true => &[][..],
+            false => &snapshot.gpus[..],
+        };
+        w.head(&BUILD_INFO);
+        w.name(&BUILD_INFO);
+        w.open_label("version", env!("CARGO_PKG_VERSION"));
         w.value(1.0);
-        w.scalar(&GPUS, gpus.len() as f64);
-    }
-    let success = snapshot.success() && !fresh.stalled;
-    let flag = |b: bool| if b { 1.0 } else { 0.0 };
-    w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
-    w.scalar(&COLLECT_SUCCESS, flag(success));
-    w.scalar(&COLLECT_STALLED, flag(fresh.stalled));
-    w.scalar(&READINGS_HIDDEN, flag(fresh.hidden));
-    let age = now
-        .saturating_duration_since(snapshot.published)
-        .as_secs_f64();
-    w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
-    let timed = |c: Collector| snapshot.timings.seconds[c as usize];
-    if on.iter().any(|c| timed(c).is_some()) {
-        w.head(&COLLECTOR_DURATION);
-        for c in on.iter() {
-            if let Some(s) = timed(c) {
-                w.name(&COLLECTOR_DURATION);
-                w.open_label("collector", c.name());
-                w.value(s);
+        // Until the first collection the source may not be chosen yet (auto).
+        if !snapshot.is_starting() {
+            w.head(&SOURCE_INFO);
+            w.name(&SOURCE_INFO);
+            w.open_label("source", snapshot.source.as_str());
+            w.value(1.0);
+            w.scalar(&GPUS, gpus.len() as f64);
+        }
+        let success = snapshot.success() && !fresh.stalled;
+        let flag = |b: bool| if b { 1.0 } else { 0.0 };
+        w.scalar(&COLLECT_DURATION, snapshot.collect_duration.as_secs_f64());
+        w.scalar(&COLLECT_SUCCESS, flag(success));
+        w.scalar(&COLLECT_STALLED, flag(fresh.stalled));
+        w.scalar(&READINGS_HIDDEN, flag(fresh.hidden));
+        let age = now
+            .saturating_duration_since(snapshot.published)
+            .as_secs_f64();
+        w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
+        let timed = |c: Collector| snapshot.timings.seconds[c as usize];
+        if on.iter().any(|c| timed(c).is_some()) {
+            w.head(&COLLECTOR_DURATION);
+            for c in on.iter() {
+                if let Some(s) = timed(c) {
+                    w.name(&COLLECTOR_DURATION);
+                    w.open_label("collector", c.name());
+                    w.value(s);
+                }
             }
         }
-    }
-    if !on.is_empty() {
-        w.head(&COLLECTOR_SUCCESS);
-        for c in on.iter() {
-            let ok = success && !snapshot.timings.failed.has(c);
-            w.name(&COLLECTOR_SUCCESS);
-            w.open_label("collector", c.name());
-            w.value(if ok { 1.0 } else { 0.0 });
+        if !on.is_empty() {
+            w.head(&COLLECTOR_SUCCESS);
+            for c in on.iter() {
+                let ok = success && !snapshot.timings.failed.has(c);
+                w.name(&COLLECTOR_SUCCESS);
+                w.open_label("collector", c.name());
+                w.value(if ok { 1.0 } else { 0.0 });
+            }
         }
-    }
-    attribution::own(&mut w, snapshot);
-    if let Some(h) = http {
-        w.scalar(&HTTP_OPEN, h.open as f64);
-        by_reason(&mut w, &HTTP_EVICTED, &h.evicted);
-        w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
-        w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
-        by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &h.tls_handshake_errors);
-    }
-    for (fam, read) in &PROCESS {
-        if let Some(v) = read(&snapshot.process) {
-            w.scalar(fam, v);
+        attribution::own(&mut w, snapshot);
+        if let Some(h) = http {
+            w.scalar(&HTTP_OPEN, h.open as f64);
+            by_reason(&mut w, &HTTP_EVICTED, &h.evicted);
+            w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
+            w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
+            by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &h.tls_handshake_errors);
         }
-    }
-    if w.om {
-        w.out.extend_from_slice(b"# EOF\n");
+        for (fam, read) in &PROCESS {
+            if let Some(v) = read(&snapshot.process) {
+                w.scalar(fam, v);
+            }
+        }
+        if w.om {
+            w.out.extend_from_slice(b"# EOF\n");
+        }
     }
 }
 

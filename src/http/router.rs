@@ -4,7 +4,7 @@
 use super::gzip::{Compressor, Families};
 use super::{alerts_api, query, status};
 use crate::exposition::reason::AtomicTally;
-use crate::exposition::{self, Evicted, Format, HandshakeError, HttpStats};
+use crate::exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
 use crate::poller::Latest;
 use crate::snapshot::Bounds;
 use std::io::Write;
@@ -250,22 +250,29 @@ pub fn route(
             let http = ctx.http.get();
             let now = Instant::now();
             let s = &published.snapshot;
-            let fresh = s.freshness(now, ctx.bounds);
+            let scrape = Scrape {
+                snapshot: s,
+                fresh: s.freshness(now, ctx.bounds),
+                http: Some(&http),
+                format,
+                only,
+                now,
+            };
             let Some(gzip) = gzip else {
-                exposition::render_with(s, fresh, Some(&http), format, only, now, body);
+                scrape.render(body);
                 return Response::ok(format.content_type());
             };
             let key = Families {
                 snapshot: s.clone(),
-                hidden: fresh.hidden,
+                hidden: scrape.fresh.hidden,
                 format,
                 only,
             };
             gzip.scrape(
                 key,
                 body,
-                |out| exposition::render_families(s, fresh.hidden, format, only, out),
-                |out| exposition::render_own(s, fresh, Some(&http), format, only, now, out),
+                |out| scrape.render_families(out),
+                |out| scrape.render_own(out),
             );
             Response {
                 gzipped: true,

@@ -10,7 +10,7 @@
 //! Benchmarks section has the figures and why.
 
 use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::exposition::{Format, render};
+use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -27,7 +27,7 @@ fn body(gpus: usize) -> Vec<u8> {
     s.gpus = sim.collect(1.8e9).unwrap();
     s.error = None;
     let mut out = Vec::new();
-    render(&s, Default::default(), Format::Text, Collectors::DEFAULT, Instant::now(), &mut out);
+    Scrape { snapshot: &s, fresh: Default::default(), http: None, format: Format::Text, only: Collectors::DEFAULT, now: Instant::now() }.render(&mut out);
     out
 }
 
