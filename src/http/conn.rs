@@ -89,7 +89,7 @@ pub fn respond(
     let parsed = parse(buf);
     out.clear();
     out.resize(HEAD_ROOM, 0);
-    let (resp, consumed, keep, head_only, http10, coding) = match parsed {
+    let (resp, d) = match parsed {
         Parsed::Partial => return None,
         Parsed::Reject(status) => {
             out.extend_from_slice(status.line().as_bytes());
@@ -103,7 +103,13 @@ pub fn respond(
                 },
                 ..Response::text(status)
             };
-            (resp, buf.len(), false, false, false, Coding::Identity)
+            let d = Decided {
+                consumed: buf.len(),
+                connection: Connection::Close,
+                head_only: false,
+                coding: Coding::Identity,
+            };
+            (resp, d)
         }
         Parsed::Request(req, f) => {
             // The compressor, when the client asked for gzip.
@@ -125,30 +131,64 @@ pub fn respond(
             if let (Coding::Gzip, false, Some(c)) = (coding, resp.gzipped, gzip) {
                 c.compress(out, HEAD_ROOM);
             }
-            (
-                resp,
-                f.consumed,
-                f.keep_alive && !policy.close,
-                req.method == Method::Head,
-                f.http10,
+            let connection = match (f.keep_alive && !policy.close, f.http10) {
+                (false, _) => Connection::Close,
+                (true, true) => Connection::KeepAliveHttp10,
+                (true, false) => Connection::KeepAlive,
+            };
+            let d = Decided {
+                consumed: f.consumed,
+                connection,
+                head_only: req.method == Method::Head,
                 coding,
-            )
+            };
+            (resp, d)
         }
     };
-    let gzipped = coding == Coding::Gzip;
     let vary = if resp.compressible {
-        coding.headers()
+        d.coding.headers()
     } else {
         ""
     };
-    let start = write_head(out, &resp, keep, http10, [vary, policy.headers]);
-    let end = if head_only { HEAD_ROOM } else { out.len() };
+    let start = write_head(out, &resp, d.connection, [vary, policy.headers]);
+    let end = if d.head_only { HEAD_ROOM } else { out.len() };
     Some(Answer {
-        consumed,
-        keep_alive: keep,
+        consumed: d.consumed,
+        keep_alive: d.connection != Connection::Close,
         range: start..end,
-        gzipped,
+        gzipped: d.coding == Coding::Gzip,
     })
+}
+
+/// What [`respond`] decides about a request beyond its response.
+struct Decided {
+    /// The bytes of the buffer it took.
+    consumed: usize,
+    connection: Connection,
+    /// HEAD: the head is sent without its body.
+    head_only: bool,
+    coding: Coding,
+}
+
+/// Whether the connection stays open after the response, as its
+/// `Connection` header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Connection {
+    Close,
+    /// HTTP/1.1: open unless said otherwise, so nothing to say.
+    KeepAlive,
+    /// HTTP/1.0 asked for keep-alive: it is said back.
+    KeepAliveHttp10,
+}
+
+impl Connection {
+    fn header(self) -> &'static str {
+        match self {
+            Connection::Close => "Connection: close\r\n",
+            Connection::KeepAliveHttp10 => "Connection: keep-alive\r\n",
+            Connection::KeepAlive => "",
+        }
+    }
 }
 
 /// Races `fut` against connection `id`'s deadline; `None` when the
@@ -445,15 +485,11 @@ fn drain(stream: &Async<TcpStream>) {
 
 /// Writes the status line and headers just before the body and returns
 /// where the response starts.
-fn write_head(out: &mut [u8], resp: &Response, keep: bool, http10: bool, more: [&str; 2]) -> usize {
+fn write_head(out: &mut [u8], resp: &Response, connection: Connection, more: [&str; 2]) -> usize {
     let body_len = out.len() - HEAD_ROOM;
     let mut head = [0u8; HEAD_ROOM];
     let mut c = Cursor::new(&mut head[..]);
-    let connection = match (keep, http10) {
-        (false, _) => "Connection: close\r\n",
-        (true, true) => "Connection: keep-alive\r\n",
-        (true, false) => "",
-    };
+    let connection = connection.header();
     // Fits: the longest status, content type and headers of our own are
     // under 512 bytes, and the configured ones at most MAX_CONFIGURED.
     let _ = write!(
