@@ -7,7 +7,6 @@
 //! runs exactly the code the fuzzer runs.
 
 use gpu_exporter::config::Collectors;
-use gpu_exporter::internals::alerts;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
@@ -21,6 +20,7 @@ use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use gpu_exporter::internals::source::smi::apps as smi_apps;
 use gpu_exporter::internals::source::smi::csv as smi;
+use gpu_exporter::internals::{alerts, promql};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -234,11 +234,11 @@ pub fn check_rules_json(data: &[u8]) {
     let Ok(rules) = alerts::file::load(text) else {
         return;
     };
-    let printing = alerts::promql::Printing {
+    let printing = promql::Printing {
         runbook_base: "x/",
         job: "gpu-exporter",
     };
-    let yaml = alerts::promql::rule_file(&rules, &printing);
+    let yaml = promql::rule_file(&rules, &printing);
     assert!(yaml.starts_with("# Generated"), "{yaml:?}");
 }
 

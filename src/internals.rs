@@ -52,6 +52,10 @@ pub mod web {
 pub mod poller {
     pub use crate::poller::*;
 }
+/// The alert rules as PromQL.
+pub mod promql {
+    pub use crate::promql::*;
+}
 /// The alert evaluator's thread.
 pub mod judge {
     pub use crate::judge::*;

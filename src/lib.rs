@@ -35,6 +35,7 @@ mod web;
 // Floor 4: the poller, and which source and fillers it reads.
 mod pipeline;
 mod poller;
+mod promql;
 // Floor 5: what serves or judges a published snapshot: HTTP, the seed
 // table, the judge (the alert evaluator's thread).
 mod http;

@@ -8,9 +8,8 @@ pub mod file;
 mod health;
 pub mod history;
 pub mod inhibit;
-pub mod promql;
 pub mod rules;
-mod summary;
+pub mod summary;
 
 pub use eval::{Alert, Evaluator, State, Transition};
 pub use rules::{Rule, Severity, Signal, Subject};

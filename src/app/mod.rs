@@ -4,12 +4,13 @@
 mod load;
 mod signals;
 
-use crate::alerts::{self, promql};
+use crate::alerts;
 use crate::base::time::unix_now;
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::http::{self, Server};
 use crate::judge::{self, Judge};
 use crate::poller::{self, Latest, Poller, Published};
+use crate::promql;
 use crate::snapshot::{Bounds, Snapshot};
 use crate::{pipeline, table};
 use std::net::{SocketAddr, TcpListener};

@@ -165,7 +165,7 @@ pub static GPU_UP: Family = family(
 )
 .of(Collector::Info);
 
-// The families the PromQL rules name (`alerts::promql`) are constants of
+// The families the PromQL rules name (`promql`) are constants of
 // their own; the rest are written in place in the table below.
 pub const TEMPERATURE: Family = family(
     "gpu_temperature_celsius",

@@ -1,8 +1,8 @@
 //! The same rules as PromQL: a Prometheus rule file that evaluates exactly
 //! what the exporter evaluates itself, plus the SLO recording rules.
 
-use super::rules::{BUSY_SM_ACTIVE, Expr, Rule, Signal};
-use super::summary::WORKLOADS;
+use crate::alerts::rules::{BUSY_SM_ACTIVE, Expr, Rule, Signal};
+use crate::alerts::summary::WORKLOADS;
 use crate::base::numbers::write_f64;
 use crate::base::time::format_duration;
 use crate::exposition::catalogue::health::{
@@ -55,8 +55,12 @@ pub fn error_ratio(window: Duration) -> String {
 }
 
 impl Signal {
-    /// An instant vector, one sample per subject.
+    /// An instant vector, one sample per subject: a counter summed over
+    /// its series, a gauge as it is.
     fn gauge(self) -> String {
+        if self.is_counter() {
+            return format!("sum by ({}) ({})", self.by(), self.series());
+        }
         match self {
             Signal::Throttled => {
                 let reasons: Vec<&str> = CLOCK_EVENT_REASONS
@@ -110,15 +114,9 @@ impl Signal {
             ),
             Signal::RecoveryAction => RECOVERY_ACTION.name.into(),
             Signal::RecoveryReset => format!("({} == 1)", RECOVERY_ACTION.name),
-            Signal::CriticalXid
-            | Signal::RecordedXid
-            | Signal::EccUncorrected
-            | Signal::Requests
-            | Signal::GoodRequests
-            | Signal::NvlinkErrors
-            | Signal::PcieReplays => {
-                format!("sum by ({}) ({})", self.by(), self.series())
-            }
+            // The counters, summed above (`Signal::is_counter` lists them);
+            // a test holds every signal to a non-empty expression.
+            _ => String::new(),
         }
     }
 
@@ -148,7 +146,9 @@ impl Signal {
             Signal::GoodRequests => {
                 format!("{}_bucket{{le=\"{}\"}}", TTFT.name, num(TTFT_SLO_SECONDS))
             }
-            other => other.gauge(),
+            // A counter without its series: empty, and a test fails.
+            _ if self.is_counter() => String::new(),
+            gauge => gauge.gauge(),
         }
     }
 }
@@ -284,6 +284,15 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
 mod tests {
     use super::*;
     use crate::alerts::rules::defaults;
+
+    #[test]
+    fn every_signal_has_an_expression_and_counters_a_series() {
+        for s in Signal::ALL {
+            assert!(!s.gauge().is_empty(), "{s:?}");
+            assert!(!s.series().is_empty(), "{s:?}");
+            assert_eq!(s.gauge().starts_with("sum by"), s.is_counter(), "{s:?}");
+        }
+    }
 
     #[test]
     fn default_rules_as_promql() {
