@@ -1,12 +1,15 @@
 //! The ground floor: helpers any module may use, which use nothing of the
 //! crate's own. Time and durations, number spelling, the strict JSON pass,
-//! reading the files flags name, units, PCI bus ids, and quiet logs.
+//! reading the files flags name, units, PCI bus ids, quiet logs and rate
+//! limits.
 
 pub mod file;
 pub mod json;
 pub mod numbers;
 pub mod pci;
 pub mod quiet;
+#[cfg(feature = "tls")]
+pub mod rate;
 pub mod time;
 pub mod units;
 

@@ -18,6 +18,7 @@ pub mod tls;
 mod yaml;
 
 use crate::base::file::read_config;
+use crate::base::rate::TokenBucket;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -163,7 +164,7 @@ pub struct Loaded {
     /// Basic auth, when `basic_auth_users` names anyone.
     pub auth: Option<auth::Auth>,
     /// `rate_limit`: requests beyond it get 429.
-    pub rate: Option<auth::TokenBucket>,
+    pub rate: Option<TokenBucket>,
     /// `http_server_config.headers`, as header lines for every response.
     pub headers: String,
 }
@@ -203,7 +204,7 @@ impl Loaded {
         let tls = web.tls.as_ref().map(tls::server_config).transpose()?;
         let rate = web
             .rate_limit
-            .map(|r| auth::TokenBucket::new(r.interval, r.burst));
+            .map(|r| TokenBucket::new(r.interval, r.burst));
         let auth = auth::Auth::new(web.users.clone(), auth::Limits::default()).map_err(|e| {
             err(
                 "basic_auth_users",
