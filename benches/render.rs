@@ -26,20 +26,16 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 const FLEETS: [&str; 4] = ["1", "8", "64", "8x7mig"];
-const T0: f64 = 1.8e9;
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
+use fleet::T0;
 
 fn snapshot(fleet: &str) -> Snapshot {
     let (gpus, mig) = match fleet {
         "8x7mig" => (8, 7),
         n => (n.parse().unwrap(), 0),
     };
-    let gpu = r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#;
-    let json = format!(r#"{{"gpus":[{}]}}"#, vec![gpu; gpus].join(","));
-    let mut sim = Sim::new(Scenario::parse(&json).unwrap(), T0);
-    let mut s = Snapshot::empty(SourceKind::Sim);
-    sim.collect(T0 - 60.0).unwrap();
-    s.gpus = sim.collect(T0).unwrap();
-    s.error = None;
+    let mut s = fleet::snapshot(gpus);
     for g in &mut s.gpus {
         g.mig = (0..mig)
             .map(|i| {

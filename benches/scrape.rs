@@ -11,12 +11,9 @@
 //! `cargo bench --bench scrape`. Absolute times drift between machines;
 //! read the ratios.
 
-use gpu_exporter::config::{Collectors, SourceKind};
+use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::http::gzip::{Compressor, Families};
-use gpu_exporter::internals::snapshot::Snapshot;
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -27,18 +24,9 @@ use std::time::{Duration, Instant};
 mod response;
 use response::read_response_into;
 
-fn scenario(gpus: usize) -> String {
-    let gpu = r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#;
-    format!(r#"{{"gpus":[{}]}}"#, vec![gpu; gpus].join(","))
-}
-
-fn snapshot(gpus: usize) -> Snapshot {
-    let mut sim = Sim::new(Scenario::parse(&scenario(gpus)).unwrap(), 1.8e9);
-    let mut s = Snapshot::empty(SourceKind::Sim);
-    s.gpus = sim.collect(1.8e9).unwrap();
-    s.error = None;
-    s
-}
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
+use fleet::snapshot;
 
 fn bench_render() {
     println!("render into a reused buffer (median of 5 runs)");
@@ -221,7 +209,7 @@ fn bench_end_to_end() {
         let dir = std::env::temp_dir().join(format!("gpu-exporter-bench-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("{gpus}.json"));
-        std::fs::write(&path, scenario(gpus)).unwrap();
+        std::fs::write(&path, fleet::json(gpus)).unwrap();
         let mut child = Command::new(env!("CARGO_BIN_EXE_gpu-exporter"))
             .args(["--web.listen-address", "127.0.0.1:0", "--sim.scenario"])
             .arg(&path)

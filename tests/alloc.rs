@@ -2,11 +2,10 @@
 //! counting global allocator proves it. It counts only on a thread inside
 //! [`count`], so parallel tests and the harness don't disturb it.
 
-use gpu_exporter::config::{Collectors, SourceKind};
+use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::snapshot::Snapshot;
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use gpu_exporter::internals::source::sim::Scenario;
 use std::time::Instant;
 
 #[path = "support/counting.rs"]
@@ -16,19 +15,15 @@ use counting::{Counting, assert_the_counter_counts, count};
 #[global_allocator]
 static GLOBAL: Counting = Counting;
 
+#[path = "support/fleet.rs"]
+mod support_fleet;
+
+/// `gpus` simulated GPUs (4: the default fleet), with the process's stats.
 fn fleet(gpus: usize) -> Snapshot {
-    let scenario = if gpus == 4 {
-        Scenario::default_fleet()
-    } else {
-        let list =
-            vec![r#"{"xid":79,"xid_every":"60s","clock_events":["sw_power_cap"]}"#; gpus].join(",");
-        Scenario::parse(&format!(r#"{{"gpus":[{list}]}}"#)).unwrap()
+    let mut s = match gpus {
+        4 => support_fleet::collected(Scenario::default_fleet()),
+        n => support_fleet::snapshot(n),
     };
-    let mut sim = Sim::new(scenario, 1.8e9);
-    let mut s = Snapshot::empty(SourceKind::Sim);
-    sim.collect(1.8e9 - 600.0).unwrap();
-    s.gpus = sim.collect(1.8e9).unwrap();
-    s.error = None;
     s.process = gpu_exporter::internals::process::read_stats();
     s
 }

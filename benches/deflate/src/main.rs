@@ -27,7 +27,15 @@ fn body(gpus: usize) -> Vec<u8> {
     s.gpus = sim.collect(1.8e9).unwrap();
     s.error = None;
     let mut out = Vec::new();
-    Scrape { snapshot: &s, fresh: Default::default(), http: None, format: Format::Text, only: Collectors::DEFAULT, now: Instant::now() }.render(&mut out);
+    Scrape {
+        snapshot: &s,
+        fresh: Default::default(),
+        http: None,
+        format: Format::Text,
+        only: Collectors::DEFAULT,
+        now: Instant::now(),
+    }
+    .render(&mut out);
     out
 }
 
