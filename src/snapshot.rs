@@ -7,6 +7,7 @@
 use crate::config::{Collector, Collectors, SourceKind};
 use std::time::{Duration, Instant};
 
+pub mod readings;
 mod users;
 pub use users::*;
 
@@ -208,88 +209,13 @@ impl Readings {
     /// disabled collector's readings reach no consumer, whatever the
     /// source read.
     pub fn retain(&mut self, on: Collectors) {
-        let h = &mut self.health;
-        for c in Collector::ALL.into_iter().filter(|&c| !on.has(c)) {
-            match c {
-                Collector::Temperature => {
-                    self.temperature_celsius = None;
-                    self.memory_temperature_celsius = None;
-                    h.memory_temperature_max_celsius = None;
-                }
-                Collector::Clocks => {
-                    self.sm_clock_hertz = None;
-                    self.sm_clock_max_hertz = None;
-                    self.memory_clock_hertz = None;
-                    self.clocks_event_mask = None;
-                    self.clocks_event_seconds_total = [None; 9];
-                }
-                Collector::Power => {
-                    self.power_usage_watts = None;
-                    self.power_limit_watts = None;
-                    self.energy_joules_total = None;
-                }
-                Collector::Utilization => self.utilization_ratio = None,
-                Collector::Gpm => {
-                    self.sm_active_ratio = None;
-                    self.sm_occupancy_ratio = None;
-                    self.dram_active_ratio = None;
-                    h.pipe_active_ratios = [None; 4];
-                }
-                Collector::Memory => {
-                    self.memory_total_bytes = None;
-                    self.memory_used_bytes = None;
-                    self.memory_free_bytes = None;
-                    self.memory_reserved_bytes = None;
-                }
-                Collector::Allocator => {
-                    self.allocator_reserved_bytes = None;
-                    self.allocator_allocated_bytes = None;
-                    self.largest_free_bytes = None;
-                }
-                Collector::Xid => {
-                    self.xid_errors = None;
-                    self.xid_last_timestamp_seconds = None;
-                }
-                Collector::Ecc => {
-                    self.ecc_corrected_total = None;
-                    self.ecc_uncorrected_total = None;
-                    h.ecc_corrected_lifetime = None;
-                    h.ecc_uncorrected_lifetime = None;
-                }
-                Collector::Remap => {
-                    h.remapped_rows = [None; 2];
-                    h.row_remap_pending = None;
-                    h.row_remap_failed = None;
-                    h.retired_pages = [None; 2];
-                    h.retired_pages_pending = None;
-                }
-                Collector::Pcie => {
-                    self.pcie_bytes_total = None;
-                    self.pcie_replay_errors_total = None;
-                    h.pcie_link_generation = None;
-                    h.pcie_link_generation_max = None;
-                    h.pcie_link_width = None;
-                    h.pcie_link_width_max = None;
-                }
-                Collector::Nvlink => {
-                    self.nvlink_bytes_total = None;
-                    h.nvlink_errors = [None; 4];
-                    h.nvlink_links = None;
-                    h.nvlink_links_active = None;
-                }
-                Collector::NvlinkLink => h.nvlink_per_link.clear(),
-                Collector::Recovery => h.recovery_action = None,
-                Collector::Fans => h.fan_speed_ratios = [None; MAX_FANS],
-                Collector::Media => h.media_ratios = [None; 4],
-                Collector::State => {
-                    h.performance_state = None;
-                    h.persistence_mode = None;
-                    h.compute_mode = None;
-                    h.mig_mode = None;
-                }
-                Collector::Processes => self.processes.clear(),
-                Collector::Info | Collector::Models => {}
+        for reading in readings::all() {
+            if reading.family.collector.is_some_and(|c| !on.has(c)) {
+                (reading.read.field)(self).clear();
             }
+        }
+        if !on.has(Collector::Processes) {
+            self.processes.clear();
         }
     }
 }

@@ -590,10 +590,7 @@ fn serves_the_fake_fleet_from(tag: &str, dir: &str) {
     let scenario = format!("{dir}/scenario.json");
     let r = b.start(
         &image,
-        &[
-            (&f.lib, &lib),
-            (&f.dir.join("scenario.json"), &scenario),
-        ],
+        &[(&f.lib, &lib), (&f.dir.join("scenario.json"), &scenario)],
         &["--collect.interval", "200ms"],
     );
     let m = r.wait_for("/metrics", Duration::from_secs(20), |m| {
