@@ -30,6 +30,7 @@ impl Family {
             family: self,
             labels: "",
             sources: "N S M",
+            smi: "",
             range: None,
             read,
             mig: None,
@@ -141,6 +142,9 @@ pub struct Reading {
     /// Who reads it, for the README: `N` NVML, `S` nvidia-smi, `M` the
     /// simulator; "N S M" until said.
     pub sources: &'static str,
+    /// The nvidia-smi `--query-gpu` column it is read from, where it is
+    /// one column; the smi source finds the column's collector by it.
+    pub smi: &'static str,
     /// Its physical range; `None` for states, masks and codes.
     pub range: Option<Range>,
     pub read: Read,
@@ -158,6 +162,11 @@ impl Reading {
 
     pub const fn from(mut self, sources: &'static str) -> Reading {
         self.sources = sources;
+        self
+    }
+
+    pub const fn smi(mut self, column: &'static str) -> Reading {
+        self.smi = column;
         self
     }
 
@@ -323,14 +332,14 @@ pub const PCIE_REPLAYS: Family = family(
 /// ([`health::HEALTH_READINGS`]).
 pub static GPU_READINGS: [Reading; 28] = [
     TEMPERATURE
-        .reads(one!(temperature_celsius))
+        .reads(one!(temperature_celsius)).smi("temperature.gpu")
         .within(TEMPERATURE_CELSIUS),
     MEMORY_TEMPERATURE
-        .reads(one!(memory_temperature_celsius))
+        .reads(one!(memory_temperature_celsius)).smi("temperature.memory")
         .within(TEMPERATURE_CELSIUS),
     family("gpu_sm_clock_hertz", Gauge, "Current SM clock.")
         .of(Clocks)
-        .reads(one!(sm_clock_hertz))
+        .reads(one!(sm_clock_hertz)).smi("clocks.current.sm")
         .within(CLOCK_HERTZ),
     family(
         "gpu_sm_clock_max_hertz",
@@ -338,11 +347,11 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Maximum SM clock; the current clock well below it means lost performance.",
     )
     .of(Clocks)
-    .reads(one!(sm_clock_max_hertz))
+    .reads(one!(sm_clock_max_hertz)).smi("clocks.max.sm")
     .within(CLOCK_HERTZ),
     family("gpu_memory_clock_hertz", Gauge, "Current memory clock.")
         .of(Clocks)
-        .reads(one!(memory_clock_hertz))
+        .reads(one!(memory_clock_hertz)).smi("clocks.current.memory")
         .within(CLOCK_HERTZ),
     CLOCKS_EVENT_ACTIVE
         .reads(Read {
@@ -358,7 +367,7 @@ pub static GPU_READINGS: [Reading; 28] = [
         .by("reason"),
     family("gpu_power_usage_watts", Gauge, "Power draw.")
         .of(Power)
-        .reads(one!(power_usage_watts))
+        .reads(one!(power_usage_watts)).smi("power.draw")
         .within(POWER_WATTS),
     family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
         .of(Power)
@@ -370,7 +379,7 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Fraction of time a kernel ran (nvidia-smi utilization.gpu). Misleading: one tiny kernel reads as 100%, so it says nothing about how busy the SMs are. Use gpu_sm_active_ratio; never alert on this.",
     )
     .of(Utilization)
-    .reads(one!(utilization_ratio))
+    .reads(one!(utilization_ratio)).smi("utilization.gpu")
     .within(RATIO),
     SM_ACTIVE.reads(one!(sm_active_ratio)).from("N M").within(RATIO),
     family(
@@ -390,7 +399,7 @@ pub static GPU_READINGS: [Reading; 28] = [
     .reads(one!(dram_active_ratio)).from("N M")
     .within(RATIO),
     MEMORY_TOTAL
-        .reads(one!(memory_total_bytes))
+        .reads(one!(memory_total_bytes)).smi("memory.total")
         .within(MEMORY_BYTES)
         .on_mig(
             family(
@@ -401,7 +410,7 @@ pub static GPU_READINGS: [Reading; 28] = [
             .of(Memory),
         ),
     MEMORY_USED
-        .reads(one!(memory_used_bytes))
+        .reads(one!(memory_used_bytes)).smi("memory.used")
         .within(MEMORY_BYTES)
         .on_mig(
             family(
@@ -417,7 +426,7 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Device memory free. Free is not allocatable when it is fragmented; see gpu_memory_largest_free_bytes.",
     )
     .of(Memory)
-    .reads(one!(memory_free_bytes))
+    .reads(one!(memory_free_bytes)).smi("memory.free")
     .within(MEMORY_BYTES)
     .on_mig(
         family(
@@ -433,7 +442,7 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Device memory reserved by the driver and firmware.",
     )
     .of(Memory)
-    .reads(one!(memory_reserved_bytes))
+    .reads(one!(memory_reserved_bytes)).smi("memory.reserved")
     .within(MEMORY_BYTES)
     .on_mig(
         family(
@@ -484,10 +493,10 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Corrected ECC errors (volatile).",
     )
     .of(Ecc)
-    .reads(one!(ecc_corrected_total))
+    .reads(one!(ecc_corrected_total)).smi("ecc.errors.corrected.volatile.total")
     .within(COUNT),
     ECC_UNCORRECTED
-        .reads(one!(ecc_uncorrected_total))
+        .reads(one!(ecc_uncorrected_total)).smi("ecc.errors.uncorrected.volatile.total")
         .within(COUNT),
     family(
         "gpu_energy_joules",
