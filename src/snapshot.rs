@@ -8,6 +8,7 @@ use crate::config::{Collector, Collectors, SourceKind};
 use std::time::{Duration, Instant};
 
 pub mod readings;
+pub use readings::Readings;
 mod users;
 pub use users::*;
 
@@ -74,57 +75,6 @@ pub fn xid_errors(seen: impl IntoIterator<Item = (u32, u64)>) -> Vec<(u32, u64)>
 pub struct TxRx {
     pub tx: f64,
     pub rx: f64,
-}
-
-/// Everything a source can read about one GPU (or MIG instance). Gauges
-/// and counters are in base units.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Readings {
-    pub temperature_celsius: Option<f64>,
-    pub memory_temperature_celsius: Option<f64>,
-    pub sm_clock_hertz: Option<f64>,
-    pub sm_clock_max_hertz: Option<f64>,
-    pub memory_clock_hertz: Option<f64>,
-    /// Active clock event reasons as the NVML bit mask.
-    pub clocks_event_mask: Option<u64>,
-    pub power_usage_watts: Option<f64>,
-    pub power_limit_watts: Option<f64>,
-    pub utilization_ratio: Option<f64>,
-    pub sm_active_ratio: Option<f64>,
-    pub sm_occupancy_ratio: Option<f64>,
-    pub dram_active_ratio: Option<f64>,
-    pub memory_total_bytes: Option<f64>,
-    pub memory_used_bytes: Option<f64>,
-    pub memory_free_bytes: Option<f64>,
-    pub memory_reserved_bytes: Option<f64>,
-    pub allocator_reserved_bytes: Option<f64>,
-    pub allocator_allocated_bytes: Option<f64>,
-    pub largest_free_bytes: Option<f64>,
-
-    /// Xid counts by code, as [`xid_errors`] builds them; `None` when the
-    /// source cannot see Xid at all.
-    pub xid_errors: Option<Vec<(u32, u64)>>,
-    pub xid_last_timestamp_seconds: Option<f64>,
-    pub ecc_corrected_total: Option<f64>,
-    pub ecc_uncorrected_total: Option<f64>,
-    pub energy_joules_total: Option<f64>,
-    pub pcie_bytes_total: Option<TxRx>,
-    pub pcie_replay_errors_total: Option<f64>,
-    pub nvlink_bytes_total: Option<TxRx>,
-    /// Seconds spent under each reason in [`CLOCK_EVENT_REASONS`] order;
-    /// NVML reports violation time only for some of them.
-    pub clocks_event_seconds_total: [Option<f64>; 9],
-    /// Hardware health and state beyond the readings above.
-    pub health: Health,
-    /// Processes using the memory (the `processes` collector), the
-    /// largest first once the collector has bounded them
-    /// ([`bound_processes`]).
-    pub processes: Vec<GpuProcess>,
-    /// Containers the kubelet says hold this GPU or MIG instance, sorted;
-    /// several on a shared GPU.
-    pub pods: Vec<Pod>,
-    /// Batch jobs running on it (`--hpc.job-mapping-dir`), in file order.
-    pub jobs: Vec<String>,
 }
 
 /// Fans read per GPU at most.

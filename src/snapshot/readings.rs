@@ -17,10 +17,61 @@
 mod family;
 pub mod health;
 
-pub use family::{Family, Kind, family};
+pub use family::*;
 
-use super::{NvlinkLink, Readings, TxRx};
+use super::{GpuProcess, Health, NvlinkLink, Pod, TxRx};
 use crate::config::Collector;
+
+/// Everything a source can read about one GPU (or MIG instance). Gauges
+/// and counters are in base units.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Readings {
+    pub temperature_celsius: Option<f64>,
+    pub memory_temperature_celsius: Option<f64>,
+    pub sm_clock_hertz: Option<f64>,
+    pub sm_clock_max_hertz: Option<f64>,
+    pub memory_clock_hertz: Option<f64>,
+    /// Active clock event reasons as the NVML bit mask.
+    pub clocks_event_mask: Option<u64>,
+    pub power_usage_watts: Option<f64>,
+    pub power_limit_watts: Option<f64>,
+    pub utilization_ratio: Option<f64>,
+    pub sm_active_ratio: Option<f64>,
+    pub sm_occupancy_ratio: Option<f64>,
+    pub dram_active_ratio: Option<f64>,
+    pub memory_total_bytes: Option<f64>,
+    pub memory_used_bytes: Option<f64>,
+    pub memory_free_bytes: Option<f64>,
+    pub memory_reserved_bytes: Option<f64>,
+    pub allocator_reserved_bytes: Option<f64>,
+    pub allocator_allocated_bytes: Option<f64>,
+    pub largest_free_bytes: Option<f64>,
+
+    /// Xid counts by code, as [`super::xid_errors`] builds them; `None` when the
+    /// source cannot see Xid at all.
+    pub xid_errors: Option<Vec<(u32, u64)>>,
+    pub xid_last_timestamp_seconds: Option<f64>,
+    pub ecc_corrected_total: Option<f64>,
+    pub ecc_uncorrected_total: Option<f64>,
+    pub energy_joules_total: Option<f64>,
+    pub pcie_bytes_total: Option<TxRx>,
+    pub pcie_replay_errors_total: Option<f64>,
+    pub nvlink_bytes_total: Option<TxRx>,
+    /// Seconds spent under each reason in [`super::CLOCK_EVENT_REASONS`] order;
+    /// NVML reports violation time only for some of them.
+    pub clocks_event_seconds_total: [Option<f64>; 9],
+    /// Hardware health and state beyond the readings above.
+    pub health: Health,
+    /// Processes using the memory (the `processes` collector), the
+    /// largest first once the collector has bounded them
+    /// ([`super::bound_processes`]).
+    pub processes: Vec<GpuProcess>,
+    /// Containers the kubelet says hold this GPU or MIG instance, sorted;
+    /// several on a shared GPU.
+    pub pods: Vec<Pod>,
+    /// Batch jobs running on it (`--hpc.job-mapping-dir`), in file order.
+    pub jobs: Vec<String>,
+}
 
 impl Family {
     /// The reading this family shows, read by `read`; no range, no
@@ -37,54 +88,6 @@ impl Family {
         }
     }
 }
-
-/// The plausible values of a reading, both ends included.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Range {
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Range {
-    pub fn holds(self, v: f64) -> bool {
-        v.is_finite() && self.min <= v && v <= self.max
-    }
-}
-
-/// Die and memory temperature.
-pub const TEMPERATURE_CELSIUS: Range = Range {
-    min: -40.0,
-    max: 150.0,
-};
-/// SM and memory clocks: no GPU clocks at 10 GHz.
-pub const CLOCK_HERTZ: Range = Range {
-    min: 0.0,
-    max: 1e10,
-};
-/// Power draw and limit: a GB200 superchip's board is under 3 kW.
-pub const POWER_WATTS: Range = Range {
-    min: 0.0,
-    max: 10_000.0,
-};
-/// Shares of time or capacity.
-pub const RATIO: Range = Range { min: 0.0, max: 1.0 };
-/// Fan speed as a ratio: NVML says a fan may report over 100%.
-pub const FAN_RATIO: Range = Range { min: 0.0, max: 2.0 };
-/// Memory sizes: up to 1 PiB per GPU.
-pub const MEMORY_BYTES: Range = Range {
-    min: 0.0,
-    max: 1_125_899_906_842_624.0,
-};
-/// Counters: never negative; an all-ones 64-bit sentinel (1.8e19) is out.
-pub const COUNT: Range = Range {
-    min: 0.0,
-    max: 9.2e18,
-};
-/// Unix time of the last Xid: after 2000 and before 2200.
-pub const UNIX_SECONDS: Range = Range {
-    min: 946_684_800.0,
-    max: 7_258_118_400.0,
-};
 
 /// An extra label after `gpu` and `uuid`: a whole one spelled out
 /// (`,reason="hw_slowdown"`), a number, or a number and then a whole one.

@@ -1,5 +1,5 @@
-//! A metric family: name, type, unit and help, and the collector it
-//! belongs to.
+//! What a declaration is made of: a metric family (name, type, unit,
+//! help, and the collector it belongs to) and a physical range.
 
 use crate::config::Collector;
 
@@ -97,3 +97,51 @@ const fn ends_with(s: &[u8], suffix: &[u8]) -> bool {
     }
     true
 }
+
+/// The plausible values of a reading, both ends included.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Range {
+    pub fn holds(self, v: f64) -> bool {
+        v.is_finite() && self.min <= v && v <= self.max
+    }
+}
+
+/// Die and memory temperature.
+pub const TEMPERATURE_CELSIUS: Range = Range {
+    min: -40.0,
+    max: 150.0,
+};
+/// SM and memory clocks: no GPU clocks at 10 GHz.
+pub const CLOCK_HERTZ: Range = Range {
+    min: 0.0,
+    max: 1e10,
+};
+/// Power draw and limit: a GB200 superchip's board is under 3 kW.
+pub const POWER_WATTS: Range = Range {
+    min: 0.0,
+    max: 10_000.0,
+};
+/// Shares of time or capacity.
+pub const RATIO: Range = Range { min: 0.0, max: 1.0 };
+/// Fan speed as a ratio: NVML says a fan may report over 100%.
+pub const FAN_RATIO: Range = Range { min: 0.0, max: 2.0 };
+/// Memory sizes: up to 1 PiB per GPU.
+pub const MEMORY_BYTES: Range = Range {
+    min: 0.0,
+    max: 1_125_899_906_842_624.0,
+};
+/// Counters: never negative; an all-ones 64-bit sentinel (1.8e19) is out.
+pub const COUNT: Range = Range {
+    min: 0.0,
+    max: 9.2e18,
+};
+/// Unix time of the last Xid: after 2000 and before 2200.
+pub const UNIX_SECONDS: Range = Range {
+    min: 946_684_800.0,
+    max: 7_258_118_400.0,
+};
