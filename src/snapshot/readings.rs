@@ -335,14 +335,17 @@ pub const PCIE_REPLAYS: Family = family(
 /// ([`health::HEALTH_READINGS`]).
 pub static GPU_READINGS: [Reading; 28] = [
     TEMPERATURE
-        .reads(one!(temperature_celsius)).smi("temperature.gpu")
+        .reads(one!(temperature_celsius))
+        .smi("temperature.gpu")
         .within(TEMPERATURE_CELSIUS),
     MEMORY_TEMPERATURE
-        .reads(one!(memory_temperature_celsius)).smi("temperature.memory")
+        .reads(one!(memory_temperature_celsius))
+        .smi("temperature.memory")
         .within(TEMPERATURE_CELSIUS),
     family("gpu_sm_clock_hertz", Gauge, "Current SM clock.")
         .of(Clocks)
-        .reads(one!(sm_clock_hertz)).smi("clocks.current.sm")
+        .reads(one!(sm_clock_hertz))
+        .smi("clocks.current.sm")
         .within(CLOCK_HERTZ),
     family(
         "gpu_sm_clock_max_hertz",
@@ -350,11 +353,13 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Maximum SM clock; the current clock well below it means lost performance.",
     )
     .of(Clocks)
-    .reads(one!(sm_clock_max_hertz)).smi("clocks.max.sm")
+    .reads(one!(sm_clock_max_hertz))
+    .smi("clocks.max.sm")
     .within(CLOCK_HERTZ),
     family("gpu_memory_clock_hertz", Gauge, "Current memory clock.")
         .of(Clocks)
-        .reads(one!(memory_clock_hertz)).smi("clocks.current.memory")
+        .reads(one!(memory_clock_hertz))
+        .smi("clocks.current.memory")
         .within(CLOCK_HERTZ),
     CLOCKS_EVENT_ACTIVE
         .reads(Read {
@@ -370,7 +375,8 @@ pub static GPU_READINGS: [Reading; 28] = [
         .by("reason"),
     family("gpu_power_usage_watts", Gauge, "Power draw.")
         .of(Power)
-        .reads(one!(power_usage_watts)).smi("power.draw")
+        .reads(one!(power_usage_watts))
+        .smi("power.draw")
         .within(POWER_WATTS),
     family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
         .of(Power)
@@ -382,7 +388,8 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Fraction of time a kernel ran (nvidia-smi utilization.gpu). Misleading: one tiny kernel reads as 100%, so it says nothing about how busy the SMs are. Use gpu_sm_active_ratio; never alert on this.",
     )
     .of(Utilization)
-    .reads(one!(utilization_ratio)).smi("utilization.gpu")
+    .reads(one!(utilization_ratio))
+    .smi("utilization.gpu")
     .within(RATIO),
     SM_ACTIVE.reads(one!(sm_active_ratio)).from("N M").within(RATIO),
     family(
@@ -391,7 +398,8 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Resident warps as a fraction of the SMs' maximum.",
     )
     .of(Gpm)
-    .reads(one!(sm_occupancy_ratio)).from("N M")
+    .reads(one!(sm_occupancy_ratio))
+    .from("N M")
     .within(RATIO),
     family(
         "gpu_dram_active_ratio",
@@ -399,10 +407,12 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Fraction of time the memory interface was busy: the bandwidth signal.",
     )
     .of(Gpm)
-    .reads(one!(dram_active_ratio)).from("N M")
+    .reads(one!(dram_active_ratio))
+    .from("N M")
     .within(RATIO),
     MEMORY_TOTAL
-        .reads(one!(memory_total_bytes)).smi("memory.total")
+        .reads(one!(memory_total_bytes))
+        .smi("memory.total")
         .within(MEMORY_BYTES)
         .on_mig(
             family(
@@ -413,7 +423,8 @@ pub static GPU_READINGS: [Reading; 28] = [
             .of(Memory),
         ),
     MEMORY_USED
-        .reads(one!(memory_used_bytes)).smi("memory.used")
+        .reads(one!(memory_used_bytes))
+        .smi("memory.used")
         .within(MEMORY_BYTES)
         .on_mig(
             family(
@@ -429,7 +440,8 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Device memory free. Free is not allocatable when it is fragmented; see gpu_memory_largest_free_bytes.",
     )
     .of(Memory)
-    .reads(one!(memory_free_bytes)).smi("memory.free")
+    .reads(one!(memory_free_bytes))
+    .smi("memory.free")
     .within(MEMORY_BYTES)
     .on_mig(
         family(
@@ -445,7 +457,8 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Device memory reserved by the driver and firmware.",
     )
     .of(Memory)
-    .reads(one!(memory_reserved_bytes)).smi("memory.reserved")
+    .reads(one!(memory_reserved_bytes))
+    .smi("memory.reserved")
     .within(MEMORY_BYTES)
     .on_mig(
         family(
@@ -456,13 +469,16 @@ pub static GPU_READINGS: [Reading; 28] = [
         .of(Memory),
     ),
     ALLOCATOR_RESERVED
-        .reads(one!(allocator_reserved_bytes)).from("M, workload files")
+        .reads(one!(allocator_reserved_bytes))
+        .from("M, workload files")
         .within(MEMORY_BYTES),
     ALLOCATOR_ALLOCATED
-        .reads(one!(allocator_allocated_bytes)).from("M, workload files")
+        .reads(one!(allocator_allocated_bytes))
+        .from("M, workload files")
         .within(MEMORY_BYTES),
     LARGEST_FREE
-        .reads(one!(largest_free_bytes)).from("M, workload files")
+        .reads(one!(largest_free_bytes))
+        .from("M, workload files")
         .within(MEMORY_BYTES)
         .on_mig(
             family(
@@ -478,7 +494,8 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Unix time of the last Xid error seen on this GPU.",
     )
     .of(Xid)
-    .reads(one!(xid_last_timestamp_seconds)).from("N M, kernel log")
+    .reads(one!(xid_last_timestamp_seconds))
+    .from("N M, kernel log")
     .within(UNIX_SECONDS),
     XID_ERRORS
         .reads(Read {
@@ -488,7 +505,8 @@ pub static GPU_READINGS: [Reading; 28] = [
                 }
             },
             field: |r| Field::Xids(&mut r.xid_errors),
-        }).from("N M, kernel log")
+        })
+        .from("N M, kernel log")
         .by("xid"),
     family(
         "gpu_ecc_corrected_errors",
@@ -496,10 +514,12 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Corrected ECC errors (volatile).",
     )
     .of(Ecc)
-    .reads(one!(ecc_corrected_total)).smi("ecc.errors.corrected.volatile.total")
+    .reads(one!(ecc_corrected_total))
+    .smi("ecc.errors.corrected.volatile.total")
     .within(COUNT),
     ECC_UNCORRECTED
-        .reads(one!(ecc_uncorrected_total)).smi("ecc.errors.uncorrected.volatile.total")
+        .reads(one!(ecc_uncorrected_total))
+        .smi("ecc.errors.uncorrected.volatile.total")
         .within(COUNT),
     family(
         "gpu_energy_joules",
@@ -507,18 +527,21 @@ pub static GPU_READINGS: [Reading; 28] = [
         "Energy consumed since the driver loaded.",
     )
     .of(Power)
-    .reads(one!(energy_joules_total)).from("N M")
+    .reads(one!(energy_joules_total))
+    .from("N M")
     .within(COUNT),
     family("gpu_pcie_bytes", Counter, "PCIe bytes moved, by direction.")
         .of(Pcie)
         .reads(Read {
             series: |r, f| directions(r.pcie_bytes_total, f),
             field: |r| Field::Pair(&mut r.pcie_bytes_total),
-        }).from("N M")
+        })
+        .from("N M")
         .by("direction")
         .within(COUNT),
     PCIE_REPLAYS
-        .reads(one!(pcie_replay_errors_total)).from("N M")
+        .reads(one!(pcie_replay_errors_total))
+        .from("N M")
         .within(COUNT),
     family(
         "gpu_nvlink_bytes",
@@ -529,7 +552,8 @@ pub static GPU_READINGS: [Reading; 28] = [
     .reads(Read {
         series: |r, f| directions(r.nvlink_bytes_total, f),
         field: |r| Field::Pair(&mut r.nvlink_bytes_total),
-    }).from("N M")
+    })
+    .from("N M")
     .by("direction")
     .within(COUNT),
     family(

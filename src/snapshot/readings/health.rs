@@ -113,7 +113,8 @@ pub const RECOVERY_ACTION: Family = family(
 /// The health readings, in output order.
 pub static HEALTH_READINGS: [Reading; 25] = [
     MEMORY_TEMPERATURE_MAX
-        .reads(one!(health.memory_temperature_max_celsius)).from("N M")
+        .reads(one!(health.memory_temperature_max_celsius))
+        .from("N M")
         .within(TEMPERATURE_CELSIUS),
     family(
         "gpu_remapped_rows",
@@ -169,7 +170,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     PCIE_LINK_WIDTH.reads(one!(health.pcie_link_width)),
     PCIE_LINK_WIDTH_MAX.reads(one!(health.pcie_link_width_max)),
     NVLINK_ERRORS
-        .reads(each!(health.nvlink_errors, ERROR_LABELS)).from("N M")
+        .reads(each!(health.nvlink_errors, ERROR_LABELS))
+        .from("N M")
         .by("error")
         .within(COUNT),
     NVLINK_LINKS.reads(one!(health.nvlink_links)).from("N M"),
@@ -183,7 +185,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .reads(Read {
         series: |r, f| links(&r.health, f),
         field: |r| Field::Links(&mut r.health.nvlink_per_link),
-    }).from("N")
+    })
+    .from("N")
     .by("link"),
     family(
         "gpu_nvlink_link_errors",
@@ -194,7 +197,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .reads(Read {
         series: |r, f| link_errors(&r.health, f),
         field: |r| Field::Links(&mut r.health.nvlink_per_link),
-    }).from("N")
+    })
+    .from("N")
     .by("link,error"),
     RECOVERY_ACTION.reads(one!(health.recovery_action)),
     family(
@@ -230,7 +234,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
         "Fraction of time the SMs used each pipe (GPM, Hopper and later): tensor is any tensor core, fp64/fp32/fp16 the non-tensor pipes. A share, so a gauge.",
     )
     .of(Gpm)
-    .reads(each!(health.pipe_active_ratios, PIPE_LABELS)).from("N M")
+    .reads(each!(health.pipe_active_ratios, PIPE_LABELS))
+    .from("N M")
     .by("pipe")
     .within(RATIO),
     family(
