@@ -36,6 +36,7 @@ pub struct Readings {
     pub power_usage_watts: Option<f64>,
     pub power_limit_watts: Option<f64>,
     pub utilization_ratio: Option<f64>,
+    pub memory_utilization_ratio: Option<f64>,
     pub sm_active_ratio: Option<f64>,
     pub sm_occupancy_ratio: Option<f64>,
     pub dram_active_ratio: Option<f64>,
@@ -333,7 +334,7 @@ pub const PCIE_REPLAYS: Family = family(
 /// The GPU's (and MIG instance's) readings after `gpu_info` and `gpu_up`,
 /// in output order; the hardware-health ones follow
 /// ([`health::HEALTH_READINGS`]).
-pub static GPU_READINGS: [Reading; 28] = [
+pub static GPU_READINGS: [Reading; 29] = [
     TEMPERATURE
         .reads(one!(temperature_celsius))
         .smi("temperature.gpu")
@@ -390,6 +391,15 @@ pub static GPU_READINGS: [Reading; 28] = [
     .of(Utilization)
     .reads(one!(utilization_ratio))
     .smi("utilization.gpu")
+    .within(RATIO),
+    family(
+        "gpu_memory_utilization_ratio",
+        Gauge,
+        "Fraction of time device memory was read or written (nvidia-smi utilization.memory; dcgm-exporter DCGM_FI_DEV_MEM_COPY_UTIL).",
+    )
+    .of(Utilization)
+    .reads(one!(memory_utilization_ratio))
+    .smi("utilization.memory")
     .within(RATIO),
     SM_ACTIVE.reads(one!(sm_active_ratio)).from("N M").within(RATIO),
     family(
