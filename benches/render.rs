@@ -13,8 +13,9 @@
 use divan::Bencher;
 use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
-use gpu_exporter::internals::exposition::catalogue::{Extra, GPU_FAMILIES, Kind};
+use gpu_exporter::internals::exposition::catalogue::{Extra, Kind};
 use gpu_exporter::internals::exposition::{Format, Scrape};
+use gpu_exporter::internals::snapshot::readings::GPU_READINGS;
 use gpu_exporter::internals::snapshot::{Gpu, MigInstance, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -112,7 +113,8 @@ fn registry(s: &Snapshot) -> Registry {
     }
     reg.register("gpu_info", "GPU identity", info);
     reg.register("gpu_up", "1 if the GPU answers", up);
-    for (fam, series) in &GPU_FAMILIES {
+    for r in &GPU_READINGS {
+        let (fam, series) = (&r.family, r.read.series);
         match fam.kind {
             Kind::Counter => {
                 let f = Family::<Labels, Counter<f64, AtomicU64>>::default();

@@ -7,6 +7,8 @@
 use crate::config::{Collector, Collectors, SourceKind};
 use std::time::{Duration, Instant};
 
+pub mod readings;
+pub use readings::Readings;
 mod users;
 pub use users::*;
 
@@ -73,57 +75,6 @@ pub fn xid_errors(seen: impl IntoIterator<Item = (u32, u64)>) -> Vec<(u32, u64)>
 pub struct TxRx {
     pub tx: f64,
     pub rx: f64,
-}
-
-/// Everything a source can read about one GPU (or MIG instance). Gauges
-/// and counters are in base units.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Readings {
-    pub temperature_celsius: Option<f64>,
-    pub memory_temperature_celsius: Option<f64>,
-    pub sm_clock_hertz: Option<f64>,
-    pub sm_clock_max_hertz: Option<f64>,
-    pub memory_clock_hertz: Option<f64>,
-    /// Active clock event reasons as the NVML bit mask.
-    pub clocks_event_mask: Option<u64>,
-    pub power_usage_watts: Option<f64>,
-    pub power_limit_watts: Option<f64>,
-    pub utilization_ratio: Option<f64>,
-    pub sm_active_ratio: Option<f64>,
-    pub sm_occupancy_ratio: Option<f64>,
-    pub dram_active_ratio: Option<f64>,
-    pub memory_total_bytes: Option<f64>,
-    pub memory_used_bytes: Option<f64>,
-    pub memory_free_bytes: Option<f64>,
-    pub memory_reserved_bytes: Option<f64>,
-    pub allocator_reserved_bytes: Option<f64>,
-    pub allocator_allocated_bytes: Option<f64>,
-    pub largest_free_bytes: Option<f64>,
-
-    /// Xid counts by code, as [`xid_errors`] builds them; `None` when the
-    /// source cannot see Xid at all.
-    pub xid_errors: Option<Vec<(u32, u64)>>,
-    pub xid_last_timestamp_seconds: Option<f64>,
-    pub ecc_corrected_total: Option<f64>,
-    pub ecc_uncorrected_total: Option<f64>,
-    pub energy_joules_total: Option<f64>,
-    pub pcie_bytes_total: Option<TxRx>,
-    pub pcie_replay_errors_total: Option<f64>,
-    pub nvlink_bytes_total: Option<TxRx>,
-    /// Seconds spent under each reason in [`CLOCK_EVENT_REASONS`] order;
-    /// NVML reports violation time only for some of them.
-    pub clocks_event_seconds_total: [Option<f64>; 9],
-    /// Hardware health and state beyond the readings above.
-    pub health: Health,
-    /// Processes using the memory (the `processes` collector), the
-    /// largest first once the collector has bounded them
-    /// ([`bound_processes`]).
-    pub processes: Vec<GpuProcess>,
-    /// Containers the kubelet says hold this GPU or MIG instance, sorted;
-    /// several on a shared GPU.
-    pub pods: Vec<Pod>,
-    /// Batch jobs running on it (`--hpc.job-mapping-dir`), in file order.
-    pub jobs: Vec<String>,
 }
 
 /// Fans read per GPU at most.
@@ -208,88 +159,13 @@ impl Readings {
     /// disabled collector's readings reach no consumer, whatever the
     /// source read.
     pub fn retain(&mut self, on: Collectors) {
-        let h = &mut self.health;
-        for c in Collector::ALL.into_iter().filter(|&c| !on.has(c)) {
-            match c {
-                Collector::Temperature => {
-                    self.temperature_celsius = None;
-                    self.memory_temperature_celsius = None;
-                    h.memory_temperature_max_celsius = None;
-                }
-                Collector::Clocks => {
-                    self.sm_clock_hertz = None;
-                    self.sm_clock_max_hertz = None;
-                    self.memory_clock_hertz = None;
-                    self.clocks_event_mask = None;
-                    self.clocks_event_seconds_total = [None; 9];
-                }
-                Collector::Power => {
-                    self.power_usage_watts = None;
-                    self.power_limit_watts = None;
-                    self.energy_joules_total = None;
-                }
-                Collector::Utilization => self.utilization_ratio = None,
-                Collector::Gpm => {
-                    self.sm_active_ratio = None;
-                    self.sm_occupancy_ratio = None;
-                    self.dram_active_ratio = None;
-                    h.pipe_active_ratios = [None; 4];
-                }
-                Collector::Memory => {
-                    self.memory_total_bytes = None;
-                    self.memory_used_bytes = None;
-                    self.memory_free_bytes = None;
-                    self.memory_reserved_bytes = None;
-                }
-                Collector::Allocator => {
-                    self.allocator_reserved_bytes = None;
-                    self.allocator_allocated_bytes = None;
-                    self.largest_free_bytes = None;
-                }
-                Collector::Xid => {
-                    self.xid_errors = None;
-                    self.xid_last_timestamp_seconds = None;
-                }
-                Collector::Ecc => {
-                    self.ecc_corrected_total = None;
-                    self.ecc_uncorrected_total = None;
-                    h.ecc_corrected_lifetime = None;
-                    h.ecc_uncorrected_lifetime = None;
-                }
-                Collector::Remap => {
-                    h.remapped_rows = [None; 2];
-                    h.row_remap_pending = None;
-                    h.row_remap_failed = None;
-                    h.retired_pages = [None; 2];
-                    h.retired_pages_pending = None;
-                }
-                Collector::Pcie => {
-                    self.pcie_bytes_total = None;
-                    self.pcie_replay_errors_total = None;
-                    h.pcie_link_generation = None;
-                    h.pcie_link_generation_max = None;
-                    h.pcie_link_width = None;
-                    h.pcie_link_width_max = None;
-                }
-                Collector::Nvlink => {
-                    self.nvlink_bytes_total = None;
-                    h.nvlink_errors = [None; 4];
-                    h.nvlink_links = None;
-                    h.nvlink_links_active = None;
-                }
-                Collector::NvlinkLink => h.nvlink_per_link.clear(),
-                Collector::Recovery => h.recovery_action = None,
-                Collector::Fans => h.fan_speed_ratios = [None; MAX_FANS],
-                Collector::Media => h.media_ratios = [None; 4],
-                Collector::State => {
-                    h.performance_state = None;
-                    h.persistence_mode = None;
-                    h.compute_mode = None;
-                    h.mig_mode = None;
-                }
-                Collector::Processes => self.processes.clear(),
-                Collector::Info | Collector::Models => {}
+        for reading in readings::all() {
+            if reading.family.collector.is_some_and(|c| !on.has(c)) {
+                (reading.read.field)(self).clear();
             }
+        }
+        if !on.has(Collector::Processes) {
+            self.processes.clear();
         }
     }
 }

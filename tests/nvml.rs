@@ -195,6 +195,7 @@ impl Spec {
             Some(self.util() as f64 / 100.0),
             "{at}"
         );
+        assert_eq!(r.memory_utilization_ratio, Some(0.3), "{at}");
         assert_eq!(r.memory_total_bytes, Some(85520809984.0), "{at}");
         assert_eq!(r.memory_reserved_bytes, Some(536870912.0), "{at}");
         assert_eq!(r.memory_used_bytes, Some(self.used() as f64), "{at}");

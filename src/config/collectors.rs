@@ -17,7 +17,7 @@ pub enum Collector {
     Clocks,
     /// Power draw, limit and energy.
     Power,
-    /// `gpu_utilization_ratio`.
+    /// Whole-GPU utilization: its readings are those of `snapshot::readings` that name it.
     Utilization,
     /// GPM (Hopper and later): SM, DRAM and pipe activity.
     Gpm,

@@ -13,14 +13,14 @@ pub use reason::{Evicted, HandshakeError, Tally};
 
 use crate::base::numbers::write_f64;
 use crate::config::{Collector, Collectors};
+use crate::snapshot::readings;
 use crate::snapshot::{Freshness, Snapshot};
 use attribution::copies;
-use catalogue::health::HEALTH_FAMILIES;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
-    COLLECTOR_SUCCESS, Extra, GPU_FAMILIES, GPU_INFO, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED,
-    HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, MIG_MEMORY, PROCESS, READINGS_HIDDEN,
-    SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
+    COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED, HTTP_EVICTED,
+    HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, SNAPSHOT_AGE, SOURCE_INFO, Series,
+    TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
@@ -177,18 +177,22 @@ impl Scrape<'_> {
                 }
             });
         }
-        for (fam, series) in GPU_FAMILIES.iter().chain(&HEALTH_FAMILIES) {
+        for r in readings::all() {
+            let fam = &r.family;
             if !fam.collector.is_some_and(|c| on.has(c)) {
                 continue;
             }
             // A MIG instance's memory has families of its own.
-            let gpu_only = MIG_MEMORY.iter().any(|(_, name, _)| *name == fam.name);
-            let only = Some(gpu_only).filter(|&g| g);
-            family_series(&mut w, gpus, fam, *series, only, pod_labels);
+            let only = r.mig.as_ref().map(|_| true);
+            family_series(&mut w, gpus, fam, r.read.series, only, pod_labels);
         }
-        for (fam, _, series) in &MIG_MEMORY {
-            if fam.collector.is_some_and(|c| on.has(c)) {
-                family_series(&mut w, gpus, fam, *series, Some(false), pod_labels);
+        for r in readings::all() {
+            if let Some(fam) = r
+                .mig
+                .as_ref()
+                .filter(|f| f.collector.is_some_and(|c| on.has(c)))
+            {
+                family_series(&mut w, gpus, fam, r.read.series, Some(false), pod_labels);
             }
         }
         if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {

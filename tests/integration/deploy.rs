@@ -1254,8 +1254,8 @@ fn dashboard_metrics_exist() {
     );
     // The simulator has no MIG: the MIG instances' memory families are
     // the catalogue's.
-    use gpu_exporter::internals::exposition::catalogue::MIG_MEMORY;
-    known.extend(MIG_MEMORY.iter().map(|(f, _, _)| f.name.to_string()));
+    use gpu_exporter::internals::snapshot::readings;
+    known.extend(readings::all().filter_map(|r| Some(r.mig.as_ref()?.name.to_string())));
     for (title, ref_id, expr) in queries(&dashboard()) {
         for name in metric_names(&expr) {
             assert!(

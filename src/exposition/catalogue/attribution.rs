@@ -2,7 +2,7 @@
 //! jobs) and the kubelet client's own health. The join families belong to
 //! `info`, like `gpu_info`; the processes to their own collector. Their label values come
 //! from the snapshot, so `exposition::attribution` writes them rather
-//! than the table of [`super::GPU_FAMILIES`].
+//! than the table of [`crate::snapshot::readings`].
 
 use super::{Family, Kind, family};
 use crate::config::Collector;

@@ -746,13 +746,14 @@ impl<'a> Device<'a> {
         self.u64_of(self.fns().energy)
     }
 
-    /// GPU utilisation over the last sample period, %.
-    pub fn utilization(&self) -> Result<u32, Error> {
+    /// GPU and memory utilisation over the last sample period, %: the
+    /// time a kernel ran, and the time device memory was read or written.
+    pub fn utilization(&self) -> Result<(u32, u32), Error> {
         let f = present(self.fns().utilization)?;
         let mut u = Utilization::default();
         // SAFETY: a live handle of this library and a valid out-pointer.
         check(unsafe { f(self.raw, &mut u) })?;
-        Ok(u.gpu)
+        Ok((u.gpu, u.memory))
     }
 
     /// `nvmlDeviceGetMemoryInfo_v2`, or v1 on drivers without it.

@@ -199,6 +199,13 @@ impl Sentinel for u64 {
     }
 }
 
+/// GPU and memory utilization, one call: all ones in either is no reading.
+impl Sentinel for (u32, u32) {
+    fn is_sentinel(self) -> bool {
+        self.0.is_sentinel() || self.1.is_sentinel()
+    }
+}
+
 impl Sentinel for ffi::Memory {
     fn is_sentinel(self) -> bool {
         self.total.is_sentinel() || self.used.is_sentinel() || self.free.is_sentinel()
@@ -279,9 +286,10 @@ pub(super) fn read_gpu(
             .map(|mj| milli(mj as f64));
     });
     p.section(Utilization, |p| {
-        r.utilization_ratio = p
-            .value("utilization", || d.utilization())
-            .map(|pc| f64::from(pc) / 100.0);
+        let u = p.value("utilization", || d.utilization());
+        let ratio = |pc: u32| f64::from(pc) / 100.0;
+        r.utilization_ratio = u.map(|(gpu, _)| ratio(gpu));
+        r.memory_utilization_ratio = u.map(|(_, memory)| ratio(memory));
     });
     p.section(Ecc, |p| {
         let n = |v: u64| v as f64;
@@ -528,7 +536,7 @@ pub(super) fn read_mig(
         p.section(Utilization, |p| {
             readings.utilization_ratio = p
                 .value("mig utilization", || m.utilization())
-                .map(|pc| f64::from(pc) / 100.0);
+                .map(|(pc, _)| f64::from(pc) / 100.0);
         });
         p.section(Memory, |p| {
             set_memory(&mut readings, p.value("mig memory", || m.memory()))

@@ -187,6 +187,8 @@ impl Sim {
             power_usage_watts: Some(g.power),
             power_limit_watts: Some(g.power_limit),
             utilization_ratio: Some(g.util),
+            // The time memory was read or written follows the DRAM traffic.
+            memory_utilization_ratio: Some(g.dram_active),
             sm_active_ratio: Some(g.sm_active),
             sm_occupancy_ratio: Some(g.sm_occupancy),
             dram_active_ratio: Some(g.dram_active),

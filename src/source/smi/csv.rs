@@ -45,6 +45,7 @@ pub const FIELDS: &[&str] = &[
     "enforced.power.limit",
     "power.limit",
     "utilization.gpu",
+    "utilization.memory",
     "memory.total",
     "memory.used",
     "memory.free",
@@ -406,6 +407,7 @@ struct Row {
     enforced_limit: Option<usize>,
     limit: Option<usize>,
     util: Option<usize>,
+    mem_util: Option<usize>,
     mem_total: Option<usize>,
     mem_used: Option<usize>,
     mem_free: Option<usize>,
@@ -437,6 +439,7 @@ impl Row {
             enforced_limit: col("enforced.power.limit"),
             limit: col("power.limit"),
             util: col("utilization.gpu"),
+            mem_util: col("utilization.memory"),
             mem_total: col("memory.total"),
             mem_used: col("memory.used"),
             mem_free: col("memory.free"),
@@ -488,6 +491,7 @@ impl Row {
             power_usage_watts: num(self.power, "W"),
             power_limit_watts: num(self.enforced_limit, "W").or(num(self.limit, "W")),
             utilization_ratio: num(self.util, "%").map(|v| v / 100.0),
+            memory_utilization_ratio: num(self.mem_util, "%").map(|v| v / 100.0),
             memory_total_bytes: num(self.mem_total, "MiB").map(|v| v * MIB),
             memory_used_bytes: num(self.mem_used, "MiB").map(|v| v * MIB),
             memory_free_bytes: num(self.mem_free, "MiB").map(|v| v * MIB),
@@ -867,8 +871,9 @@ pub(super) mod tests {
     #[test]
     fn mig_and_consumer_cards() {
         let g = one(H100_MIG, &[]);
-        // utilization.gpu is [N/A] under MIG.
+        // utilization.gpu and .memory are [N/A] under MIG.
         assert_eq!(g.readings.utilization_ratio, None);
+        assert_eq!(g.readings.memory_utilization_ratio, None);
         assert_eq!(g.readings.temperature_celsius, Some(53.0));
         assert_eq!(g.readings.memory_used_bytes, Some(11125.0 * MIB));
         assert_eq!(g.readings.power_usage_watts, Some(433.78));
@@ -877,6 +882,7 @@ pub(super) mod tests {
         let g = one(RTX4080, &[]);
         assert_eq!(g.model, "NVIDIA GeForce RTX 4080 SUPER");
         assert_eq!(g.readings.utilization_ratio, Some(0.07));
+        assert_eq!(g.readings.memory_utilization_ratio, Some(0.02));
         assert_eq!(g.readings.memory_temperature_celsius, None); // bare N/A
         assert_eq!(g.readings.ecc_corrected_total, None); // [N/A]
         assert_eq!(g.readings.memory_clock_hertz, Some(11251e6));
@@ -1020,8 +1026,8 @@ pub(super) mod tests {
     #[test]
     fn header_aliases_and_units() {
         let csv = "gpu_name, gpu_uuid, gpu_bus_id, clocks.sm [MHz], clocks.mem [MHz], \
-                   utilization.gpu [%], power.draw [W], temperature.gpu\n\
-                   NVIDIA A100, GPU-x, 00000000:3B:00.0, 1410 MHz, 1215 MHz, 35 %, 250.00 W, 45 C\r\n";
+                   utilization.gpu [%], utilization.memory [%], power.draw [W], temperature.gpu\n\
+                   NVIDIA A100, GPU-x, 00000000:3B:00.0, 1410 MHz, 1215 MHz, 35 %, 12 %, 250.00 W, 45 C\r\n";
         let g = one(csv, &[]);
         assert_eq!(g.model, "NVIDIA A100");
         assert_eq!(g.uuid, "GPU-x");
@@ -1029,6 +1035,7 @@ pub(super) mod tests {
         assert_eq!(g.readings.sm_clock_hertz, Some(1410e6));
         assert_eq!(g.readings.memory_clock_hertz, Some(1215e6));
         assert_eq!(g.readings.utilization_ratio, Some(0.35));
+        assert_eq!(g.readings.memory_utilization_ratio, Some(0.12));
         assert_eq!(g.readings.power_usage_watts, Some(250.0));
         assert_eq!(g.readings.temperature_celsius, Some(45.0));
     }

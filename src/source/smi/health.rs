@@ -3,7 +3,7 @@
 
 use super::csv::{is_missing, parse_flag, parse_number, parse_pstate};
 use crate::config::Collector::{self, *};
-use crate::snapshot::{Health, MAX_FANS};
+use crate::snapshot::{Health, MAX_FANS, readings};
 
 /// The health fields asked for after [`super::csv::FIELDS`], in order.
 pub const HEALTH_FIELDS: &[&str] = &[
@@ -34,15 +34,18 @@ pub const HEALTH_FIELDS: &[&str] = &[
     "mig.mode.current",
 ];
 
-/// The collector a `--query-gpu` field belongs to; `None` for identity
+/// The collector a `--query-gpu` field belongs to: its reading's, where
+/// the reading names the column, else by prefix; `None` for identity
 /// (index, uuid, name, PCI bus id, driver), which every GPU needs.
 pub fn collector_of(field: &str) -> Option<Collector> {
-    const BY_PREFIX: [(&str, Collector); 19] = [
+    if let Some(r) = readings::all().find(|r| r.smi == field) {
+        return r.family.collector;
+    }
+    const BY_PREFIX: [(&str, Collector); 18] = [
         ("temperature.", Temperature),
         ("clocks", Clocks),
         ("power.", Power),
         ("enforced.power", Power),
-        ("utilization.gpu", Utilization),
         ("utilization.", Media),
         ("memory.", Memory),
         ("ecc.", Ecc),

@@ -1,0 +1,147 @@
+//! What a declaration is made of: a metric family (name, type, unit,
+//! help, and the collector it belongs to) and a physical range.
+
+use crate::config::Collector;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
+    /// `name_info` with value 1: a gauge in 0.0.4, `info` in OpenMetrics.
+    Info,
+    /// `name_bucket{le}`, `name_sum` and `name_count`.
+    Histogram,
+}
+
+/// A metric family. `name` is the family name without the
+/// `_total`/`_info` suffix its samples carry.
+#[derive(Debug)]
+pub struct Family {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub unit: Option<&'static str>,
+    pub help: &'static str,
+    /// The help holds nothing to escape, so it is written as it is.
+    pub(crate) plain_help: bool,
+    /// The collector it belongs to; `None` for the exporter's own, which
+    /// are always written.
+    pub collector: Option<Collector>,
+}
+
+impl Family {
+    fn suffix(&self) -> &'static str {
+        match self.kind {
+            Kind::Gauge | Kind::Histogram => "",
+            Kind::Counter => "_total",
+            Kind::Info => "_info",
+        }
+    }
+
+    /// The name samples carry, e.g. `gpu_energy_joules_total`.
+    pub fn sample_name(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.name.as_bytes());
+        out.extend_from_slice(self.suffix().as_bytes());
+    }
+
+    /// [`Family::sample_name`] as a String, for PromQL.
+    pub fn sample(&self) -> String {
+        format!("{}{}", self.name, self.suffix())
+    }
+
+    /// The family, as part of collector `c`.
+    pub const fn of(mut self, c: Collector) -> Family {
+        self.collector = Some(c);
+        self
+    }
+}
+
+pub const fn family(name: &'static str, kind: Kind, help: &'static str) -> Family {
+    // The unit is the name's last word where that is a base unit.
+    const UNITS: [&str; 7] = [
+        "celsius", "hertz", "watts", "ratio", "bytes", "joules", "seconds",
+    ];
+    let mut unit = None;
+    let mut i = 0;
+    while i < UNITS.len() {
+        if ends_with(name.as_bytes(), UNITS[i].as_bytes()) {
+            unit = Some(UNITS[i]);
+        }
+        i += 1;
+    }
+    let mut plain_help = true;
+    let mut i = 0;
+    while i < help.len() {
+        plain_help &= !matches!(help.as_bytes()[i], b'\\' | b'\n' | b'"');
+        i += 1;
+    }
+    Family {
+        name,
+        kind,
+        unit,
+        help,
+        plain_help,
+        collector: None,
+    }
+}
+
+const fn ends_with(s: &[u8], suffix: &[u8]) -> bool {
+    if s.len() <= suffix.len() || s[s.len() - suffix.len() - 1] != b'_' {
+        return false;
+    }
+    let mut i = 0;
+    while i < suffix.len() {
+        if s[s.len() - suffix.len() + i] != suffix[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The plausible values of a reading, both ends included.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Range {
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Range {
+    pub fn holds(self, v: f64) -> bool {
+        v.is_finite() && self.min <= v && v <= self.max
+    }
+}
+
+/// Die and memory temperature.
+pub const TEMPERATURE_CELSIUS: Range = Range {
+    min: -40.0,
+    max: 150.0,
+};
+/// SM and memory clocks: no GPU clocks at 10 GHz.
+pub const CLOCK_HERTZ: Range = Range {
+    min: 0.0,
+    max: 1e10,
+};
+/// Power draw and limit: a GB200 superchip's board is under 3 kW.
+pub const POWER_WATTS: Range = Range {
+    min: 0.0,
+    max: 10_000.0,
+};
+/// Shares of time or capacity.
+pub const RATIO: Range = Range { min: 0.0, max: 1.0 };
+/// Fan speed as a ratio: NVML says a fan may report over 100%.
+pub const FAN_RATIO: Range = Range { min: 0.0, max: 2.0 };
+/// Memory sizes: up to 1 PiB per GPU.
+pub const MEMORY_BYTES: Range = Range {
+    min: 0.0,
+    max: 1_125_899_906_842_624.0,
+};
+/// Counters: never negative; an all-ones 64-bit sentinel (1.8e19) is out.
+pub const COUNT: Range = Range {
+    min: 0.0,
+    max: 9.2e18,
+};
+/// Unix time of the last Xid: after 2000 and before 2200.
+pub const UNIX_SECONDS: Range = Range {
+    min: 946_684_800.0,
+    max: 7_258_118_400.0,
+};
