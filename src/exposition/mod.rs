@@ -14,7 +14,7 @@ pub use reason::{Evicted, HandshakeError, Tally};
 use crate::base::numbers::write_f64;
 use crate::config::{Collector, Collectors};
 use crate::snapshot::readings;
-use crate::snapshot::{Freshness, Snapshot};
+use crate::snapshot::{Freshness, Gpu, Model, Snapshot};
 use attribution::copies;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
@@ -134,48 +134,8 @@ impl Scrape<'_> {
         };
         let pod_labels = snapshot.kubernetes.pod_labels;
 
-        let gpu_targets = |f: &mut dyn FnMut(Target)| {
-            each_target(gpus, |t, _| {
-                if t.mig.is_none() {
-                    f(t)
-                }
-            })
-        };
         if !gpus.is_empty() && on.has(Collector::Info) {
-            w.head(&GPU_INFO);
-            gpu_targets(&mut |t| {
-                for pod in copies(&t.gpu.readings, pod_labels) {
-                    w.name(&GPU_INFO);
-                    w.target(t);
-                    w.pod(pod);
-                    let g = t.gpu;
-                    for (k, v) in [
-                        ("model", &g.model),
-                        ("pci_bus_id", &g.pci_bus_id),
-                        ("driver_version", &g.driver_version),
-                    ] {
-                        w.label(k, v);
-                    }
-                    for (k, v) in [
-                        ("vbios_version", &g.vbios_version),
-                        ("inforom_version", &g.inforom_version),
-                    ] {
-                        if !v.is_empty() {
-                            w.label(k, v);
-                        }
-                    }
-                    w.value(1.0);
-                }
-            });
-            w.head(&GPU_UP);
-            gpu_targets(&mut |t| {
-                for pod in copies(&t.gpu.readings, pod_labels) {
-                    w.name(&GPU_UP);
-                    w.target(t);
-                    w.pod(pod);
-                    w.value(if t.gpu.up { 1.0 } else { 0.0 });
-                }
-            });
+            identity(&mut w, gpus, pod_labels);
         }
         for r in readings::all() {
             let fam = &r.family;
@@ -196,43 +156,13 @@ impl Scrape<'_> {
             }
         }
         if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
-            w.head(&MIG_INFO);
-            each_target(gpus, |t, _| {
-                let Some(m) = t.mig else { return };
-                for ci in &m.compute {
-                    w.name(&MIG_INFO);
-                    w.target(t);
-                    if let Some(id) = ci.id {
-                        w.num_label("mig_compute_instance", id);
-                    }
-                    w.label("mig_uuid", &ci.uuid);
-                    w.value(1.0);
-                }
-            });
+            mig_info(&mut w, gpus);
         }
 
         attribution::render(&mut w, snapshot, gpus, on);
 
         if !models.is_empty() && on.has(Collector::Models) {
-            w.head(&TTFT);
-            for m in models {
-                let h = &m.ttft_seconds;
-                for &(le, n) in &h.buckets {
-                    w.put(TTFT.name);
-                    w.put("_bucket");
-                    w.open_label("model_name", &m.name);
-                    w.out.extend_from_slice(b",le=\"");
-                    write_f64(w.out, le);
-                    w.out.push(b'"');
-                    w.value(n);
-                }
-                for (suffix, v) in [("_sum", h.sum), ("_count", h.count())] {
-                    w.put(TTFT.name);
-                    w.put(suffix);
-                    w.open_label("model_name", &m.name);
-                    w.value(v);
-                }
-            }
+            ttft(&mut w, models);
         }
     }
 
@@ -315,13 +245,98 @@ impl Scrape<'_> {
     }
 }
 
+/// `gpu_info` and `gpu_up`, a series per GPU (and per pod using it).
+fn identity(w: &mut Writer, gpus: &[Gpu], pod_labels: bool) {
+    let gpu_targets = |f: &mut dyn FnMut(Target)| {
+        each_target(gpus, |t, _| {
+            if t.mig.is_none() {
+                f(t)
+            }
+        })
+    };
+    w.head(&GPU_INFO);
+    gpu_targets(&mut |t| {
+        for pod in copies(&t.gpu.readings, pod_labels) {
+            w.name(&GPU_INFO);
+            w.target(t);
+            w.pod(pod);
+            let g = t.gpu;
+            for (k, v) in [
+                ("model", &g.model),
+                ("pci_bus_id", &g.pci_bus_id),
+                ("driver_version", &g.driver_version),
+            ] {
+                w.label(k, v);
+            }
+            for (k, v) in [
+                ("vbios_version", &g.vbios_version),
+                ("inforom_version", &g.inforom_version),
+            ] {
+                if !v.is_empty() {
+                    w.label(k, v);
+                }
+            }
+            w.value(1.0);
+        }
+    });
+    w.head(&GPU_UP);
+    gpu_targets(&mut |t| {
+        for pod in copies(&t.gpu.readings, pod_labels) {
+            w.name(&GPU_UP);
+            w.target(t);
+            w.pod(pod);
+            w.value(if t.gpu.up { 1.0 } else { 0.0 });
+        }
+    });
+}
+
+/// `gpu_mig_info`, a series per compute instance.
+fn mig_info(w: &mut Writer, gpus: &[Gpu]) {
+    w.head(&MIG_INFO);
+    each_target(gpus, |t, _| {
+        let Some(m) = t.mig else { return };
+        for ci in &m.compute {
+            w.name(&MIG_INFO);
+            w.target(t);
+            if let Some(id) = ci.id {
+                w.num_label("mig_compute_instance", id);
+            }
+            w.label("mig_uuid", &ci.uuid);
+            w.value(1.0);
+        }
+    });
+}
+
+/// The models' TTFT histograms.
+fn ttft(w: &mut Writer, models: &[Model]) {
+    w.head(&TTFT);
+    for m in models {
+        let h = &m.ttft_seconds;
+        for &(le, n) in &h.buckets {
+            w.put(TTFT.name);
+            w.put("_bucket");
+            w.open_label("model_name", &m.name);
+            w.out.extend_from_slice(b",le=\"");
+            write_f64(w.out, le);
+            w.out.push(b'"');
+            w.value(n);
+        }
+        for (suffix, v) in [("_sum", h.sum), ("_count", h.count())] {
+            w.put(TTFT.name);
+            w.put(suffix);
+            w.open_label("model_name", &m.name);
+            w.value(v);
+        }
+    }
+}
+
 /// The series of one family: of every target, or with `only`, of the
 /// GPUs (`Some(true)`) or the MIG instances (`Some(false)`). The head goes
 /// before the first sample; a family without any (every reading absent)
 /// is left out whole.
 fn family_series(
     w: &mut Writer,
-    gpus: &[crate::snapshot::Gpu],
+    gpus: &[Gpu],
     fam: &catalogue::Family,
     series: Series,
     only: Option<bool>,

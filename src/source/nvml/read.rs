@@ -261,77 +261,11 @@ pub(super) fn read_gpu(
         vbios_version = p.get("vbios", || d.vbios_version()).unwrap_or_default();
         inforom_version = p.get("inforom", || d.inforom_version()).unwrap_or_default();
     });
-    p.section(Temperature, |p| {
-        r.temperature_celsius = p.value("temperature", || d.temperature()).map(f64::from);
-        r.health.memory_temperature_max_celsius = p
-            .value("memory max temperature", || d.memory_temperature_max())
-            .map(f64::from);
-    });
-    p.section(Clocks, |p| {
-        r.sm_clock_hertz = p.value("sm clock", || d.clock(CLOCK_SM)).map(mhz);
-        r.sm_clock_max_hertz = p.value("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz);
-        r.memory_clock_hertz = p.value("memory clock", || d.clock(CLOCK_MEM)).map(mhz);
-        r.clocks_event_mask = p.get("clock event reasons", || d.clocks_event_reasons());
-        set_violations(&mut r, d, p);
-    });
-    p.section(Power, |p| {
-        r.power_usage_watts = p
-            .value("power", || d.power_usage())
-            .map(|mw| milli(mw.into()));
-        r.power_limit_watts = p
-            .value("power limit", || d.power_limit())
-            .map(|mw| milli(mw.into()));
-        r.energy_joules_total = p
-            .value("energy", || d.total_energy())
-            .map(|mj| milli(mj as f64));
-    });
-    p.section(Utilization, |p| {
-        let u = p.value("utilization", || d.utilization());
-        let ratio = |pc: u32| f64::from(pc) / 100.0;
-        r.utilization_ratio = u.map(|(gpu, _)| ratio(gpu));
-        r.memory_utilization_ratio = u.map(|(_, memory)| ratio(memory));
-    });
-    p.section(Ecc, |p| {
-        let n = |v: u64| v as f64;
-        r.ecc_corrected_total = p
-            .value("ecc corrected", || d.ecc_total(false, false))
-            .map(n);
-        r.ecc_uncorrected_total = p
-            .value("ecc uncorrected", || d.ecc_total(true, false))
-            .map(n);
-        let h = &mut r.health;
-        h.ecc_corrected_lifetime = p.value("ecc lifetime", || d.ecc_total(false, true)).map(n);
-        h.ecc_uncorrected_lifetime = p.value("ecc lifetime", || d.ecc_total(true, true)).map(n);
-    });
-    p.section(Memory, |p| {
-        set_memory(&mut r, p.value("memory", || d.memory()))
-    });
+    read_basics(&mut r, d, &mut p);
     health::read(&mut r.health, d, &mut p);
     set_fields(&mut r, d, &mut p);
 
-    // GPM feeds the gpm collector and, where it can, the PCIe counter.
-    let (want_gpm, want_pcie) = (p.on(Gpm), p.on(Pcie));
-    let gpm_supported =
-        (want_gpm || want_pcie) && p.get("gpm support", || d.gpm_supported()) == Some(true);
-    let mut sampled = None;
-    if !p.lost && gpm_supported {
-        let slot = gpm_slots
-            .entry(uuid.clone())
-            .or_insert_with(|| GpmSlot::new(true));
-        let ids = gpm::metrics(want_gpm, want_pcie);
-        p.section(if want_gpm { Gpm } else { Pcie }, |p| {
-            sampled = slot.advance(lib, p, ids, |s| s.take(d));
-        });
-        if want_gpm {
-            set_gpm(&mut r, sampled.as_ref());
-        }
-    }
-    p.section(Pcie, |p| {
-        r.pcie_replay_errors_total = p
-            .value("pcie replay", || d.pcie_replay_counter())
-            .map(f64::from);
-        r.pcie_bytes_total = pcie_bytes(d, p, pcie.entry(uuid.clone()).or_default(), &sampled);
-    });
+    let gpm_supported = read_gpm_and_pcie(&mut r, d, &mut p, lib, &uuid, pcie, gpm_slots);
 
     let mig_on = p.get("mig mode", || d.mig_enabled());
     if p.on(crate::config::Collector::State) {
@@ -363,6 +297,91 @@ pub(super) fn read_gpu(
         readings: r,
         mig,
     }
+}
+
+/// The readings every GPU has a call for: temperature, clocks, power,
+/// utilization, ECC and memory.
+fn read_basics(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
+    p.section(Temperature, |p| {
+        r.temperature_celsius = p.value("temperature", || d.temperature()).map(f64::from);
+        r.health.memory_temperature_max_celsius = p
+            .value("memory max temperature", || d.memory_temperature_max())
+            .map(f64::from);
+    });
+    p.section(Clocks, |p| {
+        r.sm_clock_hertz = p.value("sm clock", || d.clock(CLOCK_SM)).map(mhz);
+        r.sm_clock_max_hertz = p.value("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz);
+        r.memory_clock_hertz = p.value("memory clock", || d.clock(CLOCK_MEM)).map(mhz);
+        r.clocks_event_mask = p.get("clock event reasons", || d.clocks_event_reasons());
+        set_violations(r, d, p);
+    });
+    p.section(Power, |p| {
+        r.power_usage_watts = p
+            .value("power", || d.power_usage())
+            .map(|mw| milli(mw.into()));
+        r.power_limit_watts = p
+            .value("power limit", || d.power_limit())
+            .map(|mw| milli(mw.into()));
+        r.energy_joules_total = p
+            .value("energy", || d.total_energy())
+            .map(|mj| milli(mj as f64));
+    });
+    p.section(Utilization, |p| {
+        let u = p.value("utilization", || d.utilization());
+        let ratio = |pc: u32| f64::from(pc) / 100.0;
+        r.utilization_ratio = u.map(|(gpu, _)| ratio(gpu));
+        r.memory_utilization_ratio = u.map(|(_, memory)| ratio(memory));
+    });
+    p.section(Ecc, |p| {
+        let n = |v: u64| v as f64;
+        r.ecc_corrected_total = p
+            .value("ecc corrected", || d.ecc_total(false, false))
+            .map(n);
+        r.ecc_uncorrected_total = p
+            .value("ecc uncorrected", || d.ecc_total(true, false))
+            .map(n);
+        let h = &mut r.health;
+        h.ecc_corrected_lifetime = p.value("ecc lifetime", || d.ecc_total(false, true)).map(n);
+        h.ecc_uncorrected_lifetime = p.value("ecc lifetime", || d.ecc_total(true, true)).map(n);
+    });
+    p.section(Memory, |p| set_memory(r, p.value("memory", || d.memory())));
+}
+
+/// GPM's samples for the gpm collector and, where it can, the PCIe
+/// counter, then the PCIe readings; whether the GPU supports GPM.
+fn read_gpm_and_pcie(
+    r: &mut Readings,
+    d: Device<'_>,
+    p: &mut Probe,
+    lib: &Arc<Library>,
+    uuid: &str,
+    pcie: &mut HashMap<String, PcieCounter>,
+    gpm_slots: &mut HashMap<String, GpmSlot>,
+) -> bool {
+    let (want_gpm, want_pcie) = (p.on(Gpm), p.on(Pcie));
+    let gpm_supported =
+        (want_gpm || want_pcie) && p.get("gpm support", || d.gpm_supported()) == Some(true);
+    let mut sampled = None;
+    if !p.lost && gpm_supported {
+        let slot = gpm_slots
+            .entry(uuid.to_string())
+            .or_insert_with(|| GpmSlot::new(true));
+        let ids = gpm::metrics(want_gpm, want_pcie);
+        p.section(if want_gpm { Gpm } else { Pcie }, |p| {
+            sampled = slot.advance(lib, p, ids, |s| s.take(d));
+        });
+        if want_gpm {
+            set_gpm(r, sampled.as_ref());
+        }
+    }
+    p.section(Pcie, |p| {
+        r.pcie_replay_errors_total = p
+            .value("pcie replay", || d.pcie_replay_counter())
+            .map(f64::from);
+        r.pcie_bytes_total = pcie_bytes(d, p, pcie.entry(uuid.to_string()).or_default(), &sampled);
+    });
+
+    gpm_supported
 }
 
 /// PCIe bytes: from GPM's traffic over the interval where it has it,
