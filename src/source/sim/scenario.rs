@@ -259,7 +259,16 @@ impl Scenario {
         })
     }
 }
-fn check(name: &str, v: Option<f64>, default: f64, lo: f64, hi: f64) -> Result<f64, String> {
+// The bounds a scenario's readings are held to.
+const CELSIUS: (f64, f64) = (-40.0, 150.0);
+const MHZ: (f64, f64) = (0.0, 10_000.0);
+const MEMORY_MHZ: (f64, f64) = (0.0, 20_000.0);
+const WATTS: (f64, f64) = (0.0, 5_000.0);
+const PERCENT: (f64, f64) = (0.0, 100.0);
+const RATIO: (f64, f64) = (0.0, 1.0);
+
+/// `v`, or `default` where the scenario leaves it out, within `lo..=hi`.
+fn check(name: &str, v: Option<f64>, default: f64, (lo, hi): (f64, f64)) -> Result<f64, String> {
     let v = v.unwrap_or(default);
     if v.is_finite() && (lo..=hi).contains(&v) {
         Ok(v)
@@ -286,31 +295,58 @@ fn xid_code(name: &str, code: u32) -> Result<u32, String> {
         Err(format!("{name}: {code} is not an Xid code (1..=1000)"))
     }
 }
-fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
-    let total = check("memory_total_gib", g.memory_total_gib, 80.0, 0.001, 4096.0)? * GIB;
-    let used = check("memory_used_gib", g.memory_used_gib, 60.0, 0.0, total / GIB)? * GIB;
+/// A GPU's memory and its allocator's pools, in bytes.
+struct Memory {
+    total: f64,
+    used: f64,
+    largest_free: f64,
+    alloc_reserved: f64,
+    alloc_allocated: f64,
+}
+
+fn memory(g: &GpuSpec) -> Result<Memory, String> {
+    let total = check(
+        "memory_total_gib",
+        g.memory_total_gib,
+        80.0,
+        (0.001, 4096.0),
+    )? * GIB;
+    let used = check(
+        "memory_used_gib",
+        g.memory_used_gib,
+        60.0,
+        (0.0, total / GIB),
+    )? * GIB;
     let largest_free = check(
         "largest_free_gib",
         g.largest_free_gib,
         18.0,
-        0.0,
-        total / GIB,
+        (0.0, total / GIB),
     )? * GIB;
     let alloc_reserved = check(
         "allocator_reserved_gib",
         g.allocator_reserved_gib,
         used / GIB - 2.0,
-        0.0,
-        total / GIB,
+        (0.0, total / GIB),
     )? * GIB;
     let alloc_allocated = check(
         "allocator_allocated_gib",
         g.allocator_allocated_gib,
         alloc_reserved / GIB - 6.0,
-        0.0,
-        total / GIB,
+        (0.0, total / GIB),
     )? * GIB;
-    let periodic_xid = match (g.xid, &g.xid_every) {
+    Ok(Memory {
+        total,
+        used,
+        largest_free,
+        alloc_reserved,
+        alloc_allocated,
+    })
+}
+
+/// The Xid a GPU raises every so often: both fields or neither.
+fn periodic_xid(g: &GpuSpec) -> Result<Option<(u32, f64)>, String> {
+    Ok(match (g.xid, &g.xid_every) {
         (None, None) => None,
         (Some(code), Some(every)) => {
             let every = duration("xid_every", every)?;
@@ -321,14 +357,19 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         }
         (Some(_), None) => return Err("xid_every: missing; xid needs it".into()),
         (None, Some(_)) => return Err("xid: missing; xid_every needs it".into()),
-    };
-    let temp = check(
-        "temperature_celsius",
-        g.temperature_celsius,
-        65.0,
-        -40.0,
-        150.0,
-    )?;
+    })
+}
+
+fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
+    let Memory {
+        total,
+        used,
+        largest_free,
+        alloc_reserved,
+        alloc_allocated,
+    } = memory(g)?;
+    let periodic_xid = periodic_xid(g)?;
+    let temp = check("temperature_celsius", g.temperature_celsius, 65.0, CELSIUS)?;
     if let Some(m) = &g.model {
         name("model", m)?;
     }
@@ -350,46 +391,21 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
             "memory_temperature_celsius",
             g.memory_temperature_celsius,
             temp - 4.0,
-            -40.0,
-            150.0,
+            CELSIUS,
         )?,
-        sm_mhz: check("sm_clock_mhz", g.sm_clock_mhz, 1410.0, 0.0, 10_000.0)?,
-        sm_max_mhz: check(
-            "sm_clock_max_mhz",
-            g.sm_clock_max_mhz,
-            1980.0,
-            0.0,
-            10_000.0,
-        )?,
-        mem_mhz: check(
-            "memory_clock_mhz",
-            g.memory_clock_mhz,
-            2619.0,
-            0.0,
-            20_000.0,
-        )?,
+        sm_mhz: check("sm_clock_mhz", g.sm_clock_mhz, 1410.0, MHZ)?,
+        sm_max_mhz: check("sm_clock_max_mhz", g.sm_clock_max_mhz, 1980.0, MHZ)?,
+        mem_mhz: check("memory_clock_mhz", g.memory_clock_mhz, 2619.0, MEMORY_MHZ)?,
         events: events_mask(
             "clock_events",
             g.clock_events.as_deref().unwrap_or_default(),
         )?,
-        power: check("power_watts", g.power_watts, 520.0, 0.0, 5_000.0)?,
-        power_limit: check(
-            "power_limit_watts",
-            g.power_limit_watts,
-            700.0,
-            0.0,
-            5_000.0,
-        )?,
-        util: check(
-            "utilization_percent",
-            g.utilization_percent,
-            97.0,
-            0.0,
-            100.0,
-        )? / 100.0,
-        sm_active: check("sm_active", g.sm_active, 0.62, 0.0, 1.0)?,
-        sm_occupancy: check("sm_occupancy", g.sm_occupancy, 0.41, 0.0, 1.0)?,
-        dram_active: check("dram_active", g.dram_active, 0.55, 0.0, 1.0)?,
+        power: check("power_watts", g.power_watts, 520.0, WATTS)?,
+        power_limit: check("power_limit_watts", g.power_limit_watts, 700.0, WATTS)?,
+        util: check("utilization_percent", g.utilization_percent, 97.0, PERCENT)? / 100.0,
+        sm_active: check("sm_active", g.sm_active, 0.62, RATIO)?,
+        sm_occupancy: check("sm_occupancy", g.sm_occupancy, 0.41, RATIO)?,
+        dram_active: check("dram_active", g.dram_active, 0.55, RATIO)?,
         largest_free,
         alloc_reserved,
         alloc_allocated,
@@ -397,15 +413,13 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
             "pcie_bytes_per_second",
             g.pcie_bytes_per_second,
             2.5e9,
-            0.0,
-            1e12,
+            (0.0, 1e12),
         )?,
         nvlink_rate: check(
             "nvlink_bytes_per_second",
             g.nvlink_bytes_per_second,
             1.2e11,
-            0.0,
-            1e13,
+            (0.0, 1e13),
         )?,
         periodic_xid,
         xid_once: Vec::new(),
@@ -431,8 +445,13 @@ fn model_state(m: &ModelSpec) -> Result<ModelState, String> {
     name("name", &m.name)?;
     Ok(ModelState {
         name: m.name.clone(),
-        rps: check("requests_per_second", m.requests_per_second, 50.0, 0.0, 1e6)?,
-        slow: check("slow_fraction", m.slow_fraction, 0.0002, 0.0, 1.0)?,
+        rps: check(
+            "requests_per_second",
+            m.requests_per_second,
+            50.0,
+            (0.0, 1e6),
+        )?,
+        slow: check("slow_fraction", m.slow_fraction, 0.0002, (0.0, 1.0))?,
         buckets: [0.0; TTFT_BUCKETS.len()],
         sum: 0.0,
     })
@@ -447,7 +466,7 @@ fn incident(s: &IncidentSpec, gpus: usize, models: &[ModelState]) -> Result<Inci
         let slow = s
             .slow_fraction
             .ok_or("slow_fraction: missing; a model change needs it")?;
-        let slow = check("slow_fraction", Some(slow), 0.0, 0.0, 1.0)?;
+        let slow = check("slow_fraction", Some(slow), 0.0, (0.0, 1.0))?;
         return Ok(Incident {
             at,
             action: Action::Slow(i, slow),
@@ -461,23 +480,23 @@ fn incident(s: &IncidentSpec, gpus: usize, models: &[ModelState]) -> Result<Inci
             .transpose()?,
         temp: s
             .temperature_celsius
-            .map(|v| check("temperature_celsius", Some(v), 0.0, -40.0, 150.0))
+            .map(|v| check("temperature_celsius", Some(v), 0.0, (-40.0, 150.0)))
             .transpose()?,
         mem_temp: s
             .memory_temperature_celsius
-            .map(|v| check("memory_temperature_celsius", Some(v), 0.0, -40.0, 150.0))
+            .map(|v| check("memory_temperature_celsius", Some(v), 0.0, (-40.0, 150.0)))
             .transpose()?,
         sm_mhz: s
             .sm_clock_mhz
-            .map(|v| check("sm_clock_mhz", Some(v), 0.0, 0.0, 10_000.0))
+            .map(|v| check("sm_clock_mhz", Some(v), 0.0, (0.0, 10_000.0)))
             .transpose()?,
         largest_free: s
             .largest_free_gib
-            .map(|v| check("largest_free_gib", Some(v), 0.0, 0.0, 4096.0).map(|v| v * GIB))
+            .map(|v| check("largest_free_gib", Some(v), 0.0, (0.0, 4096.0)).map(|v| v * GIB))
             .transpose()?,
         alloc_allocated: s
             .allocator_allocated_gib
-            .map(|v| check("allocator_allocated_gib", Some(v), 0.0, 0.0, 4096.0).map(|v| v * GIB))
+            .map(|v| check("allocator_allocated_gib", Some(v), 0.0, (0.0, 4096.0)).map(|v| v * GIB))
             .transpose()?,
         lost: s.lost,
         xid: s
