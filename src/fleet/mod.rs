@@ -45,6 +45,36 @@ struct Known {
 }
 
 impl Known {
+    /// `g`, first seen up, as `gpu="index"`.
+    fn new(index: u32, g: &Gpu, bus: Option<String>) -> Known {
+        Known {
+            index,
+            source_index: g.index,
+            uuid: g.uuid.clone(),
+            model: g.model.clone(),
+            pci_bus_id: g.pci_bus_id.clone(),
+            bus,
+            driver_version: g.driver_version.clone(),
+            vbios_version: g.vbios_version.clone(),
+            inforom_version: g.inforom_version.clone(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// What `g`, up again, says of itself; an empty field keeps the old.
+    fn refresh(&mut self, g: &Gpu, bus: Option<String>) {
+        self.source_index = g.index;
+        update(&mut self.model, &g.model);
+        update(&mut self.driver_version, &g.driver_version);
+        update(&mut self.vbios_version, &g.vbios_version);
+        update(&mut self.inforom_version, &g.inforom_version);
+        if bus.is_some() {
+            update(&mut self.pci_bus_id, &g.pci_bus_id);
+            self.bus = bus;
+        }
+        update(&mut self.uuid, &g.uuid);
+    }
+
     fn matches(&self, g: &Gpu, bus: Option<&str>) -> bool {
         if !g.uuid.is_empty() {
             return self.uuid.eq_ignore_ascii_case(&g.uuid);
@@ -107,19 +137,7 @@ impl Fleet {
         } else {
             self.zero.ok("fleet");
         }
-        for g in gpus.iter_mut() {
-            if g.mig.len() > MAX_MIG && self.over.first(format!("{} mig", g.uuid)) {
-                log::warn!(
-                    "fleet: GPU {} has {} MIG instances; the first {MAX_MIG} are served",
-                    g.uuid,
-                    g.mig.len()
-                );
-            }
-            g.mig.truncate(MAX_MIG);
-            for m in &mut g.mig {
-                m.compute.truncate(MAX_MIG);
-            }
-        }
+        self.bound_mig(gpus);
         let mut seen = vec![false; self.known.len()];
         let mut out = Vec::with_capacity(gpus.len().max(self.known.len()));
         for mut g in gpus.drain(..) {
@@ -138,16 +156,7 @@ impl Fleet {
                     seen[i] = true;
                     let k = &mut self.known[i];
                     if g.up {
-                        k.source_index = g.index;
-                        update(&mut k.model, &g.model);
-                        update(&mut k.driver_version, &g.driver_version);
-                        update(&mut k.vbios_version, &g.vbios_version);
-                        update(&mut k.inforom_version, &g.inforom_version);
-                        if bus.is_some() {
-                            update(&mut k.pci_bus_id, &g.pci_bus_id);
-                            k.bus = bus;
-                        }
-                        update(&mut k.uuid, &g.uuid);
+                        k.refresh(&g, bus);
                     }
                     remember(&mut g, k);
                     out.push(g);
@@ -169,18 +178,7 @@ impl Fleet {
                             g.index
                         );
                     }
-                    self.known.push(Known {
-                        index,
-                        source_index: g.index,
-                        uuid: g.uuid.clone(),
-                        model: g.model.clone(),
-                        pci_bus_id: g.pci_bus_id.clone(),
-                        bus,
-                        driver_version: g.driver_version.clone(),
-                        vbios_version: g.vbios_version.clone(),
-                        inforom_version: g.inforom_version.clone(),
-                        counters: Counters::default(),
-                    });
+                    self.known.push(Known::new(index, &g, bus));
                     seen.push(true);
                     g.index = index;
                     out.push(g);
@@ -206,6 +204,24 @@ impl Fleet {
         }
         sort_by_index(&mut out);
         *gpus = out;
+    }
+
+    /// At most [`MAX_MIG`] MIG instances per GPU, and compute instances
+    /// per MIG instance.
+    fn bound_mig(&mut self, gpus: &mut [Gpu]) {
+        for g in gpus.iter_mut() {
+            if g.mig.len() > MAX_MIG && self.over.first(format!("{} mig", g.uuid)) {
+                log::warn!(
+                    "fleet: GPU {} has {} MIG instances; the first {MAX_MIG} are served",
+                    g.uuid,
+                    g.mig.len()
+                );
+            }
+            g.mig.truncate(MAX_MIG);
+            for m in &mut g.mig {
+                m.compute.truncate(MAX_MIG);
+            }
+        }
     }
 
     /// After the fillers: leaves out readings outside their ranges and
