@@ -251,34 +251,11 @@ enum Key {
 /// with that bus id and `up == false`, after the GPUs that answered.
 /// "No devices were found" is a fleet of none.
 pub fn parse(csv: &str, queried: &[&str]) -> Result<Vec<Gpu>, String> {
-    let mut lost = Vec::new();
-    let mut none_found = false;
-    let mut after_unreachable = false;
-    let mut kept = Vec::new();
-    for (i, l) in csv.lines().enumerate() {
-        let l = l.trim_end_matches('\r');
-        if l.trim().is_empty() {
-            continue;
-        }
-        if let Some((bus, _)) = unreachable(l) {
-            lost.push(Gpu {
-                pci_bus_id: bus,
-                ..Gpu::default()
-            });
-            after_unreachable = true;
-            continue;
-        }
-        // A console that wrapped the message: its rest, with no comma.
-        if after_unreachable && !l.contains(',') {
-            continue;
-        }
-        after_unreachable = false;
-        if l.trim() == NO_DEVICES {
-            none_found = true;
-            continue;
-        }
-        kept.push((i + 1, l));
-    }
+    let Sorted {
+        kept,
+        lost,
+        none_found,
+    } = sort_lines(csv);
     let mut lines = kept.into_iter();
     let Some((first_no, first)) = lines.next() else {
         if none_found || !lost.is_empty() {
@@ -333,6 +310,50 @@ pub fn parse(csv: &str, queried: &[&str]) -> Result<Vec<Gpu>, String> {
     gpus.sort_by_key(|g| g.index);
     gpus.extend(lost);
     Ok(gpus)
+}
+
+/// nvidia-smi's lines sorted: the CSV ones with their numbers, the GPUs
+/// it could not reach, and whether it found no device at all.
+struct Sorted<'a> {
+    kept: Vec<(usize, &'a str)>,
+    lost: Vec<Gpu>,
+    none_found: bool,
+}
+
+fn sort_lines(csv: &str) -> Sorted<'_> {
+    let mut lost = Vec::new();
+    let mut none_found = false;
+    let mut after_unreachable = false;
+    let mut kept = Vec::new();
+    for (i, l) in csv.lines().enumerate() {
+        let l = l.trim_end_matches('\r');
+        if l.trim().is_empty() {
+            continue;
+        }
+        if let Some((bus, _)) = unreachable(l) {
+            lost.push(Gpu {
+                pci_bus_id: bus,
+                ..Gpu::default()
+            });
+            after_unreachable = true;
+            continue;
+        }
+        // A console that wrapped the message: its rest, with no comma.
+        if after_unreachable && !l.contains(',') {
+            continue;
+        }
+        after_unreachable = false;
+        if l.trim() == NO_DEVICES {
+            none_found = true;
+            continue;
+        }
+        kept.push((i + 1, l));
+    }
+    Sorted {
+        kept,
+        lost,
+        none_found,
+    }
 }
 
 /// What nvidia-smi prints when the driver sees no GPU.
