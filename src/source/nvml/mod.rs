@@ -274,6 +274,29 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
     ffi::die_with_parent(cmd);
 }
 
+impl Nvml {
+    /// GPUs that counted Xids and are not enumerated now: lost, with
+    /// their counts (the fleet memory knows them by UUID).
+    fn add_gone(&self, gpus: &mut Vec<Gpu>) {
+        let gone: Vec<(u32, String)> = self
+            .uuids
+            .iter()
+            .filter(|(_, u)| !gpus.iter().any(|g| &g.uuid == *u))
+            .filter(|(_, u)| lock(&self.xids).contains_key(*u))
+            .map(|(&i, u)| (i, u.clone()))
+            .collect();
+        for (index, uuid) in gone {
+            let mut gpu = Gpu {
+                index,
+                uuid,
+                ..Gpu::default()
+            };
+            attach_xids(&self.xids, &mut gpu, false);
+            gpus.push(gpu);
+        }
+    }
+}
+
 impl Source for Nvml {
     fn kind(&self) -> SourceKind {
         SourceKind::Nvml
@@ -342,24 +365,7 @@ impl Source for Nvml {
             gpu.driver_version = session.driver_version.clone();
             gpus.push(gpu);
         }
-        // GPUs that counted Xids and are not enumerated now: lost, with
-        // their counts (the fleet memory knows them by UUID).
-        let gone: Vec<(u32, String)> = self
-            .uuids
-            .iter()
-            .filter(|(_, u)| !gpus.iter().any(|g| &g.uuid == *u))
-            .filter(|(_, u)| lock(&self.xids).contains_key(*u))
-            .map(|(&i, u)| (i, u.clone()))
-            .collect();
-        for (index, uuid) in gone {
-            let mut gpu = Gpu {
-                index,
-                uuid,
-                ..Gpu::default()
-            };
-            attach_xids(&self.xids, &mut gpu, false);
-            gpus.push(gpu);
-        }
+        self.add_gone(&mut gpus);
         Ok(gpus)
     }
 
