@@ -6,7 +6,7 @@
 use super::ffi::{
     Error, GPM_DRAM_BW_UTIL, GPM_PCIE, GPM_PIPES, GPM_SM_OCCUPANCY, GPM_SM_UTIL, GpmSample, Library,
 };
-use super::read::Probe;
+use super::probe::Probe;
 use crate::snapshot::Readings;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,7 +7,7 @@ use super::ffi::{
     FI_DEV_NVLINK_ERROR_TOTALS, FI_DEV_NVLINK_LINK_COUNT, NVLINK_ERROR_COUNTERS, NVLINK_MAX_LINKS,
     SCOPE_ALL_LINKS,
 };
-use super::read::Probe;
+use super::probe::Probe;
 use crate::config::Collector::{Fans, Media, Nvlink, NvlinkLink, Pcie, Remap, State};
 use crate::snapshot::{Health, MAX_FANS, NvlinkLink as Link};
 

@@ -57,6 +57,7 @@
 mod ffi;
 mod gpm;
 mod health;
+mod probe;
 mod processes;
 mod read;
 mod xid;

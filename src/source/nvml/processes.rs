@@ -6,7 +6,7 @@
 //! collector bounds the list per GPU.
 
 use super::ffi::Device;
-use super::read::Probe;
+use super::probe::Probe;
 use crate::snapshot::{GpuProcess, add_process};
 
 /// Adds the processes on `d` to `out`, merging by PID.

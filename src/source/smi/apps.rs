@@ -5,7 +5,7 @@
 //! otherwise, so on a MIG GPU they may land on the GPU rather than the
 //! instance.
 
-use super::csv::{is_missing, parse_number};
+use super::cell::{is_missing, parse_number};
 use crate::base::units::MIB;
 use crate::snapshot::{Gpu, GpuProcess, add_process};
 

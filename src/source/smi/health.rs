@@ -1,7 +1,7 @@
 //! The hardware-health columns of nvidia-smi's `--query-gpu` CSV, and
 //! which collector every queried field belongs to.
 
-use super::csv::{is_missing, parse_flag, parse_number, parse_pstate};
+use super::cell::{is_missing, parse_flag, parse_number, parse_pstate};
 use crate::config::Collector::{self, *};
 use crate::snapshot::{Health, MAX_FANS, readings};
 

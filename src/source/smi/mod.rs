@@ -10,6 +10,7 @@
 //! one GPU's trouble is not the node's.
 
 pub mod apps;
+pub mod cell;
 pub mod csv;
 pub mod health;
 
