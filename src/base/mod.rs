@@ -10,6 +10,8 @@ pub mod pci;
 pub mod quiet;
 #[cfg(feature = "tls")]
 pub mod rate;
+#[cfg(test)]
+pub mod readme;
 pub mod time;
 pub mod units;
 

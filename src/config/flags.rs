@@ -74,7 +74,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.listen-address",
         "ADDR",
         ":9400",
-        "where to serve, e.g. 127.0.0.1:9400 or [::1]:0; :PORT is every IPv4 interface",
+        "where to serve; :PORT means every IPv4 interface",
         |c, v| {
             c.listen = parse_listen(v)?;
             Ok(())
@@ -84,7 +84,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.telemetry-path",
         "PATH",
         "/metrics",
-        "path of the metrics",
+        "path of the metrics: a plain absolute path (letters, digits and -._~!$&'()*+,;=:@%/, not starting //), since it reaches the status page and the log",
         |c, v| {
             c.telemetry_path = telemetry_path(v)?;
             Ok(())
@@ -94,7 +94,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.max-requests",
         "N",
         "40",
-        "requests answered at once; more get 503",
+        "responses in flight (rendered, not yet written) at once; at the limit, the one whose client has gone longest without reading is closed (see HTTP)",
         |c, v| {
             c.limits.max_requests = count(v)?;
             Ok(())
@@ -104,7 +104,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.max-connections",
         "N",
         "512",
-        "open connections; at the cap the oldest idle one is closed, or the new one gets 503",
+        "open connections; at the cap the oldest idle or incomplete one makes room for a new one, and with none the new one waits in the kernel's queue (see HTTP)",
         |c, v| {
             c.limits.max_connections = count(v)?;
             Ok(())
@@ -114,7 +114,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.header-timeout",
         "DUR",
         "10s",
-        "time to send a request head",
+        "time from a connection's opening or a request's first byte to its whole head (slowloris)",
         |c, v| {
             c.limits.header_timeout = timeout(v)?;
             Ok(())
@@ -134,7 +134,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.write-timeout",
         "DUR",
         "10s",
-        "time to write one response",
+        "time to write one response (clients that never read)",
         |c, v| {
             c.limits.write_timeout = timeout(v)?;
             Ok(())
@@ -144,7 +144,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.config.file",
         "FILE",
         "",
-        "TLS, mutual TLS, basic auth, headers and a rate limit, in exporter-toolkit's web config format (YAML); re-read when it or a file it names changes",
+        "TLS, mutual TLS, basic auth, response headers and a rate limit from a web config file in exporter-toolkit's format (YAML), the one node_exporter reads; re-read when it or a file it names changes (see Security). Refused (exit code 2) by a build without the tls feature",
         |c, v| {
             if !cfg!(feature = "tls") {
                 return Err(
@@ -159,7 +159,7 @@ pub static FLAGS: &[Flag] = &[
         "--web.probe-address",
         "ADDR",
         "",
-        "also serve /healthz and /readyz alone, in plain HTTP without auth, here (for kubelet probes when the main port wants client certificates)",
+        "also serve /healthz and /readyz, and nothing else, in plain HTTP without auth on this address: kubelet probes cannot present a client certificate",
         |c, v| {
             c.probe_address = Some(parse_listen(v)?);
             Ok(())
@@ -169,7 +169,7 @@ pub static FLAGS: &[Flag] = &[
         "--source",
         "NAME",
         "auto",
-        "where readings come from: nvml, smi, sim, or auto: NVML if it loads, else nvidia-smi if present, else the simulator",
+        "auto, nvml, smi or sim (see Sources)",
         |c, v| {
             c.source = parse_source(v)?;
             Ok(())
@@ -179,7 +179,7 @@ pub static FLAGS: &[Flag] = &[
         "--nvml.library",
         "PATH",
         "",
-        "the NVML library to load (default libnvidia-ml.so.1 via the loader)",
+        "the NVML library to load; a path that does not exist is exit code 2",
         |c, v| {
             c.nvml_library = Some(v.into());
             Ok(())
@@ -189,7 +189,7 @@ pub static FLAGS: &[Flag] = &[
         "--smi.path",
         "PATH",
         "nvidia-smi",
-        "the nvidia-smi to run; a bare name is looked up on PATH",
+        "the nvidia-smi to run",
         |c, v| {
             c.smi_path = v.into();
             Ok(())
@@ -199,7 +199,7 @@ pub static FLAGS: &[Flag] = &[
         "--smi.timeout",
         "DUR",
         "5s",
-        "kill a hung nvidia-smi after this long",
+        "a hung nvidia-smi is killed after this long",
         |c, v| {
             c.smi_timeout = timeout(v)?;
             Ok(())
@@ -209,7 +209,7 @@ pub static FLAGS: &[Flag] = &[
         "--xid.kmsg",
         "PATH",
         "",
-        "kernel log to read Xid from when the source cannot (default /dev/kmsg when readable, which needs CAP_SYSLOG); an empty PATH turns it off",
+        "kernel log to read Xid from where the source cannot (default /dev/kmsg when readable): /dev/kmsg or a text file (kern.log, saved dmesg), followed; a FIFO, socket, other device or directory is exit code 2; empty turns it off",
         |c, v| {
             c.xid_kmsg = Some(v.into());
             Ok(())
@@ -219,7 +219,7 @@ pub static FLAGS: &[Flag] = &[
         "--workload.stats-dir",
         "DIR",
         "",
-        "read workload allocator stats from JSON files here (see README)",
+        "read workload allocator stats (see below); a missing directory is exit code 2",
         |c, v| {
             c.workload_dir = Some(v.into());
             Ok(())
@@ -229,7 +229,7 @@ pub static FLAGS: &[Flag] = &[
         "--workload.max-age",
         "DUR",
         "30s",
-        "ignore stats files older than this",
+        "stats files older than this are ignored",
         |c, v| {
             c.workload_max_age = parse_duration(v)?;
             Ok(())
@@ -256,7 +256,7 @@ pub static FLAGS: &[Flag] = &[
         "--kubernetes.refresh-interval",
         "DUR",
         "5s",
-        "time between listings of the kubelet's pods, each bounded by the same time or 10s",
+        "time between listings of the kubelet's pods; each listing may take as long, at most 10s",
         |c, v| {
             c.kubernetes.interval = parse_duration(v)?;
             if c.kubernetes.interval < Duration::from_millis(100) {
@@ -268,7 +268,7 @@ pub static FLAGS: &[Flag] = &[
     switch(
         "--kubernetes.pod-labels",
         if cfg!(feature = "kubernetes") {
-            "put namespace, pod and container on every GPU series, one copy per pod (breaks sum by (gpu) on shared GPUs; see README)"
+            "put namespace, pod and container on every GPU series, one copy per pod: breaks sum by (gpu) on shared GPUs, so off by default"
         } else {
             "not built in: this build has no kubernetes feature"
         },
@@ -278,7 +278,7 @@ pub static FLAGS: &[Flag] = &[
         "--hpc.job-mapping-dir",
         "DIR",
         "",
-        "batch job ids per GPU, one file per GPU named by its index (or GPU.GI for a MIG instance), as dcgm-exporter reads them; a missing directory is exit code 2",
+        "batch job ids per GPU, in dcgm-exporter's layout, for gpu_job_info; a missing directory is exit code 2",
         |c, v| {
             c.job_dir = Some(v.into());
             Ok(())
@@ -288,7 +288,7 @@ pub static FLAGS: &[Flag] = &[
         "--sim.scenario",
         "FILE",
         "",
-        "simulated fleet and incidents, JSON (default: the built-in 4-GPU demo)",
+        "another simulated fleet than the built-in demo, JSON: a regular file of at most 1 MiB",
         |c, v| {
             c.scenario = Some(v.into());
             Ok(())
@@ -298,7 +298,7 @@ pub static FLAGS: &[Flag] = &[
         "--collect.interval",
         "DUR",
         "1s",
-        "time between collections, at least 100ms (e.g. 500ms, 1s, 5m, 1h)",
+        "time between collections (500ms, 1s, 5m, 1h), at least 100ms",
         |c, v| {
             c.interval = parse_duration(v)?;
             if c.interval < MIN_INTERVAL {
@@ -311,7 +311,7 @@ pub static FLAGS: &[Flag] = &[
         "--collect.max-stale",
         "DUR",
         "1m",
-        "while collections fail, serve the last good readings this long, then none",
+        "while collections fail or stall, the last good readings are served (their age in gpu_exporter_snapshot_age_seconds) this long, then withheld (gpu_exporter_readings_hidden 1, ExporterBlind pages); every page keeps firing this long plus 2m after its condition clears (see Failures)",
         |c, v| {
             c.max_stale = parse_duration(v)?;
             Ok(())
@@ -321,7 +321,7 @@ pub static FLAGS: &[Flag] = &[
         "--log.level",
         "LEVEL",
         "info",
-        "error, warn, info or debug",
+        "error, warn, info, debug",
         |c, v| {
             c.log_level = match v {
                 "error" => log::LevelFilter::Error,
@@ -341,7 +341,7 @@ pub static FLAGS: &[Flag] = &[
         "--rules.file",
         "FILE",
         "",
-        "alert rules to merge into the defaults by name, JSON",
+        "alert rules merged into the defaults by name, JSON: a regular file of at most 1 MiB",
         |c, v| {
             c.rules_file = Some(v.into());
             Ok(())
@@ -351,7 +351,7 @@ pub static FLAGS: &[Flag] = &[
         "--alerts.runbook-base-url",
         "URL",
         "",
-        "prefix of each alert's runbook_url: http(s)://... or a relative path, with {{ $labels.NAME }} for Prometheus to expand (default: the exporter's own copies, http://{{ $labels.instance }}/docs/runbooks/ in the printed rules and docs/runbooks/ on /alerts and /)",
+        "prefix of each alert's runbook_url: http:// or https:// with a host, or a relative path, either with {{ $labels.NAME }} for Prometheus to expand in the printed rules; anything else (javascript:, //host/) is exit code 2. By default the exporter's own copies: http://{{ $labels.instance }}/docs/runbooks/ in the printed rules (absolute, so they open from Alertmanager and the Prometheus UI, air-gapped too; https once TLS is on), docs/runbooks/ on /alerts and the status page (relative). A value that names a label leaves those two on the relative default",
         |c, v| {
             c.runbook_base = Some(runbook_base(v)?);
             Ok(())
@@ -361,7 +361,7 @@ pub static FLAGS: &[Flag] = &[
         "--alerts.scrape-job",
         "JOB",
         "gpu-exporter",
-        "the job Prometheus scrapes the exporters under, for the printed rules only Prometheus evaluates (up, absent, GPU count)",
+        "the job Prometheus scrapes the exporters under, printed into the rules only Prometheus evaluates (up, absent, the GPU count)",
         |c, v| {
             if v.is_empty() || v.len() > MAX_NAME || v.contains(['"', '\\', '\n']) {
                 return Err(format!(
@@ -374,7 +374,7 @@ pub static FLAGS: &[Flag] = &[
     ),
     switch(
         "--collector.NAME",
-        "turn collector NAME on (see README: info, temperature, clocks, power, utilization, gpm, memory, allocator, xid, ecc, remap, pcie, nvlink, nvlink_link, recovery, fans, media, state, models, processes); all but nvlink_link and processes are on by default",
+        "turn collector NAME on (see Collectors: info, temperature, clocks, power, utilization, gpm, memory, allocator, xid, ecc, remap, pcie, nvlink, nvlink_link, recovery, fans, media, state, models, processes); all but nvlink_link and processes are on by default",
         Action::Collector(true),
     ),
     switch(
@@ -389,17 +389,17 @@ pub static FLAGS: &[Flag] = &[
     ),
     switch(
         "--web.open-probes",
-        "leave /healthz and /readyz open without basic auth, for probes",
+        "leave /healthz and /readyz open without basic auth (a flag, not a web config key: the file is shared with other exporters)",
         Action::Switch(|c| c.open_probes = true),
     ),
     switch(
         "--print-rules",
-        "print the alert rules as a Prometheus rule file and exit",
+        "print the rules as a Prometheus rule file and exit",
         Action::Switch(|c| c.print_rules = true),
     ),
     switch(
         "--once",
-        "print the alert table from the simulator's replayed history and exit",
+        "print the alert table and exit",
         Action::Switch(|c| c.once = true),
     ),
     switch("--version", "print the version and exit", Action::Version),
@@ -438,6 +438,25 @@ pub fn usage() -> String {
         out.push('\n');
     }
     out
+}
+
+/// The README's flag table: each flag of [`FLAGS`] but `--help` and
+/// `--version`, with its default and its help.
+#[cfg(test)]
+fn readme_table() -> String {
+    let mut t = String::from("| flag | default | meaning |\n|---|---|---|\n");
+    for f in FLAGS
+        .iter()
+        .filter(|f| !matches!(f.action, Action::Help | Action::Version))
+    {
+        let spelled = format!("{} {}", f.name, f.value);
+        let default = match f.default {
+            "" => String::new(),
+            d => format!("`{d}`"),
+        };
+        t += &format!("| `{}` | {default} | {} |\n", spelled.trim_end(), f.help);
+    }
+    t
 }
 
 /// Reads the flags (`--flag value` or `--flag=value`) into a [`Command`].
@@ -512,6 +531,13 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The README's flag table is [`readme_table`], of the default build.
+    #[test]
+    #[cfg_attr(not(all(feature = "tls", feature = "kubernetes")), ignore)]
+    fn readme_lists_the_flags() {
+        crate::base::readme::holds("flags", &readme_table());
+    }
 
     fn run(args: &[&str]) -> Result<Config, ConfigError> {
         match parse_args(args.iter().copied())? {

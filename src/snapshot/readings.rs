@@ -632,20 +632,7 @@ mod tests {
     /// `GPU_EXPORTER_BLESS=1` writes it there.
     #[test]
     fn readme_lists_the_readings() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/README.md");
-        let readme = std::fs::read_to_string(path).unwrap();
-        let (start, end) = ("<!-- metrics:start -->\n", "<!-- metrics:end -->");
-        let (before, rest) = readme.split_once(start).expect("README: no metrics:start");
-        let (held, after) = rest.split_once(end).expect("README: no metrics:end");
-        let table = readme_table();
-        if std::env::var_os("GPU_EXPORTER_BLESS").is_some_and(|v| v == "1") {
-            std::fs::write(path, format!("{before}{start}{table}{end}{after}")).unwrap();
-        } else {
-            assert!(
-                held == table,
-                "README's metric table is stale: run GPU_EXPORTER_BLESS=1 cargo test --lib readme"
-            );
-        }
+        crate::base::readme::holds("metrics", &readme_table());
     }
 
     #[test]
