@@ -271,6 +271,7 @@ fn daemonset_and_sidecar_are_locked_down() {
     for host in ["hostNetwork", "hostPID", "hostIPC"] {
         assert!(!m.contains_key(&format!("{pod}.{host}")), "{host}");
     }
+    // Every effect of the GPU taint, NoExecute too: no effect named.
     let tolerates_gpu_taint = (0..)
         .map_while(|i| {
             let t = format!("{pod}.tolerations[{i}]");
@@ -279,18 +280,25 @@ fn daemonset_and_sidecar_are_locked_down() {
         .any(|(t, op)| {
             op == r#""Exists""#
                 && m.get(&format!("{t}.key")).map(String::as_str) == Some(r#""nvidia.com/gpu""#)
-                && m.get(&format!("{t}.effect")).map(String::as_str) == Some(r#""NoSchedule""#)
+                && !m.contains_key(&format!("{t}.effect"))
         });
     assert!(
         tolerates_gpu_taint,
-        "no nvidia.com/gpu Exists/NoSchedule toleration"
+        "no nvidia.com/gpu toleration of every effect"
+    );
+    expect(
+        &m,
+        &format!("{pod}.priorityClassName"),
+        r#""system-node-critical""#,
     );
     let c = format!("{pod}.containers[gpu-exporter]");
     assert_hardened(&m, &c, "probes");
+    // Ready means serving: a node with a broken driver must not stall a
+    // rollout (ready_means_serving_while_collections_fail).
     expect(
         &m,
         &format!("{c}.readinessProbe.httpGet.path"),
-        r#""/readyz""#,
+        r#""/healthz""#,
     );
     // The probe listener: plain HTTP, /healthz and /readyz alone, so the
     // probes work whatever the web config asks of clients.
@@ -403,6 +411,56 @@ fn service_and_servicemonitor_select_the_daemonset() {
     // The exporter's namespace and pod labels name the workload: without
     // honorLabels they would arrive as exported_namespace and exported_pod.
     expect(&m, &format!("{sm}.spec.endpoints[0].honorLabels"), "true");
+}
+
+/// The DaemonSet's readiness path answers 200 while collections fail,
+/// where /readyz answers 503: a fleet with broken drivers rolls out, and
+/// its broken nodes are still scraped and say what is wrong.
+#[test]
+fn ready_means_serving_while_collections_fail() {
+    let Some(m) = flatten(&["daemonset.yaml"]) else {
+        return;
+    };
+    let c = "DaemonSet/gpu-exporter.spec.template.spec.containers[gpu-exporter]";
+    let path = get(&m, &format!("{c}.readinessProbe.httpGet.path")).trim_matches('"');
+    let e = crate::common::Exporter::on_scenario(
+        "broken-driver.json",
+        r#"{"gpus":[{}],"incidents":[{"at":"0s","fail":"1h"}]}"#,
+        &["--collect.interval", "100ms"],
+    );
+    e.wait_for("/metrics", std::time::Duration::from_secs(15), |b| {
+        crate::common::value(b, "gpu_exporter_collect_success") == Some(0.0)
+    });
+    assert_eq!(e.get("/readyz", &[]).status, 503);
+    assert_eq!(e.get(path, &[]).status, 200, "{path}");
+}
+
+#[test]
+fn podmonitor_scrapes_the_daemonsets_pods_as_the_servicemonitor_does() {
+    let Some(m) = flatten(&["daemonset.yaml", "servicemonitor.yaml", "podmonitor.yaml"]) else {
+        return;
+    };
+    let pod_labels = map(&m, "DaemonSet/gpu-exporter.spec.template.metadata.labels");
+    let pm = "PodMonitor/gpu-exporter";
+    expect(
+        &m,
+        &format!("{pm}.apiVersion"),
+        r#""monitoring.coreos.com/v1""#,
+    );
+    expect(&m, &format!("{pm}.metadata.namespace"), r#""gpu-exporter""#);
+    let match_labels = map(&m, &format!("{pm}.spec.selector.matchLabels"));
+    assert!(!match_labels.is_empty());
+    for (k, v) in &match_labels {
+        assert_eq!(pod_labels.get(k), Some(v), "PodMonitor selects {k}={v}");
+    }
+    assert!(
+        list(&m, &format!("{pm}.spec.namespaceSelector.matchNames")).contains(&r#""gpu-exporter""#)
+    );
+    // The endpoint is the ServiceMonitor's, key for key.
+    let sm = map(&m, "ServiceMonitor/gpu-exporter.spec.endpoints[0]");
+    let pe = map(&m, &format!("{pm}.spec.podMetricsEndpoints[0]"));
+    assert!(sm.len() >= 6, "{sm:?}");
+    assert_eq!(sm, pe);
 }
 
 /// The attribution variant differs from daemonset.yaml by exactly the
@@ -670,6 +728,10 @@ fn the_commented_tls_variants_turn_on_and_serve() {
         "servicemonitor.yaml",
         with_tls(&read(&format!("{K8S}/servicemonitor.yaml"))),
     );
+    let pm = write(
+        "podmonitor.yaml",
+        with_tls(&read(&format!("{K8S}/podmonitor.yaml"))),
+    );
     let unit = with_tls(&read(UNIT));
 
     // The DaemonSet: valid, the Secret mounted read-only as a directory
@@ -699,7 +761,7 @@ fn the_commented_tls_variants_turn_on_and_serve() {
             "{args:?}"
         );
     }
-    if let Some(m) = flatten_paths(&[daemonsets[0].clone(), sm]) {
+    if let Some(m) = flatten_paths(&[daemonsets[0].clone(), sm, pm]) {
         let pod = "DaemonSet/gpu-exporter.spec.template.spec";
         expect(
             &m,
@@ -739,6 +801,9 @@ fn the_commented_tls_variants_turn_on_and_serve() {
             expect(&m, &format!("{e}.{key}.name"), r#""gpu-exporter-scrape""#);
             expect(&m, &format!("{e}.{key}.key"), &format!("{item:?}"));
         }
+        // The PodMonitor turns on the same.
+        let p = "PodMonitor/gpu-exporter.spec.podMetricsEndpoints[0]";
+        assert_eq!(map(&m, e), map(&m, p));
     }
 
     // The unit: the credentials and the flag, and systemd takes it.
