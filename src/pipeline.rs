@@ -1,7 +1,9 @@
 //! Which source serves, and what fills the gaps it leaves.
 //!
-//! `--source auto` takes NVML if it loads, else nvidia-smi if it is there,
-//! else the simulator, loudly. A real source gets the fillers the flags
+//! `--source auto` takes NVML if it loads, else nvidia-smi if it is there;
+//! else NVML all the same, not ready, on a host with any trace of NVIDIA
+//! (the library, a device node, a GPU on the PCI bus: a driver that is not
+//! loaded); the simulator, loudly, only on a host with none. A real source gets the fillers the flags
 //! allow: Xid from the kernel log, and workload allocator stats. Every
 //! source's fleet passes through the fleet memory ([`Fleet`]).
 //!
@@ -17,6 +19,7 @@ use crate::fill::kmsg::{KernelLogXid, check_path};
 use crate::fill::workload::WorkloadStats;
 use crate::fleet::Fleet;
 use crate::snapshot::{Gpu, Kubelet, Model, Timings};
+use crate::source::host;
 use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
 use crate::source::smi::Smi;
@@ -92,8 +95,20 @@ impl Plan {
                         config.smi_path.display()
                     );
                     Box::new(smi())
+                } else if let Some(trace) = n
+                    .found()
+                    .then(|| "the NVML library".to_string())
+                    .or_else(|| host::nvidia_trace(&config.sysfs, Path::new("/dev")))
+                {
+                    // A GPU node whose driver is broken: never invented GPUs.
+                    log::warn!(
+                        "source auto: NVML cannot initialise and there is no nvidia-smi, but this is an NVIDIA host ({trace}): serving NVML, not ready, until it can"
+                    );
+                    Box::new(n)
                 } else {
-                    log::warn!("source auto: neither NVML nor nvidia-smi is here");
+                    log::warn!(
+                        "source auto: no NVML, nvidia-smi, NVIDIA device node or GPU on the PCI bus"
+                    );
                     Box::new(Sim::new(self.scenario, t0))
                 }
             }

@@ -196,6 +196,16 @@ pub static FLAGS: &[Flag] = &[
         },
     ),
     set(
+        "--path.sysfs",
+        "PATH",
+        "/sys",
+        "where sysfs is mounted: --source auto looks there for NVIDIA PCI functions (an unbound one is a GPU whose driver is not loaded)",
+        |c, v| {
+            c.sysfs = v.into();
+            Ok(())
+        },
+    ),
+    set(
         "--smi.timeout",
         "DUR",
         "5s",

@@ -119,6 +119,8 @@ pub struct Config {
     pub nvml_library: Option<PathBuf>,
     /// `--smi.path`.
     pub smi_path: PathBuf,
+    /// Where sysfs is mounted: `auto` looks for NVIDIA PCI functions there.
+    pub sysfs: PathBuf,
     /// `--smi.timeout`.
     pub smi_timeout: Duration,
     /// `--xid.kmsg`. `None`: /dev/kmsg when readable; `Some("")`: off.
@@ -179,6 +181,7 @@ impl Default for Config {
             source: None,
             nvml_library: None,
             smi_path: PathBuf::from("nvidia-smi"),
+            sysfs: PathBuf::from("/sys"),
             smi_timeout: Duration::from_secs(5),
             xid_kmsg: None,
             workload_dir: None,

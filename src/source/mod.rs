@@ -2,6 +2,7 @@
 //! [`Source`] trait; blocking calls happen here, on the poller thread,
 //! never on a scrape.
 
+pub mod host;
 pub mod nvml;
 pub mod sim;
 pub mod smi;

@@ -128,6 +128,45 @@ fn nvml_on_the_real_library_keeps_serving_with_the_drivers_reason() {
     assert_eq!(nodes(), before, "NVML left a device node behind");
 }
 
+/// `auto` on a host with the real library and no driver (a kernel upgrade
+/// that broke the module): NVML, not ready, with the driver's reason;
+/// never the simulator's invented GPUs.
+#[test]
+fn auto_with_the_real_library_and_no_driver_serves_nvml_not_ready() {
+    let Some(r) = real() else { return };
+    let Some(mut cmd) = as_nobody(Path::new(BIN)) else {
+        return;
+    };
+    cmd.env("LD_LIBRARY_PATH", r.lib_dir());
+    let no_sysfs = std::env::temp_dir().join("gpu-exporter-no-sysfs");
+    let e = Exporter::serving(
+        cmd,
+        &[
+            "--source",
+            "auto",
+            "--smi.path",
+            "/nonexistent/nvidia-smi",
+            "--xid.kmsg",
+            "",
+            "--path.sysfs",
+            no_sysfs.to_str().unwrap(),
+        ],
+    );
+    let ready = e.wait_for("/readyz", Duration::from_secs(20), |b| {
+        b.contains("NVML init failed")
+    });
+    assert!(ready.contains("NVML_ERROR_DRIVER_NOT_LOADED"), "{ready}");
+    assert_eq!(e.get("/readyz", &[]).status, 503);
+    let body = e.metrics(None).body;
+    assert!(
+        body.contains("gpu_exporter_source_info{source=\"nvml\"} 1"),
+        "{body}"
+    );
+    assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(0.0));
+    assert!(!body.contains("gpu_up{"), "{body}");
+    assert!(!e.log().contains("SIMULATED"), "{}", e.log());
+}
+
 #[test]
 fn smi_on_the_real_nvidia_smi_keeps_serving_with_its_own_message() {
     let Some(r) = real() else { return };

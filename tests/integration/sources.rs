@@ -296,6 +296,41 @@ fn auto_with_nothing_falls_back_to_the_simulator_loudly() {
     );
 }
 
+/// A GPU on the PCI bus with no driver bound, no NVML and no nvidia-smi: a
+/// GPU node whose driver is not loaded. `auto` serves NVML, not ready,
+/// never the simulator.
+#[test]
+fn auto_on_a_host_with_an_unbound_nvidia_gpu_never_simulates() {
+    let sysfs = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sysfs-unbound-gpu");
+    let f = sysfs.join("bus/pci/devices/0000:9b:00.0");
+    std::fs::create_dir_all(&f).unwrap();
+    std::fs::write(f.join("vendor"), "0x10de\n").unwrap();
+    std::fs::write(f.join("class"), "0x030200\n").unwrap();
+    let e = Exporter::start(&[
+        "--source",
+        "auto",
+        "--smi.path",
+        "/nonexistent/nvidia-smi",
+        "--nvml.library",
+        "libnvidia-ml-not-here.so.1",
+        "--xid.kmsg",
+        "",
+        "--path.sysfs",
+        sysfs.to_str().unwrap(),
+    ]);
+    e.wait_log("NVIDIA PCI function 0000:9b:00.0", Duration::from_secs(10));
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, "gpu_exporter_collect_success") == Some(0.0)
+    });
+    assert!(
+        body.contains("gpu_exporter_source_info{source=\"nvml\"} 1"),
+        "{body}"
+    );
+    assert!(!body.contains("gpu_up{"), "{body}");
+    assert_eq!(e.get("/readyz", &[]).status, 503);
+    assert!(!e.log().contains("SIMULATED"), "{}", e.log());
+}
+
 #[test]
 fn workload_allocator_stats_join_the_nvml_readings() {
     let f = Fixture::new("bin-workload", &fleet(&[gpu(0, ""), gpu(1, "")]));

@@ -66,7 +66,7 @@ use super::{Source, SourceError};
 use crate::base::quiet::Noted;
 use crate::config::{Collector, Collectors, SourceKind};
 use crate::snapshot::{Gpu, Timings};
-use ffi::Library;
+use ffi::{Library, OpenError};
 #[cfg(feature = "internals")]
 pub use ffi::{SYMBOLS, missing_symbols};
 use gpm::GpmSlot;
@@ -121,6 +121,8 @@ pub struct Nvml {
     xids: Arc<Mutex<HashMap<String, XidCounts>>>,
     /// How each collector fared in the last collection.
     timings: Timings,
+    /// Whether the library ever loaded, initialised or not.
+    found: bool,
 }
 
 enum State {
@@ -174,6 +176,7 @@ impl Nvml {
             pcie: HashMap::new(),
             xids: Arc::new(Mutex::new(HashMap::new())),
             timings: Timings::default(),
+            found: false,
         };
         // A failure here is reported by collect, which also retries.
         let _ = nvml.connect();
@@ -185,9 +188,17 @@ impl Nvml {
         matches!(self.state, State::Up(_))
     }
 
+    /// Whether the library loaded, even if NVML would not initialise (a
+    /// driver not loaded): a trace of NVIDIA on the host.
+    pub fn found(&self) -> bool {
+        self.found
+    }
+
     /// Loads and initialises NVML, or records why not and when to retry.
     fn connect(&mut self) -> Result<(), SourceError> {
-        match Library::open(&self.library) {
+        let opened = Library::open(&self.library);
+        self.found |= !matches!(opened, Err(OpenError::Load(_)));
+        match opened {
             Ok(lib) => {
                 let driver_version = lib.driver_version().unwrap_or_else(|e| {
                     log::warn!("source nvml: no driver version: {e}");
