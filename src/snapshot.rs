@@ -363,11 +363,16 @@ impl Snapshot {
 
     /// How its readings stand at `now` (see [`Freshness`]).
     pub fn freshness(&self, now: Instant, bounds: Bounds) -> Freshness {
-        if self.is_starting() {
-            return Freshness::default();
-        }
         let since = |t: Instant| now.saturating_duration_since(t);
+        // The placeholder's `finished` is the start: a first collection
+        // (or NVML's first init) that hangs is a stall like any other.
         let stalled = since(self.finished) > bounds.stall_after;
+        if self.is_starting() {
+            return Freshness {
+                stalled,
+                hidden: false,
+            };
+        }
         let failing = stalled || !self.success();
         Freshness {
             stalled,

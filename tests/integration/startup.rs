@@ -14,8 +14,8 @@ fn args(v: &[String]) -> Vec<&str> {
 
 #[test]
 fn a_hung_first_nvml_call_never_fails_liveness() {
-    // The driver's first init hangs for 5 s, as at boot.
-    let text = fleet(&[gpu(0, "")]).replacen('{', r#"{"init_hang_ms":5000,"#, 1);
+    // The driver's first init hangs for 8 s, as at boot.
+    let text = fleet(&[gpu(0, "")]).replacen('{', r#"{"init_hang_ms":8000,"#, 1);
     let f = Fixture::new("bin-init-hang", &text);
     let e = Exporter::serving(Command::new(BIN), &args(&nvml_args(&f)));
     // While init hangs, liveness, the metrics and the page answer.
@@ -43,6 +43,13 @@ fn a_hung_first_nvml_call_never_fails_liveness() {
             .contains("first collection in progress")
     );
     assert_eq!(e.get("/healthz", &[]).status, 200);
+    // Past the stall limit (3 intervals and a second) the hung first
+    // collection is a stall like any later one.
+    let stalled = e.wait_for("/metrics", Duration::from_secs(7), |b| {
+        value(b, "gpu_exporter_collect_stalled") == Some(1.0)
+    });
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    assert_eq!(value(&stalled, "gpu_exporter_collect_success"), Some(0.0));
     // Then the driver answers.
     let body = e.wait_for("/metrics", Duration::from_secs(30), |b| {
         value(b, "gpu_exporter_collect_success") == Some(1.0)
@@ -50,6 +57,7 @@ fn a_hung_first_nvml_call_never_fails_liveness() {
     assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
     assert!(body.contains("gpu_exporter_source_info{source=\"nvml\"} 1"));
     assert_eq!(e.get("/readyz", &[]).status, 200);
+    assert_eq!(value(&body, "gpu_exporter_collect_stalled"), Some(0.0));
 }
 
 /// While the evaluator replays 64 GPUs' three days, live collections are
