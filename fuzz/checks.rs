@@ -211,6 +211,7 @@ pub fn check_scenario_json(data: &[u8]) {
             process: Default::default(),
             collectors: Collectors::DEFAULT,
             timings: Default::default(),
+            rejected: Vec::new(),
             // Every other input renders each GPU series once per pod.
             kubernetes: Kubernetes {
                 kubelet: None,

@@ -274,6 +274,10 @@ impl Source for Pipeline {
         self.timings
     }
 
+    fn rejected(&self) -> Vec<(&'static str, u64)> {
+        self.fleet.rejected()
+    }
+
     fn models(&self) -> Vec<Model> {
         self.inner.models()
     }

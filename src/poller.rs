@@ -244,6 +244,7 @@ impl Poller {
                     process,
                     collectors: on,
                     timings: self.source.timings(),
+                    rejected: self.source.rejected(),
                     kubernetes: self.kubernetes(),
                 };
                 self.last_good = Some(s.clone());

@@ -318,6 +318,8 @@ pub struct Snapshot {
     /// The collectors that ran (the flags'), and how each fared.
     pub collectors: Collectors,
     pub timings: Timings,
+    /// Readings left out as out of range since start, by family.
+    pub rejected: Vec<(&'static str, u64)>,
     /// Pod attribution: the kubelet's state, and the pod labels switch.
     pub kubernetes: Kubernetes,
 }
@@ -353,6 +355,7 @@ impl Snapshot {
             process: ProcessStats::default(),
             collectors: Collectors::DEFAULT,
             timings: Timings::default(),
+            rejected: Vec::new(),
             kubernetes: Kubernetes::default(),
         }
     }

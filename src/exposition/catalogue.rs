@@ -84,6 +84,11 @@ pub static READINGS_HIDDEN: Family = family(
     Gauge,
     "1 while collections fail or stall and the last readings, older than --collect.max-stale, are withheld.",
 );
+pub static READINGS_REJECTED: Family = family(
+    "gpu_exporter_readings_rejected",
+    Counter,
+    "Readings left out since start because a GPU cannot have them (out of range, a sentinel, more memory than the GPU has), by reading family. Logged once per GPU and family.",
+);
 pub static SNAPSHOT_AGE: Family = family(
     "gpu_exporter_snapshot_age_seconds",
     Gauge,

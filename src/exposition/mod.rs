@@ -19,8 +19,8 @@ use attribution::copies;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
     COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED, HTTP_EVICTED,
-    HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, SNAPSHOT_AGE, SOURCE_INFO, Series,
-    TLS_HANDSHAKE_ERRORS, TTFT,
+    HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, READINGS_REJECTED, SNAPSHOT_AGE,
+    SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
@@ -202,6 +202,14 @@ impl Scrape<'_> {
         w.scalar(&COLLECT_SUCCESS, flag(success));
         w.scalar(&COLLECT_STALLED, flag(fresh.stalled));
         w.scalar(&READINGS_HIDDEN, flag(fresh.hidden));
+        if !snapshot.rejected.is_empty() {
+            w.head(&READINGS_REJECTED);
+            for (reading, n) in &snapshot.rejected {
+                w.name(&READINGS_REJECTED);
+                w.open_label("reading", reading);
+                w.value(*n as f64);
+            }
+        }
         let age = now
             .saturating_duration_since(snapshot.published)
             .as_secs_f64();

@@ -111,6 +111,7 @@ pub struct Fleet {
     /// Lost GPUs never seen up, by how the source named them: noted once.
     anonymous: Noted<String>,
     ranges: Noted<(String, &'static str)>,
+    rejected: range::Rejected,
     /// "The source reports no GPUs", while it lasts.
     zero: Repeating,
 }
@@ -236,12 +237,22 @@ impl Fleet {
                 continue;
             };
             let who = k.who();
-            range::check(&mut g.readings, &who, &mut self.ranges);
+            range::check(&mut g.readings, &who, &mut self.ranges, &mut self.rejected);
             for m in &mut g.mig {
-                range::check(&mut m.readings, &m.uuid, &mut self.ranges);
+                range::check(
+                    &mut m.readings,
+                    &m.uuid,
+                    &mut self.ranges,
+                    &mut self.rejected,
+                );
             }
             k.counters.settle(&mut g.readings, g.up, &who);
         }
+    }
+
+    /// Readings left out of range since start, by family.
+    pub fn rejected(&self) -> Vec<(&'static str, u64)> {
+        self.rejected.iter().map(|(k, v)| (*k, *v)).collect()
     }
 
     /// `wanted` if no known GPU holds it, else the first index after every

@@ -6,42 +6,113 @@
 //! may run above 100% ([`readings::FAN_RATIO`]).
 
 use crate::base::quiet::Noted;
-use crate::snapshot::readings::{self, Field};
-use crate::snapshot::{Readings, TxRx};
+use crate::snapshot::readings::{self, Field, MEMORY_BYTES, Range};
+use crate::snapshot::{CLOCK_EVENT_REASONS, Readings, TxRx};
+use std::collections::BTreeMap;
 
-/// Leaves out every reading of `r` outside its range, logging each
-/// (GPU `who`, family) the first time.
-pub fn check(r: &mut Readings, who: &str, noted: &mut Noted<(String, &'static str)>) {
+/// Readings left out, by family, since the exporter started:
+/// `gpu_exporter_readings_rejected_total{reading}`.
+pub type Rejected = BTreeMap<&'static str, u64>;
+
+/// The clock event bits NVML defines; a mask with any other set is no
+/// reading (all ones would set every reason).
+const KNOWN_EVENTS: u64 = (1 << CLOCK_EVENT_REASONS.len()) - 1;
+
+/// What a check tells of a reading it leaves out.
+struct Check<'a> {
+    who: &'a str,
+    noted: &'a mut Noted<(String, &'static str)>,
+    rejected: &'a mut Rejected,
+}
+
+impl Check<'_> {
+    /// Leaves `v` out when `range` does not hold it.
+    fn keep(&mut self, family: &'static str, v: &mut Option<f64>, range: Range) {
+        if let Some(x) = *v
+            && !range.holds(x)
+        {
+            *v = None;
+            self.reject(
+                family,
+                &format!("{x}, outside {}..={}", range.min, range.max),
+            );
+        }
+    }
+
+    fn reject(&mut self, family: &'static str, what: &str) {
+        *self.rejected.entry(family).or_default() += 1;
+        if self.noted.first((self.who.to_string(), family)) {
+            log::warn!(
+                "GPU {}: {family} reads {what}; left out (logged once per GPU and family)",
+                self.who
+            );
+        }
+    }
+}
+
+/// Leaves out every reading of `r` outside its range, or past what the
+/// GPU itself says it has (memory used, free or held by a process above
+/// its total), counting each in `rejected` and logging each (GPU `who`,
+/// family) the first time.
+pub fn check(
+    r: &mut Readings,
+    who: &str,
+    noted: &mut Noted<(String, &'static str)>,
+    rejected: &mut Rejected,
+) {
+    let mut c = Check {
+        who,
+        noted,
+        rejected,
+    };
     for reading in readings::all() {
-        let Some(range) = reading.range else { continue };
         let family = reading.family.name;
-        let mut keep = |v: &mut Option<f64>| {
-            if let Some(x) = *v
-                && !range.holds(x)
-            {
-                *v = None;
-                if noted.first((who.to_string(), family)) {
-                    log::warn!(
-                        "GPU {who}: {family} reads {x}, outside {}..={}; left out (logged once per GPU and family)",
-                        range.min,
-                        range.max
-                    );
-                }
+        match ((reading.read.field)(r), reading.range) {
+            (Field::Value(v), Some(range)) => c.keep(family, v, range),
+            (Field::Values(vs), Some(range)) => {
+                vs.iter_mut().for_each(|v| c.keep(family, v, range))
             }
-        };
-        match (reading.read.field)(r) {
-            Field::Value(v) => keep(v),
-            Field::Values(vs) => vs.iter_mut().for_each(keep),
-            Field::Pair(pair) => {
+            (Field::Pair(pair), Some(range)) => {
                 if let Some(TxRx { tx, rx }) = *pair {
                     let (mut t, mut x) = (Some(tx), Some(rx));
-                    keep(&mut t);
-                    keep(&mut x);
+                    c.keep(family, &mut t, range);
+                    c.keep(family, &mut x, range);
                     *pair = t.zip(x).map(|(tx, rx)| TxRx { tx, rx });
                 }
             }
-            Field::Mask(_) | Field::Flag(_) | Field::Xids(_) | Field::Links(_) => {}
+            (Field::Mask(m), _) => {
+                if let Some(mask) = *m
+                    && mask & !KNOWN_EVENTS != 0
+                {
+                    *m = None;
+                    c.reject(family, &format!("{mask:#x}, bits NVML does not define"));
+                }
+            }
+            _ => {}
         }
+    }
+    within_total(r, &mut c);
+}
+
+/// Memory a GPU cannot hold: more used, free or reserved than its total,
+/// or a process holding more than it.
+fn within_total(r: &mut Readings, c: &mut Check) {
+    let Some(total) = r.memory_total_bytes else {
+        return;
+    };
+    let most = Range {
+        max: total,
+        ..MEMORY_BYTES
+    };
+    c.keep("gpu_memory_used_bytes", &mut r.memory_used_bytes, most);
+    c.keep("gpu_memory_free_bytes", &mut r.memory_free_bytes, most);
+    c.keep(
+        "gpu_memory_reserved_bytes",
+        &mut r.memory_reserved_bytes,
+        most,
+    );
+    for p in &mut r.processes {
+        c.keep("gpu_process_memory_used_bytes", &mut p.used_bytes, most);
     }
 }
 
@@ -63,7 +134,8 @@ mod tests {
             pcie_bytes_total: Some(TxRx { tx: 1.0, rx: -2.0 }),
             ..Readings::default()
         };
-        check(&mut r, "GPU-a", &mut noted);
+        let mut rejected = Rejected::new();
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
         assert_eq!(r.temperature_celsius, None);
         assert_eq!(r.power_usage_watts, Some(350.0));
         assert_eq!(r.utilization_ratio, None);
@@ -78,8 +150,82 @@ mod tests {
         let mut r = Readings::default();
         r.health.fan_speed_ratios[0] = Some(1.5);
         r.health.fan_speed_ratios[1] = Some(3.0);
-        check(&mut r, "GPU-a", &mut noted);
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
         assert_eq!(r.health.fan_speed_ratios[..2], [Some(1.5), None]);
         assert!(TEMPERATURE_CELSIUS.holds(-40.0) && TEMPERATURE_CELSIUS.holds(150.0));
+        assert_eq!(rejected["gpu_temperature_celsius"], 1);
+        assert_eq!(rejected["gpu_fan_speed_ratio"], 1);
+    }
+
+    /// The values independent doubles found passing (issue 23): each is
+    /// left out and counted.
+    #[test]
+    fn what_no_gpu_can_read_is_left_out_and_counted() {
+        use crate::snapshot::GpuProcess;
+        let all_ones = 4_294_967_295.0;
+        let mut r = Readings {
+            memory_total_bytes: Some(48e9),
+            memory_used_bytes: Some(95.0 * 1024f64.powi(4)),
+            memory_free_bytes: Some(1e9),
+            clocks_event_mask: Some(u64::MAX),
+            processes: vec![
+                GpuProcess {
+                    pid: Some(7),
+                    used_bytes: Some(1.8e19),
+                    ..GpuProcess::default()
+                },
+                GpuProcess {
+                    pid: Some(8),
+                    used_bytes: Some(1e9),
+                    ..GpuProcess::default()
+                },
+            ],
+            ..Readings::default()
+        };
+        let h = &mut r.health;
+        h.remapped_rows = [Some(all_ones), Some(3.0)];
+        h.pcie_link_width = Some(all_ones);
+        h.pcie_link_width_max = Some(0.0);
+        h.pcie_link_generation = Some(all_ones);
+        h.nvlink_links = Some(all_ones);
+        h.recovery_action = Some(99.0);
+        let (mut noted, mut rejected) = (Noted::default(), Rejected::new());
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        let h = &r.health;
+        assert_eq!(h.remapped_rows, [None, Some(3.0)]);
+        assert_eq!(
+            (
+                h.pcie_link_width,
+                h.pcie_link_width_max,
+                h.pcie_link_generation
+            ),
+            (None, None, None)
+        );
+        assert_eq!((h.nvlink_links, h.recovery_action), (None, None));
+        assert_eq!(r.clocks_event_mask, None);
+        assert_eq!(r.memory_used_bytes, None);
+        assert_eq!(r.memory_free_bytes, Some(1e9));
+        let used: Vec<_> = r.processes.iter().map(|p| p.used_bytes).collect();
+        assert_eq!(used, [None, Some(1e9)]);
+        for family in [
+            "gpu_remapped_rows",
+            "gpu_pcie_link_generation",
+            "gpu_nvlink_links",
+            "gpu_recovery_action",
+            "gpu_clocks_event_active",
+            "gpu_memory_used_bytes",
+            "gpu_process_memory_used_bytes",
+        ] {
+            assert_eq!(rejected.get(family), Some(&1), "{family}");
+        }
+        assert_eq!(rejected.get("gpu_pcie_link_width"), Some(&1));
+        assert_eq!(rejected.get("gpu_pcie_link_width_max"), Some(&1));
+        // A sane mask passes.
+        let mut r = Readings {
+            clocks_event_mask: Some(0x1FF),
+            ..Readings::default()
+        };
+        check(&mut r, "GPU-b", &mut noted, &mut rejected);
+        assert_eq!(r.clocks_event_mask, Some(0x1FF));
     }
 }

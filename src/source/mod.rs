@@ -43,6 +43,12 @@ pub trait Source: Send {
         Timings::default()
     }
 
+    /// Readings left out as out of range since start, by family, where
+    /// the source checks them.
+    fn rejected(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// The kubelet's pod-resources API as last seen, where pod
     /// attribution is on.
     fn kubelet(&self) -> Option<Kubelet> {

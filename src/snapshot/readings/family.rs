@@ -140,6 +140,34 @@ pub const COUNT: Range = Range {
     min: 0.0,
     max: 9.2e18,
 };
+/// Memory repairs (rows remapped, pages retired) over a board's life: a
+/// GPU has spare rows for some thousands of banks, never four billion.
+pub const REPAIRS: Range = Range {
+    min: 0.0,
+    max: 100_000.0,
+};
+/// PCIe generations so far: 1 to 6.
+pub const PCIE_GENERATION: Range = Range { min: 1.0, max: 6.0 };
+/// PCIe lanes: x1 to x32.
+pub const PCIE_WIDTH: Range = Range {
+    min: 1.0,
+    max: 32.0,
+};
+/// NVLinks of one GPU: 18 on Hopper and Blackwell.
+pub const NVLINKS: Range = Range {
+    min: 0.0,
+    max: 64.0,
+};
+/// The recovery actions NVML names (0 none to 5 recover IMEX domain); a
+/// value past them is not one to act on.
+pub const RECOVERY: Range = Range { min: 0.0, max: 5.0 };
+/// P-states: P0 to P15.
+pub const PSTATE: Range = Range {
+    min: 0.0,
+    max: 15.0,
+};
+/// Compute modes: 0 default to 3 exclusive process.
+pub const COMPUTE_MODE: Range = Range { min: 0.0, max: 3.0 };
 /// Unix time of the last Xid: after 2000 and before 2200.
 pub const UNIX_SECONDS: Range = Range {
     min: 946_684_800.0,

@@ -2,6 +2,7 @@
 //! the recovery action, fans, media engines, pipes and modes. Rendered
 //! after [`super::GPU_READINGS`], the same way.
 
+use super::{COMPUTE_MODE, NVLINKS, PCIE_GENERATION, PCIE_WIDTH, PSTATE, RECOVERY, REPAIRS};
 use super::{COUNT, Extra, FAN_RATIO, Family, Field, Kind, RATIO, Read, Reading};
 use super::{TEMPERATURE_CELSIUS, each, family, flag, one};
 use crate::config::Collector::{
@@ -124,7 +125,7 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .of(Remap)
     .reads(each!(health.remapped_rows, REMAP_CAUSES))
     .by("cause")
-    .within(COUNT),
+    .within(REPAIRS),
     ROW_REMAP_PENDING.reads(flag!(health.row_remap_pending)),
     ROW_REMAP_FAILED.reads(flag!(health.row_remap_failed)),
     family(
@@ -135,7 +136,7 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .of(Remap)
     .reads(each!(health.retired_pages, RETIRE_CAUSES))
     .by("cause")
-    .within(COUNT),
+    .within(REPAIRS),
     RETIRED_PAGES_PENDING.reads(flag!(health.retired_pages_pending)),
     family(
         "gpu_ecc_corrected_errors_lifetime",
@@ -159,23 +160,35 @@ pub static HEALTH_READINGS: [Reading; 25] = [
         "PCIe generation the link runs at now, a level, so a gauge. Drops at idle are power saving, not a fault.",
     )
     .of(Pcie)
-    .reads(one!(health.pcie_link_generation)),
+    .reads(one!(health.pcie_link_generation))
+    .within(PCIE_GENERATION),
     family(
         "gpu_pcie_link_generation_max",
         Gauge,
         "Highest PCIe generation the GPU and the slot allow.",
     )
     .of(Pcie)
-    .reads(one!(health.pcie_link_generation_max)),
-    PCIE_LINK_WIDTH.reads(one!(health.pcie_link_width)),
-    PCIE_LINK_WIDTH_MAX.reads(one!(health.pcie_link_width_max)),
+    .reads(one!(health.pcie_link_generation_max))
+    .within(PCIE_GENERATION),
+    PCIE_LINK_WIDTH
+        .reads(one!(health.pcie_link_width))
+        .within(PCIE_WIDTH),
+    PCIE_LINK_WIDTH_MAX
+        .reads(one!(health.pcie_link_width_max))
+        .within(PCIE_WIDTH),
     NVLINK_ERRORS
         .reads(each!(health.nvlink_errors, ERROR_LABELS))
         .from("N M")
         .by("error")
         .within(COUNT),
-    NVLINK_LINKS.reads(one!(health.nvlink_links)).from("N M"),
-    NVLINK_LINKS_ACTIVE.reads(one!(health.nvlink_links_active)).from("N M"),
+    NVLINK_LINKS
+        .reads(one!(health.nvlink_links))
+        .from("N M")
+        .within(NVLINKS),
+    NVLINK_LINKS_ACTIVE
+        .reads(one!(health.nvlink_links_active))
+        .from("N M")
+        .within(NVLINKS),
     family(
         "gpu_nvlink_link_active",
         Gauge,
@@ -200,7 +213,9 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     })
     .from("N")
     .by("link,error"),
-    RECOVERY_ACTION.reads(one!(health.recovery_action)),
+    RECOVERY_ACTION
+        .reads(one!(health.recovery_action))
+        .within(RECOVERY),
     family(
         "gpu_fan_speed_ratio",
         Gauge,
@@ -244,7 +259,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
         "P-state, 0 (fastest) to 15. A state, so a gauge.",
     )
     .of(State)
-    .reads(one!(health.performance_state)),
+    .reads(one!(health.performance_state))
+    .within(PSTATE),
     family(
         "gpu_persistence_mode",
         Gauge,
@@ -258,7 +274,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
         "Compute mode: 0 default, 1 exclusive thread, 2 prohibited, 3 exclusive process. An enum, so a gauge.",
     )
     .of(State)
-    .reads(one!(health.compute_mode)),
+    .reads(one!(health.compute_mode))
+    .within(COMPUTE_MODE),
     family("gpu_mig_mode", Gauge, "1 while MIG mode is on.")
         .of(State)
         .reads(flag!(health.mig_mode)),
