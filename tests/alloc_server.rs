@@ -15,7 +15,7 @@
 //!   share.
 
 use gpu_exporter::config::Limits;
-use gpu_exporter::internals::alerts::rules::defaults;
+use gpu_exporter::internals::alerts::defaults;
 use gpu_exporter::internals::http::conn::{Policy, answer, respond};
 use gpu_exporter::internals::http::guard::Guard;
 #[cfg(feature = "tls")]

@@ -1,7 +1,8 @@
 //! `--rules.file`: JSON that merges into the default rules by name, or
 //! replaces them with `"replace": true`.
 
-use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal, defaults};
+use super::defaults;
+use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal};
 use crate::base::json;
 use crate::base::time::{format_duration, parse_duration};
 use crate::config::MAX_NAME;

@@ -117,7 +117,7 @@ fn same(a: &Subject, b: &Subject, per_gpu: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::rules::defaults;
+    use crate::alerts::defaults;
     use std::collections::BTreeSet;
 
     /// (source, targets, equal) of each inhibit rule in the shipped

@@ -11,6 +11,7 @@ pub mod inhibit;
 pub mod rules;
 pub mod summary;
 
+pub use defaults::defaults;
 pub use eval::{Alert, Evaluator, State, Transition};
 pub use rules::{Rule, Severity, Signal, Subject};
 pub use summary::{WORKLOADS, expand, expand_into};

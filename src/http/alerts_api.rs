@@ -118,7 +118,7 @@ mod tests {
 mod shape {
     use super::*;
     use crate::alerts::eval::Muted;
-    use crate::alerts::{Alert, State, Subject, rules::defaults};
+    use crate::alerts::{Alert, State, Subject, defaults};
     use crate::config::SourceKind;
     use crate::poller::Progress;
     use crate::snapshot::Snapshot;

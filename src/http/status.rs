@@ -510,7 +510,7 @@ fn models(p: &Published, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::{expand, rules::defaults};
+    use crate::alerts::{defaults, expand};
     use crate::snapshot::{Gpu, MigInstance, Model, Snapshot};
 
     fn page(p: &Published) -> String {
