@@ -199,7 +199,7 @@ fn serve_guarded(gpus: usize, guard: Guard) -> String {
         let server = Rc::new(Server::guarded(context(gpus), Limits::default(), guard));
         let listener = async_io::Async::new(listener).unwrap();
         let ex = smol::LocalExecutor::new();
-        smol::block_on(ex.run(gpu_exporter::internals::http::server::serve(
+        smol::block_on(ex.run(gpu_exporter::internals::http::accept::serve(
             &ex, listener, server, false,
         )));
     });

@@ -604,17 +604,6 @@ const CYCLES_PENDING: &[&str] = &[
     "src/source/nvml/read.rs -> src/source/nvml/processes.rs",
     "src/source/smi/csv.rs -> src/source/smi/health.rs",
     "src/source/smi/health.rs -> src/source/smi/csv.rs",
-    // Being broken in this change.
-    "src/alerts/eval.rs -> src/alerts/inhibit.rs",
-    "src/alerts/inhibit.rs -> src/alerts/eval.rs",
-    "src/http/conn.rs -> src/http/handshake.rs",
-    "src/http/conn.rs -> src/http/server.rs",
-    "src/http/handshake.rs -> src/http/conn.rs",
-    "src/http/handshake.rs -> src/http/server.rs",
-    "src/http/router.rs -> src/http/status.rs",
-    "src/http/server.rs -> src/http/conn.rs",
-    "src/http/server.rs -> src/http/handshake.rs",
-    "src/http/status.rs -> src/http/router.rs",
 ];
 
 /// The file that holds what a module path names: its longest prefix that

@@ -3,7 +3,7 @@
 //! test holds the file to this table). The in-process evaluator marks the
 //! alerts those rules would mute, on `/alerts` and the status page.
 
-use super::eval::{Alert, Muted, State};
+use super::alert::{Alert, Muted, State};
 use super::rules::Subject;
 
 /// A firing `source` mutes `targets` about the same GPU (Alertmanager's

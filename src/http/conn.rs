@@ -12,9 +12,8 @@ use super::guard::{self, Gate};
 use super::gzip::{Coding, Compressor, negotiate};
 use super::request::{Parsed, parse};
 use super::router::{self, Access, Context, Method, Response, Status};
-use super::server::{Key, Phase, Sent, Server};
+use super::server::{Key, Phase, Sent, Server, before};
 use async_io::Async;
-use smol::future::FutureExt;
 use smol::io::AsyncReadExt;
 use std::io::{Cursor, Read, Write};
 use std::net::TcpStream;
@@ -189,22 +188,6 @@ impl Connection {
             Connection::KeepAlive => "",
         }
     }
-}
-
-/// Races `fut` against connection `id`'s deadline; `None` when the
-/// deadline came first.
-pub(super) async fn before<T>(
-    srv: &Server,
-    key: Key,
-    deadline: Instant,
-    fut: impl Future<Output = T>,
-) -> Option<T> {
-    async { Some(fut.await) }
-        .or(async {
-            srv.deadlines.sleep(key.id, deadline).await;
-            None
-        })
-        .await
 }
 
 /// Sends connection `key`'s response (which the server holds) before

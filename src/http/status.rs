@@ -7,7 +7,7 @@
 //! numbers are spelled on the stack, summaries are expanded while they are
 //! written, and every string from data or flags is HTML-escaped on the way.
 
-use super::router::without_paths;
+use super::redact::without_paths;
 use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
