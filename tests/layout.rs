@@ -472,8 +472,6 @@ const LONG_FNS_PENDING: &[&str] = &[
     "src/source/sim/scenario.rs",
     "src/source/smi/csv.rs",
     "src/table.rs",
-    "src/web/file.rs",
-    "src/web/tls.rs",
     "src/web/yaml.rs",
     "src/wire/h2/call.rs",
 ];
