@@ -461,8 +461,6 @@ const LONG_FNS_PENDING: &[&str] = &[
     "src/fleet/range.rs",
     "src/http/conn.rs",
     "src/http/request.rs",
-    "src/http/router.rs",
-    "src/http/status.rs",
     "src/snapshot.rs",
     "src/source/nvml/mod.rs",
     "src/source/nvml/read.rs",

@@ -238,48 +238,7 @@ pub fn route(
         };
     }
     match route {
-        Route::Metrics => {
-            let only = match query::collectors(req.query) {
-                Ok(only) => only,
-                Err(e) => {
-                    e.write(body);
-                    return Response::text(Status::BadRequest);
-                }
-            };
-            let format = Format::negotiate(req.accept);
-            let published = ctx.latest.get();
-            let http = ctx.http.get();
-            let now = Instant::now();
-            let s = &published.snapshot;
-            let scrape = Scrape {
-                snapshot: s,
-                fresh: s.freshness(now, ctx.bounds),
-                http: Some(&http),
-                format,
-                only,
-                now,
-            };
-            let Some(gzip) = gzip else {
-                scrape.render(body);
-                return Response::ok(format.content_type());
-            };
-            let key = Families {
-                snapshot: s.clone(),
-                hidden: scrape.fresh.hidden,
-                format,
-                only,
-            };
-            gzip.scrape(
-                key,
-                body,
-                |out| scrape.render_families(out),
-                |out| scrape.render_own(out),
-            );
-            Response {
-                gzipped: true,
-                ..Response::ok(format.content_type())
-            }
-        }
+        Route::Metrics => metrics(req, ctx, gzip, body),
         Route::Alerts => {
             let published = ctx.latest.get();
             alerts_api::write_json(&published, &ctx.runbook_base, body);
@@ -293,45 +252,7 @@ pub fn route(
             body.extend_from_slice(b"ok\n");
             Response::text(Status::Ok)
         }
-        Route::Readyz => {
-            let published = ctx.latest.get();
-            let s = &published.snapshot;
-            let now = Instant::now();
-            let status = match (&s.error, published.replay) {
-                (Some(_), _) if s.is_starting() => {
-                    let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
-                    Status::Unavailable
-                }
-                (_, Some(p)) if p.first => {
-                    let _ = writeln!(
-                        body,
-                        "not ready: alert history replaying ({} of {} steps)",
-                        p.done, p.total
-                    );
-                    Status::Unavailable
-                }
-                (Some(e), _) => {
-                    body.extend_from_slice(b"not ready: last collection failed: ");
-                    without_paths(e, |s| body.extend_from_slice(s.as_bytes()));
-                    body.push(b'\n');
-                    Status::Unavailable
-                }
-                (None, _) if s.freshness(now, ctx.bounds).stalled => {
-                    let _ = writeln!(
-                        body,
-                        "not ready: collection stalled, readings are {:.1}s old (limit {:.1}s)",
-                        now.saturating_duration_since(s.published).as_secs_f64(),
-                        ctx.bounds.stall_after.as_secs_f64()
-                    );
-                    Status::Unavailable
-                }
-                (None, _) => {
-                    body.extend_from_slice(b"ok\n");
-                    Status::Ok
-                }
-            };
-            Response::text(status)
-        }
+        Route::Readyz => readyz(ctx, body),
         Route::Landing => {
             let published = ctx.latest.get();
             status::render(
@@ -345,4 +266,96 @@ pub fn route(
             Response::ok("text/html; charset=utf-8")
         }
     }
+}
+
+/// The metrics path: the snapshot rendered, filtered by `collect[]` and
+/// `exclude[]`, gzipped when asked for.
+fn metrics(
+    req: &Request,
+    ctx: &Context,
+    gzip: Option<&mut Compressor>,
+    body: &mut Vec<u8>,
+) -> Response {
+    let only = match query::collectors(req.query) {
+        Ok(only) => only,
+        Err(e) => {
+            e.write(body);
+            return Response::text(Status::BadRequest);
+        }
+    };
+    let format = Format::negotiate(req.accept);
+    let published = ctx.latest.get();
+    let http = ctx.http.get();
+    let now = Instant::now();
+    let s = &published.snapshot;
+    let scrape = Scrape {
+        snapshot: s,
+        fresh: s.freshness(now, ctx.bounds),
+        http: Some(&http),
+        format,
+        only,
+        now,
+    };
+    let Some(gzip) = gzip else {
+        scrape.render(body);
+        return Response::ok(format.content_type());
+    };
+    let key = Families {
+        snapshot: s.clone(),
+        hidden: scrape.fresh.hidden,
+        format,
+        only,
+    };
+    gzip.scrape(
+        key,
+        body,
+        |out| scrape.render_families(out),
+        |out| scrape.render_own(out),
+    );
+    Response {
+        gzipped: true,
+        ..Response::ok(format.content_type())
+    }
+}
+
+/// `/readyz`: ready once the first collection is in, the alert history
+/// replayed, and collections neither failing nor stalled.
+fn readyz(ctx: &Context, body: &mut Vec<u8>) -> Response {
+    let published = ctx.latest.get();
+    let s = &published.snapshot;
+    let now = Instant::now();
+    let status = match (&s.error, published.replay) {
+        (Some(_), _) if s.is_starting() => {
+            let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+            Status::Unavailable
+        }
+        (_, Some(p)) if p.first => {
+            let _ = writeln!(
+                body,
+                "not ready: alert history replaying ({} of {} steps)",
+                p.done, p.total
+            );
+            Status::Unavailable
+        }
+        (Some(e), _) => {
+            body.extend_from_slice(b"not ready: last collection failed: ");
+            without_paths(e, |s| body.extend_from_slice(s.as_bytes()));
+            body.push(b'\n');
+            Status::Unavailable
+        }
+        (None, _) if s.freshness(now, ctx.bounds).stalled => {
+            let _ = writeln!(
+                body,
+                "not ready: collection stalled, readings are {:.1}s old (limit {:.1}s)",
+                now.saturating_duration_since(s.published).as_secs_f64(),
+                ctx.bounds.stall_after.as_secs_f64()
+            );
+            Status::Unavailable
+        }
+        (None, _) => {
+            body.extend_from_slice(b"ok\n");
+            Status::Ok
+        }
+    };
+    Response::text(status)
 }
