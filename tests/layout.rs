@@ -459,8 +459,6 @@ const LONG_FNS_PENDING: &[&str] = &[
     "src/exposition/mod.rs",
     "src/fleet/mod.rs",
     "src/fleet/range.rs",
-    "src/http/conn.rs",
-    "src/http/request.rs",
     "src/snapshot.rs",
     "src/source/nvml/mod.rs",
     "src/source/nvml/read.rs",
