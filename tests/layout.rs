@@ -465,7 +465,6 @@ const LONG_FNS_PENDING: &[&str] = &[
     "src/source/sim/scenario.rs",
     "src/source/smi/csv.rs",
     "src/table.rs",
-    "src/web/yaml.rs",
     "src/wire/h2/call.rs",
 ];
 
