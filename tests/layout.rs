@@ -464,7 +464,6 @@ const LONG_FNS_PENDING: &[&str] = &[
     "src/source/nvml/read.rs",
     "src/source/sim/scenario.rs",
     "src/source/smi/csv.rs",
-    "src/wire/h2/call.rs",
 ];
 
 /// The longest a function may be, its signature and braces included.
