@@ -12,7 +12,7 @@
 
 use divan::Bencher;
 use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::alerts::{Evaluator, rules::defaults};
+use gpu_exporter::internals::alerts::{Evaluator, defaults};
 use gpu_exporter::internals::exposition::catalogue::{Extra, Kind};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::snapshot::readings::GPU_READINGS;

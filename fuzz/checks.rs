@@ -69,7 +69,7 @@ fn context() -> &'static Context {
     static CTX: OnceLock<Context> = OnceLock::new();
     CTX.get_or_init(|| {
         let source = Box::new(Sim::new(Scenario::default_fleet(), T0));
-        let mut evaluator = alerts::Evaluator::new(alerts::rules::defaults());
+        let mut evaluator = alerts::Evaluator::new(alerts::defaults());
         let mut collector = Poller::new(source, Duration::from_secs(5));
         let first = collector.collect_at(T0);
         evaluator.eval(&first);

@@ -283,7 +283,7 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::rules::defaults;
+    use crate::alerts::defaults;
 
     #[test]
     fn every_signal_has_an_expression_and_counters_a_series() {

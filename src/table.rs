@@ -18,6 +18,40 @@ fn firing<'a>(p: &'a Published, subject: &'a Subject) -> impl Iterator<Item = &'
 
 pub fn render(p: &Published, evaluator: &Evaluator) -> String {
     let mut out = String::from("== scrape + alert evaluation ==\n");
+    let healthy = gpu_lines(&mut out, p, evaluator);
+    let fired: Vec<String> = p
+        .alerts
+        .iter()
+        .filter(|a| a.state == State::Firing)
+        .filter_map(|a| match &a.subject {
+            Subject::Gpu { index, .. } => Some(format!("{}(gpu{index})", a.rule.name)),
+            Subject::Exporter => Some(format!("{}(exporter)", a.rule.name)),
+            Subject::Model(_) => None,
+        })
+        .collect();
+    let fired = if fired.is_empty() {
+        "none".to_string()
+    } else {
+        fired.join(", ")
+    };
+    let _ = writeln!(out, "\nalerts fired: {fired}");
+    if p.snapshot.gpus.is_empty() {
+        out.push_str("no GPUs in the fleet.\n");
+    } else if healthy.is_empty() {
+        out.push_str("no GPU is healthy.\n");
+    } else {
+        let _ = writeln!(out, "healthy {} fired nothing.", healthy.join(", "));
+    }
+
+    if !p.snapshot.models.is_empty() {
+        slo_lines(&mut out, p, evaluator);
+    }
+    out
+}
+
+/// A line per GPU: readings, the Xid rate, its verdict. Returns the
+/// healthy ones.
+fn gpu_lines(out: &mut String, p: &Published, evaluator: &Evaluator) -> Vec<String> {
     let at = p.snapshot.at;
     let mut healthy = Vec::new();
     for g in &p.snapshot.gpus {
@@ -59,33 +93,12 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
             show(r.largest_free_bytes, GIB, "GB"),
         );
     }
-    let fired: Vec<String> = p
-        .alerts
-        .iter()
-        .filter(|a| a.state == State::Firing)
-        .filter_map(|a| match &a.subject {
-            Subject::Gpu { index, .. } => Some(format!("{}(gpu{index})", a.rule.name)),
-            Subject::Exporter => Some(format!("{}(exporter)", a.rule.name)),
-            Subject::Model(_) => None,
-        })
-        .collect();
-    let fired = if fired.is_empty() {
-        "none".to_string()
-    } else {
-        fired.join(", ")
-    };
-    let _ = writeln!(out, "\nalerts fired: {fired}");
-    if p.snapshot.gpus.is_empty() {
-        out.push_str("no GPUs in the fleet.\n");
-    } else if healthy.is_empty() {
-        out.push_str("no GPU is healthy.\n");
-    } else {
-        let _ = writeln!(out, "healthy {} fired nothing.", healthy.join(", "));
-    }
+    healthy
+}
 
-    if p.snapshot.models.is_empty() {
-        return out;
-    }
+/// A line per served model: its burn rates and firing alerts.
+fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
+    let at = p.snapshot.at;
     let _ = writeln!(
         out,
         "\n== SLO: {}% of requests get their first token within 300ms ==",
@@ -111,5 +124,4 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
         };
         let _ = writeln!(out, "model {}: burn {}  {verdict}", m.name, burns.join(" "));
     }
-    out
 }

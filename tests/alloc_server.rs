@@ -15,7 +15,7 @@
 //!   share.
 
 use gpu_exporter::config::Limits;
-use gpu_exporter::internals::alerts::rules::defaults;
+use gpu_exporter::internals::alerts::defaults;
 use gpu_exporter::internals::http::conn::{Policy, answer, respond};
 use gpu_exporter::internals::http::guard::Guard;
 #[cfg(feature = "tls")]
@@ -199,7 +199,7 @@ fn serve_guarded(gpus: usize, guard: Guard) -> String {
         let server = Rc::new(Server::guarded(context(gpus), Limits::default(), guard));
         let listener = async_io::Async::new(listener).unwrap();
         let ex = smol::LocalExecutor::new();
-        smol::block_on(ex.run(gpu_exporter::internals::http::server::serve(
+        smol::block_on(ex.run(gpu_exporter::internals::http::accept::serve(
             &ex, listener, server, false,
         )));
     });

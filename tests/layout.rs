@@ -9,7 +9,10 @@
 //!   (`fill::pods`) imports `wire`;
 //! - the README's module table lists every module, on its floor;
 //! - no file but `ffi.rs` holds more than 600 lines before its tests, and
-//!   `lib.rs` stays a table of contents.
+//!   `lib.rs` stays a table of contents;
+//! - no function outside tests and tables runs past 80 lines;
+//! - no two files import each other, directly or around a cycle, tests
+//!   aside.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -447,4 +450,217 @@ fn lib_rs_is_a_table_of_contents() {
         lib.lines().count()
     );
     assert!(!lib.contains("fn "), "lib.rs holds a function");
+}
+
+/// The longest a function may be, its signature and braces included.
+const MAX_FN_LINES: usize = 80;
+
+/// Files whose long functions are tables: the rules as data, and the
+/// FFI's symbol table.
+const TABLES: &[&str] = &[
+    "src/alerts/defaults.rs",
+    "src/alerts/health.rs",
+    "src/source/nvml/ffi.rs",
+];
+
+/// The index of the line that opens `text`'s test module, or its
+/// number of lines.
+fn test_module(text: &str) -> usize {
+    text.lines()
+        .position(|l| l == "mod tests {" || l == "pub(super) mod tests {")
+        .unwrap_or(text.lines().count())
+}
+
+/// The name of the function a line declares, if it does.
+fn declared_fn(line: &str) -> Option<&str> {
+    let mut words = line.split_whitespace();
+    loop {
+        let word = words.next()?;
+        if word == "fn" {
+            return words.next()?.split(['(', '<']).next();
+        }
+        let qualifier = word.starts_with("pub")
+            || ["const", "async", "unsafe", "extern", "\"C\""].contains(&word);
+        if !qualifier {
+            return None;
+        }
+    }
+}
+
+/// Each function of `text` before its test module past [`MAX_FN_LINES`],
+/// with its first line and length. Braces are counted as they come,
+/// strings and comments alike: rough, and the same for every file.
+fn long_fns(text: &str) -> Vec<(usize, String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = test_module(text);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < end {
+        let Some(name) = declared_fn(lines[i]) else {
+            i += 1;
+            continue;
+        };
+        let (mut depth, mut opened) = (0i32, false);
+        let mut j = i;
+        while j < end {
+            for c in lines[j].chars() {
+                match c {
+                    '{' => (depth, opened) = (depth + 1, true),
+                    '}' => depth -= 1,
+                    _ => {}
+                }
+            }
+            if opened && depth == 0 || !opened && lines[j].trim_end().ends_with(';') {
+                break;
+            }
+            j += 1;
+        }
+        if opened && j + 1 - i > MAX_FN_LINES {
+            out.push((i + 1, name.to_string(), j + 1 - i));
+        }
+        i = if opened { j + 1 } else { i + 1 };
+    }
+    out
+}
+
+#[test]
+fn no_function_is_past_80_lines_outside_tests_and_tables() {
+    let mut problems = Vec::new();
+    for file in files(&src()) {
+        let shown = shown(&file);
+        if TABLES.contains(&shown.as_str()) {
+            continue;
+        }
+        for (line, name, n) in long_fns(&std::fs::read_to_string(&file).unwrap()) {
+            problems.push(format!("{shown}:{line}: fn {name} is {n} lines"));
+        }
+    }
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_function_scan_counts_lines_and_passes_over_tests() {
+    let body = "    x;\n".repeat(MAX_FN_LINES - 2);
+    let long = format!("pub(crate) fn long() {{\n{body}}}\n");
+    assert_eq!(long_fns(&long), []);
+    let longer = format!("fn a() {{}}\nasync fn longer<T>() {{\n    x;\n{body}}}\n");
+    assert_eq!(long_fns(&longer), [(2, "longer".into(), MAX_FN_LINES + 1)]);
+    let tested = format!("#[cfg(test)]\nmod tests {{\n{longer}}}\n");
+    assert_eq!(long_fns(&tested), []);
+    assert_eq!(declared_fn("    fn f(x: u8);"), Some("f"));
+    assert_eq!(declared_fn("let fn_ = 1;"), None);
+}
+
+/// The file that holds what a module path names: its longest prefix that
+/// is a module, `lib.rs` when none is.
+fn file_of(path: &[String]) -> PathBuf {
+    let n = (1..=path.len())
+        .rev()
+        .find(|&n| is_module(&path[..n]))
+        .unwrap_or(0);
+    let p = src().join(path[..n].join("/"));
+    match n {
+        0 => src().join("lib.rs"),
+        _ if p.is_dir() => p.join("mod.rs"),
+        _ => p.with_extension("rs"),
+    }
+}
+
+/// Which files each file imports from, as the problems name them. A
+/// test module's imports are passed over: tests may reach anywhere.
+fn file_graph() -> BTreeMap<String, Vec<String>> {
+    let mut graph = BTreeMap::new();
+    for file in files(&src()) {
+        let from = shown(&file);
+        let tests = test_module(&std::fs::read_to_string(&file).unwrap());
+        let mut to: Vec<String> = references(&file)
+            .iter()
+            .filter(|(line, _)| *line <= tests)
+            .map(|(_, path)| shown(&file_of(path)))
+            .filter(|to| *to != from)
+            .collect();
+        to.sort();
+        to.dedup();
+        graph.insert(from, to);
+    }
+    graph
+}
+
+/// The shortest way from `from` to `to` along `graph`, both ends
+/// included, if there is one.
+fn shortest_path(
+    graph: &BTreeMap<String, Vec<String>>,
+    from: &str,
+    to: &str,
+) -> Option<Vec<String>> {
+    let mut came: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut queue = std::collections::VecDeque::from([from]);
+    while let Some(at) = queue.pop_front() {
+        if at == to {
+            let mut path = vec![to.to_string()];
+            let mut at = to;
+            while at != from {
+                at = came[at];
+                path.push(at.to_string());
+            }
+            path.reverse();
+            return Some(path);
+        }
+        for next in graph.get(at).into_iter().flatten() {
+            if next != from && !came.contains_key(next.as_str()) {
+                came.insert(next, at);
+                queue.push_back(next);
+            }
+        }
+    }
+    None
+}
+
+/// Each import on a cycle, `a.rs -> b.rs`, with the cycle it closes:
+/// `a.rs -> b.rs -> a.rs`.
+fn cycles(graph: &BTreeMap<String, Vec<String>>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (from, tos) in graph {
+        for to in tos {
+            if let Some(back) = shortest_path(graph, to, from) {
+                out.push((
+                    format!("{from} -> {to}"),
+                    format!("{from} -> {}", back.join(" -> ")),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn no_files_import_each_other_in_a_cycle() {
+    let problems: Vec<String> = cycles(&file_graph())
+        .into_iter()
+        .map(|(_, cycle)| cycle)
+        .collect();
+    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_cycle_check_finds_a_cycle_and_resolves_files() {
+    let graph: BTreeMap<String, Vec<String>> = [
+        ("a.rs", vec!["b.rs"]),
+        ("b.rs", vec!["c.rs"]),
+        ("c.rs", vec!["a.rs", "d.rs"]),
+        ("d.rs", vec![]),
+    ]
+    .into_iter()
+    .map(|(f, t)| (f.into(), t.into_iter().map(String::from).collect()))
+    .collect();
+    let found = cycles(&graph);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert_eq!(
+        found[0],
+        ("a.rs -> b.rs".into(), "a.rs -> b.rs -> c.rs -> a.rs".into())
+    );
+    let path = |p: &str| p.split("::").map(String::from).collect::<Vec<_>>();
+    assert!(file_of(&path("source::nvml::ffi::Device")).ends_with("source/nvml/ffi.rs"));
+    assert!(file_of(&path("source::Source")).ends_with("source/mod.rs"));
+    assert!(file_of(&path("Error")).ends_with("lib.rs"));
 }

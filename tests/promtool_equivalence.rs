@@ -9,8 +9,8 @@
 //! this test understands.
 
 use gpu_exporter::config::SourceKind;
-use gpu_exporter::internals::alerts::rules::{cover_failures, defaults};
 use gpu_exporter::internals::alerts::{Evaluator, State, Subject, WORKLOADS, expand};
+use gpu_exporter::internals::alerts::{defaults, rules::cover_failures};
 use gpu_exporter::internals::snapshot::{
     Freshness, Gpu, GpuProcess, Health, Histogram, Model, Pod, Readings, Snapshot, clock_event_bit,
 };

@@ -5,7 +5,7 @@
 
 use gpu_exporter::config::Collector::Processes;
 use gpu_exporter::config::Collectors;
-use gpu_exporter::internals::alerts::{Severity, State, rules::defaults};
+use gpu_exporter::internals::alerts::{Severity, State, defaults};
 use gpu_exporter::internals::http::status::render;
 use gpu_exporter::internals::judge::settled;
 use gpu_exporter::internals::poller::{Poller, Published};

@@ -13,6 +13,7 @@
 //! every rule keeps its alerts in a slot per subject. So the start-up
 //! replay is linear in rules × subjects.
 
+use super::alert::{Alert, State};
 use super::history::{Spans, TIERS, Track, tier};
 use super::inhibit;
 use super::rules::{Expr, Rule, Signal, Subject, Who};
@@ -23,42 +24,6 @@ use std::time::Duration;
 
 /// Windows up to this long read every sample.
 pub const FINE_LIMIT: Duration = TIERS[0].0;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum State {
-    Pending,
-    Firing,
-}
-
-impl State {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            State::Pending => "pending",
-            State::Firing => "firing",
-        }
-    }
-}
-
-/// An active (pending or firing) alert.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Alert {
-    pub rule: Arc<Rule>,
-    pub subject: Subject,
-    pub state: State,
-    /// Unix time the condition first held.
-    pub active_at: f64,
-    pub value: f64,
-    /// The firing alert whose Alertmanager inhibition would mute this one
-    /// (`deploy/alertmanager/alertmanager.yml`).
-    pub muted_by: Option<Muted>,
-}
-
-/// Which firing alert mutes an alert, and why.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Muted {
-    pub by: Arc<Rule>,
-    pub why: &'static str,
-}
 
 /// A state change, for the log: `from`/`to` are `inactive`, `pending`,
 /// `firing` or `resolved`.

@@ -1,7 +1,8 @@
 //! `--rules.file`: JSON that merges into the default rules by name, or
 //! replaces them with `"replace": true`.
 
-use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal, defaults};
+use super::defaults;
+use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal};
 use crate::base::json;
 use crate::base::time::{format_duration, parse_duration};
 use crate::config::MAX_NAME;
@@ -106,145 +107,9 @@ fn bounded(field: &str, s: &str, most: Duration) -> Result<Duration, String> {
 }
 
 fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
+    check_texts(spec)?;
     let name = &spec.name;
-    if name.is_empty()
-        || name.len() > MAX_NAME
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        || name.starts_with(|c: char| c.is_ascii_digit())
-    {
-        return Err(format!(
-            "name: {:?} is not a valid alert name ([A-Za-z_][A-Za-z0-9_]*, at most {MAX_NAME} bytes)",
-            truncate(name)
-        ));
-    }
-    if let Some(r) = &spec.runbook {
-        let plain = r
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b));
-        if r.is_empty() || r.len() > MAX_NAME || !plain {
-            return Err(format!(
-                "runbook: {:?} is not a runbook name ([A-Za-z0-9_-], at most {MAX_NAME} bytes)",
-                truncate(r)
-            ));
-        }
-    }
-    if let Some(s) = &spec.summary
-        && s.len() > MAX_SUMMARY
-    {
-        return Err(format!("summary: {} bytes; at most {MAX_SUMMARY}", s.len()));
-    }
-    let signal = match &spec.signal {
-        Some(s) => Some(
-            Signal::ALL
-                .into_iter()
-                .find(|x| x.name() == s)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = Signal::ALL.iter().map(|x| x.name()).collect();
-                    format!(
-                        "signal: unknown signal {s:?} (expected one of {})",
-                        names.join(", ")
-                    )
-                })?,
-        ),
-        None => None,
-    };
-    let window = spec
-        .window
-        .as_deref()
-        .map(|w| bounded("window", w, MAX_WINDOW))
-        .transpose()?;
-    let base_kind = base.map(|b| b.expr.kind());
-    let kind = spec
-        .kind
-        .as_deref()
-        .or(base_kind)
-        .ok_or("kind: missing for a new rule")?;
-    let base_signal = base.and_then(|b| b.expr.signal());
-    let base_window = base.and_then(|b| match b.expr {
-        Expr::Increase(_, w) | Expr::Rate(_, w) | Expr::Deriv(_, w) => Some(w),
-        _ => None,
-    });
-    let need_signal = || {
-        signal
-            .or(base_signal)
-            .ok_or("signal: missing for this kind")
-    };
-    let need_window = || {
-        window
-            .or(base_window)
-            .ok_or("window: missing for this kind")
-    };
-    let expr = match kind {
-        "gauge" => Expr::Gauge(need_signal()?),
-        "increase" | "rate" | "deriv" => {
-            let s = need_signal()?;
-            if s.is_counter() != (kind != "deriv") {
-                return Err(format!(
-                    "signal: {} does not suit kind {kind} (increase and rate read counters, deriv reads gauges)",
-                    s.name()
-                ));
-            }
-            let w = need_window()?;
-            match kind {
-                "increase" => Expr::Increase(s, w),
-                "rate" => Expr::Rate(s, w),
-                _ => Expr::Deriv(s, w),
-            }
-        }
-        "burn_rate" => {
-            let (base_objective, base_windows) = match base.map(|b| &b.expr) {
-                Some(Expr::BurnRate { objective, windows }) => {
-                    (Some(*objective), Some(windows.clone()))
-                }
-                _ => (None, None),
-            };
-            let objective = spec
-                .objective
-                .or(base_objective)
-                .ok_or("objective: missing for burn_rate")?;
-            if !(objective > 0.0 && objective < 1.0) {
-                return Err(format!("objective: {objective} must be between 0 and 1"));
-            }
-            if spec.windows.as_ref().is_some_and(|w| w.len() > MAX_PAIRS) {
-                return Err(format!("windows: at most {MAX_PAIRS} pairs"));
-            }
-            let windows = match &spec.windows {
-                Some(ws) => ws
-                    .iter()
-                    .enumerate()
-                    .map(|(j, w)| {
-                        let at = |e: String| format!("windows[{j}].{e}");
-                        let long = bounded("long", &w.long, MAX_WINDOW).map_err(at)?;
-                        let short = bounded("short", &w.short, MAX_WINDOW).map_err(at)?;
-                        if !(w.factor.is_finite() && w.factor > 0.0) || short > long {
-                            return Err(at(
-                                "factor: must be above 0, with short no longer than long".into(),
-                            ));
-                        }
-                        Ok(BurnWindow {
-                            long,
-                            short,
-                            factor: w.factor,
-                        })
-                    })
-                    .collect::<Result<Vec<_>, String>>()?,
-                None => base_windows.ok_or("windows: missing for burn_rate")?,
-            };
-            if windows.is_empty() {
-                return Err("windows: needs at least one pair".into());
-            }
-            Expr::BurnRate { objective, windows }
-        }
-        "driver_version_skew" => Expr::DriverVersionSkew,
-        "exporter_down" => Expr::ExporterDown,
-        "job_absent" => Expr::JobAbsent,
-        "gpu_count_dropped" => Expr::GpuCountDropped,
-        other => {
-            return Err(format!(
-                "kind: unknown kind {other:?} (expected gauge, increase, rate, deriv or burn_rate)"
-            ));
-        }
-    };
+    let expr = expr(spec, base)?;
     let cmp = match spec.op.as_deref() {
         Some(">") => Cmp::Above,
         Some("<") => Cmp::Below,
@@ -297,6 +162,157 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             .unwrap_or_else(|| name.clone()),
     }
     .spell())
+}
+
+/// The name, runbook and summary: sizes, and names Prometheus and the
+/// runbooks accept.
+fn check_texts(spec: &RuleSpec) -> Result<(), String> {
+    let name = &spec.name;
+    if name.is_empty()
+        || name.len() > MAX_NAME
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        || name.starts_with(|c: char| c.is_ascii_digit())
+    {
+        return Err(format!(
+            "name: {:?} is not a valid alert name ([A-Za-z_][A-Za-z0-9_]*, at most {MAX_NAME} bytes)",
+            truncate(name)
+        ));
+    }
+    if let Some(r) = &spec.runbook {
+        let plain = r
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b));
+        if r.is_empty() || r.len() > MAX_NAME || !plain {
+            return Err(format!(
+                "runbook: {:?} is not a runbook name ([A-Za-z0-9_-], at most {MAX_NAME} bytes)",
+                truncate(r)
+            ));
+        }
+    }
+    if let Some(s) = &spec.summary
+        && s.len() > MAX_SUMMARY
+    {
+        return Err(format!("summary: {} bytes; at most {MAX_SUMMARY}", s.len()));
+    }
+    Ok(())
+}
+
+/// The expression: the spec's kind, signal and window, each falling back
+/// to the rule it overrides.
+fn expr(spec: &RuleSpec, base: Option<&Rule>) -> Result<Expr, String> {
+    let signal = match &spec.signal {
+        Some(s) => Some(
+            Signal::ALL
+                .into_iter()
+                .find(|x| x.name() == s)
+                .ok_or_else(|| {
+                    let names: Vec<&str> = Signal::ALL.iter().map(|x| x.name()).collect();
+                    format!(
+                        "signal: unknown signal {s:?} (expected one of {})",
+                        names.join(", ")
+                    )
+                })?,
+        ),
+        None => None,
+    };
+    let window = spec
+        .window
+        .as_deref()
+        .map(|w| bounded("window", w, MAX_WINDOW))
+        .transpose()?;
+    let base_kind = base.map(|b| b.expr.kind());
+    let kind = spec
+        .kind
+        .as_deref()
+        .or(base_kind)
+        .ok_or("kind: missing for a new rule")?;
+    let base_signal = base.and_then(|b| b.expr.signal());
+    let base_window = base.and_then(|b| match b.expr {
+        Expr::Increase(_, w) | Expr::Rate(_, w) | Expr::Deriv(_, w) => Some(w),
+        _ => None,
+    });
+    let need_signal = || {
+        signal
+            .or(base_signal)
+            .ok_or("signal: missing for this kind")
+    };
+    let need_window = || {
+        window
+            .or(base_window)
+            .ok_or("window: missing for this kind")
+    };
+    Ok(match kind {
+        "gauge" => Expr::Gauge(need_signal()?),
+        "increase" | "rate" | "deriv" => {
+            let s = need_signal()?;
+            if s.is_counter() != (kind != "deriv") {
+                return Err(format!(
+                    "signal: {} does not suit kind {kind} (increase and rate read counters, deriv reads gauges)",
+                    s.name()
+                ));
+            }
+            let w = need_window()?;
+            match kind {
+                "increase" => Expr::Increase(s, w),
+                "rate" => Expr::Rate(s, w),
+                _ => Expr::Deriv(s, w),
+            }
+        }
+        "burn_rate" => burn_rate(spec, base)?,
+        "driver_version_skew" => Expr::DriverVersionSkew,
+        "exporter_down" => Expr::ExporterDown,
+        "job_absent" => Expr::JobAbsent,
+        "gpu_count_dropped" => Expr::GpuCountDropped,
+        other => {
+            return Err(format!(
+                "kind: unknown kind {other:?} (expected gauge, increase, rate, deriv or burn_rate)"
+            ));
+        }
+    })
+}
+
+/// A `burn_rate` expression: its objective and window pairs.
+fn burn_rate(spec: &RuleSpec, base: Option<&Rule>) -> Result<Expr, String> {
+    let (base_objective, base_windows) = match base.map(|b| &b.expr) {
+        Some(Expr::BurnRate { objective, windows }) => (Some(*objective), Some(windows.clone())),
+        _ => (None, None),
+    };
+    let objective = spec
+        .objective
+        .or(base_objective)
+        .ok_or("objective: missing for burn_rate")?;
+    if !(objective > 0.0 && objective < 1.0) {
+        return Err(format!("objective: {objective} must be between 0 and 1"));
+    }
+    if spec.windows.as_ref().is_some_and(|w| w.len() > MAX_PAIRS) {
+        return Err(format!("windows: at most {MAX_PAIRS} pairs"));
+    }
+    let windows = match &spec.windows {
+        Some(ws) => ws
+            .iter()
+            .enumerate()
+            .map(|(j, w)| {
+                let at = |e: String| format!("windows[{j}].{e}");
+                let long = bounded("long", &w.long, MAX_WINDOW).map_err(at)?;
+                let short = bounded("short", &w.short, MAX_WINDOW).map_err(at)?;
+                if !(w.factor.is_finite() && w.factor > 0.0) || short > long {
+                    return Err(at(
+                        "factor: must be above 0, with short no longer than long".into(),
+                    ));
+                }
+                Ok(BurnWindow {
+                    long,
+                    short,
+                    factor: w.factor,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?,
+        None => base_windows.ok_or("windows: missing for burn_rate")?,
+    };
+    if windows.is_empty() {
+        return Err("windows: needs at least one pair".into());
+    }
+    Ok(Expr::BurnRate { objective, windows })
 }
 
 /// The start of a name too long to quote whole.

@@ -3,7 +3,7 @@
 //! test holds the file to this table). The in-process evaluator marks the
 //! alerts those rules would mute, on `/alerts` and the status page.
 
-use super::eval::{Alert, Muted, State};
+use super::alert::{Alert, Muted, State};
 use super::rules::Subject;
 
 /// A firing `source` mutes `targets` about the same GPU (Alertmanager's
@@ -117,7 +117,7 @@ fn same(a: &Subject, b: &Subject, per_gpu: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::rules::defaults;
+    use crate::alerts::defaults;
     use std::collections::BTreeSet;
 
     /// (source, targets, equal) of each inhibit rule in the shipped

@@ -2,6 +2,7 @@
 //! PromQL, which alerts mute which, and their summaries. The evaluator
 //! reads the same snapshots a scrape renders.
 
+pub mod alert;
 mod defaults;
 pub mod eval;
 pub mod file;
@@ -11,6 +12,8 @@ pub mod inhibit;
 pub mod rules;
 pub mod summary;
 
-pub use eval::{Alert, Evaluator, State, Transition};
+pub use alert::{Alert, State};
+pub use defaults::defaults;
+pub use eval::{Evaluator, Transition};
 pub use rules::{Rule, Severity, Signal, Subject};
 pub use summary::{WORKLOADS, expand, expand_into};

@@ -1,7 +1,6 @@
 //! The rule data. A rule reads one [`Signal`] per subject (a GPU, a served
 //! model, or the exporter itself) through an [`Expr`], and compares it.
 
-pub use super::defaults::defaults;
 use crate::base::time::format_duration;
 use crate::config::{Collector, Collectors};
 use crate::snapshot::{

@@ -10,7 +10,7 @@
 
 use super::Subject;
 use crate::base::numbers::{digits, write_u64};
-use crate::snapshot::{Gpu, GpuProcess};
+use crate::snapshot::{Gpu, GpuProcess, Readings};
 use std::io::Write;
 
 // The blocks as literals, so that [`WORKLOADS`] is their concatenation.
@@ -98,17 +98,7 @@ fn block<'t>(
         return None;
     };
     let gpu = gpus.iter().find(|g| g.uuid == *uuid);
-    // The GPU's readings, then its MIG instances' (as `gpu` and
-    // `mig_instance` order the series), each with its instance.
-    let targets = || {
-        gpu.into_iter().flat_map(|g| {
-            std::iter::once((0, &g.readings)).chain(
-                g.mig
-                    .iter()
-                    .map(|m| (m.gpu_instance_id.saturating_add(1), &m.readings)),
-            )
-        })
-    };
+    let targets = || targets(gpu);
     if let Some(after) = rest.strip_prefix(PODS) {
         // sortByLabel "pod" is stable over the series' label order:
         // container, then mig_instance, then namespace.
@@ -167,6 +157,18 @@ fn block<'t>(
         return Some(after);
     }
     None
+}
+
+/// The GPU's readings, then its MIG instances' (as `gpu` and
+/// `mig_instance` order the series), each with its instance.
+fn targets(gpu: Option<&Gpu>) -> impl Iterator<Item = (u32, &Readings)> + Clone {
+    gpu.into_iter().flat_map(|g| {
+        std::iter::once((0, &g.readings)).chain(
+            g.mig
+                .iter()
+                .map(|m| (m.gpu_instance_id.saturating_add(1), &m.readings)),
+        )
+    })
 }
 
 /// A pid label's value: its digits, or `other`.

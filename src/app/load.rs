@@ -34,7 +34,7 @@ pub fn scenario(config: &Config) -> Result<Scenario, ConfigError> {
 /// survive failures (`rules::cover_failures`).
 pub fn rules(config: &Config) -> Result<Vec<Rule>, ConfigError> {
     let rules = match &config.rules_file {
-        None => alerts::rules::defaults(),
+        None => alerts::defaults(),
         Some(path) => {
             let text = read_json("--rules.file", path)?;
             alerts::file::load(&text)

@@ -18,6 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::time::Duration;
 
 /// Why the exporter stopped short.
 #[derive(Debug)]
@@ -62,17 +63,131 @@ pub fn run(config: Config) -> Result<u8, Error> {
         return Ok(0);
     }
     let scenario = load::scenario(&config)?;
-    let (listener, probes) = if config.once {
-        (None, None)
-    } else {
-        let probes = match config.probe_address {
-            Some(a) => Some(bind("--web.probe-address", a)?),
-            None => None,
-        };
-        (Some(bind("--web.listen-address", config.listen)?), probes)
-    };
+    let (listener, probes) = listeners(&config)?;
     let plan = pipeline::plan(&config, scenario)?;
-    for r in &rules {
+    warn_inactive(&rules, &config);
+    let bounds = Bounds::new(config.interval, config.max_stale);
+
+    let Some(listener) = listener else {
+        return Ok(once(plan, rules, &config, bounds));
+    };
+    let addr = listener
+        .local_addr()
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+    let (listener, probes) = watched(listener, probes)?;
+    let signals = signals::handle()?;
+
+    let latest = Arc::new(Latest::new(Published {
+        snapshot: Arc::new(Snapshot::starting(plan.kind())),
+        alerts: Default::default(),
+        replay: None,
+    }));
+    let (reloads, reload_rx) = mpsc::channel();
+    let (work, work_rx) = mpsc::sync_channel(poller::QUEUE);
+    // Whether the simulator serves: known once the poller has built the
+    // source (`auto` decides there), and read by SIGHUP.
+    let simulated = Arc::new(AtomicBool::new(false));
+    start_judge(&latest, bounds, config.interval, &simulated, work_rx)?;
+    let threads = Threads {
+        latest: latest.clone(),
+        simulated: simulated.clone(),
+        reloads: reload_rx,
+        work,
+    };
+    start_poller(plan, &config, rules, threads)?;
+    log::info!(
+        "serving GPU metrics on {}",
+        url(config.scheme(), addr, &config.telemetry_path)
+    );
+    let shared = Arc::new(http::guard::Shared::default());
+    #[cfg(feature = "tls")]
+    let web_hups = start_web_watcher(web, &config, &shared)?;
+    #[cfg(not(feature = "tls"))]
+    let web_hups: Option<mpsc::Sender<()>> = None;
+
+    let server = server(&config, latest, bounds, shared);
+    let hups = load::reloader(config, simulated, reloads)
+        .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
+    Ok(signals::serve_until_stopped(
+        signals,
+        [Some(listener), probes],
+        server,
+        move || {
+            let _ = hups.send(());
+            if let Some(h) = &web_hups {
+                let _ = h.send(());
+            }
+        },
+    ))
+}
+
+/// The listeners, bound before anything starts; none for `--once`.
+fn listeners(config: &Config) -> Result<(Option<TcpListener>, Option<TcpListener>), Error> {
+    if config.once {
+        return Ok((None, None));
+    }
+    let probes = match config.probe_address {
+        Some(a) => Some(bind("--web.probe-address", a)?),
+        None => None,
+    };
+    Ok((Some(bind("--web.listen-address", config.listen)?), probes))
+}
+
+/// What the poller's thread shares with the others.
+struct Threads {
+    latest: Arc<Latest>,
+    /// Whether the simulator serves, set once the poller built the source.
+    simulated: Arc<AtomicBool>,
+    reloads: mpsc::Receiver<poller::Reload>,
+    work: mpsc::SyncSender<poller::Work>,
+}
+
+/// The poller's thread: it builds the source (`auto` decides there), then
+/// collects.
+fn start_poller(
+    plan: pipeline::Plan,
+    config: &Config,
+    rules: Vec<alerts::Rule>,
+    t: Threads,
+) -> Result<(), Error> {
+    let (interval, collectors) = (config.interval, config.collectors);
+    let pod_labels = config.kubernetes.pod_labels;
+    std::thread::Builder::new()
+        .name("poller".into())
+        .spawn(move || {
+            let source = plan.build(unix_now());
+            t.simulated
+                .store(source.kind() == SourceKind::Sim, Ordering::Relaxed);
+            Poller::new(source, interval)
+                .with_collectors(collectors)
+                .with_pod_labels(pod_labels)
+                .run(rules, t.latest, t.reloads, t.work)
+        })
+        .map(drop)
+        .map_err(|e| Error::Runtime(format!("cannot start the poller thread: {e}")))
+}
+
+/// The HTTP server, serving what the poller publishes.
+fn server(
+    config: &Config,
+    latest: Arc<Latest>,
+    bounds: Bounds,
+    shared: Arc<http::guard::Shared>,
+) -> Rc<Server> {
+    let ctx = http::Context {
+        latest,
+        telemetry_path: config.telemetry_path.clone(),
+        runbook_base: config.served_runbook_base(),
+        bounds,
+        http: Default::default(),
+    };
+    let guard = http::guard::Guard::new(shared, config.open_probes);
+    Rc::new(Server::guarded(ctx, config.limits.clone(), guard))
+}
+
+/// Rules that read a collector that is off never fire: say so once.
+fn warn_inactive(rules: &[alerts::Rule], config: &Config) {
+    for r in rules {
         let off: Vec<&str> = r
             .needs()
             .iter()
@@ -87,16 +202,15 @@ pub fn run(config: Config) -> Result<u8, Error> {
             );
         }
     }
-    let collectors = config.collectors;
-    let pod_labels = config.kubernetes.pod_labels;
-    let bounds = Bounds::new(config.interval, config.max_stale);
+}
 
-    let Some(listener) = listener else {
-        return Ok(once(plan, rules, &config, bounds));
-    };
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::Runtime(e.to_string()))?;
+type Listener = async_io::Async<TcpListener>;
+
+/// The listeners, watched by the HTTP thread's reactor.
+fn watched(
+    listener: TcpListener,
+    probes: Option<TcpListener>,
+) -> Result<(Listener, Option<Listener>), Error> {
     let listener = async_io::Async::new(listener).map_err(|e| Error::Runtime(e.to_string()))?;
     let probes = match probes {
         Some(p) => {
@@ -106,23 +220,23 @@ pub fn run(config: Config) -> Result<u8, Error> {
         }
         None => None,
     };
-    let signals = signals::handle()?;
+    Ok((listener, probes))
+}
 
-    let latest = Arc::new(Latest::new(Published {
-        snapshot: Arc::new(Snapshot::starting(plan.kind())),
-        alerts: Default::default(),
-        replay: None,
-    }));
-    let (reloads, reload_rx) = mpsc::channel();
-    let (work, work_rx) = mpsc::sync_channel(poller::QUEUE);
-    // Whether the simulator serves: known once the poller has built the
-    // source (`auto` decides there), and read by SIGHUP.
-    let simulated = Arc::new(AtomicBool::new(false));
+/// The alert evaluator's thread; once the first collection is judged, the
+/// simulator prints its table.
+fn start_judge(
+    latest: &Arc<Latest>,
+    bounds: Bounds,
+    tick: Duration,
+    simulated: &Arc<AtomicBool>,
+    work_rx: mpsc::Receiver<poller::Work>,
+) -> Result<(), Error> {
     let sim_flag = simulated.clone();
     let alerting = Judge {
         latest: latest.clone(),
         bounds,
-        tick: config.interval,
+        tick,
         on_ready: Some(Box::new(move |first, evaluator| {
             if sim_flag.load(Ordering::Relaxed) {
                 print!("{}", table::render(first, evaluator));
@@ -132,60 +246,26 @@ pub fn run(config: Config) -> Result<u8, Error> {
     std::thread::Builder::new()
         .name("judge".into())
         .spawn(move || alerting.run(work_rx))
-        .map_err(|e| Error::Runtime(format!("cannot start the alert evaluator: {e}")))?;
-    let for_poller = latest.clone();
-    let sim_flag = simulated.clone();
-    let interval = config.interval;
-    std::thread::Builder::new()
-        .name("poller".into())
-        .spawn(move || {
-            let source = plan.build(unix_now());
-            sim_flag.store(source.kind() == SourceKind::Sim, Ordering::Relaxed);
-            Poller::new(source, interval)
-                .with_collectors(collectors)
-                .with_pod_labels(pod_labels)
-                .run(rules, for_poller, reload_rx, work)
-        })
-        .map_err(|e| Error::Runtime(format!("cannot start the poller thread: {e}")))?;
-    log::info!(
-        "serving GPU metrics on {}",
-        url(config.scheme(), addr, &config.telemetry_path)
-    );
-    let shared = Arc::new(http::guard::Shared::default());
-    #[cfg_attr(not(feature = "tls"), allow(unused_mut))]
-    let mut web_hups: Option<mpsc::Sender<()>> = None;
-    #[cfg(feature = "tls")]
-    if let (Some((watch, loaded)), Some(path)) = (web, &config.web_config) {
-        log::info!("--web.config.file {}: {}", path.display(), loaded.summary());
-        shared.publish(loaded);
-        web_hups = Some(
-            load::web_watcher(watch, path.clone(), shared.clone())
-                .map_err(|e| Error::Runtime(format!("cannot start the web config thread: {e}")))?,
-        );
-    }
+        .map(drop)
+        .map_err(|e| Error::Runtime(format!("cannot start the alert evaluator: {e}")))
+}
 
-    let ctx = http::Context {
-        latest,
-        telemetry_path: config.telemetry_path.clone(),
-        runbook_base: config.served_runbook_base(),
-        bounds,
-        http: Default::default(),
+/// The web config, published, and the thread that reloads it on SIGHUP
+/// or when its files change.
+#[cfg(feature = "tls")]
+fn start_web_watcher(
+    web: Option<(crate::web::Watch, crate::web::Loaded)>,
+    config: &Config,
+    shared: &Arc<http::guard::Shared>,
+) -> Result<Option<mpsc::Sender<()>>, Error> {
+    let (Some((watch, loaded)), Some(path)) = (web, &config.web_config) else {
+        return Ok(None);
     };
-    let guard = http::guard::Guard::new(shared, config.open_probes);
-    let server = Rc::new(Server::guarded(ctx, config.limits.clone(), guard));
-    let hups = load::reloader(config, simulated, reloads)
-        .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
-    Ok(signals::serve_until_stopped(
-        signals,
-        [Some(listener), probes],
-        server,
-        move || {
-            let _ = hups.send(());
-            if let Some(h) = &web_hups {
-                let _ = h.send(());
-            }
-        },
-    ))
+    log::info!("--web.config.file {}: {}", path.display(), loaded.summary());
+    shared.publish(loaded);
+    load::web_watcher(watch, path.clone(), shared.clone())
+        .map(Some)
+        .map_err(|e| Error::Runtime(format!("cannot start the web config thread: {e}")))
 }
 
 /// `--once`: the source's past replayed, one collection, the table.

@@ -49,12 +49,12 @@ pub fn serve_until_stopped(
         let serving = async {
             let main = async {
                 if let Some(l) = main {
-                    http::server::serve(&ex, l, server.clone(), false).await;
+                    http::accept::serve(&ex, l, server.clone(), false).await;
                 }
             };
             let probes = async {
                 match probes {
-                    Some(l) => http::server::serve(&ex, l, server.clone(), true).await,
+                    Some(l) => http::accept::serve(&ex, l, server.clone(), true).await,
                     None => std::future::pending().await,
                 }
             };

@@ -202,14 +202,7 @@ impl Scrape<'_> {
         w.scalar(&COLLECT_SUCCESS, flag(success));
         w.scalar(&COLLECT_STALLED, flag(fresh.stalled));
         w.scalar(&READINGS_HIDDEN, flag(fresh.hidden));
-        if !snapshot.rejected.is_empty() {
-            w.head(&READINGS_REJECTED);
-            for (reading, n) in &snapshot.rejected {
-                w.name(&READINGS_REJECTED);
-                w.open_label("reading", reading);
-                w.value(*n as f64);
-            }
-        }
+        rejected(&mut w, &snapshot.rejected);
         let age = now
             .saturating_duration_since(snapshot.published)
             .as_secs_f64();
@@ -250,6 +243,19 @@ impl Scrape<'_> {
         if w.om {
             w.out.extend_from_slice(b"# EOF\n");
         }
+    }
+}
+
+/// `gpu_exporter_readings_rejected_total`, once there is a rejection.
+fn rejected(w: &mut Writer, counts: &[(&'static str, u64)]) {
+    if counts.is_empty() {
+        return;
+    }
+    w.head(&READINGS_REJECTED);
+    for (reading, n) in counts {
+        w.name(&READINGS_REJECTED);
+        w.open_label("reading", reading);
+        w.value(*n as f64);
     }
 }
 

@@ -117,8 +117,8 @@ mod tests {
 #[cfg(test)]
 mod shape {
     use super::*;
-    use crate::alerts::eval::Muted;
-    use crate::alerts::{Alert, State, Subject, rules::defaults};
+    use crate::alerts::alert::Muted;
+    use crate::alerts::{Alert, State, Subject, defaults};
     use crate::config::SourceKind;
     use crate::poller::Progress;
     use crate::snapshot::Snapshot;

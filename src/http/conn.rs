@@ -12,9 +12,8 @@ use super::guard::{self, Gate};
 use super::gzip::{Coding, Compressor, negotiate};
 use super::request::{Parsed, parse};
 use super::router::{self, Access, Context, Method, Response, Status};
-use super::server::{Key, Phase, Sent, Server};
+use super::server::{Key, Phase, Sent, Server, before};
 use async_io::Async;
-use smol::future::FutureExt;
 use smol::io::AsyncReadExt;
 use std::io::{Cursor, Read, Write};
 use std::net::TcpStream;
@@ -191,22 +190,6 @@ impl Connection {
     }
 }
 
-/// Races `fut` against connection `id`'s deadline; `None` when the
-/// deadline came first.
-pub(super) async fn before<T>(
-    srv: &Server,
-    key: Key,
-    deadline: Instant,
-    fut: impl Future<Output = T>,
-) -> Option<T> {
-    async { Some(fut.await) }
-        .or(async {
-            srv.deadlines.sleep(key.id, deadline).await;
-            None
-        })
-        .await
-}
-
 /// Sends connection `key`'s response (which the server holds) before
 /// `deadline`; false when it failed, timed out or was evicted.
 async fn send(srv: &Server, key: Key, stream: &Async<TcpStream>, deadline: Instant) -> bool {
@@ -250,21 +233,11 @@ pub async fn serve(
     // timeout, its TLS handshake included; later ones start when their
     // first byte arrives.
     let mut head_deadline = Instant::now() + limits.header_timeout;
-    #[allow(unused_mut)]
-    let mut wire = Wire::Plain;
-    #[cfg(feature = "tls")]
-    if let Some(config) = tls {
-        match super::handshake::run(&srv, key, &stream, config, head_deadline).await {
-            Some(tls) => wire = Wire::Tls(tls),
-            None => {
-                drain(&stream);
-                srv.forget(key);
-                return;
-            }
-        }
-    }
-    #[cfg(not(feature = "tls"))]
-    let _ = tls;
+    let Some(mut wire) = handshake(&srv, key, &stream, tls, head_deadline).await else {
+        drain(&stream);
+        srv.forget(key);
+        return;
+    };
     let mut inbuf = Vec::new();
     let mut filled = 0;
     let mut served = false;
@@ -272,34 +245,20 @@ pub async fn serve(
         // Answer every whole request buffered, in order (pipelining).
         while filled > 0 {
             let loaded = srv.guard.current();
-            let access = match gate(&srv, loaded.as_ref(), &inbuf[..filled], probes) {
-                None => break,
-                Some(g) => match g.decided() {
-                    Some(a) => a,
-                    // bcrypt, off this thread, within the header timeout.
-                    None => before(&srv, key, head_deadline, g.finish())
-                        .await
-                        .unwrap_or(Access::Busy),
-                },
-            };
-            let policy = Policy {
-                close: srv.crowded(),
-                access,
-                probes_only: probes,
-                headers: guard::headers(loaded.as_ref()),
-            };
-            let mut out = srv.outbufs.take();
-            let answered = {
-                let mut c = srv.compressor.borrow_mut();
-                respond(&inbuf[..filled], &srv.ctx, policy, Some(&mut c), &mut out)
-            };
-            let Some(a) = answered else {
-                srv.outbufs.put(out);
+            let Some(g) = gate(&srv, loaded.as_ref(), &inbuf[..filled], probes) else {
                 break;
             };
-            if a.gzipped {
-                srv.ctx.http.gzipped();
-            }
+            let access = match g.decided() {
+                Some(a) => a,
+                // bcrypt, off this thread, within the header timeout.
+                None => before(&srv, key, head_deadline, g.finish())
+                    .await
+                    .unwrap_or(Access::Busy),
+            };
+            let policy = policy(&srv, loaded.as_ref(), access, probes);
+            let Some((out, a)) = respond_with(&srv, policy, &inbuf[..filled]) else {
+                break;
+            };
             let Some((out, range)) = seal(&srv, &mut wire, out, a.range) else {
                 break 'conn;
             };
@@ -318,54 +277,119 @@ pub async fn serve(
                 srv.inbufs.put(std::mem::take(&mut inbuf));
             }
             release(&srv, &mut wire);
-            let wait_until = if served {
-                srv.set_phase(key, Phase::Idle);
-                Instant::now() + limits.idle_timeout
-            } else {
-                head_deadline
+            let wait_until = match served {
+                true => Instant::now() + limits.idle_timeout,
+                false => head_deadline,
             };
-            let ready = before(&srv, key, wait_until, stream.readable()).await;
-            if !matches!(ready, Some(Ok(()))) {
+            if !wait(&srv, key, &stream, served, wait_until).await {
                 break;
             }
             if served {
                 head_deadline = Instant::now() + limits.header_timeout;
             }
         }
-        if inbuf.is_empty() {
-            inbuf = srv.inbufs.take();
-        } else if filled == inbuf.len() {
-            // A partial head fills the buffer: make room, up to MAX_HEAD
-            // (a full MAX_HEAD was refused by the parser above).
-            inbuf.resize((inbuf.len() * 2).min(MAX_HEAD), 0);
+        make_room(&srv, &mut inbuf, filled);
+        let into = &mut inbuf[filled..];
+        let Some(n) = read(&srv, key, &stream, &mut wire, head_deadline, into).await else {
+            break; // closed, failed, evicted, or too slow to send a head
+        };
+        if filled == 0 {
+            srv.set_phase(key, Phase::Head);
         }
-        match read(
-            &srv,
-            key,
-            &stream,
-            &mut wire,
-            head_deadline,
-            &mut inbuf[filled..],
-        )
-        .await
-        {
-            Some(n) => {
-                if filled == 0 {
-                    srv.set_phase(key, Phase::Head);
-                }
-                filled += n;
-            }
-            // Closed, failed, evicted, or too slow to send a head.
-            None => break,
-        }
+        filled += n;
     }
-    close(&srv, &stream, &mut wire);
-    drain(&stream);
+    hang_up(&srv, key, &stream, wire, inbuf);
+}
+
+/// Closes the connection and gives its buffers back.
+fn hang_up(srv: &Server, key: Key, stream: &Async<TcpStream>, mut wire: Wire, inbuf: Vec<u8>) {
+    close(srv, stream, &mut wire);
+    drain(stream);
     if !inbuf.is_empty() {
         srv.inbufs.put(inbuf);
     }
-    release(&srv, &mut wire);
+    release(srv, &mut wire);
     srv.forget(key);
+}
+
+/// The connection's wire: TLS once `tls` is handshaken with, plain
+/// without it; `None` when the handshake failed.
+async fn handshake(
+    srv: &Server,
+    key: Key,
+    stream: &Async<TcpStream>,
+    tls: Option<guard::TlsConfig>,
+    deadline: Instant,
+) -> Option<Wire> {
+    #[cfg(feature = "tls")]
+    if let Some(config) = tls {
+        return super::handshake::run(srv, key, stream, config, deadline)
+            .await
+            .map(Wire::Tls);
+    }
+    #[cfg(not(feature = "tls"))]
+    let _ = (srv, key, stream, tls, deadline);
+    Some(Wire::Plain)
+}
+
+/// What the server, the guard and the listener decide about a request.
+fn policy<'a>(
+    srv: &Server,
+    loaded: Option<&'a Arc<guard::Loaded>>,
+    access: Access,
+    probes: bool,
+) -> Policy<'a> {
+    Policy {
+        close: srv.crowded(),
+        access,
+        probes_only: probes,
+        headers: guard::headers(loaded),
+    }
+}
+
+/// The response to the request at the start of `head`, in a pooled
+/// buffer; `None` while the head is incomplete.
+fn respond_with(srv: &Server, policy: Policy, head: &[u8]) -> Option<(Vec<u8>, Answer)> {
+    let mut out = srv.outbufs.take();
+    let answered = {
+        let mut c = srv.compressor.borrow_mut();
+        respond(head, &srv.ctx, policy, Some(&mut c), &mut out)
+    };
+    let Some(a) = answered else {
+        srv.outbufs.put(out);
+        return None;
+    };
+    if a.gzipped {
+        srv.ctx.http.gzipped();
+    }
+    Some((out, a))
+}
+
+/// Waits for the client's next bytes until `until`, idle between
+/// requests once one was `served`; false when none came in time.
+async fn wait(
+    srv: &Server,
+    key: Key,
+    stream: &Async<TcpStream>,
+    served: bool,
+    until: Instant,
+) -> bool {
+    if served {
+        srv.set_phase(key, Phase::Idle);
+    }
+    let ready = before(srv, key, until, stream.readable()).await;
+    matches!(ready, Some(Ok(())))
+}
+
+/// A head buffer to read into: a pooled one, or twice the size when a
+/// partial head fills it, up to MAX_HEAD (a full MAX_HEAD was refused by
+/// the parser).
+fn make_room(srv: &Server, inbuf: &mut Vec<u8>, filled: usize) {
+    if inbuf.is_empty() {
+        *inbuf = srv.inbufs.take();
+    } else if filled == inbuf.len() {
+        inbuf.resize((inbuf.len() * 2).min(MAX_HEAD), 0);
+    }
 }
 
 /// The guard's word on the whole request head at the start of `buf`;

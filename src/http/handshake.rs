@@ -4,7 +4,7 @@
 //! whole request head) and is counted when it fails or times out
 //! (`gpu_exporter_tls_handshake_errors_total`). A connection waiting for
 //! its client's bytes holds nothing but its socket. Its CPU is bounded:
-//! the crypto of at most [`HANDSHAKES`] handshakes runs per turn of the
+//! the crypto of at most [`HANDSHAKES`](super::server::HANDSHAKES) handshakes runs per turn of the
 //! HTTP thread. A handshake takes a permit, then yields once before its
 //! crypto, so that every task already waiting to run (a scrape on a kept-
 //! alive connection among them) runs before it; the others wait for a
@@ -14,8 +14,7 @@
 //! connection's handshake waits its turn behind at most the connection
 //! cap's worth, within its header timeout.
 
-use super::conn::before;
-use super::server::{Key, Server};
+use super::server::{Key, Server, before};
 use super::tls::{Handshake, Read, Tls, TlsError};
 use crate::exposition::HandshakeError;
 use async_io::Async;
@@ -24,9 +23,6 @@ use std::io::Read as _;
 use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Handshakes whose crypto may run in one turn of the HTTP thread.
-pub const HANDSHAKES: usize = 4;
 
 /// Writes `out` (a handshake flight, an alert) before `deadline`.
 async fn send(

@@ -1,6 +1,7 @@
 //! HTTP/1.1 over httparse: the accept loop, one task per connection, and
 //! the routes. No framework.
 
+pub mod accept;
 pub mod alerts_api;
 pub mod conn;
 pub mod deadline;
@@ -10,6 +11,7 @@ pub mod gzip;
 pub mod handshake;
 pub mod pool;
 pub mod query;
+pub mod redact;
 pub mod request;
 pub mod router;
 pub mod runbooks;

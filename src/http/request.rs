@@ -156,6 +156,57 @@ fn absolute(target: &str) -> Option<(&str, &str)> {
     Some((authority, path))
 }
 
+/// What the head's headers say that a request needs.
+#[derive(Default)]
+struct Headers<'b> {
+    accept: Option<&'b [u8]>,
+    accept_encoding: Option<&'b [u8]>,
+    authorization: Option<&'b [u8]>,
+    close: bool,
+    keep_alive: bool,
+    hosts: u32,
+}
+
+/// The headers a request needs; `None` for a head to refuse with 400:
+/// two Hosts or a bad one, two credentials, a body.
+fn read_headers<'b>(headers: &[httparse::Header<'b>]) -> Option<Headers<'b>> {
+    let mut out = Headers::default();
+    let mut lengths = 0;
+    for h in headers {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("host") {
+            out.hosts += 1;
+            if out.hosts > 1 || !valid_authority(h.value.trim_ascii(), true) {
+                return None;
+            }
+        } else if name.eq_ignore_ascii_case("accept") {
+            out.accept = Some(h.value);
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            out.accept_encoding = Some(h.value);
+        } else if name.eq_ignore_ascii_case("authorization") {
+            // More than one is no credential at all (RFC 9110 §5.3).
+            if out.authorization.is_some() {
+                return None;
+            }
+            out.authorization = Some(h.value);
+        } else if name.eq_ignore_ascii_case("connection") {
+            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
+                out.close |= token.eq_ignore_ascii_case(b"close");
+                out.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("content-length") {
+            // No route takes a body; a non-empty one would desync us.
+            lengths += 1;
+            if h.value.trim_ascii() != b"0" || lengths > 1 {
+                return None;
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return None;
+        }
+    }
+    Some(out)
+}
+
 /// Parses the request head at the start of `buf`.
 pub fn parse(buf: &[u8]) -> Parsed<'_> {
     let partial = |too_big: Status| {
@@ -178,40 +229,9 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
         Err(httparse::Error::TooManyHeaders) => return Parsed::Reject(Status::HeadersTooLarge),
         Err(_) => return Parsed::Reject(Status::BadRequest),
     };
-    let (mut accept, mut accept_encoding, mut authorization) = (None, None, None);
-    let (mut close, mut keep_alive, mut lengths, mut hosts) = (false, false, 0, 0);
-    for h in headers {
-        let name = h.name;
-        if name.eq_ignore_ascii_case("host") {
-            hosts += 1;
-            if hosts > 1 || !valid_authority(h.value.trim_ascii(), true) {
-                return Parsed::Reject(Status::BadRequest);
-            }
-        } else if name.eq_ignore_ascii_case("accept") {
-            accept = Some(h.value);
-        } else if name.eq_ignore_ascii_case("accept-encoding") {
-            accept_encoding = Some(h.value);
-        } else if name.eq_ignore_ascii_case("authorization") {
-            // More than one is no credential at all (RFC 9110 §5.3).
-            if authorization.is_some() {
-                return Parsed::Reject(Status::BadRequest);
-            }
-            authorization = Some(h.value);
-        } else if name.eq_ignore_ascii_case("connection") {
-            for token in h.value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                close |= token.eq_ignore_ascii_case(b"close");
-                keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-            }
-        } else if name.eq_ignore_ascii_case("content-length") {
-            // No route takes a body; a non-empty one would desync us.
-            lengths += 1;
-            if h.value.trim_ascii() != b"0" || lengths > 1 {
-                return Parsed::Reject(Status::BadRequest);
-            }
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            return Parsed::Reject(Status::BadRequest);
-        }
-    }
+    let Some(mut h) = read_headers(headers) else {
+        return Parsed::Reject(Status::BadRequest);
+    };
     let method = match line.method {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
@@ -227,21 +247,21 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
             return Parsed::Reject(Status::BadRequest);
         }
         // The authority stands in for a missing Host.
-        hosts = 1;
+        h.hosts = 1;
         path
     } else {
         return Parsed::Reject(Status::BadRequest);
     };
-    if hosts == 0 && !line.http10 {
+    if h.hosts == 0 && !line.http10 {
         return Parsed::Reject(Status::BadRequest);
     }
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     // `http://host` and `http://host?q` name the root.
     let path = if path.is_empty() { "/" } else { path };
     let keep = if line.http10 {
-        keep_alive && !close
+        h.keep_alive && !h.close
     } else {
-        !close
+        !h.close
     };
     let framing = Framing {
         consumed: n,
@@ -253,9 +273,9 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
             method,
             path,
             query,
-            accept,
-            accept_encoding,
-            authorization,
+            accept: h.accept,
+            accept_encoding: h.accept_encoding,
+            authorization: h.authorization,
         },
         framing,
     )

@@ -2,6 +2,7 @@
 //! into the connection's reused buffer.
 
 use super::gzip::{Compressor, Families};
+use super::redact::without_paths;
 use super::{alerts_api, query, status};
 use crate::exposition::reason::AtomicTally;
 use crate::exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
@@ -237,48 +238,7 @@ pub fn route(
         };
     }
     match route {
-        Route::Metrics => {
-            let only = match query::collectors(req.query) {
-                Ok(only) => only,
-                Err(e) => {
-                    e.write(body);
-                    return Response::text(Status::BadRequest);
-                }
-            };
-            let format = Format::negotiate(req.accept);
-            let published = ctx.latest.get();
-            let http = ctx.http.get();
-            let now = Instant::now();
-            let s = &published.snapshot;
-            let scrape = Scrape {
-                snapshot: s,
-                fresh: s.freshness(now, ctx.bounds),
-                http: Some(&http),
-                format,
-                only,
-                now,
-            };
-            let Some(gzip) = gzip else {
-                scrape.render(body);
-                return Response::ok(format.content_type());
-            };
-            let key = Families {
-                snapshot: s.clone(),
-                hidden: scrape.fresh.hidden,
-                format,
-                only,
-            };
-            gzip.scrape(
-                key,
-                body,
-                |out| scrape.render_families(out),
-                |out| scrape.render_own(out),
-            );
-            Response {
-                gzipped: true,
-                ..Response::ok(format.content_type())
-            }
-        }
+        Route::Metrics => metrics(req, ctx, gzip, body),
         Route::Alerts => {
             let published = ctx.latest.get();
             alerts_api::write_json(&published, &ctx.runbook_base, body);
@@ -292,45 +252,7 @@ pub fn route(
             body.extend_from_slice(b"ok\n");
             Response::text(Status::Ok)
         }
-        Route::Readyz => {
-            let published = ctx.latest.get();
-            let s = &published.snapshot;
-            let now = Instant::now();
-            let status = match (&s.error, published.replay) {
-                (Some(_), _) if s.is_starting() => {
-                    let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
-                    Status::Unavailable
-                }
-                (_, Some(p)) if p.first => {
-                    let _ = writeln!(
-                        body,
-                        "not ready: alert history replaying ({} of {} steps)",
-                        p.done, p.total
-                    );
-                    Status::Unavailable
-                }
-                (Some(e), _) => {
-                    body.extend_from_slice(b"not ready: last collection failed: ");
-                    without_paths(e, |s| body.extend_from_slice(s.as_bytes()));
-                    body.push(b'\n');
-                    Status::Unavailable
-                }
-                (None, _) if s.freshness(now, ctx.bounds).stalled => {
-                    let _ = writeln!(
-                        body,
-                        "not ready: collection stalled, readings are {:.1}s old (limit {:.1}s)",
-                        now.saturating_duration_since(s.published).as_secs_f64(),
-                        ctx.bounds.stall_after.as_secs_f64()
-                    );
-                    Status::Unavailable
-                }
-                (None, _) => {
-                    body.extend_from_slice(b"ok\n");
-                    Status::Ok
-                }
-            };
-            Response::text(status)
-        }
+        Route::Readyz => readyz(ctx, body),
         Route::Landing => {
             let published = ctx.latest.get();
             status::render(
@@ -346,83 +268,94 @@ pub fn route(
     }
 }
 
-/// `reason` without filesystem paths, for pages anyone who can connect
-/// reads (`/`, `/readyz`); the log keeps the whole reason. A word that
-/// starts with `/`, `./`, `../` or `~/` (after any opening quote or
-/// bracket) is written as `[path]`, up to whitespace, a closing quote or
-/// bracket, or a `:`, `,` or `;` that ends the word.
-pub fn without_paths(reason: &str, mut put: impl FnMut(&str)) {
-    let b = reason.as_bytes();
-    let starts = |i: usize| {
-        let opens = i == 0
-            || matches!(
-                b[i - 1],
-                b' ' | b'\t' | b'\'' | b'"' | b'(' | b'[' | b'=' | b'`'
-            );
-        let r = &b[i..];
-        opens
-            && (r.starts_with(b"/")
-                || r.starts_with(b"./")
-                || r.starts_with(b"../")
-                || r.starts_with(b"~/"))
-    };
-    let ends = |i: usize| match b[i] {
-        b' ' | b'\t' | b'\n' | b'\'' | b'"' | b')' | b']' | b'`' => true,
-        b':' | b',' | b';' => b.get(i + 1).is_none_or(|&c| c == b' '),
-        _ => false,
-    };
-    let (mut copied, mut i) = (0, 0);
-    while i < b.len() {
-        if starts(i) {
-            let end = (i..b.len()).find(|&j| ends(j)).unwrap_or(b.len());
-            // Both ends are ASCII bytes: character boundaries.
-            put(&reason[copied..i]);
-            put("[path]");
-            copied = end;
-            i = end;
-        } else {
-            i += 1;
+/// The metrics path: the snapshot rendered, filtered by `collect[]` and
+/// `exclude[]`, gzipped when asked for.
+fn metrics(
+    req: &Request,
+    ctx: &Context,
+    gzip: Option<&mut Compressor>,
+    body: &mut Vec<u8>,
+) -> Response {
+    let only = match query::collectors(req.query) {
+        Ok(only) => only,
+        Err(e) => {
+            e.write(body);
+            return Response::text(Status::BadRequest);
         }
+    };
+    let format = Format::negotiate(req.accept);
+    let published = ctx.latest.get();
+    let http = ctx.http.get();
+    let now = Instant::now();
+    let s = &published.snapshot;
+    let scrape = Scrape {
+        snapshot: s,
+        fresh: s.freshness(now, ctx.bounds),
+        http: Some(&http),
+        format,
+        only,
+        now,
+    };
+    let Some(gzip) = gzip else {
+        scrape.render(body);
+        return Response::ok(format.content_type());
+    };
+    let key = Families {
+        snapshot: s.clone(),
+        hidden: scrape.fresh.hidden,
+        format,
+        only,
+    };
+    gzip.scrape(
+        key,
+        body,
+        |out| scrape.render_families(out),
+        |out| scrape.render_own(out),
+    );
+    Response {
+        gzipped: true,
+        ..Response::ok(format.content_type())
     }
-    put(&reason[copied..]);
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shown(reason: &str) -> String {
-        let mut out = String::new();
-        without_paths(reason, |s| out.push_str(s));
-        out
-    }
-
-    #[test]
-    fn paths_are_left_out_of_reasons() {
-        for (reason, want) in [
-            (
-                "nvml: /opt/nv/libnvidia-ml.so.1: cannot open shared object file",
-                "nvml: [path]: cannot open shared object file",
-            ),
-            (
-                "smi: cannot run \"/usr/local/bin/nvidia-smi\": Permission denied (os error 13)",
-                "smi: cannot run \"[path]\": Permission denied (os error 13)",
-            ),
-            (
-                "read ./x.json, ../y and ~/z; done",
-                "read [path], [path] and [path]; done",
-            ),
-            ("path=/etc/x:/etc/y", "path=[path]"),
-            (
-                "Input/output error (os error 5)",
-                "Input/output error (os error 5)",
-            ),
-            ("nvml: not loaded", "nvml: not loaded"),
-            ("/", "[path]"),
-            ("é /ü é", "é [path] é"),
-            ("", ""),
-        ] {
-            assert_eq!(shown(reason), want, "{reason}");
+/// `/readyz`: ready once the first collection is in, the alert history
+/// replayed, and collections neither failing nor stalled.
+fn readyz(ctx: &Context, body: &mut Vec<u8>) -> Response {
+    let published = ctx.latest.get();
+    let s = &published.snapshot;
+    let now = Instant::now();
+    let status = match (&s.error, published.replay) {
+        (Some(_), _) if s.is_starting() => {
+            let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+            Status::Unavailable
         }
-    }
+        (_, Some(p)) if p.first => {
+            let _ = writeln!(
+                body,
+                "not ready: alert history replaying ({} of {} steps)",
+                p.done, p.total
+            );
+            Status::Unavailable
+        }
+        (Some(e), _) => {
+            body.extend_from_slice(b"not ready: last collection failed: ");
+            without_paths(e, |s| body.extend_from_slice(s.as_bytes()));
+            body.push(b'\n');
+            Status::Unavailable
+        }
+        (None, _) if s.freshness(now, ctx.bounds).stalled => {
+            let _ = writeln!(
+                body,
+                "not ready: collection stalled, readings are {:.1}s old (limit {:.1}s)",
+                now.saturating_duration_since(s.published).as_secs_f64(),
+                ctx.bounds.stall_after.as_secs_f64()
+            );
+            Status::Unavailable
+        }
+        (None, _) => {
+            body.extend_from_slice(b"ok\n");
+            Status::Ok
+        }
+    };
+    Response::text(status)
 }

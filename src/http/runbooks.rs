@@ -56,7 +56,7 @@ mod tests {
         files.sort();
         let built: Vec<&str> = super::RUNBOOKS.iter().map(|(n, _)| *n).collect();
         assert_eq!(files, built);
-        for rule in crate::alerts::rules::defaults() {
+        for rule in crate::alerts::defaults() {
             assert!(
                 super::find(&format!("/docs/runbooks/{}.md", rule.runbook)).is_some(),
                 "{}",

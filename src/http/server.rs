@@ -1,4 +1,4 @@
-//! The accept loop and what every connection shares: the limits, the
+//! What every connection shares: the limits, the
 //! registry of open connections and what each is doing, the response
 //! slots, and pools of buffers, so that an idle keep-alive connection
 //! holds no buffer at all.
@@ -23,20 +23,20 @@
 //!   connection is closed. A client that does not read never keeps one
 //!   that does from its answer.
 
+use super::Context;
 use super::deadline::Deadlines;
-use super::guard::{self, Guard};
+use super::guard::Guard;
 use super::gzip::Compressor;
 use super::pool::Pool;
-use super::{Context, conn};
 use crate::config::Limits;
 use crate::exposition::reason::Reason;
 use crate::exposition::{Evicted, Tally};
-use async_io::{Async, Timer};
-use smol::LocalExecutor;
+use async_io::Async;
+use smol::future::FutureExt;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io::Write;
-use std::net::{Shutdown, TcpListener, TcpStream};
+use std::net::{Shutdown, TcpStream};
 use std::ops::Range;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -94,15 +94,13 @@ pub enum Sent {
     Failed,
 }
 
+/// Handshakes whose crypto may run in one turn of the HTTP thread.
+#[cfg(feature = "tls")]
+pub const HANDSHAKES: usize = 4;
+
 /// A new head buffer's size; it doubles up to `MAX_HEAD` for a head that
 /// needs more, and most never do.
 const INBUF: usize = 1024;
-
-/// The kernel's queue of connections not yet accepted, as deep as the
-/// kernel allows (`net.core.somaxconn` caps it): at the cap, newcomers wait
-/// there. std's 128 overflows under a flood, and an overflowing queue drops
-/// connection attempts, which clients retry only a second later.
-const BACKLOG: i32 = 4096;
 
 /// The oldest evictable connections looked at to make room; one with a
 /// request waiting unread is passed over.
@@ -137,13 +135,13 @@ pub struct Server {
     conns: RefCell<Vec<Option<Entry>>>,
     free: RefCell<Vec<usize>>,
     /// Registered connections, the evicted but not yet closed included.
-    entries: Cell<usize>,
+    pub(super) entries: Cell<usize>,
     /// Registered connections not evicted: at most `max_connections`.
-    admitted: Cell<usize>,
+    pub(super) admitted: Cell<usize>,
     /// Connections answering: the response slots taken.
     answering: Cell<usize>,
     /// The accept loop waits at the cap: responses close their connections.
-    crowded: Cell<bool>,
+    pub(super) crowded: Cell<bool>,
     /// The accept loop, waiting for room.
     room: Cell<Option<Waker>>,
     next_id: Cell<u64>,
@@ -195,7 +193,7 @@ impl Server {
             guard,
             compressor: RefCell::default(),
             #[cfg(feature = "tls")]
-            handshakes: smol::lock::Semaphore::new(super::handshake::HANDSHAKES),
+            handshakes: smol::lock::Semaphore::new(HANDSHAKES),
         }
     }
 
@@ -293,7 +291,7 @@ impl Server {
     }
 
     /// Registers a new connection.
-    fn admit(&self, stream: Rc<Async<TcpStream>>, tls: bool) -> Key {
+    pub(super) fn admit(&self, stream: Rc<Async<TcpStream>>, tls: bool) -> Key {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let entry = Entry {
@@ -351,7 +349,7 @@ impl Server {
 
     /// Closes the oldest evictable connection (see the module's policy);
     /// false when there is none.
-    fn make_room(&self) -> bool {
+    pub(super) fn make_room(&self) -> bool {
         let mut conns = self.conns.borrow_mut();
         let now = Instant::now();
         // The LOOK oldest evictable connections, oldest first.
@@ -420,7 +418,7 @@ impl Server {
     }
 
     /// The accept loop waited `d` at the cap.
-    fn paused(&self, d: Duration) {
+    pub(super) fn paused(&self, d: Duration) {
         self.ctx.http.paused(d);
         self.log.borrow_mut().paused += d;
         self.log_caps();
@@ -460,7 +458,7 @@ impl Server {
 
     /// Ready once something may have made room (a connection closed or
     /// became evictable), or spuriously: callers check again.
-    fn room_changed(&self) -> RoomChanged<'_> {
+    pub(super) fn room_changed(&self) -> RoomChanged<'_> {
         RoomChanged {
             srv: self,
             armed: false,
@@ -468,7 +466,7 @@ impl Server {
     }
 }
 
-struct RoomChanged<'a> {
+pub(super) struct RoomChanged<'a> {
     srv: &'a Server,
     armed: bool,
 }
@@ -486,87 +484,18 @@ impl Future for RoomChanged<'_> {
     }
 }
 
-/// Whether connections wait in the listener's queue (a poll that does not
-/// wait).
-fn waiting(listener: &Async<TcpListener>) -> bool {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
-    let mut fds = [PollFd::new(listener.get_ref(), PollFlags::IN)];
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
-}
-
-/// Accepts connections on `listener` until the executor is dropped.
-/// `probes`: the probe listener, which serves `/healthz` and `/readyz`
-/// only, in plain HTTP; the other serves everything, over TLS when the
-/// web config says so.
-pub async fn serve(
-    ex: &LocalExecutor<'_>,
-    listener: Async<TcpListener>,
-    srv: Rc<Server>,
-    probes: bool,
-) {
-    if let Err(e) = rustix::net::listen(listener.get_ref(), BACKLOG) {
-        log::warn!("cannot deepen the listen queue: {e}");
-    }
-    let cap = srv.limits.max_connections;
-    let mut accepted = 0u32;
-    loop {
-        // At most cap + 1 sockets: wait for evicted ones to close first.
-        while srv.entries.get() > cap {
-            srv.room_changed().await;
-        }
-        let stream = match listener.get_ref().accept() {
-            Ok((stream, _peer)) => stream,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                // Nobody waits: keep-alive is back.
-                srv.crowded.set(false);
-                let _ = listener.readable().await;
-                continue;
-            }
-            Err(e) => {
-                // Out of fds, most likely: back off instead of spinning.
-                log::warn!("accept failed: {e}");
-                Timer::after(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        // Responses go out in one write; don't let Nagle hold them.
-        let _ = stream.set_nodelay(true);
-        let stream = match Async::new(stream) {
-            Ok(stream) => Rc::new(stream),
-            Err(e) => {
-                log::warn!("cannot watch a new connection: {e}");
-                continue;
-            }
-        };
-        if srv.admitted.get() >= cap && !srv.make_room() {
-            // Until the queue is empty, every response closes its
-            // connection, so that those waiting get their turn.
-            srv.crowded.set(true);
-            let since = Instant::now();
-            while srv.admitted.get() >= cap && !srv.make_room() {
-                srv.room_changed().await;
-            }
-            srv.paused(since.elapsed());
-        }
-        let tls = match probes {
-            true => None,
-            false => guard::tls(srv.guard.current().as_ref()),
-        };
-        let key = srv.admit(stream.clone(), tls.is_some());
-        ex.spawn(conn::serve(stream, key, srv.clone(), tls, probes))
-            .detach();
-        if srv.crowded.get() && !waiting(&listener) {
-            // The queue is served: keep-alive is back.
-            srv.crowded.set(false);
-        }
-        // Let the connections run between bursts of accepts.
-        accepted = accepted.wrapping_add(1);
-        if accepted.is_multiple_of(16) {
-            smol::future::yield_now().await;
-        }
-    }
+/// Races `fut` against connection `id`'s deadline; `None` when the
+/// deadline came first.
+pub(super) async fn before<T>(
+    srv: &Server,
+    key: Key,
+    deadline: Instant,
+    fut: impl Future<Output = T>,
+) -> Option<T> {
+    async { Some(fut.await) }
+        .or(async {
+            srv.deadlines.sleep(key.id, deadline).await;
+            None
+        })
+        .await
 }

@@ -7,13 +7,13 @@
 //! numbers are spelled on the stack, summaries are expanded while they are
 //! written, and every string from data or flags is HTML-escaped on the way.
 
-use super::router::without_paths;
+use super::redact::without_paths;
 use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
 use crate::config::SourceKind;
 use crate::poller::Published;
-use crate::snapshot::{Bounds, Gpu, Readings, TTFT_SLO_SECONDS};
+use crate::snapshot::{Bounds, Freshness, Gpu, Readings, Snapshot, TTFT_SLO_SECONDS};
 use std::time::Instant;
 
 /// Seconds between reloads: often enough to follow an incident, rarely
@@ -70,6 +70,28 @@ pub fn render(
               these readings come from the simulator, not real GPUs</div>\n",
         );
     }
+    standing(s, fresh, now, out);
+    notices(p, fresh, out);
+
+    gpus(p, fresh.hidden, out);
+    alerts(p, runbook_base, out);
+    if !fresh.hidden {
+        models(p, out);
+    }
+
+    out.extend_from_slice(b"<p><a href=\"");
+    html_escape(out, telemetry_path);
+    out.extend_from_slice(b"\">");
+    html_escape(out, telemetry_path);
+    out.extend_from_slice(
+        b"</a> &middot; <a href=\"/alerts\">/alerts</a> &middot; \
+          <a href=\"/healthz\">/healthz</a> &middot; <a href=\"/readyz\">/readyz</a></p>\n\
+          </body></html>\n",
+    );
+}
+
+/// The source, version, collection and snapshot age, in one line.
+fn standing(s: &Snapshot, fresh: Freshness, now: Instant, out: &mut Vec<u8>) {
     out.extend_from_slice(b"<h1>gpu-exporter</h1>\n<p id=\"health\">source <b>");
     html_escape(out, s.source.as_str());
     out.extend_from_slice(b"</b> &middot; version ");
@@ -90,6 +112,12 @@ pub fn render(
     let age = now.saturating_duration_since(s.published).as_secs_f64();
     write_f64(out, (age * 10.0).round() / 10.0);
     out.extend_from_slice(b" s</p>\n");
+}
+
+/// What is wrong, or not settled yet: the last error, no GPUs, the
+/// replay, readings withheld.
+fn notices(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
+    let s = &p.snapshot;
     match &s.error {
         Some(e) if s.is_starting() => {
             out.extend_from_slice(b"<p id=\"error\">");
@@ -124,22 +152,6 @@ pub fn render(
               than --collect.max-stale: the GPUs' last readings are withheld</p>\n",
         );
     }
-
-    gpus(p, fresh.hidden, out);
-    alerts(p, runbook_base, out);
-    if !fresh.hidden {
-        models(p, out);
-    }
-
-    out.extend_from_slice(b"<p><a href=\"");
-    html_escape(out, telemetry_path);
-    out.extend_from_slice(b"\">");
-    html_escape(out, telemetry_path);
-    out.extend_from_slice(
-        b"</a> &middot; <a href=\"/alerts\">/alerts</a> &middot; \
-          <a href=\"/healthz\">/healthz</a> &middot; <a href=\"/readyz\">/readyz</a></p>\n\
-          </body></html>\n",
-    );
 }
 
 fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
@@ -510,7 +522,7 @@ fn models(p: &Published, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::{expand, rules::defaults};
+    use crate::alerts::{defaults, expand};
     use crate::snapshot::{Gpu, MigInstance, Model, Snapshot};
 
     fn page(p: &Published) -> String {

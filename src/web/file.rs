@@ -26,7 +26,7 @@ use super::{
     CipherSuite, ClientAuth, Curve, Error, Header, MAX_HEADER_BYTES, Pem, RateLimit, TlsConfig,
     TlsVersion, User, WebConfig, bcrypt, err,
 };
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 impl WebConfig {
@@ -91,16 +91,12 @@ const TLS_KEYS: &[&str] = &[
     "client_allowed_sans",
 ];
 
+const TLS: &str = "tls_server_config";
+
 fn tls(n: &Node, dir: &Path, c: &mut WebConfig) -> Result<Option<TlsConfig>, Error> {
-    const K: &str = "tls_server_config";
-    let m = n.map(K)?;
-    check_keys(K, m, TLS_KEYS)?;
-    let s = |name: &str| -> Result<Option<String>, Error> {
-        match get(m, name) {
-            Some(v) => Ok(Some(v.string(&format!("{K}.{name}"))?).filter(|s| !s.is_empty())),
-            None => Ok(None),
-        }
-    };
+    let m = n.map(TLS)?;
+    check_keys(TLS, m, TLS_KEYS)?;
+    let s = |name: &str| string(m, name);
     let (cert, cert_file) = (s("cert")?, s("cert_file")?);
     let (key, key_file) = (s("key")?, s("key_file")?);
     let (client_ca, client_ca_file) = (s("client_ca")?, s("client_ca_file")?);
@@ -120,38 +116,99 @@ fn tls(n: &Node, dir: &Path, c: &mut WebConfig) -> Result<Option<TlsConfig>, Err
     if !enabled {
         if !m.is_empty() {
             c.notes.push(format!(
-                "{K} sets no certificate, key, client CA or client_auth_type: TLS is off"
+                "{TLS} sets no certificate, key, client CA or client_auth_type: TLS is off"
             ));
         }
         return Ok(None);
     }
-    let mut pem = |inline: Option<String>,
-                   file: Option<String>,
-                   inline_key: &str,
-                   file_key: &str|
-     -> Result<Option<Pem>, Error> {
-        match (inline, file) {
-            (Some(_), Some(_)) => Err(err(
-                &format!("{K}.{inline_key}"),
-                format!("set both {inline_key} and {file_key}; give one"),
-            )),
-            (Some(t), None) => Ok(Some(Pem::Inline(t))),
-            (None, Some(f)) => {
-                let p = dir.join(f); // join keeps an absolute path as it is
-                c.files.push(p.clone());
-                Ok(Some(Pem::File(p)))
-            }
-            (None, None) => Ok(None),
-        }
+    let mut given = |inline, file, inline_key, file_key| {
+        pem(inline, file, [inline_key, file_key], dir, &mut c.files)
     };
-    let cert = pem(cert, cert_file, "cert", "cert_file")?
-        .ok_or_else(|| err(&format!("{K}.cert_file"), "missing: set cert_file or cert"))?;
-    let key = pem(key, key_file, "key", "key_file")?
-        .ok_or_else(|| err(&format!("{K}.key_file"), "missing: set key_file or key"))?;
-    let client_ca = pem(client_ca, client_ca_file, "client_ca", "client_ca_file")?;
+    let cert = given(cert, cert_file, "cert", "cert_file")?.ok_or_else(|| {
+        err(
+            &format!("{TLS}.cert_file"),
+            "missing: set cert_file or cert",
+        )
+    })?;
+    let key = given(key, key_file, "key", "key_file")?
+        .ok_or_else(|| err(&format!("{TLS}.key_file"), "missing: set key_file or key"))?;
+    let client_ca = given(client_ca, client_ca_file, "client_ca", "client_ca_file")?;
 
-    let auth_key = format!("{K}.client_auth_type");
-    let mut client_auth = match auth.as_deref() {
+    let client_auth = client_auth(m, auth.as_deref(), client_ca.is_some(), c)?;
+    let client_allowed_sans = client_allowed_sans(m, client_auth)?;
+    let min_version = version(m, "min_version", TlsVersion::Tls12)?;
+    let max_version = version(m, "max_version", TlsVersion::Tls13)?;
+    if min_version > max_version {
+        return Err(err(
+            &format!("{TLS}.min_version"),
+            "is above max_version: no TLS version is left",
+        ));
+    }
+
+    let cipher_suites = cipher_suites(m, min_version)?;
+    let prefer_server_cipher_suites = match get(m, "prefer_server_cipher_suites") {
+        Some(v) => v.boolean(&format!("{TLS}.prefer_server_cipher_suites"))?,
+        None => true, // exporter-toolkit's default
+    };
+
+    let curves = curves(m)?;
+
+    Ok(Some(TlsConfig {
+        cert,
+        key,
+        client_ca,
+        client_auth,
+        client_allowed_sans,
+        min_version,
+        max_version,
+        cipher_suites,
+        prefer_server_cipher_suites,
+        curves,
+    }))
+}
+
+/// A PEM given inline or by a file (relative to the web config's
+/// directory, and watched), not both.
+fn pem(
+    inline: Option<String>,
+    file: Option<String>,
+    [inline_key, file_key]: [&str; 2],
+    dir: &Path,
+    files: &mut Vec<PathBuf>,
+) -> Result<Option<Pem>, Error> {
+    match (inline, file) {
+        (Some(_), Some(_)) => Err(err(
+            &format!("{TLS}.{inline_key}"),
+            format!("set both {inline_key} and {file_key}; give one"),
+        )),
+        (Some(t), None) => Ok(Some(Pem::Inline(t))),
+        (None, Some(f)) => {
+            let p = dir.join(f); // join keeps an absolute path as it is
+            files.push(p.clone());
+            Ok(Some(Pem::File(p)))
+        }
+        (None, None) => Ok(None),
+    }
+}
+
+/// A string of `tls_server_config`, `None` when empty.
+fn string(m: &[(String, Node)], name: &str) -> Result<Option<String>, Error> {
+    match get(m, name) {
+        Some(v) => Ok(Some(v.string(&format!("{TLS}.{name}"))?).filter(|s| !s.is_empty())),
+        None => Ok(None),
+    }
+}
+
+/// `client_auth_type`, held to the client CA: a CA needs verification,
+/// verification needs a CA.
+fn client_auth(
+    m: &[(String, Node)],
+    auth: Option<&str>,
+    client_ca: bool,
+    c: &mut WebConfig,
+) -> Result<ClientAuth, Error> {
+    let auth_key = format!("{TLS}.client_auth_type");
+    let mut client_auth = match auth {
         None | Some("NoClientCert") => ClientAuth::None,
         Some("VerifyClientCertIfGiven") => ClientAuth::VerifyIfGiven,
         Some("RequireAndVerifyClientCert") => ClientAuth::RequireAndVerify,
@@ -175,25 +232,25 @@ fn tls(n: &Node, dir: &Path, c: &mut WebConfig) -> Result<Option<TlsConfig>, Err
             ));
         }
     };
-    match (client_auth, &client_ca) {
-        (ClientAuth::None, Some(_)) => {
+    match (client_auth, client_ca) {
+        (ClientAuth::None, true) => {
             let k = if get(m, "client_ca").is_some() {
                 "client_ca"
             } else {
                 "client_ca_file"
             };
             return Err(err(
-                &format!("{K}.{k}"),
+                &format!("{TLS}.{k}"),
                 "a client CA is set but client_auth_type is NoClientCert (set RequireAndVerifyClientCert)",
             ));
         }
-        (ClientAuth::RequireAndVerify, None) => {
+        (ClientAuth::RequireAndVerify, false) => {
             return Err(err(
                 &auth_key,
                 "RequireAndVerifyClientCert needs client_ca_file or client_ca to verify against",
             ));
         }
-        (ClientAuth::VerifyIfGiven, None) => {
+        (ClientAuth::VerifyIfGiven, false) => {
             // Go verifies a given certificate against the system roots,
             // which no client certificate chains to; we ask for none.
             c.notes.push(format!(
@@ -204,10 +261,16 @@ fn tls(n: &Node, dir: &Path, c: &mut WebConfig) -> Result<Option<TlsConfig>, Err
         }
         _ => {}
     }
+    Ok(client_auth)
+}
 
+fn client_allowed_sans(
+    m: &[(String, Node)],
+    client_auth: ClientAuth,
+) -> Result<Vec<String>, Error> {
     let mut client_allowed_sans = Vec::new();
     if let Some(v) = get(m, "client_allowed_sans") {
-        let k = format!("{K}.client_allowed_sans");
+        let k = format!("{TLS}.client_allowed_sans");
         for (i, item) in v.seq(&k)?.iter().enumerate() {
             client_allowed_sans.push(item.string(&format!("{k}[{i}]"))?);
         }
@@ -220,38 +283,33 @@ fn tls(n: &Node, dir: &Path, c: &mut WebConfig) -> Result<Option<TlsConfig>, Err
             ));
         }
     }
+    Ok(client_allowed_sans)
+}
 
-    let version = |name: &str, default: TlsVersion| -> Result<TlsVersion, Error> {
-        let k = format!("{K}.{name}");
-        match s(name)?.as_deref() {
-            None => Ok(default),
-            Some("TLS12") => Ok(TlsVersion::Tls12),
-            Some("TLS13") => Ok(TlsVersion::Tls13),
-            Some(v @ ("TLS10" | "TLS11")) => Err(err(
-                &k,
-                format!(
-                    "{v} is refused: TLS 1.0 and 1.1 are broken and rustls serves TLS12 and TLS13 only"
-                ),
-            )),
-            Some(v) => Err(err(
-                &k,
-                format!("unknown TLS version {v:?} (expected TLS12 or TLS13)"),
-            )),
-        }
-    };
-    let min_version = version("min_version", TlsVersion::Tls12)?;
-    let max_version = version("max_version", TlsVersion::Tls13)?;
-    if min_version > max_version {
-        return Err(err(
-            &format!("{K}.min_version"),
-            "is above max_version: no TLS version is left",
-        ));
+fn version(m: &[(String, Node)], name: &str, default: TlsVersion) -> Result<TlsVersion, Error> {
+    let k = format!("{TLS}.{name}");
+    match string(m, name)?.as_deref() {
+        None => Ok(default),
+        Some("TLS12") => Ok(TlsVersion::Tls12),
+        Some("TLS13") => Ok(TlsVersion::Tls13),
+        Some(v @ ("TLS10" | "TLS11")) => Err(err(
+            &k,
+            format!(
+                "{v} is refused: TLS 1.0 and 1.1 are broken and rustls serves TLS12 and TLS13 only"
+            ),
+        )),
+        Some(v) => Err(err(
+            &k,
+            format!("unknown TLS version {v:?} (expected TLS12 or TLS13)"),
+        )),
     }
+}
 
+fn cipher_suites(m: &[(String, Node)], min_version: TlsVersion) -> Result<Vec<CipherSuite>, Error> {
     let mut cipher_suites = Vec::new();
     let mut named = 0;
     if let Some(v) = get(m, "cipher_suites") {
-        let k = format!("{K}.cipher_suites");
+        let k = format!("{TLS}.cipher_suites");
         for (i, item) in v.seq(&k)?.iter().enumerate() {
             let name = item.string(&format!("{k}[{i}]"))?;
             named += 1;
@@ -268,14 +326,13 @@ fn tls(n: &Node, dir: &Path, c: &mut WebConfig) -> Result<Option<TlsConfig>, Err
             ));
         }
     }
-    let prefer_server_cipher_suites = match get(m, "prefer_server_cipher_suites") {
-        Some(v) => v.boolean(&format!("{K}.prefer_server_cipher_suites"))?,
-        None => true, // exporter-toolkit's default
-    };
+    Ok(cipher_suites)
+}
 
+fn curves(m: &[(String, Node)]) -> Result<Vec<Curve>, Error> {
     let mut curves = Vec::new();
     if let Some(v) = get(m, "curve_preferences") {
-        let k = format!("{K}.curve_preferences");
+        let k = format!("{TLS}.curve_preferences");
         for (i, item) in v.seq(&k)?.iter().enumerate() {
             let ik = format!("{k}[{i}]");
             let c = match item.string(&ik)?.as_str() {
@@ -306,19 +363,7 @@ fn tls(n: &Node, dir: &Path, c: &mut WebConfig) -> Result<Option<TlsConfig>, Err
             }
         }
     }
-
-    Ok(Some(TlsConfig {
-        cert,
-        key,
-        client_ca,
-        client_auth,
-        client_allowed_sans,
-        min_version,
-        max_version,
-        cipher_suites,
-        prefer_server_cipher_suites,
-        curves,
-    }))
+    Ok(curves)
 }
 
 /// Go's cipher suite names (`tls.CipherSuites()` and

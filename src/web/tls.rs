@@ -9,7 +9,7 @@
 //! The connections themselves are `http/tls.rs`'s.
 
 use super::{ClientAuth, Curve, Error, Pem, TlsConfig, TlsVersion, err};
-use rustls::crypto::ring;
+use rustls::crypto::{CryptoProvider, ring};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -46,6 +46,38 @@ pub fn server_config(t: &TlsConfig) -> Result<Arc<ServerConfig>, Error> {
         )
     })?;
 
+    let provider = Arc::new(provider(t));
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
+        (TlsVersion::Tls13, &rustls::version::TLS13),
+        (TlsVersion::Tls12, &rustls::version::TLS12),
+    ]
+    .into_iter()
+    .filter(|(v, _)| (t.min_version..=t.max_version).contains(v))
+    .map(|(_, v)| v)
+    .collect();
+    let builder = ServerConfig::builder_with_details(provider.clone(), Arc::new(SystemClock))
+        .with_protocol_versions(&versions)
+        .map_err(|e| err(&format!("{K}.cipher_suites"), e.to_string()))?;
+
+    let builder = match (&t.client_ca, t.client_auth) {
+        (Some(ca), ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify) => {
+            builder.with_client_cert_verifier(client_verifier(t, ca, provider)?)
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| err(&key_key, format!("does not fit the certificate: {e}")))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.ignore_client_order = t.prefer_server_cipher_suites;
+    config.send_tls13_tickets = 0;
+    config.session_storage = Arc::new(NoServerSessionStorage {});
+    Ok(Arc::new(config))
+}
+
+/// rustls' ring provider with the configured suites, in their order, and
+/// curves.
+fn provider(t: &TlsConfig) -> CryptoProvider {
     let mut provider = ring::default_provider();
     provider.cipher_suites.retain(|s| match s {
         rustls::SupportedCipherSuite::Tls13(_) => t.max_version == TlsVersion::Tls13,
@@ -76,61 +108,46 @@ pub fn server_config(t: &TlsConfig) -> Result<Arc<ServerConfig>, Error> {
             })
             .collect();
     }
-    let provider = Arc::new(provider);
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> = [
-        (TlsVersion::Tls13, &rustls::version::TLS13),
-        (TlsVersion::Tls12, &rustls::version::TLS12),
-    ]
-    .into_iter()
-    .filter(|(v, _)| (t.min_version..=t.max_version).contains(v))
-    .map(|(_, v)| v)
-    .collect();
-    let builder = ServerConfig::builder_with_details(provider.clone(), Arc::new(SystemClock))
-        .with_protocol_versions(&versions)
-        .map_err(|e| err(&format!("{K}.cipher_suites"), e.to_string()))?;
+    provider
+}
 
-    let builder = match (&t.client_ca, t.client_auth) {
-        (Some(ca), ClientAuth::VerifyIfGiven | ClientAuth::RequireAndVerify) => {
-            let (ca_pem, ca_key) = read_pem(
-                ca,
-                &format!("{K}.client_ca"),
-                &format!("{K}.client_ca_file"),
-            )?;
-            let mut roots = rustls::RootCertStore::empty();
-            for c in CertificateDer::pem_slice_iter(&ca_pem) {
-                let c = c.map_err(|e| err(&ca_key, format!("bad PEM: {e}")))?;
-                roots
-                    .add(c)
-                    .map_err(|e| err(&ca_key, format!("unusable CA certificate: {e}")))?;
-            }
-            if roots.is_empty() {
-                return Err(err(&ca_key, "no CERTIFICATE block found"));
-            }
-            let mut vb = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
-            if t.client_auth == ClientAuth::VerifyIfGiven {
-                vb = vb.allow_unauthenticated();
-            }
-            let inner = vb.build().map_err(|e| err(&ca_key, e.to_string()))?;
-            let verifier: Arc<dyn ClientCertVerifier> = if t.client_allowed_sans.is_empty() {
-                inner
-            } else {
-                Arc::new(SanVerifier {
-                    inner,
-                    allowed: t.client_allowed_sans.clone(),
-                })
-            };
-            builder.with_client_cert_verifier(verifier)
-        }
-        _ => builder.with_no_client_auth(),
+/// Verifies client certificates against the client CA, and their SANs
+/// against `client_allowed_sans` when it is set.
+fn client_verifier(
+    t: &TlsConfig,
+    ca: &Pem,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, Error> {
+    const K: &str = "tls_server_config";
+    let (ca_pem, ca_key) = read_pem(
+        ca,
+        &format!("{K}.client_ca"),
+        &format!("{K}.client_ca_file"),
+    )?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(&ca_pem) {
+        let c = c.map_err(|e| err(&ca_key, format!("bad PEM: {e}")))?;
+        roots
+            .add(c)
+            .map_err(|e| err(&ca_key, format!("unusable CA certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(err(&ca_key, "no CERTIFICATE block found"));
+    }
+    let mut vb = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+    if t.client_auth == ClientAuth::VerifyIfGiven {
+        vb = vb.allow_unauthenticated();
+    }
+    let inner = vb.build().map_err(|e| err(&ca_key, e.to_string()))?;
+    let verifier: Arc<dyn ClientCertVerifier> = if t.client_allowed_sans.is_empty() {
+        inner
+    } else {
+        Arc::new(SanVerifier {
+            inner,
+            allowed: t.client_allowed_sans.clone(),
+        })
     };
-    let mut config = builder
-        .with_single_cert(certs, key)
-        .map_err(|e| err(&key_key, format!("does not fit the certificate: {e}")))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config.ignore_client_order = t.prefer_server_cipher_suites;
-    config.send_tls13_tickets = 0;
-    config.session_storage = Arc::new(NoServerSessionStorage {});
-    Ok(Arc::new(config))
+    Ok(verifier)
 }
 
 /// The time certificates are checked against: the system's clock. (rustls'

@@ -125,12 +125,15 @@ const MAX_DEPTH: usize = 32;
 /// Most nodes (including aliased copies) a web config may expand to.
 const MAX_NODES: usize = 100_000;
 
+/// A collection being read, with its anchor; a mapping with the key that
+/// waits for its value.
+enum Frame {
+    Seq(Vec<Node>, usize),
+    Map(Vec<(String, Node)>, Option<String>, usize),
+}
+
 /// Parses the first YAML document into a tree; `None` for an empty stream.
 pub(super) fn tree(text: &str) -> Result<Option<Node>, Error> {
-    enum Frame {
-        Seq(Vec<Node>, usize),
-        Map(Vec<(String, Node)>, Option<String>, usize),
-    }
     let mut stack: Vec<Frame> = Vec::new();
     let mut anchors: Vec<(usize, Node)> = Vec::new();
     let mut docs = 0;
@@ -203,27 +206,39 @@ pub(super) fn tree(text: &str) -> Result<Option<Node>, Error> {
         if anchor != 0 {
             anchors.push((anchor, node.clone()));
         }
-        match stack.last_mut() {
-            None => root = Some(node),
-            Some(Frame::Seq(v, _)) => v.push(node),
-            Some(Frame::Map(m, pending, _)) => match pending.take() {
-                Some(k) => m.push((k, node)),
-                None => match node {
-                    Node::Scalar { value, .. } => *pending = Some(value),
-                    other => {
-                        return Err(err(
-                            "",
-                            format!(
-                                "invalid YAML: {} as a mapping key at line {line}",
-                                other.kind()
-                            ),
-                        ));
-                    }
-                },
-            },
-        }
+        place(&mut stack, &mut root, node, line)?;
     }
     Ok(root.filter(|n| !n.is_null()))
+}
+
+/// Puts a finished node where it belongs: the root, the next item of a
+/// sequence, a mapping's key or its value.
+fn place(
+    stack: &mut [Frame],
+    root: &mut Option<Node>,
+    node: Node,
+    line: usize,
+) -> Result<(), Error> {
+    match stack.last_mut() {
+        None => *root = Some(node),
+        Some(Frame::Seq(v, _)) => v.push(node),
+        Some(Frame::Map(m, pending, _)) => match pending.take() {
+            Some(k) => m.push((k, node)),
+            None => match node {
+                Node::Scalar { value, .. } => *pending = Some(value),
+                other => {
+                    return Err(err(
+                        "",
+                        format!(
+                            "invalid YAML: {} as a mapping key at line {line}",
+                            other.kind()
+                        ),
+                    ));
+                }
+            },
+        },
+    }
+    Ok(())
 }
 
 fn count(n: &Node) -> usize {

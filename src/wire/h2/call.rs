@@ -267,31 +267,8 @@ impl Call {
         }
         match head.kind {
             frame::DATA => self.on_data(head, payload, wbuf, on_data),
-            frame::HEADERS => {
-                self.own_stream(head)?;
-                let fragment = frame::headers_fragment(head, payload)?;
-                block.clear();
-                self.append_block(block, fragment)?;
-                let end_stream = head.has(frame::FLAG_END_STREAM);
-                if head.has(frame::FLAG_END_HEADERS) {
-                    self.on_block(block, end_stream, hpack)
-                } else {
-                    self.continuing = Some(end_stream);
-                    Ok(())
-                }
-            }
-            frame::CONTINUATION => {
-                let Some(end_stream) = self.continuing else {
-                    return Err(Error::Protocol("CONTINUATION without HEADERS"));
-                };
-                self.own_stream(head)?;
-                self.append_block(block, payload)?;
-                if head.has(frame::FLAG_END_HEADERS) {
-                    self.continuing = None;
-                    self.on_block(block, end_stream, hpack)?;
-                }
-                Ok(())
-            }
+            frame::HEADERS => self.on_headers(head, payload, block, hpack),
+            frame::CONTINUATION => self.on_continuation(head, payload, block, hpack),
             frame::PRIORITY => {
                 if head.stream == 0 {
                     return Err(Error::Protocol("PRIORITY on stream 0"));
@@ -335,26 +312,70 @@ impl Call {
                 }
                 Ok(())
             }
-            frame::WINDOW_UPDATE => {
-                let inc = i64::from(frame::window_increment(payload)?);
-                if inc == 0 {
-                    return Err(Error::Protocol("WINDOW_UPDATE of 0"));
-                }
-                let window = match head.stream {
-                    0 => &mut self.conn_send,
-                    STREAM => &mut self.stream_send,
-                    // Other streams are closed or idle: nothing to update.
-                    _ => return Ok(()),
-                };
-                *window += inc;
-                if *window > i64::from(frame::MAX_WINDOW) {
-                    return Err(Error::FlowControl);
-                }
-                Ok(())
-            }
+            frame::WINDOW_UPDATE => self.on_window_update(head, payload),
             // Unknown frame types are ignored (RFC 9113 §4.1).
             _ => Ok(()),
         }
+    }
+
+    /// HEADERS: a header block starts; whole unless CONTINUATION follows.
+    fn on_headers(
+        &mut self,
+        head: &Head,
+        payload: &[u8],
+        block: &mut Vec<u8>,
+        hpack: &mut hpack::Decoder,
+    ) -> Result<(), Error> {
+        self.own_stream(head)?;
+        let fragment = frame::headers_fragment(head, payload)?;
+        block.clear();
+        self.append_block(block, fragment)?;
+        let end_stream = head.has(frame::FLAG_END_STREAM);
+        if head.has(frame::FLAG_END_HEADERS) {
+            self.on_block(block, end_stream, hpack)
+        } else {
+            self.continuing = Some(end_stream);
+            Ok(())
+        }
+    }
+
+    /// CONTINUATION: more of the header block HEADERS started.
+    fn on_continuation(
+        &mut self,
+        head: &Head,
+        payload: &[u8],
+        block: &mut Vec<u8>,
+        hpack: &mut hpack::Decoder,
+    ) -> Result<(), Error> {
+        let Some(end_stream) = self.continuing else {
+            return Err(Error::Protocol("CONTINUATION without HEADERS"));
+        };
+        self.own_stream(head)?;
+        self.append_block(block, payload)?;
+        if head.has(frame::FLAG_END_HEADERS) {
+            self.continuing = None;
+            self.on_block(block, end_stream, hpack)?;
+        }
+        Ok(())
+    }
+
+    /// WINDOW_UPDATE: more room to send, on the connection or our stream.
+    fn on_window_update(&mut self, head: &Head, payload: &[u8]) -> Result<(), Error> {
+        let inc = i64::from(frame::window_increment(payload)?);
+        if inc == 0 {
+            return Err(Error::Protocol("WINDOW_UPDATE of 0"));
+        }
+        let window = match head.stream {
+            0 => &mut self.conn_send,
+            STREAM => &mut self.stream_send,
+            // Other streams are closed or idle: nothing to update.
+            _ => return Ok(()),
+        };
+        *window += inc;
+        if *window > i64::from(frame::MAX_WINDOW) {
+            return Err(Error::FlowControl);
+        }
+        Ok(())
     }
 
     /// A server may only answer on the stream we opened.

@@ -1,0 +1,103 @@
+//! The accept loop: it admits connections up to the cap, makes room or
+//! waits at it (the policies are in `server.rs`), and gives each admitted
+//! connection its own task.
+
+use super::conn;
+use super::guard;
+use super::server::Server;
+use async_io::{Async, Timer};
+use smol::LocalExecutor;
+use std::net::TcpListener;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// The kernel's queue of connections not yet accepted, as deep as the
+/// kernel allows (`net.core.somaxconn` caps it): at the cap, newcomers wait
+/// there. std's 128 overflows under a flood, and an overflowing queue drops
+/// connection attempts, which clients retry only a second later.
+const BACKLOG: i32 = 4096;
+
+/// Whether connections wait in the listener's queue (a poll that does not
+/// wait).
+fn waiting(listener: &Async<TcpListener>) -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let mut fds = [PollFd::new(listener.get_ref(), PollFlags::IN)];
+    let now = Timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    poll(&mut fds, Some(&now)).is_ok_and(|n| n > 0)
+}
+
+/// Accepts connections on `listener` until the executor is dropped.
+/// `probes`: the probe listener, which serves `/healthz` and `/readyz`
+/// only, in plain HTTP; the other serves everything, over TLS when the
+/// web config says so.
+pub async fn serve(
+    ex: &LocalExecutor<'_>,
+    listener: Async<TcpListener>,
+    srv: Rc<Server>,
+    probes: bool,
+) {
+    if let Err(e) = rustix::net::listen(listener.get_ref(), BACKLOG) {
+        log::warn!("cannot deepen the listen queue: {e}");
+    }
+    let cap = srv.limits.max_connections;
+    let mut accepted = 0u32;
+    loop {
+        // At most cap + 1 sockets: wait for evicted ones to close first.
+        while srv.entries.get() > cap {
+            srv.room_changed().await;
+        }
+        let stream = match listener.get_ref().accept() {
+            Ok((stream, _peer)) => stream,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                // Nobody waits: keep-alive is back.
+                srv.crowded.set(false);
+                let _ = listener.readable().await;
+                continue;
+            }
+            Err(e) => {
+                // Out of fds, most likely: back off instead of spinning.
+                log::warn!("accept failed: {e}");
+                Timer::after(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        // Responses go out in one write; don't let Nagle hold them.
+        let _ = stream.set_nodelay(true);
+        let stream = match Async::new(stream) {
+            Ok(stream) => Rc::new(stream),
+            Err(e) => {
+                log::warn!("cannot watch a new connection: {e}");
+                continue;
+            }
+        };
+        if srv.admitted.get() >= cap && !srv.make_room() {
+            // Until the queue is empty, every response closes its
+            // connection, so that those waiting get their turn.
+            srv.crowded.set(true);
+            let since = Instant::now();
+            while srv.admitted.get() >= cap && !srv.make_room() {
+                srv.room_changed().await;
+            }
+            srv.paused(since.elapsed());
+        }
+        let tls = match probes {
+            true => None,
+            false => guard::tls(srv.guard.current().as_ref()),
+        };
+        let key = srv.admit(stream.clone(), tls.is_some());
+        ex.spawn(conn::serve(stream, key, srv.clone(), tls, probes))
+            .detach();
+        if srv.crowded.get() && !waiting(&listener) {
+            // The queue is served: keep-alive is back.
+            srv.crowded.set(false);
+        }
+        // Let the connections run between bursts of accepts.
+        accepted = accepted.wrapping_add(1);
+        if accepted.is_multiple_of(16) {
+            smol::future::yield_now().await;
+        }
+    }
+}
