@@ -124,42 +124,23 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
         "exclude%5B%5D=clocks&exclude%5B%5D=nvlink",
     ];
     let mut full = Vec::new();
-    Scrape {
-        snapshot: &snapshot,
-        fresh: Default::default(),
-        http: None,
-        format: Format::Text,
-        only: Collectors::ALL,
+    let scrape = |only| Scrape {
+        only,
         now,
-    }
-    .render(&mut full);
+        ..Scrape::of(&snapshot)
+    };
+    scrape(Collectors::ALL).render(&mut full);
     for q in queries {
         let only = query::collectors(q).unwrap();
         let mut buf = Vec::new();
-        Scrape {
-            snapshot: &snapshot,
-            fresh: Default::default(),
-            http: None,
-            format: Format::Text,
-            only,
-            now,
-        }
-        .render(&mut buf);
+        scrape(only).render(&mut buf);
         let size = buf.len();
         assert!(size < full.len(), "{q}");
         let allocations = count(|| {
             for _ in 0..100 {
                 buf.clear();
                 let only = query::collectors(std::hint::black_box(q)).unwrap();
-                Scrape {
-                    snapshot: &snapshot,
-                    fresh: Default::default(),
-                    http: None,
-                    format: Format::Text,
-                    only,
-                    now,
-                }
-                .render(&mut buf);
+                scrape(only).render(&mut buf);
             }
         });
         assert_eq!(allocations, 0, "{q}: {allocations} allocations");
@@ -167,15 +148,7 @@ fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
     }
     let mut buf = Vec::new();
     let only = Collectors::NONE.with(Gpm).with(Xid);
-    Scrape {
-        snapshot: &snapshot,
-        fresh: Default::default(),
-        http: None,
-        format: Format::Text,
-        only,
-        now,
-    }
-    .render(&mut buf);
+    scrape(only).render(&mut buf);
     let text = String::from_utf8(buf).unwrap();
     assert!(text.contains("\ngpu_sm_active_ratio{") && text.contains("\ngpu_xid_errors_total{"));
     assert!(!text.contains("gpu_temperature_celsius") && !text.contains("gpu_info{"));

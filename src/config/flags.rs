@@ -19,7 +19,8 @@ pub struct Flag {
     /// The default as the flag's value would spell it; empty when there is
     /// none to spell (the help then says what happens without the flag).
     pub default: &'static str,
-    /// What it does, for `--help`.
+    /// What it does, for `--help`; `{collectors}` and `{off}` stand for
+    /// every collector's name and those off by default, from their table.
     pub help: &'static str,
     action: Action,
 }
@@ -33,6 +34,20 @@ enum Action {
     DisableDefaults,
     Help,
     Version,
+}
+
+impl Flag {
+    /// [`Flag::help`], the collector lists filled in.
+    pub fn help(&self) -> String {
+        let off: Vec<&str> = Collector::ALL
+            .iter()
+            .filter(|c| !c.default_on())
+            .map(|c| c.name())
+            .collect();
+        self.help
+            .replace("{collectors}", &super::collectors::names())
+            .replace("{off}", &off.join(" and "))
+    }
 }
 
 const fn set(
@@ -384,7 +399,7 @@ pub static FLAGS: &[Flag] = &[
     ),
     switch(
         "--collector.NAME",
-        "turn collector NAME on (see Collectors: info, temperature, clocks, power, utilization, gpm, memory, allocator, xid, ecc, remap, pcie, nvlink, nvlink_link, recovery, fans, media, state, models, processes); all but nvlink_link and processes are on by default",
+        "turn collector NAME on (see Collectors: {collectors}); all but {off} are on by default",
         Action::Collector(true),
     ),
     switch(
@@ -429,7 +444,7 @@ pub fn usage() -> String {
     let spelled = |f: &Flag| format!("{} {}", f.name, f.value);
     let column = FLAGS.iter().map(|f| spelled(f).len()).max().unwrap_or(0) + 4;
     for f in FLAGS {
-        let mut help = f.help.to_string();
+        let mut help = f.help();
         if !f.default.is_empty() {
             help.push_str(&format!(" (default {})", f.default));
         }
@@ -464,7 +479,7 @@ fn readme_table() -> String {
             "" => String::new(),
             d => format!("`{d}`"),
         };
-        t += &format!("| `{}` | {default} | {} |\n", spelled.trim_end(), f.help);
+        t += &format!("| `{}` | {default} | {} |\n", spelled.trim_end(), f.help());
     }
     t
 }
@@ -687,7 +702,7 @@ mod tests {
             .iter()
             .find(|f| f.name == "--collector.NAME")
             .unwrap()
-            .help;
+            .help();
         assert!(help.contains(&crate::config::collector_names()), "{help}");
         for c in Collector::ALL.iter().filter(|c| !c.default_on()) {
             assert!(
