@@ -62,7 +62,9 @@ if [[ -n $registry ]]; then
 fi
 dist="${DIST:-$root/dist}"
 target="${CARGO_TARGET_DIR:-$root/target}"
-export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
+# Not exported: ring's build script (through cc) reruns when
+# SOURCE_DATE_EPOCH changes, and the builds must find the tests' ones fresh.
+epoch="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
 read -ra cargo_flags <<<"${CARGO_FLAGS:-}"
 read -ra buildah <<<"buildah ${BUILDAH_FLAGS:-}"
 image="${registry:+$registry/}gpu-exporter:$version"
@@ -95,7 +97,7 @@ for arch in amd64 arm64; do
   grep -rqF "image: $image" "$tree/deploy/kubernetes" ||
     { echo "release.sh: no manifest names $image" >&2; exit 1; }
   chmod -R u=rwX,go=rX "$tree"
-  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
     -C "$(dirname "$tree")" -cf - "$pkg" | gzip -9n >"$dist/$pkg.tar.gz"
   tarballs+=("$pkg.tar.gz")
 done
@@ -105,7 +107,7 @@ done
 cargo metadata --format-version 1 --locked --offline \
   --filter-platform x86_64-unknown-linux-gnu --filter-platform aarch64-unknown-linux-gnu \
   >"$target/release-stage/metadata.json"
-python3 "$root/deploy/sbom.py" "$version" <"$target/release-stage/metadata.json" \
+SOURCE_DATE_EPOCH="$epoch" python3 "$root/deploy/sbom.py" "$version" <"$target/release-stage/metadata.json" \
   >"$dist/gpu-exporter-$version.cdx.json"
 
 # --- the image index ------------------------------------------------------
@@ -113,7 +115,7 @@ python3 "$root/deploy/sbom.py" "$version" <"$target/release-stage/metadata.json"
 "${buildah[@]}" manifest create "$name" >/dev/null
 for arch in amd64 arm64; do
   "${buildah[@]}" bud --quiet --isolation chroot --platform "linux/$arch" \
-    --manifest "$name" --timestamp "$SOURCE_DATE_EPOCH" \
+    --manifest "$name" --timestamp "$epoch" \
     --label "org.opencontainers.image.version=$version" \
     --label "org.opencontainers.image.licenses=Apache-2.0" \
     -f Dockerfile.scratch "$target/release-stage/$arch" >/dev/null

@@ -278,7 +278,8 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
         );
         assert!(!daemonset.contains("image: gpu-exporter:"), "{pkg}");
         // The dependency list cargo auditable embedded, read back.
-        if have("rust-audit-info", &["--help"]) {
+        // (It has no flag that succeeds: the probe reads this binary.)
+        if have("rust-audit-info", &[bin.to_str().unwrap()]) {
             let mut c = Command::new("rust-audit-info");
             c.arg(&bin);
             let audit: Audit =
@@ -343,6 +344,7 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
         ),
     ] {
         let pulled = dir.join("pulled").join(arch);
+        std::fs::create_dir_all(pulled.parent().unwrap()).unwrap();
         let mut copy = Command::new("skopeo");
         copy.args([
             "copy",
