@@ -402,6 +402,10 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
             .iter()
             .map(|f| f.metadata().unwrap().len())
             .sum();
+        assert!(
+            unpacked <= 6 * 1024 * 1024,
+            "linux/{arch}: {unpacked} bytes is over 6 MiB"
+        );
         println!(
             "linux/{arch} image: {} bytes compressed, {unpacked} bytes of files ({:.2} MiB), binary {} bytes",
             layer.size + manifest.config.size,
