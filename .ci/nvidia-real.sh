@@ -4,11 +4,17 @@
 # (tests/integration/nvidia_real.rs and the image test): downloaded with
 # apt-get download and unpacked with dpkg-deb -x, NEVER installed.
 #
-# Usage: .ci/nvidia-real.sh [DEST]   (DEST defaults to target/nvidia-real)
+# Usage: .ci/nvidia-real.sh [--arch amd64|arm64] [DEST]
+#   amd64 (the default): libnvidia-ml1 and nvidia-smi into DEST (default
+#   target/nvidia-real). arm64: libnvidia-ml1:arm64 alone into DEST (default
+#   target/nvidia-real-arm64), for the aarch64 build under qemu-user
+#   (tests/integration/arm64.rs); a foreign architecture is added to dpkg
+#   (dpkg --add-architecture arm64, then apt-get update) so that apt can
+#   download its packages, which are still never installed.
 # Env:   NVIDIA_DEB_VERSION=535.261.03-1  pin a version (default: apt's
 #        candidate, the newest of bookworm / bookworm-security non-free)
 #        APT_ETC=/etc/apt                 where the apt sources are
-# Prints, on success, two lines:
+# Prints, on success, two lines (the second for amd64 only):
 #   NVML_LIB=<DEST>/usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1
 #   NVIDIA_SMI=<DEST>/usr/lib/nvidia/current/nvidia-smi
 # nvidia-smi needs LD_LIBRARY_PATH=$(dirname "$NVML_LIB").
@@ -22,25 +28,40 @@
 # files returns at once, without touching apt.
 set -euo pipefail
 
-DEST=${1:-target/nvidia-real}
+ARCH=amd64
+if [[ ${1:-} == --arch ]]; then
+  ARCH=${2:?--arch needs amd64 or arm64}
+  shift 2
+fi
+case $ARCH in
+  amd64)
+    DEST=${1:-target/nvidia-real}
+    LIB_REL=usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1
+    SMI_REL=usr/lib/nvidia/current/nvidia-smi
+    PKGS=(libnvidia-ml1:amd64 nvidia-smi:amd64) ;;
+  arm64)
+    DEST=${1:-target/nvidia-real-arm64}
+    LIB_REL=usr/lib/aarch64-linux-gnu/nvidia/current/libnvidia-ml.so.1
+    SMI_REL=
+    PKGS=(libnvidia-ml1:arm64) ;;
+  *) echo "fetch.sh: --arch is amd64 or arm64, not '$ARCH'" >&2; exit 2 ;;
+esac
 mkdir -p "$DEST"
 DEST=$(cd "$DEST" && pwd)
 VERSION=${NVIDIA_DEB_VERSION:-}
 APT_ETC=${APT_ETC:-/etc/apt}
-LIB_REL=usr/lib/x86_64-linux-gnu/nvidia/current/libnvidia-ml.so.1
-SMI_REL=usr/lib/nvidia/current/nvidia-smi
-PKGS=(libnvidia-ml1 nvidia-smi)
 NONFREE_FILE=$APT_ETC/sources.list.d/gpu-exporter-non-free.sources
 
 done_already() {
-  [[ -f $DEST/$LIB_REL && -x $DEST/$SMI_REL && -f $DEST/.fetched ]] || return 1
+  [[ -f $DEST/$LIB_REL && -f $DEST/.fetched ]] || return 1
+  [[ -z $SMI_REL || -x $DEST/$SMI_REL ]] || return 1
   # a pinned version must be the one already extracted
   [[ -z $VERSION ]] || [[ $(grep -c " Version: $VERSION\$" "$DEST/.fetched") -eq ${#PKGS[@]} ]]
 }
 
 report() {
   echo "NVML_LIB=$DEST/$LIB_REL"
-  echo "NVIDIA_SMI=$DEST/$SMI_REL"
+  [[ -z $SMI_REL ]] || echo "NVIDIA_SMI=$DEST/$SMI_REL"
 }
 
 if done_already; then
@@ -48,13 +69,17 @@ if done_already; then
   exit 0
 fi
 
-if [[ $(dpkg --print-architecture) != amd64 ]]; then
-  echo "fetch.sh: only amd64 is handled (paths are x86_64-linux-gnu)" >&2
-  exit 1
-fi
-
 SUDO=
 [[ $(id -u) -eq 0 ]] || SUDO=sudo
+
+# A foreign architecture's packages are only downloadable once dpkg knows it.
+added_arch=false
+if [[ $(dpkg --print-architecture) != "$ARCH" ]] &&
+  ! dpkg --print-foreign-architectures | grep -qx "$ARCH"; then
+  $SUDO dpkg --add-architecture "$ARCH"
+  added_arch=true
+  echo "fetch.sh: added dpkg architecture $ARCH" >&2
+fi
 
 # --- 1. a non-free source mirroring the existing Debian one(s) -------------
 # Does any enabled source already carry non-free for a Debian archive?
@@ -126,7 +151,11 @@ if ! has_nonfree; then
 fi
 
 # --- 2. apt-get update (only when the non-free index is not there yet) ----
-if ! apt-cache show libnvidia-ml1 >/dev/null 2>&1 || ! apt-cache show nvidia-smi >/dev/null 2>&1; then
+need_update=$added_arch
+for pkg in "${PKGS[@]}"; do
+  apt-cache show "$pkg" >/dev/null 2>&1 || need_update=true
+done
+if $need_update; then
   $SUDO apt-get update -qq >&2
 fi
 
@@ -140,6 +169,7 @@ chmod 0777 "$DEBS" 2>/dev/null || true
 # A stale index can name a version the mirror no longer has: update once, retry.
 WANT=("${PKGS[@]}")
 [[ -z $VERSION ]] || WANT=("${PKGS[@]/%/=$VERSION}")
+[[ ${#WANT[@]} -eq ${#PKGS[@]} ]]
 if ! (cd "$DEBS" && apt-get download -q "${WANT[@]}" >&2); then
   $SUDO apt-get update -qq >&2
   (cd "$DEBS" && apt-get download -q "${WANT[@]}" >&2)
@@ -152,9 +182,9 @@ fi
 for deb in "$DEBS"/*.deb; do
   dpkg-deb -x "$deb" "$DEST"
 done
-if [[ ! -f $DEST/$LIB_REL || ! -x $DEST/$SMI_REL ]]; then
+if [[ ! -f $DEST/$LIB_REL ]] || [[ -n $SMI_REL && ! -x $DEST/$SMI_REL ]]; then
   echo "fetch.sh: expected files missing after extraction:" >&2
-  ls -l "$DEST/$LIB_REL" "$DEST/$SMI_REL" >&2 || true
+  ls -l "$DEST/$LIB_REL" ${SMI_REL:+"$DEST/$SMI_REL"} >&2 || true
   exit 1
 fi
 for deb in "$DEBS"/*.deb; do

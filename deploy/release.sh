@@ -1,18 +1,136 @@
 #!/usr/bin/env bash
-# Builds the release binary the way it ships, and prints its path:
+# The release: both architectures' binaries, tarballs, an SBOM, checksums
+# and one multi-arch image (an OCI image index), written to dist/:
 #
-#   deploy/release.sh [cargo build flags...]      e.g. --no-default-features
+#   deploy/release.sh [--push REGISTRY] VERSION
+#   deploy/release.sh --binary [deploy/build.sh flags...]
 #
-# It is `cargo build --release --locked` on the toolchain that
-# rust-toolchain.toml pins: a stable compiler, no unstable flags, the
-# standard library as the toolchain ships it, and panic locations kept, so
-# that a crash report names the file and line. Cargo.toml's release
-# profile says how it is optimised.
+# --binary only builds the binary the way it ships and prints its path:
+# it is deploy/build.sh (`cargo build --release --locked`, see there).
 #
-# CARGO_TARGET_DIR chooses where it builds (default target/); the binary is
-# $CARGO_TARGET_DIR/release/gpu-exporter.
+# A release builds linux/amd64 and linux/arm64 (aarch64-unknown-linux-gnu,
+# cross-linked by Debian's gcc-aarch64-linux-gnu, .cargo/config.toml) with
+# `cargo auditable build`, so each binary carries its dependency list
+# (rust-audit-info reads it back), stages each image with
+# deploy/container/stage.sh --arch, and builds Dockerfile.scratch for each
+# platform into one manifest list with buildah. It writes to $DIST
+# (default dist/):
+#
+#   gpu-exporter-VERSION-linux-amd64.tar.gz   the binary, README.md,
+#   gpu-exporter-VERSION-linux-arm64.tar.gz   LICENSE and deploy/
+#   gpu-exporter-VERSION.cdx.json             CycloneDX SBOM of the crates
+#   gpu-exporter-VERSION-image.oci.tar        the image index, OCI archive
+#   SHA256SUMS                                `sha256sum -c SHA256SUMS`
+#
+# The deploy/ in each tarball names the image IMAGE=[REGISTRY/]gpu-exporter:VERSION
+# (the manifests' one image reference, `gpu-exporter:0.1.0` in the source
+# tree). --push REGISTRY copies the whole index there (skopeo copy --all)
+# as REGISTRY/gpu-exporter:VERSION; a registry on localhost or 127.0.0.1 is
+# spoken to over plain HTTP, as docker does.
+#
+# Needs: cargo-auditable (cargo install --locked cargo-auditable), the
+# aarch64 target and cross gcc, buildah, python3 (the SBOM, from `cargo
+# metadata`), and skopeo for --push. Env: CARGO_TARGET_DIR, DIST,
+# CARGO_FLAGS (extra cargo flags, e.g. "--offline -j1"), BUILDAH_FLAGS
+# (global buildah flags, e.g. "--root DIR --runroot DIR"),
+# SOURCE_DATE_EPOCH (default: the last commit's time).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+if [[ "${1:-}" == --binary ]]; then
+  shift
+  exec "$root/deploy/build.sh" "$@"
+fi
+registry=
+while (($#)); do
+  case "$1" in
+    --push) registry="${2:?--push needs a REGISTRY}"; shift ;;
+    --push=*) registry="${1#--push=}" ;;
+    -*) echo "release.sh: unknown option $1" >&2; exit 2 ;;
+    *) break ;;
+  esac
+  shift
+done
+version="${1:-}"
+[[ $version =~ ^[0-9A-Za-z][0-9A-Za-z.+_-]*$ && $# -eq 1 ]] ||
+  { echo "usage: deploy/release.sh [--push REGISTRY] VERSION" >&2; exit 2; }
+registry="${registry%/}"
 cd "$root"
-cargo build --release --locked --bin gpu-exporter "$@" >&2
-echo "${CARGO_TARGET_DIR:-$root/target}/release/gpu-exporter"
+cargo auditable --version >/dev/null 2>&1 ||
+  { echo "release.sh: cargo-auditable is missing (cargo install --locked cargo-auditable)" >&2; exit 1; }
+if [[ -n $registry ]]; then
+  command -v skopeo >/dev/null || { echo "release.sh: --push needs skopeo" >&2; exit 1; }
+fi
+dist="${DIST:-$root/dist}"
+target="${CARGO_TARGET_DIR:-$root/target}"
+# Not exported: ring's build script (through cc) reruns when
+# SOURCE_DATE_EPOCH changes, and the builds must find the tests' ones fresh.
+epoch="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}"
+read -ra cargo_flags <<<"${CARGO_FLAGS:-}"
+read -ra buildah <<<"buildah ${BUILDAH_FLAGS:-}"
+image="${registry:+$registry/}gpu-exporter:$version"
+name="gpu-exporter-release:$version"
+archive="gpu-exporter-$version-image.oci.tar"
+mkdir -p "$dist"
+rm -f "$dist/SHA256SUMS" "$dist/gpu-exporter-$version"[-.]*
+
+# --- binaries, stages and tarballs ----------------------------------------
+tarballs=()
+for arch in amd64 arm64; do
+  case $arch in
+    amd64) build=() ;;
+    arm64) build=(--target aarch64-unknown-linux-gnu) ;;
+  esac
+  bin="$("$root/deploy/build.sh" --auditable "${build[@]}" "${cargo_flags[@]}")"
+  stage="$target/release-stage/$arch"
+  GPU_EXPORTER_BIN="$bin" "$root/deploy/container/stage.sh" --arch "$arch" "$stage"
+
+  pkg="gpu-exporter-$version-linux-$arch"
+  tree="$target/release-stage/$pkg"
+  rm -rf "$tree"
+  mkdir -p "$tree"
+  install -m 0755 "$bin" "$tree/gpu-exporter"
+  install -m 0644 README.md LICENSE "$tree/"
+  cp -R deploy "$tree/deploy"
+  # The manifests' one image reference, filled in for this release.
+  find "$tree/deploy" -name '*.yaml' -exec \
+    sed -i -E "s#^([[:space:]]*image:[[:space:]]*)gpu-exporter:[0-9A-Za-z.+_-]+[[:space:]]*\$#\\1$image#" {} +
+  grep -rqF "image: $image" "$tree/deploy/kubernetes" ||
+    { echo "release.sh: no manifest names $image" >&2; exit 1; }
+  chmod -R u=rwX,go=rX "$tree"
+  tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
+    -C "$(dirname "$tree")" -cf - "$pkg" | gzip -9n >"$dist/$pkg.tar.gz"
+  tarballs+=("$pkg.tar.gz")
+done
+
+# --- the SBOM ---------------------------------------------------------------
+# Offline: the builds above fetched every crate for the two platforms.
+cargo metadata --format-version 1 --locked --offline \
+  --filter-platform x86_64-unknown-linux-gnu --filter-platform aarch64-unknown-linux-gnu \
+  >"$target/release-stage/metadata.json"
+SOURCE_DATE_EPOCH="$epoch" python3 "$root/deploy/sbom.py" "$version" <"$target/release-stage/metadata.json" \
+  >"$dist/gpu-exporter-$version.cdx.json"
+
+# --- the image index ------------------------------------------------------
+"${buildah[@]}" manifest rm "$name" >/dev/null 2>&1 || true
+"${buildah[@]}" manifest create "$name" >/dev/null
+for arch in amd64 arm64; do
+  "${buildah[@]}" bud --quiet --isolation chroot --platform "linux/$arch" \
+    --manifest "$name" --timestamp "$epoch" \
+    --label "org.opencontainers.image.version=$version" \
+    --label "org.opencontainers.image.licenses=Apache-2.0" \
+    -f Dockerfile.scratch "$target/release-stage/$arch" >/dev/null
+done
+"${buildah[@]}" manifest push --quiet --all "$name" "oci-archive:$dist/$archive:gpu-exporter:$version"
+
+(cd "$dist" && sha256sum "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" >SHA256SUMS)
+
+if [[ -n $registry ]]; then
+  tls=()
+  [[ $registry == localhost[:/]* || $registry == 127.0.0.1[:/]* || $registry == localhost ]] &&
+    tls=(--dest-tls-verify=false)
+  skopeo copy --quiet --all "${tls[@]}" "oci-archive:$dist/$archive" "docker://$image" >&2
+  echo "release.sh: pushed $image" >&2
+fi
+"${buildah[@]}" manifest rm "$name" >/dev/null 2>&1 || true
+echo "release.sh: $image in $dist:" >&2
+(cd "$dist" && ls -l "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" SHA256SUMS >&2)

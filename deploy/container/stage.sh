@@ -2,13 +2,19 @@
 # Lays out the files of the scratch image (Dockerfile.scratch) in STAGE_DIR
 # (default target/stage), which is then the build context:
 #
-#   deploy/container/stage.sh [STAGE_DIR]
+#   deploy/container/stage.sh [--arch amd64|arm64] [STAGE_DIR]
 #   buildah bud -f Dockerfile.scratch -t gpu-exporter:0.1.0 target/stage
 #
-# It builds the release binary the way it ships (deploy/release.sh), or
-# takes an already built one from $GPU_EXPORTER_BIN, and copies in the binary, glibc's dynamic loader and
-# the glibc libraries that the binary and libnvidia-ml.so.1 link, taken from
-# this machine with symlinks resolved. Nothing else: NVML is dlopened, so
+# It builds the release binary the way it ships (deploy/build.sh), or
+# takes an already built one from $GPU_EXPORTER_BIN, and copies in the
+# binary, glibc's dynamic loader and the glibc libraries that the binary
+# and libnvidia-ml.so.1 link, with symlinks resolved. --arch (default
+# amd64) says which: amd64 takes this machine's own glibc
+# (/lib64/ld-linux-x86-64.so.2, /lib/x86_64-linux-gnu); arm64 builds
+# --target aarch64-unknown-linux-gnu and takes the glibc of Debian's cross
+# sysroot, /usr/aarch64-linux-gnu/lib (libc6-dev-arm64-cross; $ARM64_SYSROOT
+# overrides it), staged as /lib/ld-linux-aarch64.so.1 and
+# /lib/aarch64-linux-gnu. deploy/release.sh stages both. Nothing else: NVML is dlopened, so
 # the binary must be glibc-linked (a static binary cannot dlopen), and the
 # driver's libraries are mounted in at run time by the NVIDIA container
 # toolkit.
@@ -20,9 +26,28 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 musl=x86_64-unknown-linux-musl
 static=false
-if [[ "${1:-}" == --static ]]; then
-  static=true
+arch=amd64
+while (($#)); do
+  case "$1" in
+    --static) static=true ;;
+    --arch) arch="$2"; shift ;;
+    --arch=*) arch="${1#--arch=}" ;;
+    *) break ;;
+  esac
   shift
+done
+case "$arch" in
+  amd64)
+    triple=x86_64-unknown-linux-gnu multiarch=x86_64-linux-gnu
+    loader=/lib64/ld-linux-x86-64.so.2 machine=X86-64 ;;
+  arm64)
+    triple=aarch64-unknown-linux-gnu multiarch=aarch64-linux-gnu
+    loader=/lib/ld-linux-aarch64.so.1 machine=AArch64 ;;
+  *) echo "stage.sh: --arch is amd64 or arm64, not '$arch'" >&2; exit 2 ;;
+esac
+if $static && [[ $arch != amd64 ]]; then
+  echo "stage.sh: the static image is amd64 only" >&2
+  exit 2
 fi
 if $static; then
   stage="${1:-$root/target/stage-static}"
@@ -37,8 +62,10 @@ elif $static; then
   # assembly would need a musl C toolchain.
   (cd "$root" && cargo build --release --locked --no-default-features --bin gpu-exporter --target "$musl")
   bin="${CARGO_TARGET_DIR:-$root/target}/$musl/release/gpu-exporter"
+elif [[ $arch == amd64 ]]; then
+  bin="$("$root/deploy/build.sh")"
 else
-  bin="$("$root/deploy/release.sh")"
+  bin="$("$root/deploy/build.sh" --target "$triple")"
 fi
 [[ -x "$bin" ]] || { echo "stage.sh: $bin is not an executable" >&2; exit 1; }
 
@@ -55,17 +82,23 @@ if $static; then
   exit 0
 fi
 
-loader=/lib64/ld-linux-x86-64.so.2
 interp="$(readelf -l "$bin" | sed -n 's/.*Requesting program interpreter: \(.*\)]/\1/p')"
 [[ "$interp" == "$loader" ]] ||
-  { echo "stage.sh: $bin wants loader '$interp', not $loader (x86-64 glibc)" >&2; exit 1; }
+  { echo "stage.sh: $bin wants loader '$interp', not $loader ($arch glibc)" >&2; exit 1; }
+readelf -h "$bin" | grep -q "Machine:.*$machine" ||
+  { echo "stage.sh: $bin is not an $machine binary ($arch)" >&2; exit 1; }
 
-# The directory this machine's libc.so.6 lives in: every library comes from
-# there, so they all belong to one glibc build.
-libdir="$(dirname "$(ldd "$bin" | awk '$1 == "libc.so.6" { print $3 }')")"
-[[ -d "$libdir" ]] || { echo "stage.sh: cannot find libc.so.6 of $bin" >&2; exit 1; }
+# The directory one glibc build's libraries all come from: for amd64 the
+# one this machine's libc.so.6 lives in; for arm64 the cross sysroot.
+if [[ $arch == amd64 ]]; then
+  libdir="$(dirname "$(ldd "$bin" | awk '$1 == "libc.so.6" { print $3 }')")"
+else
+  libdir="${ARM64_SYSROOT:-/usr/aarch64-linux-gnu}/lib"
+fi
+[[ -e "$libdir/libc.so.6" && -e "$libdir/$(basename "$loader")" ]] ||
+  { echo "stage.sh: no $arch glibc (libc.so.6, $(basename "$loader")) in '$libdir'" >&2; exit 1; }
 
-# What the binary links (libc alone in the shipped build), plus what
+# What the binary links (libc and libgcc_s in the shipped build), plus what
 # libnvidia-ml.so.1 links: libc, libm, libdl, libpthread and librt. Since
 # glibc 2.34 the last three are stubs, kept because the driver names them.
 libs=(libc.so.6 libm.so.6 libdl.so.2 libpthread.so.0 librt.so.1)
@@ -74,20 +107,21 @@ for needed in $(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
 done
 
 rm -rf "$stage"
-mkdir -p "$stage/usr/bin" "$stage/lib64" "$stage/lib/x86_64-linux-gnu" "$stage/etc" \
-  "$stage/usr/lib/x86_64-linux-gnu" "$stage/usr/lib64"
+mkdir -p "$stage/usr/bin" "$stage$(dirname "$loader")" "$stage/lib/$multiarch" "$stage/etc" \
+  "$stage/usr/lib/$multiarch" "$stage/usr/lib64"
 install -m 0755 "$bin" "$stage/usr/bin/gpu-exporter"
-install -m 0755 "$(readlink -f "$loader")" "$stage$loader"
+# The loader from the same glibc as the libraries.
+install -m 0755 "$(readlink -f "$libdir/$(basename "$loader")")" "$stage$loader"
 for lib in "${libs[@]}"; do
   [[ -e "$libdir/$lib" ]] || { echo "stage.sh: $libdir/$lib is missing" >&2; exit 1; }
-  install -m 0644 "$(readlink -f "$libdir/$lib")" "$stage/lib/x86_64-linux-gnu/$lib"
+  install -m 0644 "$(readlink -f "$libdir/$lib")" "$stage/lib/$multiarch/$lib"
 done
 
 # Every library a staged file links must itself be staged.
-for f in "$stage/usr/bin/gpu-exporter" "$stage"/lib/x86_64-linux-gnu/*; do
+for f in "$stage/usr/bin/gpu-exporter" "$stage/lib/$multiarch"/*; do
   for needed in $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'); do
-    [[ -e "$stage/lib/x86_64-linux-gnu/$needed" || "/$needed" == "$loader" ||
-      "$needed" == "ld-linux-x86-64.so.2" ]] ||
+    [[ -e "$stage/lib/$multiarch/$needed" || "/$needed" == "$loader" ||
+      "$needed" == "$(basename "$loader")" ]] ||
       { echo "stage.sh: $(basename "$f") needs $needed, which is not staged" >&2; exit 1; }
   done
 done
@@ -97,6 +131,6 @@ done
 # the host's path), present so nothing is created in the image at start.
 # /etc exists so a toolkit that runs ldconfig can write /etc/ld.so.cache,
 # and this file makes that cache cover both directories.
-printf '%s\n' /usr/lib/x86_64-linux-gnu /usr/lib64 >"$stage/etc/ld.so.conf"
+printf '%s\n' "/usr/lib/$multiarch" /usr/lib64 >"$stage/etc/ld.so.conf"
 chmod -R u=rwX,go=rX "$stage"
 echo "staged $(du -sb "$stage" | cut -f1) bytes in $stage" >&2

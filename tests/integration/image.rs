@@ -23,6 +23,8 @@ const MAX_IMAGE_BYTES: u64 = 6 * 1024 * 1024;
 /// for an image without /etc/debian_version.
 const MULTIARCH: &str = "/usr/lib/x86_64-linux-gnu";
 const LIB64: &str = "/usr/lib64";
+/// The same directory on an arm64 host: one Dockerfile serves both.
+pub(crate) const MULTIARCH_ARM64: &str = "/usr/lib/aarch64-linux-gnu";
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -98,8 +100,8 @@ fn output_within(mut cmd: Command, limit: Duration) -> Output {
 }
 
 /// The release binary (the one the production image carries), built once
-/// per test run the way it ships (`deploy/release.sh`); the size and
-/// memory tests use it too.
+/// per test run the way it ships (`deploy/build.sh`, as `deploy/release.sh`
+/// builds it); the size and memory tests use it too.
 pub fn release_binary() -> &'static Path {
     Variant::Scratch.binary()
 }
@@ -111,37 +113,73 @@ pub fn release_binary_without_tls() -> &'static Path {
     CELL.get_or_init(|| shipped(&["--no-default-features"]))
 }
 
-/// `deploy/release.sh` with `args`, into a target directory of its own
+/// `deploy/build.sh` with `args`, into a target directory of its own
 /// (`cargo test` holds the lock on the usual one), niced and on one job:
 /// it runs beside timing-sensitive tests (the Prometheus comparison), and
-/// LTO with one codegen unit is serial at its end anyway. Both builds
-/// share the standard library it rebuilds.
-fn shipped(args: &[&str]) -> PathBuf {
-    let target = tmp().join("image-release");
+/// LTO with one codegen unit is serial at its end anyway. Every build
+/// shares the standard library it rebuilds, and the release test
+/// (dist.rs) builds in the same directory, so it finds these built.
+/// With `cargo auditable` where it is installed, as the release builds.
+pub(crate) fn shipped(args: &[&str]) -> PathBuf {
+    let target = release_target_dir();
     let mut cmd = Command::new("nice");
     cmd.arg("-n19")
-        .arg(root().join("deploy/release.sh"))
+        .arg(root().join("deploy/build.sh"))
         .args(["--offline", "--quiet", "-j1"])
+        .args(auditable().then_some("--auditable"))
         .args(args)
         .env("CARGO_TARGET_DIR", &target)
         .current_dir(root());
-    if let Some(cargo) = std::env::var_os("CARGO") {
-        // The toolchain that runs the tests builds the binary too.
-        let dir = Path::new(&cargo).parent().unwrap().to_path_buf();
-        let path = std::env::var_os("PATH").unwrap_or_default();
-        let mut paths = vec![dir];
-        paths.extend(std::env::split_paths(&path));
-        cmd.env("PATH", std::env::join_paths(paths).unwrap());
-    }
+    // The toolchain that runs the tests builds the binary too.
+    cmd.env("PATH", toolchain_path());
     let out = output_within(cmd, Duration::from_secs(1800));
     assert!(
         out.status.success(),
-        "deploy/release.sh {args:?}: {}",
+        "deploy/build.sh {args:?}: {}",
         text(&out)
     );
     let bin = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     assert!(bin.is_file(), "{}", bin.display());
     bin
+}
+
+/// Where every shipped build of a test run goes (see [`shipped`]).
+pub(crate) fn release_target_dir() -> PathBuf {
+    tmp().join("image-release")
+}
+
+/// The PATH that puts the toolchain running the tests first.
+pub(crate) fn toolchain_path() -> std::ffi::OsString {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut paths: Vec<PathBuf> = std::env::var_os("CARGO")
+        .map(|cargo| Path::new(&cargo).parent().unwrap().to_path_buf())
+        .into_iter()
+        .collect();
+    paths.extend(std::env::split_paths(&path));
+    std::env::join_paths(paths).unwrap()
+}
+
+/// Whether `cargo auditable` runs. Missing locally: the shipped builds
+/// are plain `cargo build`, said once. Missing in CI: fail.
+pub(crate) fn auditable() -> bool {
+    static CELL: OnceLock<bool> = OnceLock::new();
+    *CELL.get_or_init(|| {
+        let ok = Command::new("cargo")
+            .args(["auditable", "--version"])
+            .env("PATH", toolchain_path())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "cargo-auditable is required in CI (.ci/run installs it)"
+            );
+            eprintln!(
+                "NOTE: cargo-auditable is not installed: the shipped builds here are plain cargo build"
+            );
+        }
+        ok
+    })
 }
 
 /// The two images: the production one and the static simulator-only one.
@@ -169,7 +207,7 @@ impl Variant {
             if self == Variant::Scratch {
                 return shipped(&[]);
             }
-            let target = tmp().join("image-release");
+            let target = release_target_dir();
             let mut cmd = Command::new("nice");
             cmd.arg("-n19")
                 .arg(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
@@ -523,7 +561,10 @@ fn the_image_is_small_runs_as_nobody_and_pins_nvml() {
         .iter()
         .find_map(|e| e.strip_prefix("LD_LIBRARY_PATH="))
         .unwrap_or_else(|| panic!("no LD_LIBRARY_PATH in {:?}", config.env));
-    assert_eq!(path.split(':').collect::<Vec<_>>(), [MULTIARCH, LIB64]);
+    assert_eq!(
+        path.split(':').collect::<Vec<_>>(),
+        [MULTIARCH, MULTIARCH_ARM64, LIB64]
+    );
 
     // The layer is the stage: exactly the binary, the loader and the glibc
     // libraries, and nothing anyone but root could write. libgcc_s is

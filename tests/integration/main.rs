@@ -2,10 +2,12 @@
 //! loopback ports and talks to it over real sockets.
 
 mod abuse;
+mod arm64;
 mod cli;
 mod collectors;
 mod common;
 mod deploy;
+mod dist;
 mod exposition;
 #[cfg(feature = "kubernetes")]
 #[path = "../support/fake_kubelet.rs"]
