@@ -37,22 +37,7 @@ fn in_ci() -> bool {
 pub fn have_arm64() -> bool {
     static CELL: OnceLock<bool> = OnceLock::new();
     *CELL.get_or_init(|| {
-        let sysroot = Command::new("rustc")
-            .current_dir(root())
-            .args(["--print", "sysroot"])
-            .output()
-            .expect("run rustc");
-        let sysroot = String::from_utf8(sysroot.stdout).unwrap();
-        let target = Path::new(sysroot.trim())
-            .join("lib/rustlib")
-            .join(AARCH64)
-            .is_dir();
-        if !target {
-            assert!(
-                !in_ci(),
-                "the {AARCH64} target is required in CI (rust-toolchain.toml names it)"
-            );
-            eprintln!("SKIP: the {AARCH64} target is not installed (rustup target add {AARCH64})");
+        if !crate::image::have_target(AARCH64) {
             return false;
         }
         if !have("aarch64-linux-gnu-gcc", &["--version"]) || !have("qemu-aarch64", &["--version"]) {

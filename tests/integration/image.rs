@@ -273,9 +273,9 @@ impl Variant {
     }
 }
 
-/// Whether the musl target is installed. Missing locally: skip with a
-/// reason. Missing in CI: fail.
-fn have_musl() -> bool {
+/// Whether the rustup `target` is installed. Missing locally: skip with
+/// a reason. Missing in CI: fail.
+pub fn have_target(target: &str) -> bool {
     let sysroot = Command::new("rustc")
         .current_dir(root())
         .args(["--print", "sysroot"])
@@ -284,14 +284,14 @@ fn have_musl() -> bool {
     let sysroot = String::from_utf8(sysroot.stdout).unwrap();
     let ok = Path::new(sysroot.trim())
         .join("lib/rustlib")
-        .join(MUSL)
+        .join(target)
         .is_dir();
     if !ok {
         assert!(
             std::env::var("CI").as_deref() != Ok("true"),
-            "the {MUSL} target is required in CI (.ci/run adds it)"
+            "the {target} target is required in CI (rust-toolchain.toml names it)"
         );
-        eprintln!("SKIP: the {MUSL} target is not installed (rustup target add {MUSL})");
+        eprintln!("SKIP: the {target} target is not installed (rustup target add {target})");
     }
     ok
 }
@@ -694,7 +694,7 @@ fn the_image_without_a_driver_keeps_serving() {
 
 #[test]
 fn the_static_image_serves_the_simulator_and_cannot_load_nvml() {
-    if !have_musl() {
+    if !have_target(MUSL) {
         return;
     }
     let Some(b) = Buildah::new("static") else {
