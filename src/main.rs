@@ -17,6 +17,10 @@ fn main() -> ExitCode {
         Err(e) => return fail(&e.to_string(), 2),
     };
     gpu_exporter::logger::init(config.log_level);
+    #[cfg(feature = "deliberate-panic")]
+    if std::env::var_os("GPU_EXPORTER_DELIBERATE_PANIC").is_some() {
+        panic!("deliberate panic, as GPU_EXPORTER_DELIBERATE_PANIC asks");
+    }
     match gpu_exporter::run(*config) {
         Ok(code) => ExitCode::from(code),
         Err(gpu_exporter::Error::Config(e)) => fail(&e.to_string(), 2),

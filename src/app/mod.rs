@@ -1,6 +1,7 @@
 //! The wiring: check the configuration, start the poller thread, serve
 //! until a signal says stop.
 
+mod listen;
 mod load;
 mod signals;
 
@@ -63,18 +64,15 @@ pub fn run(config: Config) -> Result<u8, Error> {
         return Ok(0);
     }
     let scenario = load::scenario(&config)?;
-    let (listener, probes) = listeners(&config)?;
+    let (listeners, probes) = bind_all(&config)?;
     let plan = pipeline::plan(&config, scenario)?;
     warn_inactive(&rules, &config);
     let bounds = Bounds::new(config.interval, config.max_stale);
 
-    let Some(listener) = listener else {
+    if config.once {
         return Ok(once(plan, rules, &config, bounds));
-    };
-    let addr = listener
-        .local_addr()
-        .map_err(|e| Error::Runtime(e.to_string()))?;
-    let (listener, probes) = watched(listener, probes)?;
+    }
+    let (listeners, probes) = watched(listeners, probes, &config)?;
     let signals = signals::handle()?;
 
     let latest = Arc::new(Latest::new(Published {
@@ -95,10 +93,6 @@ pub fn run(config: Config) -> Result<u8, Error> {
         work,
     };
     start_poller(plan, &config, rules, threads)?;
-    log::info!(
-        "serving GPU metrics on {}",
-        url(config.scheme(), addr, &config.telemetry_path)
-    );
     let shared = Arc::new(http::guard::Shared::default());
     #[cfg(feature = "tls")]
     let web_hups = start_web_watcher(web, &config, &shared)?;
@@ -110,7 +104,8 @@ pub fn run(config: Config) -> Result<u8, Error> {
         .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
     Ok(signals::serve_until_stopped(
         signals,
-        [Some(listener), probes],
+        listeners,
+        probes,
         server,
         move || {
             let _ = hups.send(());
@@ -122,15 +117,21 @@ pub fn run(config: Config) -> Result<u8, Error> {
 }
 
 /// The listeners, bound before anything starts; none for `--once`.
-fn listeners(config: &Config) -> Result<(Option<TcpListener>, Option<TcpListener>), Error> {
+fn bind_all(config: &Config) -> Result<(Vec<TcpListener>, Option<TcpListener>), Error> {
     if config.once {
-        return Ok((None, None));
+        return Ok((Vec::new(), None));
     }
     let probes = match config.probe_address {
-        Some(a) => Some(bind("--web.probe-address", a)?),
+        Some(a) => Some(listen::bind("--web.probe-address", a)?),
         None => None,
     };
-    Ok((Some(bind("--web.listen-address", config.listen)?), probes))
+    let listeners = match config.systemd_socket {
+        true => listen::systemd()?,
+        false => (config.listen.iter())
+            .map(|&a| listen::bind("--web.listen-address", a))
+            .collect::<Result<_, _>>()?,
+    };
+    Ok((listeners, probes))
 }
 
 /// What the poller's thread shares with the others.
@@ -206,21 +207,27 @@ fn warn_inactive(rules: &[alerts::Rule], config: &Config) {
 
 type Listener = async_io::Async<TcpListener>;
 
-/// The listeners, watched by the HTTP thread's reactor.
+/// The listeners, watched by the HTTP thread's reactor, each logged with
+/// the address it is bound to.
 fn watched(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     probes: Option<TcpListener>,
-) -> Result<(Listener, Option<Listener>), Error> {
-    let listener = async_io::Async::new(listener).map_err(|e| Error::Runtime(e.to_string()))?;
+    config: &Config,
+) -> Result<(Vec<Listener>, Option<Listener>), Error> {
+    let watch = |l: TcpListener, scheme: &str, path: &str, what: &str| {
+        let at = l.local_addr().map_err(|e| Error::Runtime(e.to_string()))?;
+        log::info!("serving {what} on {}", url(scheme, at, path));
+        async_io::Async::new(l).map_err(|e| Error::Runtime(e.to_string()))
+    };
+    let (scheme, path) = (config.scheme(), config.telemetry_path.as_str());
+    let listeners = (listeners.into_iter())
+        .map(|l| watch(l, scheme, path, "GPU metrics"))
+        .collect::<Result<_, _>>()?;
     let probes = match probes {
-        Some(p) => {
-            let at = p.local_addr().map_err(|e| Error::Runtime(e.to_string()))?;
-            log::info!("serving probes on {}", url("http", at, "/healthz"));
-            Some(async_io::Async::new(p).map_err(|e| Error::Runtime(e.to_string()))?)
-        }
+        Some(p) => Some(watch(p, "http", "/healthz", "probes")?),
         None => None,
     };
-    Ok((listener, probes))
+    Ok((listeners, probes))
 }
 
 /// The alert evaluator's thread; once the first collection is judged, the
@@ -284,15 +291,10 @@ fn once(plan: pipeline::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds:
     0
 }
 
-fn bind(flag: &str, addr: SocketAddr) -> Result<TcpListener, ConfigError> {
-    TcpListener::bind(addr)
-        .map_err(|e| ConfigError(format!("{flag}: cannot listen on {addr}: {e}")))
-}
-
-/// The URL to print: `localhost` for a wildcard address.
+/// The URL to print, with the address as bound (`[::]` is every
+/// interface, IPv6 and IPv4).
 fn url(scheme: &str, addr: SocketAddr, path: &str) -> String {
     match addr {
-        a if a.ip().is_unspecified() => format!("{scheme}://localhost:{}{path}", a.port()),
         SocketAddr::V6(a) => format!("{scheme}://[{}]:{}{path}", a.ip(), a.port()),
         SocketAddr::V4(a) => format!("{scheme}://{a}{path}"),
     }

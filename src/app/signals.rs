@@ -26,15 +26,16 @@ pub fn handle() -> Result<Signals, Error> {
 
 /// Serves until SIGTERM or SIGINT, calling `reload` on each SIGHUP (it
 /// must not block: it runs on the HTTP thread); the exit code: 0, or
-/// 128 + the signal that cut the drain short. `listeners`: the main one,
-/// and the probe listener if there is one.
+/// 128 + the signal that cut the drain short. `listeners` serve
+/// everything, `probes` (if given) only `/healthz` and `/readyz`; all
+/// share `server`'s connection cap and response slots.
 pub fn serve_until_stopped(
     mut signals: Signals,
-    listeners: [Option<Async<TcpListener>>; 2],
+    listeners: Vec<Async<TcpListener>>,
+    probes: Option<Async<TcpListener>>,
     server: Rc<Server>,
     mut reload: impl FnMut(),
 ) -> u8 {
-    let [main, probes] = listeners;
     let ex = LocalExecutor::new();
     smol::block_on(ex.run(async {
         let stop = async {
@@ -47,18 +48,15 @@ pub fn serve_until_stopped(
             }
         };
         let serving = async {
-            let main = async {
-                if let Some(l) = main {
-                    http::accept::serve(&ex, l, server.clone(), false).await;
-                }
-            };
-            let probes = async {
-                match probes {
-                    Some(l) => http::accept::serve(&ex, l, server.clone(), true).await,
-                    None => std::future::pending().await,
-                }
-            };
-            main.or(probes).await;
+            let all = listeners.into_iter().map(|l| (l, false));
+            let all = all.chain(probes.map(|l| (l, true)));
+            // Each accept loop runs until the executor is dropped.
+            let never = std::future::pending().boxed_local();
+            all.fold(never, |others, (l, probes)| {
+                let accept = http::accept::serve(&ex, l, server.clone(), probes);
+                others.or(accept).boxed_local()
+            })
+            .await;
             Signal::Term
         };
         let sig = serving.or(stop).await;

@@ -89,11 +89,16 @@ pub static FLAGS: &[Flag] = &[
         "--web.listen-address",
         "ADDR",
         ":9400",
-        "where to serve; :PORT means every IPv4 interface",
+        "where to serve, given once per address: :PORT means every interface, IPv6 and IPv4 (0.0.0.0 on a host without IPv6); the listeners share one connection cap",
         |c, v| {
-            c.listen = parse_listen(v)?;
+            c.listen.push(parse_listen(v)?);
             Ok(())
         },
+    ),
+    switch(
+        "--web.systemd-socket",
+        "serve on the sockets systemd passes (socket activation, LISTEN_FDS) instead of --web.listen-address",
+        Action::Switch(|c| c.systemd_socket = true),
     ),
     set(
         "--web.telemetry-path",
@@ -492,7 +497,11 @@ where
 {
     use lexopt::prelude::*;
     let bad = |m: String| ConfigError(m);
-    let mut c = Config::default();
+    // The listen addresses given replace the default one.
+    let mut c = Config {
+        listen: Vec::new(),
+        ..Config::default()
+    };
     // Collector flags: the last word on each wins, whatever the order
     // relative to --collector.disable-defaults.
     let mut chosen: [Option<bool>; Collector::COUNT] = [None; Collector::COUNT];
@@ -550,12 +559,16 @@ where
                 Some(false) => set.without(collector),
                 None => set,
             });
+    if c.listen.is_empty() {
+        c.listen = Config::default().listen;
+    }
     Ok(Command::Run(Box::new(c)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Listen;
 
     /// The README's flag table is [`readme_table`], of the default build.
     #[test]
@@ -574,7 +587,7 @@ mod tests {
     #[test]
     fn defaults_and_flags() {
         let c = run(&[]).unwrap();
-        assert_eq!(c.listen.to_string(), "0.0.0.0:9400");
+        assert_eq!(c.listen, [Listen::Any(9400)]);
         assert_eq!(c.interval, Duration::from_secs(1));
         let c = run(&[
             "--web.listen-address",
@@ -583,7 +596,15 @@ mod tests {
             "--once",
         ])
         .unwrap();
-        assert_eq!(c.listen.to_string(), "[::1]:0");
+        assert_eq!(c.listen, [Listen::At("[::1]:0".parse().unwrap())]);
+        let c = run(&[
+            "--web.listen-address=:9500",
+            "--web.listen-address=127.0.0.1:9401",
+        ])
+        .unwrap();
+        assert_eq!(c.listen.len(), 2);
+        assert_eq!(c.listen[0], Listen::Any(9500));
+        assert_eq!(c.listen[1].to_string(), "127.0.0.1:9401");
         assert_eq!(c.interval, Duration::from_millis(250));
         assert!(c.once);
     }
@@ -596,6 +617,8 @@ mod tests {
             (&["--collect.interval", "0s"], "--collect.interval"),
             (&["--source", "dcgm"], "--source"),
             (&["--web.listen-address", "nowhere"], "--web.listen-address"),
+            (&["--web.listen-address", ":http"], "--web.listen-address"),
+            (&["--web.listen-address", ":65536"], "--web.listen-address"),
             (&["--web.telemetry-path", "metrics"], "--web.telemetry-path"),
             (
                 &["--web.telemetry-path", "/m\r\nX: y"],

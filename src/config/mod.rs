@@ -7,9 +7,9 @@ mod values;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
 pub use flags::{FLAGS, Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, parse_args, usage};
+pub use values::Listen;
 
 use std::fmt;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -107,8 +107,10 @@ impl Default for Kubernetes {
 /// Everything the flags set.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// `--web.listen-address`.
-    pub listen: SocketAddr,
+    /// `--web.listen-address`, each one given (the default when none is).
+    pub listen: Vec<Listen>,
+    /// `--web.systemd-socket`: the listeners systemd passed instead.
+    pub systemd_socket: bool,
     /// `--web.telemetry-path`.
     pub telemetry_path: String,
     /// The other `--web.*` flags.
@@ -167,7 +169,7 @@ pub struct Config {
     pub web_config: Option<PathBuf>,
     /// `--web.probe-address`: a plain-HTTP listener for `/healthz` and
     /// `/readyz` only.
-    pub probe_address: Option<SocketAddr>,
+    pub probe_address: Option<Listen>,
     /// `--web.open-probes`: `/healthz` and `/readyz` need no basic auth.
     pub open_probes: bool,
 }
@@ -175,7 +177,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Config {
         Config {
-            listen: SocketAddr::from(([0, 0, 0, 0], 9400)),
+            listen: vec![Listen::Any(9400)],
+            systemd_socket: false,
             telemetry_path: "/metrics".into(),
             limits: Limits::default(),
             source: None,

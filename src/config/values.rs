@@ -116,19 +116,39 @@ pub(super) fn parse_source(s: &str) -> Result<Option<SourceKind>, String> {
     }
 }
 
-/// `:9400` listens on every IPv4 interface, as node_exporter does.
-pub(super) fn parse_listen(s: &str) -> Result<SocketAddr, String> {
-    let full = if s.starts_with(':') {
-        format!("0.0.0.0{s}")
-    } else {
-        s.to_string()
-    };
-    if let Ok(a) = full.parse() {
-        return Ok(a);
+/// Where a listener binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    /// `:PORT`: every interface, IPv6 and IPv4 on one dual-stack `[::]`
+    /// socket, or `0.0.0.0` on a host without IPv6, as node_exporter does.
+    Any(u16),
+    /// `HOST:PORT`, resolved once, at start.
+    At(SocketAddr),
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match self {
+            Listen::Any(port) => write!(f, ":{port}"),
+            Listen::At(a) => write!(f, "{a}"),
+        }
+    }
+}
+
+pub(super) fn parse_listen(s: &str) -> Result<Listen, String> {
+    if let Some(port) = s.strip_prefix(':') {
+        return port
+            .parse()
+            .map(Listen::Any)
+            .map_err(|_| format!("{s:?} is not :PORT"));
+    }
+    if let Ok(a) = s.parse() {
+        return Ok(Listen::At(a));
     }
     // Host names resolve once, at start ("localhost:9400").
-    full.to_socket_addrs()
+    s.to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
+        .map(Listen::At)
         .ok_or_else(|| format!("{s:?} is not HOST:PORT"))
 }

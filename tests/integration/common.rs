@@ -32,9 +32,17 @@ impl Exporter {
     /// as it says where it serves: its first collection may still be going.
     pub fn serving(mut cmd: Command, args: &[&str]) -> Exporter {
         // The simulator unless a test says otherwise (a later flag wins),
-        // so a machine with a GPU runs the same tests.
+        // so a machine with a GPU runs the same tests; a free loopback port
+        // unless it names where (each --web.listen-address adds one).
+        let listens = args.iter().any(|a| a.starts_with("--web.listen-address"));
         let mut child = cmd
-            .args(["--source", "sim", "--web.listen-address", "127.0.0.1:0"])
+            .args(["--source", "sim"])
+            .args(
+                (!listens)
+                    .then_some(["--web.listen-address", "127.0.0.1:0"])
+                    .into_iter()
+                    .flatten(),
+            )
             .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

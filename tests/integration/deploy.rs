@@ -701,6 +701,52 @@ fn systemd_unit_is_hardened_and_verifies() {
     assert!(score <= 3.0, "exposure {score} > 3.0:\n{report}");
 }
 
+/// Socket activation: the .socket unit and the drop-in that adds
+/// `--web.systemd-socket` verify together with the service.
+#[test]
+fn systemd_socket_unit_verifies_with_its_service() {
+    let socket = read("deploy/systemd/gpu-exporter.socket");
+    let dropin = read("deploy/systemd/gpu-exporter.service.d/socket-activation.conf");
+    let sd = directives(&socket);
+    assert_eq!(sd["ListenStream"], ["9400"]);
+    assert_eq!(sd["BindIPv6Only"], ["both"]);
+    let dd = directives(&dropin);
+    let exec = dd["ExecStart"].last().unwrap().to_string();
+    assert_eq!(dd["ExecStart"][0], "", "the drop-in must reset ExecStart");
+    let args: Vec<_> = exec.split(' ').collect();
+    assert!(args.contains(&"--web.systemd-socket"), "{exec}");
+    assert_known_flags(&args);
+    if !have("systemd-analyze", &["--version"]) {
+        return;
+    }
+    let dir = TempDir::new("systemd-socket");
+    let local = |text: &str| {
+        text.replace(
+            "ExecStart=/usr/local/bin/gpu-exporter",
+            &format!("ExecStart={BIN}"),
+        )
+    };
+    let verify = |dropin: &str| {
+        std::fs::create_dir_all(dir.0.join("gpu-exporter.service.d")).unwrap();
+        std::fs::write(dir.0.join("gpu-exporter.socket"), &socket).unwrap();
+        std::fs::write(dir.0.join("gpu-exporter.service"), local(&read(UNIT))).unwrap();
+        let conf = dir.0.join("gpu-exporter.service.d/socket-activation.conf");
+        std::fs::write(conf, dropin).unwrap();
+        let out = Command::new("systemd-analyze")
+            .arg("verify")
+            .arg(dir.0.join("gpu-exporter.socket"))
+            .arg(dir.0.join("gpu-exporter.service"))
+            .output()
+            .unwrap();
+        (out.status.success(), text(&out))
+    };
+    let (ok, out) = verify(&local(&dropin));
+    assert!(ok && out.is_empty(), "{out}");
+    // The drop-in is read: a wrong path in it is reported.
+    let (ok, out) = verify(&dropin.replace("/usr/local/bin/", "/nowhere/"));
+    assert!(!ok && out.contains("/nowhere/gpu-exporter"), "{out}");
+}
+
 // ---------------------------------------------------------- TLS on ----
 
 /// `text` with TLS turned on as the files say: `#tls|` taken off every

@@ -121,6 +121,10 @@ pub fn release_binary_without_tls() -> &'static Path {
 /// (dist.rs) builds in the same directory, so it finds these built.
 /// With `cargo auditable` where it is installed, as the release builds.
 pub(crate) fn shipped(args: &[&str]) -> PathBuf {
+    // Builds with other features write the same path: build and copy the
+    // result out one at a time, so each variant keeps its own binary.
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let target = release_target_dir();
     let mut cmd = Command::new("nice");
     cmd.arg("-n19")
@@ -140,7 +144,14 @@ pub(crate) fn shipped(args: &[&str]) -> PathBuf {
     );
     let bin = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     assert!(bin.is_file(), "{}", bin.display());
-    bin
+    let variant: String = (args.join("_").chars())
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let kept = bin.with_file_name(format!("gpu-exporter{variant}"));
+    if kept != bin {
+        std::fs::copy(&bin, &kept).unwrap();
+    }
+    kept
 }
 
 /// Where every shipped build of a test run goes (see [`shipped`]).

@@ -18,6 +18,7 @@ mod image;
 mod kernel_log;
 #[cfg(feature = "kubernetes")]
 mod kubelet;
+mod listen;
 mod lost;
 mod nvidia_real;
 #[path = "../support/pki.rs"]

@@ -38,6 +38,39 @@ fn the_release_binary_without_default_features_is_within_1_5_mib() {
     assert!(size <= MAX_BINARY_WITHOUT_TLS_BYTES, "{size} bytes");
 }
 
+/// A panic in the shipped build says where: the stable build keeps panic
+/// locations (no `-Z location-detail=none`), so a crash report names the
+/// file and line, and it aborts (`panic = "abort"`).
+#[test]
+fn a_release_build_panic_names_its_file_and_line() {
+    let bin = crate::image::shipped(&["--features", "deliberate-panic"]);
+    let main = include_str!("../../src/main.rs");
+    let line = 1 + main
+        .lines()
+        .position(|l| l.contains("panic!(\"deliberate panic"))
+        .expect("the trigger in src/main.rs");
+    let out = std::process::Command::new(&bin)
+        .args(["--source", "sim", "--once"])
+        .env("GPU_EXPORTER_DELIBERATE_PANIC", "1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("panicked at src/main.rs:{line}:"))
+            && err.contains("deliberate panic, as GPU_EXPORTER_DELIBERATE_PANIC asks"),
+        "{err}"
+    );
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(6), "{:?}: {err}", out.status);
+    // The shipped binary itself has no trigger.
+    let out = std::process::Command::new(release_binary())
+        .args(["--source", "sim", "--once"])
+        .env("GPU_EXPORTER_DELIBERATE_PANIC", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+}
+
 fn eight_gpus() -> String {
     let gpus = ["{}"; 8].join(",");
     let path = temp_file("ceiling-8.json", &format!(r#"{{"gpus":[{gpus}]}}"#));

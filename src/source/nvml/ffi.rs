@@ -1,4 +1,5 @@
-//! The only unsafe code in the exporter: NVML loaded with `dlopen` at run
+//! NVML's unsafe code (the only other unsafe line claims systemd's sockets,
+//! in app/listen.rs): NVML loaded with `dlopen` at run
 //! time (never linked at build time, so the binary runs on machines
 //! without a driver), each symbol resolved on its own, and safe wrappers.
 //!

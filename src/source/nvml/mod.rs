@@ -1,5 +1,5 @@
 //! The NVML source: the real fleet, read through `libnvidia-ml.so.1`
-//! loaded at run time (see `nvml/ffi.rs`, the only unsafe code).
+//! loaded at run time (see `nvml/ffi.rs`, all of its unsafe code).
 //!
 //! The source never gives up: when the library will not load or NVML will
 //! not initialise (no driver yet, driver being upgraded), `collect` fails
