@@ -1,0 +1,168 @@
+//! The `dcgm` collector through the binary: dcgm-exporter's names, labels
+//! and units over the simulated fleet, beside our own families; its
+//! counters file's edge cases.
+
+use crate::common::{Exporter, have, pipe, run, temp_file, value};
+
+/// The labels of `body`'s first `name{gpu="0",` sample, in order.
+fn label_names(body: &str, name: &str) -> Vec<String> {
+    let line = body
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{gpu=\"0\",")))
+        .unwrap_or_else(|| panic!("no {name} for gpu 0"));
+    let set = &line[line.find('{').unwrap() + 1..line.rfind('}').unwrap()];
+    set.split("\",")
+        .map(|kv| kv.split('=').next().unwrap().to_string())
+        .collect()
+}
+
+/// dcgm-exporter's label set on a whole GPU, its host label spelled `host`.
+fn assert_labels(body: &str, host: &str) {
+    let want = ["gpu", "UUID", "pci_bus_id", "device", "modelName", host];
+    let got = label_names(body, "DCGM_FI_DEV_GPU_TEMP");
+    assert_eq!(got[..6], want);
+    assert_eq!(got[6..], ["DCGM_FI_DRIVER_VERSION"]);
+}
+
+const GPU0: &str = "{gpu=\"0\",";
+
+#[test]
+fn units_are_dcgm_exporters_beside_our_own() {
+    let e = Exporter::start(&["--collector.dcgm"]);
+    let body = e.metrics(None).body;
+    let ours = |n: &str| value(&body, &format!("{n}{GPU0}")).unwrap_or_else(|| panic!("{n}"));
+    let theirs = |n: &str| value(&body, &format!("{n}{GPU0}")).unwrap_or_else(|| panic!("{n}"));
+    let mib = 1024.0 * 1024.0;
+    for (dcgm, native, scale) in [
+        ("DCGM_FI_DEV_SM_CLOCK", "gpu_sm_clock_hertz", 1e-6),
+        ("DCGM_FI_DEV_MEM_CLOCK", "gpu_memory_clock_hertz", 1e-6),
+        ("DCGM_FI_DEV_FB_USED", "gpu_memory_used_bytes", 1.0 / mib),
+        ("DCGM_FI_DEV_GPU_TEMP", "gpu_temperature_celsius", 1.0),
+        ("DCGM_FI_DEV_POWER_USAGE", "gpu_power_usage_watts", 1.0),
+        ("DCGM_FI_DEV_GPU_UTIL", "gpu_utilization_ratio", 100.0),
+    ] {
+        let (t, o) = (theirs(dcgm), ours(native) * scale);
+        assert!(
+            (t - o).abs() < 1e-6 * o.abs().max(1.0),
+            "{dcgm} {t} vs {native} {o}"
+        );
+    }
+    // Energy moves between the two reads of one scrape only by rounding.
+    let (t, o) = (
+        theirs("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+        ours("gpu_energy_joules_total") * 1000.0,
+    );
+    assert!((t - o).abs() <= 1.0, "energy {t} mJ vs {o}");
+    assert_labels(&body, "hostname");
+    assert!(body.contains(",device=\"nvidia0\","), "device label");
+    // The series budget per GPU with both on: ours, plus at most one per
+    // served field of the default file (19: 26 fields, 6 not servable, one
+    // a label).
+    let per_gpu = |p: &str| {
+        body.lines()
+            .filter(|l| l.starts_with(p) && l.contains(GPU0))
+            .count()
+    };
+    let dcgm = per_gpu("DCGM_");
+    let all = per_gpu("");
+    assert_eq!(dcgm, 19, "dcgm series for gpu 0");
+    assert!(all <= 130, "{all} series for gpu 0 with both on");
+}
+
+#[test]
+fn only_theirs_with_the_defaults_off() {
+    let e = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let body = e.metrics(None).body;
+    let gpu_families: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("gpu_") && !l.starts_with("gpu_exporter_"))
+        .collect();
+    assert!(gpu_families.is_empty(), "{gpu_families:?}");
+    // The calls its fields need are still made.
+    for f in [
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    ] {
+        assert!(body.contains(&format!("{f}{GPU0}")), "{f}");
+    }
+    assert!(
+        body.contains("gpu_exporter_collect_success"),
+        "self metrics stay"
+    );
+    if have("promtool", &["--version"]) {
+        let out = pipe("promtool", &["check", "metrics"], &body);
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        // It parses; what the lint says is dcgm-exporter's naming, nothing else.
+        assert_eq!(out.status.code(), Some(3), "{text}");
+        for l in text.lines() {
+            assert!(
+                l.contains("camelCase")
+                    || l.contains("\"_total\" suffix")
+                    || l.contains("should not include type"),
+                "{l}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_counters_file_with_comments_labels_and_spaces() {
+    let file = temp_file(
+        "dcgm-counters.csv",
+        "# mine\n\n   # indented comment\n  DCGM_FI_DEV_GPU_TEMP ,  gauge , GPU temperature (in C).\n\
+         #DCGM_FI_DEV_SM_CLOCK, gauge, off\nDCGM_FI_DRIVER_VERSION,label,Driver\n\
+         DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, not servable\n",
+    );
+    let e = Exporter::start(&[
+        "--collector.disable-defaults",
+        "--collector.dcgm",
+        "--compat.dcgm-counters",
+        file.to_str().unwrap(),
+        "--compat.dcgm-old-hostname",
+    ]);
+    e.wait_log(
+        "dcgm: DCGM_FI_PROF_GR_ENGINE_ACTIVE is left out: it needs GPM",
+        std::time::Duration::from_secs(5),
+    );
+    let body = e.metrics(None).body;
+    let families: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("# TYPE DCGM"))
+        .collect();
+    assert_eq!(families, ["# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]);
+    assert_labels(&body, "Hostname");
+}
+
+#[test]
+fn an_unknown_field_or_a_malformed_line_is_exit_code_2() {
+    for (name, text, says) in [
+        (
+            "unknown.csv",
+            "DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_NOPE, gauge, x\n",
+            ":2: unknown field",
+        ),
+        ("malformed.csv", "DCGM_FI_DEV_GPU_TEMP\n", ":1: expected"),
+        (
+            "badtype.csv",
+            "DCGM_FI_DEV_GPU_TEMP, histogram, t\n",
+            "not gauge, counter or label",
+        ),
+    ] {
+        let file = temp_file(name, text);
+        let out = run(&[
+            "--collector.dcgm",
+            "--compat.dcgm-counters",
+            file.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--compat.dcgm-counters") && err.contains(says),
+            "{err}"
+        );
+    }
+}
