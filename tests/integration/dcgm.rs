@@ -166,3 +166,67 @@ fn an_unknown_field_or_a_malformed_line_is_exit_code_2() {
         );
     }
 }
+
+/// The lines of `family` in `body`.
+fn lines<'a>(body: &'a str, family: &str) -> Vec<&'a str> {
+    let p = format!("{family}{{");
+    body.lines().filter(|l| l.starts_with(&p)).collect()
+}
+
+#[test]
+fn the_fake_nvml_fleet_in_dcgm_units() {
+    use crate::sources::{fake_nvml::Fixture, fleet, gpu, nvml_args, start};
+    let gpus: Vec<String> = (0..8)
+        .map(|i| gpu(i, if i == 3 { r#","minor":7"# } else { "" }))
+        .collect();
+    let f = Fixture::new("dcgm-fleet", &fleet(&gpus));
+    let mut args = nvml_args(&f);
+    args.extend(["--collector.disable-defaults", "--collector.dcgm"].map(String::from));
+    let e = start(&args);
+    let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
+        lines(b, "DCGM_FI_DEV_GPU_TEMP").len() == 8
+    });
+    // The fake's raw values: 1980 MHz, 44983939072 B used, 123456 mJ, 350000 mW.
+    for (family, want) in [
+        ("DCGM_FI_DEV_SM_CLOCK", 1980.0),
+        ("DCGM_FI_DEV_MEM_CLOCK", 2619.0),
+        ("DCGM_FI_DEV_FB_USED", 44983939072.0 / 1048576.0),
+        ("DCGM_FI_DEV_FB_RESERVED", 512.0),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 123456.0),
+        ("DCGM_FI_DEV_POWER_USAGE", 350.0),
+    ] {
+        let l = lines(&body, family);
+        assert_eq!(l.len(), 8, "{family}");
+        let v: f64 = l[0].rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((v - want).abs() < 1e-6, "{family}: {v} vs {want}");
+    }
+    let temps = lines(&body, "DCGM_FI_DEV_GPU_TEMP");
+    assert!(temps[3].contains(",device=\"nvidia7\","), "{}", temps[3]);
+    assert!(temps[0].contains(",device=\"nvidia0\","), "{}", temps[0]);
+    assert!(temps[7].ends_with(" 57"), "{}", temps[7]);
+    assert!(temps[0].contains("DCGM_FI_DRIVER_VERSION=\"550.54.15\""));
+}
+
+#[test]
+fn mig_instances_carry_gpu_i_profile_and_gpu_i_id() {
+    use crate::sources::{fake_nvml::Fixture, fleet, nvml_args, start};
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","bus_id":"00000000:18:00.0","temperature":50,
+        "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
+        "mig":[
+          {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}}
+        ]}"#;
+    let f = Fixture::new("dcgm-mig", &fleet(&[mig.to_string()]));
+    let mut args = nvml_args(&f);
+    args.extend(["--collector.dcgm", "--compat.dcgm-no-hostname"].map(String::from));
+    let e = start(&args);
+    let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
+        b.contains("GPU_I_ID=\"1\"")
+    });
+    let used = lines(&body, "DCGM_FI_DEV_FB_USED");
+    assert_eq!(used.len(), 2, "{used:?}");
+    assert_eq!(
+        used[1],
+        "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-mig-parent\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 2813.02734375"
+    );
+}
