@@ -230,3 +230,26 @@ fn mig_instances_carry_gpu_i_profile_and_gpu_i_id() {
         "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-mig-parent\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 2813.02734375"
     );
 }
+
+#[test]
+fn the_compat_recording_rules_pass_promtool() {
+    if !have("promtool", &["--version"]) {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for args in [
+        ["check", "rules", "deploy/prometheus/dcgm-compat-rules.yml"],
+        ["test", "rules", "tests/promtool/dcgm-compat.test.yml"],
+    ] {
+        let out = std::process::Command::new("promtool")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = crate::common::output_text(&out);
+        assert!(
+            out.status.success() && text.contains("SUCCESS"),
+            "{args:?}: {text}"
+        );
+    }
+}
