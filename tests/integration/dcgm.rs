@@ -253,3 +253,129 @@ fn the_compat_recording_rules_pass_promtool() {
         );
     }
 }
+
+/// Each series of a Prometheus instant-query answer: (labels, value).
+fn answer(body: &str) -> Vec<(String, f64)> {
+    body.split(r#"{"metric":{"#)
+        .skip(1)
+        .map(|s| {
+            let labels = s[..s.find('}').unwrap()].to_string();
+            let v = s
+                .split(r#""value":["#)
+                .nth(1)
+                .and_then(|v| v.split('"').nth(1));
+            (labels, v.and_then(|v| v.parse().ok()).unwrap_or(f64::NAN))
+        })
+        .collect()
+}
+
+/// A real Prometheus scrapes the drop-in (job dcgm) and a native exporter
+/// (job native) with the compat rules: dashboard 12239's queries and
+/// variables and common dcgm alerts get one series per GPU from the
+/// drop-in, and the rules agree with it.
+#[test]
+fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
+    use crate::deploy::{Prometheus, urlencode};
+    use std::time::{Duration, Instant};
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let dropin = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let native = Exporter::start(&[]);
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/prometheus/dcgm-compat-rules.yml");
+    let mut prom = Prometheus::with_config(
+        &format!("prometheus-dcgm-{}", dropin.addr.port()),
+        &format!(
+            "rule_files:\n  - '{}'\nscrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: ['{}']\n  - job_name: native\n    static_configs:\n      - targets: ['{}']\n",
+            rules.display(),
+            dropin.addr,
+            native.addr
+        ),
+    );
+    let mut query = |q: &str| -> Vec<(String, f64)> {
+        let deadline = Instant::now() + Duration::from_secs(45);
+        loop {
+            let got = prom
+                .get(&format!("/api/v1/query?query={}", urlencode(q)))
+                .filter(|(status, _)| *status == 200)
+                .map(|(_, body)| answer(&body))
+                .unwrap_or_default();
+            if !got.is_empty() || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    let (instance, gpu) = (dropin.addr.to_string(), "0|1|2|3");
+    let sel = format!("{{instance=~\"{instance}\", gpu=~\"{gpu}\"}}");
+    for family in [
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    ] {
+        let got = query(&format!("{family}{sel}"));
+        assert_eq!(got.len(), 4, "{family}: {got:?}");
+        assert!(got.iter().all(|(_, v)| v.is_finite()), "{family}: {got:?}");
+        // The recording rules give the drop-in's values, per GPU.
+        let recorded = query(&format!("{family}{{job=\"native\"}}"));
+        assert_eq!(recorded.len(), 4, "{family} recorded: {recorded:?}");
+        let by_gpu = |s: &[(String, f64)], g: &str| {
+            s.iter()
+                .find(|(l, _)| l.contains(&format!("\"gpu\":\"{g}\"")))
+                .map(|(_, v)| *v)
+                .unwrap()
+        };
+        for g in ["0", "1", "2", "3"] {
+            let (a, b) = (by_gpu(&got, g), by_gpu(&recorded, g));
+            assert!(
+                (a - b).abs() <= 1e-6 * a.abs().max(1.0),
+                "{family} gpu {g}: {a} vs {b}"
+            );
+        }
+    }
+    let clock = query(&format!("DCGM_FI_DEV_SM_CLOCK{sel} * 1000000"));
+    assert_eq!(clock.len(), 4, "{clock:?}");
+    assert!(clock.iter().any(|(_, v)| *v == 1.41e9), "{clock:?}");
+    for agg in ["avg", "sum"] {
+        let got = query(&format!("{agg}(DCGM_FI_DEV_GPU_TEMP{sel})"));
+        assert_eq!(got.len(), 1, "{agg}: {got:?}");
+    }
+    // The variables: label_values(DCGM_FI_DEV_GPU_TEMP, instance|gpu).
+    let label = |name: &str, prom: &mut Prometheus| -> String {
+        prom.get(&format!(
+            "/api/v1/label/{name}/values?match[]={}",
+            urlencode("DCGM_FI_DEV_GPU_TEMP")
+        ))
+        .map(|(_, b)| b)
+        .unwrap_or_default()
+    };
+    assert!(label("instance", &mut prom).contains(&instance));
+    assert!(label("gpu", &mut prom).contains(r#"["0","1","2","3"]"#));
+    let mut query = |q: &str| {
+        prom.get(&format!("/api/v1/query?query={}", urlencode(q)))
+            .map(|(_, b)| answer(&b))
+            .unwrap_or_default()
+    };
+    // Common dcgm alerts: the hot GPU 1 fires; the others evaluate to none.
+    let hot = query(&format!(
+        "DCGM_FI_DEV_GPU_TEMP{{instance=\"{instance}\"}} > 80"
+    ));
+    assert_eq!(hot.len(), 1, "{hot:?}");
+    assert!(hot[0].0.contains(r#""gpu":"1""#), "{hot:?}");
+    for (q, want) in [
+        (
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{job=\"dcgm\"} > 0",
+            0,
+        ),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE{job=\"dcgm\"} == 1", 0),
+        (
+            "DCGM_FI_DEV_FB_USED{job=\"dcgm\"} / (DCGM_FI_DEV_FB_USED{job=\"dcgm\"} + DCGM_FI_DEV_FB_FREE{job=\"dcgm\"}) >= 0",
+            4,
+        ),
+    ] {
+        assert_eq!(query(q).len(), want, "{q}");
+    }
+}
