@@ -379,3 +379,36 @@ fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
         assert_eq!(query(q).len(), want, "{q}");
     }
 }
+
+/// An nvidia-smi capture (an RTX 4080 SUPER under load) in dcgm's units:
+/// its own MiB, MHz, W and % come back as they were printed.
+#[test]
+fn an_smi_capture_in_dcgm_units() {
+    let csv = include_str!("../fixtures/nvidia-smi/querygpu_rtx4080super_595.71.05_load.csv");
+    let smi = crate::sources::fake_smi("dcgm-rtx4080", csv);
+    let e = Exporter::start(&[
+        "--source",
+        "smi",
+        "--smi.path",
+        smi.to_str().unwrap(),
+        "--xid.kmsg",
+        "",
+        "--collector.disable-defaults",
+        "--collector.dcgm",
+    ]);
+    let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
+        b.contains("DCGM_FI_DEV_GPU_TEMP{")
+    });
+    for (family, want) in [
+        ("DCGM_FI_DEV_GPU_TEMP", 46.0),
+        ("DCGM_FI_DEV_FB_USED", 1474.0),
+        ("DCGM_FI_DEV_SM_CLOCK", 2805.0),
+        ("DCGM_FI_DEV_POWER_USAGE", 84.24),
+        ("DCGM_FI_DEV_GPU_UTIL", 7.0),
+    ] {
+        let v = value(&body, &format!("{family}{GPU0}")).unwrap_or_else(|| panic!("{family}"));
+        assert!((v - want).abs() < 1e-9 * want, "{family}: {v} vs {want}");
+    }
+    assert!(body.contains("modelName=\"NVIDIA GeForce RTX 4080 SUPER\""));
+    assert!(body.contains("DCGM_FI_DRIVER_VERSION=\"595.71.05\""));
+}
