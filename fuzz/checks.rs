@@ -217,6 +217,7 @@ pub fn check_scenario_json(data: &[u8]) {
                 kubelet: None,
                 pod_labels: data.len() % 2 == 1,
             },
+            dcgm: None,
         },
         Err(e) => Snapshot {
             error: Some(e.0),

@@ -71,12 +71,12 @@ impl Plan {
         let config = &self.config;
         let smi = || {
             Smi::new(config.smi_path.clone(), config.smi_timeout)
-                .collectors(config.collectors)
+                .collectors(config.reads())
                 .with_spawn_hook(nvml::die_with_parent)
         };
         let nvml = || {
             let options = nvml::Options {
-                collectors: config.collectors,
+                collectors: config.reads(),
                 ..nvml::Options::default()
             };
             Nvml::new(self.library.clone(), options)
@@ -137,7 +137,7 @@ type Owned = (Option<Collector>, Box<dyn Filler>);
 /// collector is off is never built.
 fn fillers(config: &Config) -> Result<Vec<Owned>, ConfigError> {
     let mut fillers: Vec<Owned> = Vec::new();
-    let on = |c| config.collectors.has(c);
+    let on = |c| config.reads().has(c);
     match &config.xid_kmsg {
         _ if !on(Collector::Xid) => {}
         Some(p) if p.as_os_str().is_empty() => {}

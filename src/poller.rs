@@ -7,6 +7,7 @@ use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Rule};
 use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
+use crate::config::dcgm::Dcgm;
 use crate::config::{Collector, Collectors};
 use crate::process;
 use crate::snapshot::{Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
@@ -82,6 +83,8 @@ pub struct Replay {
     pub source: Box<dyn Source>,
     pub steps: Vec<f64>,
     pub collectors: Collectors,
+    /// The collectors whose readings are kept.
+    pub reads: Collectors,
 }
 
 impl Replay {
@@ -93,7 +96,7 @@ impl Replay {
         s.collectors = self.collectors;
         match self.source.collect(at) {
             Ok(mut gpus) => {
-                retain(&mut gpus, self.collectors);
+                retain(&mut gpus, self.reads);
                 s.gpus = gpus;
                 s.error = None;
                 if self.collectors.has(Collector::Models) {
@@ -164,6 +167,11 @@ pub struct Poller {
     /// The collectors the flags turned on; the readings of the others are
     /// left out, whatever the source read.
     collectors: Collectors,
+    /// The collectors whose readings are kept: those on and those the
+    /// dcgm collector's fields show.
+    reads: Collectors,
+    /// The dcgm collector's fields.
+    dcgm: Option<Arc<Dcgm>>,
     /// `--kubernetes.pod-labels`.
     pod_labels: bool,
 }
@@ -176,6 +184,8 @@ impl Poller {
             last_good: None,
             failing: Repeating::new(),
             collectors: Collectors::DEFAULT,
+            reads: Collectors::DEFAULT,
+            dcgm: None,
             pod_labels: false,
         }
     }
@@ -183,6 +193,17 @@ impl Poller {
     /// Runs only `collectors` (the default: [`Collectors::DEFAULT`]).
     pub fn with_collectors(mut self, collectors: Collectors) -> Poller {
         self.collectors = collectors;
+        self.reads = collectors;
+        self
+    }
+
+    /// The dcgm collector's fields, and the readings they show kept
+    /// (call after [`Poller::with_collectors`]).
+    pub fn with_dcgm(mut self, dcgm: Option<Arc<Dcgm>>) -> Poller {
+        if let Some(d) = &dcgm {
+            self.reads = self.collectors.or(d.needs());
+        }
+        self.dcgm = dcgm;
         self
     }
 
@@ -214,6 +235,7 @@ impl Poller {
             source: copy,
             steps,
             collectors: self.collectors,
+            reads: self.reads,
         })
     }
 
@@ -227,7 +249,7 @@ impl Poller {
         match result {
             Ok(mut gpus) => {
                 let on = self.collectors;
-                retain(&mut gpus, on);
+                retain(&mut gpus, self.reads);
                 let s = Snapshot {
                     gpus,
                     models: if on.has(Collector::Models) {
@@ -246,6 +268,7 @@ impl Poller {
                     timings: self.source.timings(),
                     rejected: self.source.rejected(),
                     kubernetes: self.kubernetes(),
+                    dcgm: self.dcgm.clone(),
                 };
                 self.last_good = Some(s.clone());
                 if self.failing.recover() {
@@ -274,6 +297,7 @@ impl Poller {
                 s.process = process;
                 s.collectors = self.collectors;
                 s.kubernetes = self.kubernetes();
+                s.dcgm = self.dcgm.clone();
                 s
             }
         }

@@ -322,6 +322,8 @@ pub struct Snapshot {
     pub rejected: Vec<(&'static str, u64)>,
     /// Pod attribution: the kubelet's state, and the pod labels switch.
     pub kubernetes: Kubernetes,
+    /// The dcgm collector's fields and host label, where it is on.
+    pub dcgm: Option<std::sync::Arc<crate::config::dcgm::Dcgm>>,
 }
 
 /// The reason a snapshot gives before the first collection is done.
@@ -357,6 +359,7 @@ impl Snapshot {
             timings: Timings::default(),
             rejected: Vec::new(),
             kubernetes: Kubernetes::default(),
+            dcgm: None,
         }
     }
 

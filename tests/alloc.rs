@@ -164,3 +164,33 @@ fn the_counter_counts() {
     let snapshot = fleet(4);
     assert_the_counter_counts(|| Scrape::of(&snapshot).render(&mut Vec::new()));
 }
+
+#[test]
+fn a_scrape_with_the_dcgm_collector_allocates_nothing() {
+    use gpu_exporter::config::dcgm::{DEFAULT_COUNTERS, parse};
+    let mut d = parse(DEFAULT_COUNTERS, "default").unwrap();
+    d.hostname = Some("node-\"1\"".into());
+    let mut snapshot = fleet(4);
+    snapshot.collectors = Collectors::ALL;
+    snapshot.dcgm = Some(std::sync::Arc::new(d));
+    snapshot.kubernetes.pod_labels = true;
+    for format in [Format::Text, Format::OpenMetrics] {
+        let (allocations, _) = renders(&snapshot, format);
+        assert_eq!(allocations, 0, "{format:?}: {allocations} allocations");
+    }
+    let text = Scrape::of(&snapshot).text();
+    let temps: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("DCGM_FI_DEV_GPU_TEMP{"))
+        .collect();
+    // One copy per pod on the time-sliced GPU 2, as dcgm-exporter does;
+    // the host name escaped, where dcgm-exporter prints it raw.
+    assert_eq!(temps.len(), 5, "{temps:?}");
+    assert!(
+        temps[2].contains(",hostname=\"node-\\\"1\\\"\","),
+        "{}",
+        temps[2]
+    );
+    let pod = ",pod=\"notebook-alice\",namespace=\"research\",container=\"jupyter\"}";
+    assert!(temps[2].contains(pod), "{}", temps[2]);
+}

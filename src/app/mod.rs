@@ -67,6 +67,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
     let (listeners, probes) = bind_all(&config)?;
     let plan = pipeline::plan(&config, scenario)?;
     warn_inactive(&rules, &config);
+    dcgm_left_out(&config);
     let bounds = Bounds::new(config.interval, config.max_stale);
 
     if config.once {
@@ -153,6 +154,7 @@ fn start_poller(
 ) -> Result<(), Error> {
     let (interval, collectors) = (config.interval, config.collectors);
     let pod_labels = config.kubernetes.pod_labels;
+    let dcgm = config.dcgm.clone();
     std::thread::Builder::new()
         .name("poller".into())
         .spawn(move || {
@@ -161,6 +163,7 @@ fn start_poller(
                 .store(source.kind() == SourceKind::Sim, Ordering::Relaxed);
             Poller::new(source, interval)
                 .with_collectors(collectors)
+                .with_dcgm(dcgm)
                 .with_pod_labels(pod_labels)
                 .run(rules, t.latest, t.reloads, t.work)
         })
@@ -184,6 +187,13 @@ fn server(
     };
     let guard = http::guard::Guard::new(shared, config.open_probes);
     Rc::new(Server::guarded(ctx, config.limits.clone(), guard))
+}
+
+/// The dcgm collector's fields it cannot serve: said once, with why.
+fn dcgm_left_out(config: &Config) {
+    for (name, why) in config.dcgm.iter().flat_map(|d| &d.left_out) {
+        log::info!("dcgm: {name} is left out: {why}");
+    }
 }
 
 /// Rules that read a collector that is off never fire: say so once.
@@ -280,6 +290,7 @@ fn once(plan: pipeline::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds:
     let t0 = unix_now();
     let mut poller = Poller::new(plan.build(t0), config.interval)
         .with_collectors(config.collectors)
+        .with_dcgm(config.dcgm.clone())
         .with_pod_labels(config.kubernetes.pod_labels);
     let (p, evaluator) = judge::settled(&mut poller, rules, bounds, t0);
     log::info!(

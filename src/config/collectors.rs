@@ -49,11 +49,13 @@ pub enum Collector {
     Models,
     /// Per-process GPU memory, bounded per GPU.
     Processes,
+    /// dcgm-exporter's names, labels and units (`--compat.dcgm-counters`).
+    Dcgm,
 }
 
 impl Collector {
     /// How many there are.
-    pub const COUNT: usize = 20;
+    pub const COUNT: usize = 21;
 
     /// Every collector, in order.
     pub const ALL: [Collector; Collector::COUNT] = [
@@ -77,6 +79,7 @@ impl Collector {
         Collector::State,
         Collector::Models,
         Collector::Processes,
+        Collector::Dcgm,
     ];
 
     /// Its name in flags, `collect[]` and the `collector` label.
@@ -93,9 +96,13 @@ impl Collector {
     }
 
     /// On unless turned off: all but the per-link NVLink series (up to 90
-    /// a GPU) and `processes`, whose `pid` label is an opt-in.
+    /// a GPU), `processes`, whose `pid` label is an opt-in, and `dcgm`,
+    /// a second copy of the readings under dcgm-exporter's names.
     pub fn default_on(self) -> bool {
-        !matches!(self, Collector::NvlinkLink | Collector::Processes)
+        !matches!(
+            self,
+            Collector::NvlinkLink | Collector::Processes | Collector::Dcgm
+        )
     }
 
     const fn bit(self) -> u32 {
@@ -124,6 +131,7 @@ const NAMES: [&str; Collector::COUNT] = [
     "state",
     "models",
     "processes",
+    "dcgm",
 ];
 
 /// Every collector name, comma-separated, for messages and `--help`.
@@ -157,8 +165,12 @@ impl Collectors {
     /// Every collector.
     pub const ALL: Collectors = Collectors((1 << Collector::COUNT) - 1);
     /// What runs without any `--collector.*` flag.
-    pub const DEFAULT: Collectors =
-        Collectors(Self::ALL.0 & !Collector::NvlinkLink.bit() & !Collector::Processes.bit());
+    pub const DEFAULT: Collectors = Collectors(
+        Self::ALL.0
+            & !Collector::NvlinkLink.bit()
+            & !Collector::Processes.bit()
+            & !Collector::Dcgm.bit(),
+    );
 
     /// Whether `c` is in the set.
     pub fn has(self, c: Collector) -> bool {
@@ -173,6 +185,11 @@ impl Collectors {
     /// The set but `c`.
     pub fn without(self, c: Collector) -> Collectors {
         Collectors(self.0 & !c.bit())
+    }
+
+    /// The collectors in either set.
+    pub fn or(self, other: Collectors) -> Collectors {
+        Collectors(self.0 | other.0)
     }
 
     /// The collectors in both sets.

@@ -46,7 +46,16 @@ impl Flag {
             .collect();
         self.help
             .replace("{collectors}", &super::collectors::names())
-            .replace("{off}", &off.join(" and "))
+            .replace("{off}", &words(&off))
+    }
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn words(w: &[&str]) -> String {
+    match w.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
@@ -412,6 +421,26 @@ pub static FLAGS: &[Flag] = &[
         "turn collector NAME off: its families are left out and its calls never made",
         Action::Collector(false),
     ),
+    set(
+        "--compat.dcgm-counters",
+        "FILE",
+        "",
+        "the dcgm collector's fields, in dcgm-exporter's counters file format (its -f); default its default-counters.csv. An unknown field or a malformed line is exit code 2",
+        |c, v| {
+            c.dcgm_counters = Some(v.into());
+            Ok(())
+        },
+    ),
+    switch(
+        "--compat.dcgm-old-hostname",
+        "the dcgm collector spells its host label Hostname, as dcgm-exporter before 3.3 did",
+        Action::Switch(|c| c.dcgm_hostname.0 = true),
+    ),
+    switch(
+        "--compat.dcgm-no-hostname",
+        "the dcgm collector leaves out the hostname label (dcgm-exporter's --no-hostname)",
+        Action::Switch(|c| c.dcgm_hostname.1 = true),
+    ),
     switch(
         "--collector.disable-defaults",
         "start from no collector, then turn on those named by --collector.NAME",
@@ -562,7 +591,38 @@ where
     if c.listen.is_empty() {
         c.listen = Config::default().listen;
     }
+    if c.collectors.has(Collector::Dcgm) {
+        c.dcgm = Some(std::sync::Arc::new(load_dcgm(&c)?));
+    }
     Ok(Command::Run(Box::new(c)))
+}
+
+/// The dcgm collector's counters file, its host name and label spelling.
+fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
+    let flag = "--compat.dcgm-counters";
+    let mut d = match &c.dcgm_counters {
+        None => super::dcgm::parse(super::dcgm::DEFAULT_COUNTERS, "default-counters.csv")?,
+        Some(path) => {
+            let text = crate::base::file::read_config(path, 1024 * 1024)
+                .map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))?;
+            super::dcgm::parse(&text, &format!("{flag} {}", path.display()))?
+        }
+    };
+    let (old, none) = c.dcgm_hostname;
+    d.old_hostname = old;
+    d.hostname = (!none).then(host_name);
+    Ok(d)
+}
+
+/// dcgm-exporter's host name: `NODE_NAME` (a DaemonSet sets it from
+/// `spec.nodeName`), else the kernel's.
+fn host_name() -> String {
+    std::env::var("NODE_NAME")
+        .ok()
+        .filter(|n| !n.is_empty())
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|n| n.trim().to_string())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -727,12 +787,18 @@ mod tests {
             .unwrap()
             .help();
         assert!(help.contains(&crate::config::collector_names()), "{help}");
-        for c in Collector::ALL.iter().filter(|c| !c.default_on()) {
-            assert!(
-                help.contains(&format!("all but {}", c.name()))
-                    || help.contains(&format!("and {} are on", c.name()))
-            );
-        }
+        let off = help.split("all but ").nth(1).unwrap();
+        let off = off.split(" are on").next().unwrap();
+        let named: Vec<&str> = off
+            .split([',', ' '])
+            .filter(|w| !w.is_empty() && *w != "and")
+            .collect();
+        let want: Vec<&str> = Collector::ALL
+            .iter()
+            .filter(|c| !c.default_on())
+            .map(|c| c.name())
+            .collect();
+        assert_eq!(named, want, "{help}");
     }
 
     /// The default `--help` states is the default the exporter runs with.

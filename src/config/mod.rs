@@ -2,6 +2,9 @@
 //! names the flag or file, and maps to exit code 2.
 
 mod collectors;
+// Each variant and field is named for the dcgm-exporter field in `FIELDS`.
+#[allow(missing_docs)]
+pub mod dcgm;
 mod flags;
 mod values;
 
@@ -36,6 +39,15 @@ pub enum SourceKind {
 }
 
 impl Config {
+    /// The collectors whose calls are made: those on, and those whose
+    /// readings the dcgm collector's fields show.
+    pub fn reads(&self) -> Collectors {
+        match &self.dcgm {
+            Some(d) => self.collectors.or(d.needs()),
+            None => self.collectors,
+        }
+    }
+
     /// The scheme of the exporter's own URLs: `https` when the web config
     /// turns TLS on (see [`Config::tls`]).
     pub fn scheme(&self) -> &'static str {
@@ -164,6 +176,13 @@ pub struct Config {
     pub rules_file: Option<PathBuf>,
     /// `--collector.*`, `--no-collector.*`: which collectors run.
     pub collectors: Collectors,
+    /// `--compat.dcgm-counters`; `None`: dcgm-exporter's default fields.
+    pub dcgm_counters: Option<PathBuf>,
+    /// `--compat.dcgm-old-hostname`, `--compat.dcgm-no-hostname`.
+    pub dcgm_hostname: (bool, bool),
+    /// The dcgm collector's fields, read once the flags are parsed, where
+    /// it is on.
+    pub dcgm: Option<std::sync::Arc<dcgm::Dcgm>>,
     /// `--web.config.file`: TLS, basic auth, headers and a rate limit, in
     /// exporter-toolkit's schema.
     pub web_config: Option<PathBuf>,
@@ -201,6 +220,9 @@ impl Default for Config {
             scrape_job: "gpu-exporter".into(),
             tls: false,
             rules_file: None,
+            dcgm_counters: None,
+            dcgm_hostname: (false, false),
+            dcgm: None,
             collectors: Collectors::DEFAULT,
             web_config: None,
             probe_address: None,

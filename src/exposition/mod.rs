@@ -4,6 +4,7 @@
 
 mod attribution;
 pub mod catalogue;
+mod dcgm;
 mod format;
 pub mod reason;
 mod writer;
@@ -163,6 +164,10 @@ impl Scrape<'_> {
 
         if !models.is_empty() && on.has(Collector::Models) {
             ttft(&mut w, models);
+        }
+        // A writer of its own: its label sets are not the native ones.
+        if let (Some(d), true) = (&snapshot.dcgm, on.has(Collector::Dcgm)) {
+            dcgm::render(&mut writer(out, format), d, gpus, pod_labels);
         }
     }
 

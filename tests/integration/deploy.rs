@@ -1618,3 +1618,39 @@ fn amtool_checks_the_alertmanager_config() {
         assert_eq!(stdout.trim(), receiver, "{labels:?}: {}", text(&out));
     }
 }
+
+/// The dcgm drop-in's Service and ServiceMonitor carry dcgm-exporter's
+/// Helm labels and port name, and select the DaemonSet's pods, which set
+/// NODE_NAME for the hostname label.
+#[test]
+fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
+    let Some(m) = flatten(&["daemonset.yaml", "dcgm-dropin.yaml"]) else {
+        return;
+    };
+    let pod_labels = map(&m, "DaemonSet/gpu-exporter.spec.template.metadata.labels");
+    let c = "DaemonSet/gpu-exporter.spec.template.spec.containers[gpu-exporter]";
+    expect(
+        &m,
+        &format!("{c}.env[NODE_NAME].valueFrom.fieldRef.fieldPath"),
+        r#""spec.nodeName""#,
+    );
+    let (svc, sm) = ("Service/dcgm-exporter", "ServiceMonitor/dcgm-exporter");
+    for obj in [svc, sm] {
+        expect(
+            &m,
+            &format!("{obj}.metadata.labels.app.kubernetes.io/name"),
+            r#""dcgm-exporter""#,
+        );
+    }
+    expect(&m, &format!("{svc}.spec.ports[metrics].port"), "9400");
+    for (k, v) in &map(&m, &format!("{svc}.spec.selector")) {
+        assert_eq!(pod_labels.get(k), Some(v), "Service selects {k}={v}");
+    }
+    let svc_labels = map(&m, &format!("{svc}.metadata.labels"));
+    let wanted = map(&m, &format!("{sm}.spec.selector.matchLabels"));
+    assert_eq!(wanted.len(), 2, "{wanted:?}");
+    for (k, v) in &wanted {
+        assert_eq!(svc_labels.get(k), Some(v), "ServiceMonitor selects {k}={v}");
+    }
+    expect(&m, &format!("{sm}.spec.endpoints[0].port"), r#""metrics""#);
+}

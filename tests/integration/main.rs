@@ -6,6 +6,7 @@ mod arm64;
 mod cli;
 mod collectors;
 mod common;
+mod dcgm;
 mod deploy;
 mod dist;
 mod exposition;

@@ -1,0 +1,82 @@
+//! Which of our readings each dcgm-exporter field shows, in its unit:
+//! MHz, MiB, mJ since boot, %, W, °C, ns of throttling.
+
+use crate::config::dcgm::Field;
+use crate::snapshot::Readings;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// The value of `f` in dcgm-exporter's unit, where we have the reading.
+pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
+    use Field::*;
+    let h = &r.health;
+    let flag = |b: Option<bool>| b.map(|b| if b { 1.0 } else { 0.0 });
+    let ns = |i: usize| r.clocks_event_seconds_total[i].map(|s| s * 1e9);
+    match f {
+        SmClock => r.sm_clock_hertz.map(|v| v / 1e6),
+        MemClock => r.memory_clock_hertz.map(|v| v / 1e6),
+        MemoryTemp => r.memory_temperature_celsius,
+        GpuTemp => r.temperature_celsius,
+        PowerUsage => r.power_usage_watts,
+        TotalEnergy => r.energy_joules_total.map(|j| j * 1000.0),
+        PcieReplay => r.pcie_replay_errors_total,
+        GpuUtil => r.utilization_ratio.map(|v| v * 100.0),
+        MemCopyUtil => r.memory_utilization_ratio.map(|v| v * 100.0),
+        EncUtil => h.media_ratios[0].map(|v| v * 100.0),
+        DecUtil => h.media_ratios[1].map(|v| v * 100.0),
+        FbFree => r.memory_free_bytes.map(|b| b / MIB),
+        FbUsed => r.memory_used_bytes.map(|b| b / MIB),
+        FbReserved => r.memory_reserved_bytes.map(|b| b / MIB),
+        CorrectableRemapped => h.remapped_rows[0],
+        UncorrectableRemapped => h.remapped_rows[1],
+        RowRemapFailure => flag(h.row_remap_failed),
+        TensorActive => h.pipe_active_ratios[0],
+        Fp64Active => h.pipe_active_ratios[1],
+        Fp32Active => h.pipe_active_ratios[2],
+        Fp16Active => h.pipe_active_ratios[3],
+        DramActive => r.dram_active_ratio,
+        SmActive => r.sm_active_ratio,
+        SmOccupancy => r.sm_occupancy_ratio,
+        EccSbeVol => r.ecc_corrected_total,
+        EccDbeVol => r.ecc_uncorrected_total,
+        EccSbeAgg => h.ecc_corrected_lifetime,
+        EccDbeAgg => h.ecc_uncorrected_lifetime,
+        RetiredSbe => h.retired_pages[0],
+        RetiredDbe => h.retired_pages[1],
+        RetiredPending => flag(h.retired_pages_pending),
+        NvlinkCrcFlit => h.nvlink_errors[0],
+        NvlinkCrcData => h.nvlink_errors[1],
+        NvlinkReplay => h.nvlink_errors[2],
+        NvlinkRecovery => h.nvlink_errors[3],
+        // sw_power_cap, sw_thermal_slowdown, sync_boost in CLOCK_EVENT_REASONS.
+        PowerViolation => ns(2),
+        ThermalViolation => ns(5),
+        SyncBoostViolation => ns(4),
+        // Written by their own code: a label, and a series per code.
+        DriverVersion | XidCount | XidErrors | Unservable => None,
+    }
+}
+
+/// dcgm-exporter's `err_msg` for the Xid codes seen most, else "".
+pub(super) fn xid_message(code: u32) -> &'static str {
+    match code {
+        13 => "Graphics Engine Exception",
+        31 => "GPU memory page fault",
+        43 => "GPU stopped processing",
+        45 => "Preemptive cleanup, due to previous errors",
+        48 => "Double Bit ECC Error",
+        62 => "Internal micro-controller halt",
+        63 => "ECC page retirement or row remapping recording event",
+        64 => "ECC page retirement or row remapper recording failure",
+        68 => "NVDEC0 Exception",
+        74 => "NVLINK Error",
+        79 => "GPU has fallen off the bus",
+        92 => "High single-bit ECC error rate",
+        94 => "Contained ECC error",
+        95 => "Uncontained ECC error",
+        109 => "Context Switch Timeout Error",
+        119 => "GSP RPC Timeout",
+        120 => "GSP Error",
+        _ => "",
+    }
+}

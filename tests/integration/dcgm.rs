@@ -1,0 +1,414 @@
+//! The `dcgm` collector through the binary: dcgm-exporter's names, labels
+//! and units over the simulated fleet, beside our own families; its
+//! counters file's edge cases.
+
+use crate::common::{Exporter, have, pipe, run, temp_file, value};
+
+/// The labels of `body`'s first `name{gpu="0",` sample, in order.
+fn label_names(body: &str, name: &str) -> Vec<String> {
+    let line = body
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{gpu=\"0\",")))
+        .unwrap_or_else(|| panic!("no {name} for gpu 0"));
+    let set = &line[line.find('{').unwrap() + 1..line.rfind('}').unwrap()];
+    set.split("\",")
+        .map(|kv| kv.split('=').next().unwrap().to_string())
+        .collect()
+}
+
+/// dcgm-exporter's label set on a whole GPU, its host label spelled `host`.
+fn assert_labels(body: &str, host: &str) {
+    let want = ["gpu", "UUID", "pci_bus_id", "device", "modelName", host];
+    let got = label_names(body, "DCGM_FI_DEV_GPU_TEMP");
+    assert_eq!(got[..6], want);
+    assert_eq!(got[6..], ["DCGM_FI_DRIVER_VERSION"]);
+}
+
+const GPU0: &str = "{gpu=\"0\",";
+
+#[test]
+fn units_are_dcgm_exporters_beside_our_own() {
+    let e = Exporter::start(&["--collector.dcgm"]);
+    let body = e.metrics(None).body;
+    let ours = |n: &str| value(&body, &format!("{n}{GPU0}")).unwrap_or_else(|| panic!("{n}"));
+    let theirs = |n: &str| value(&body, &format!("{n}{GPU0}")).unwrap_or_else(|| panic!("{n}"));
+    let mib = 1024.0 * 1024.0;
+    for (dcgm, native, scale) in [
+        ("DCGM_FI_DEV_SM_CLOCK", "gpu_sm_clock_hertz", 1e-6),
+        ("DCGM_FI_DEV_MEM_CLOCK", "gpu_memory_clock_hertz", 1e-6),
+        ("DCGM_FI_DEV_FB_USED", "gpu_memory_used_bytes", 1.0 / mib),
+        ("DCGM_FI_DEV_GPU_TEMP", "gpu_temperature_celsius", 1.0),
+        ("DCGM_FI_DEV_POWER_USAGE", "gpu_power_usage_watts", 1.0),
+        ("DCGM_FI_DEV_GPU_UTIL", "gpu_utilization_ratio", 100.0),
+    ] {
+        let (t, o) = (theirs(dcgm), ours(native) * scale);
+        assert!(
+            (t - o).abs() < 1e-6 * o.abs().max(1.0),
+            "{dcgm} {t} vs {native} {o}"
+        );
+    }
+    // Energy moves between the two reads of one scrape only by rounding.
+    let (t, o) = (
+        theirs("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"),
+        ours("gpu_energy_joules_total") * 1000.0,
+    );
+    assert!((t - o).abs() <= 1.0, "energy {t} mJ vs {o}");
+    assert_labels(&body, "hostname");
+    assert!(body.contains(",device=\"nvidia0\","), "device label");
+    // The series budget per GPU with both on: ours, plus at most one per
+    // served field of the default file (19: 26 fields, 6 not servable, one
+    // a label).
+    let per_gpu = |p: &str| {
+        body.lines()
+            .filter(|l| l.starts_with(p) && l.contains(GPU0))
+            .count()
+    };
+    let dcgm = per_gpu("DCGM_");
+    let all = per_gpu("");
+    assert_eq!(dcgm, 19, "dcgm series for gpu 0");
+    assert!(all <= 130, "{all} series for gpu 0 with both on");
+}
+
+#[test]
+fn only_theirs_with_the_defaults_off() {
+    let e = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let body = e.metrics(None).body;
+    let gpu_families: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("gpu_") && !l.starts_with("gpu_exporter_"))
+        .collect();
+    assert!(gpu_families.is_empty(), "{gpu_families:?}");
+    // The calls its fields need are still made.
+    for f in [
+        "DCGM_FI_DEV_SM_CLOCK",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    ] {
+        assert!(body.contains(&format!("{f}{GPU0}")), "{f}");
+    }
+    assert!(
+        body.contains("gpu_exporter_collect_success"),
+        "self metrics stay"
+    );
+    if have("promtool", &["--version"]) {
+        let out = pipe("promtool", &["check", "metrics"], &body);
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        // It parses; what the lint says is dcgm-exporter's naming, nothing else.
+        assert_eq!(out.status.code(), Some(3), "{text}");
+        for l in text.lines() {
+            assert!(
+                l.contains("camelCase")
+                    || l.contains("\"_total\" suffix")
+                    || l.contains("should not include type"),
+                "{l}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_counters_file_with_comments_labels_and_spaces() {
+    let file = temp_file(
+        "dcgm-counters.csv",
+        "# mine\n\n   # indented comment\n  DCGM_FI_DEV_GPU_TEMP ,  gauge , GPU temperature (in C).\n\
+         #DCGM_FI_DEV_SM_CLOCK, gauge, off\nDCGM_FI_DRIVER_VERSION,label,Driver\n\
+         DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, not servable\n",
+    );
+    let e = Exporter::start(&[
+        "--collector.disable-defaults",
+        "--collector.dcgm",
+        "--compat.dcgm-counters",
+        file.to_str().unwrap(),
+        "--compat.dcgm-old-hostname",
+    ]);
+    e.wait_log(
+        "dcgm: DCGM_FI_PROF_GR_ENGINE_ACTIVE is left out: it needs GPM",
+        std::time::Duration::from_secs(5),
+    );
+    let body = e.metrics(None).body;
+    let families: Vec<&str> = body
+        .lines()
+        .filter(|l| l.starts_with("# TYPE DCGM"))
+        .collect();
+    assert_eq!(families, ["# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]);
+    assert_labels(&body, "Hostname");
+}
+
+#[test]
+fn an_unknown_field_or_a_malformed_line_is_exit_code_2() {
+    for (name, text, says) in [
+        (
+            "unknown.csv",
+            "DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_NOPE, gauge, x\n",
+            ":2: unknown field",
+        ),
+        ("malformed.csv", "DCGM_FI_DEV_GPU_TEMP\n", ":1: expected"),
+        (
+            "badtype.csv",
+            "DCGM_FI_DEV_GPU_TEMP, histogram, t\n",
+            "not gauge, counter or label",
+        ),
+    ] {
+        let file = temp_file(name, text);
+        let out = run(&[
+            "--collector.dcgm",
+            "--compat.dcgm-counters",
+            file.to_str().unwrap(),
+        ]);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.contains("--compat.dcgm-counters") && err.contains(says),
+            "{err}"
+        );
+    }
+}
+
+/// The lines of `family` in `body`.
+fn lines<'a>(body: &'a str, family: &str) -> Vec<&'a str> {
+    let p = format!("{family}{{");
+    body.lines().filter(|l| l.starts_with(&p)).collect()
+}
+
+#[test]
+fn the_fake_nvml_fleet_in_dcgm_units() {
+    use crate::sources::{fake_nvml::Fixture, fleet, gpu, nvml_args, start};
+    let gpus: Vec<String> = (0..8)
+        .map(|i| gpu(i, if i == 3 { r#","minor":7"# } else { "" }))
+        .collect();
+    let f = Fixture::new("dcgm-fleet", &fleet(&gpus));
+    let mut args = nvml_args(&f);
+    args.extend(["--collector.disable-defaults", "--collector.dcgm"].map(String::from));
+    let e = start(&args);
+    let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
+        lines(b, "DCGM_FI_DEV_GPU_TEMP").len() == 8
+    });
+    // The fake's raw values: 1980 MHz, 44983939072 B used, 123456 mJ, 350000 mW.
+    for (family, want) in [
+        ("DCGM_FI_DEV_SM_CLOCK", 1980.0),
+        ("DCGM_FI_DEV_MEM_CLOCK", 2619.0),
+        ("DCGM_FI_DEV_FB_USED", 44983939072.0 / 1048576.0),
+        ("DCGM_FI_DEV_FB_RESERVED", 512.0),
+        ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 123456.0),
+        ("DCGM_FI_DEV_POWER_USAGE", 350.0),
+    ] {
+        let l = lines(&body, family);
+        assert_eq!(l.len(), 8, "{family}");
+        let v: f64 = l[0].rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((v - want).abs() < 1e-6, "{family}: {v} vs {want}");
+    }
+    let temps = lines(&body, "DCGM_FI_DEV_GPU_TEMP");
+    assert!(temps[3].contains(",device=\"nvidia7\","), "{}", temps[3]);
+    assert!(temps[0].contains(",device=\"nvidia0\","), "{}", temps[0]);
+    assert!(temps[7].ends_with(" 57"), "{}", temps[7]);
+    assert!(temps[0].contains("DCGM_FI_DRIVER_VERSION=\"550.54.15\""));
+}
+
+#[test]
+fn mig_instances_carry_gpu_i_profile_and_gpu_i_id() {
+    use crate::sources::{fake_nvml::Fixture, fleet, nvml_args, start};
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","bus_id":"00000000:18:00.0","temperature":50,
+        "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
+        "mig":[
+          {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}}
+        ]}"#;
+    let f = Fixture::new("dcgm-mig", &fleet(&[mig.to_string()]));
+    let mut args = nvml_args(&f);
+    args.extend(["--collector.dcgm", "--compat.dcgm-no-hostname"].map(String::from));
+    let e = start(&args);
+    let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
+        b.contains("GPU_I_ID=\"1\"")
+    });
+    let used = lines(&body, "DCGM_FI_DEV_FB_USED");
+    assert_eq!(used.len(), 2, "{used:?}");
+    assert_eq!(
+        used[1],
+        "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-mig-parent\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 2813.02734375"
+    );
+}
+
+#[test]
+fn the_compat_recording_rules_pass_promtool() {
+    if !have("promtool", &["--version"]) {
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for args in [
+        ["check", "rules", "deploy/prometheus/dcgm-compat-rules.yml"],
+        ["test", "rules", "tests/promtool/dcgm-compat.test.yml"],
+    ] {
+        let out = std::process::Command::new("promtool")
+            .current_dir(root)
+            .args(args)
+            .output()
+            .unwrap();
+        let text = crate::common::output_text(&out);
+        assert!(
+            out.status.success() && text.contains("SUCCESS"),
+            "{args:?}: {text}"
+        );
+    }
+}
+
+/// Each series of a Prometheus instant-query answer: (labels, value).
+fn answer(body: &str) -> Vec<(String, f64)> {
+    body.split(r#"{"metric":{"#)
+        .skip(1)
+        .map(|s| {
+            let labels = s[..s.find('}').unwrap()].to_string();
+            let v = s
+                .split(r#""value":["#)
+                .nth(1)
+                .and_then(|v| v.split('"').nth(1));
+            (labels, v.and_then(|v| v.parse().ok()).unwrap_or(f64::NAN))
+        })
+        .collect()
+}
+
+/// A real Prometheus scrapes the drop-in (job dcgm) and a native exporter
+/// (job native) with the compat rules: dashboard 12239's queries and
+/// variables and common dcgm alerts get one series per GPU from the
+/// drop-in, and the rules agree with it.
+#[test]
+fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
+    use crate::deploy::{Prometheus, urlencode};
+    use std::time::{Duration, Instant};
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let dropin = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let native = Exporter::start(&[]);
+    let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/prometheus/dcgm-compat-rules.yml");
+    let mut prom = Prometheus::with_config(
+        &format!("prometheus-dcgm-{}", dropin.addr.port()),
+        &format!(
+            "rule_files:\n  - '{}'\nscrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: ['{}']\n  - job_name: native\n    static_configs:\n      - targets: ['{}']\n",
+            rules.display(),
+            dropin.addr,
+            native.addr
+        ),
+    );
+    let mut query = |q: &str| -> Vec<(String, f64)> {
+        let deadline = Instant::now() + Duration::from_secs(45);
+        loop {
+            let got = prom
+                .get(&format!("/api/v1/query?query={}", urlencode(q)))
+                .filter(|(status, _)| *status == 200)
+                .map(|(_, body)| answer(&body))
+                .unwrap_or_default();
+            if !got.is_empty() || Instant::now() > deadline {
+                return got;
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    };
+    let (instance, gpu) = (dropin.addr.to_string(), "0|1|2|3");
+    let sel = format!("{{instance=~\"{instance}\", gpu=~\"{gpu}\"}}");
+    for family in [
+        "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_FB_USED",
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    ] {
+        let got = query(&format!("{family}{sel}"));
+        assert_eq!(got.len(), 4, "{family}: {got:?}");
+        assert!(got.iter().all(|(_, v)| v.is_finite()), "{family}: {got:?}");
+        // The recording rules give the drop-in's values, per GPU.
+        let recorded = query(&format!("{family}{{job=\"native\"}}"));
+        assert_eq!(recorded.len(), 4, "{family} recorded: {recorded:?}");
+        let by_gpu = |s: &[(String, f64)], g: &str| {
+            s.iter()
+                .find(|(l, _)| l.contains(&format!("\"gpu\":\"{g}\"")))
+                .map(|(_, v)| *v)
+                .unwrap()
+        };
+        for g in ["0", "1", "2", "3"] {
+            let (a, b) = (by_gpu(&got, g), by_gpu(&recorded, g));
+            assert!(
+                (a - b).abs() <= 1e-6 * a.abs().max(1.0),
+                "{family} gpu {g}: {a} vs {b}"
+            );
+        }
+    }
+    let clock = query(&format!("DCGM_FI_DEV_SM_CLOCK{sel} * 1000000"));
+    assert_eq!(clock.len(), 4, "{clock:?}");
+    assert!(clock.iter().any(|(_, v)| *v == 1.41e9), "{clock:?}");
+    for agg in ["avg", "sum"] {
+        let got = query(&format!("{agg}(DCGM_FI_DEV_GPU_TEMP{sel})"));
+        assert_eq!(got.len(), 1, "{agg}: {got:?}");
+    }
+    // The variables: label_values(DCGM_FI_DEV_GPU_TEMP, instance|gpu).
+    let label = |name: &str, prom: &mut Prometheus| -> String {
+        prom.get(&format!(
+            "/api/v1/label/{name}/values?match[]={}",
+            urlencode("DCGM_FI_DEV_GPU_TEMP")
+        ))
+        .map(|(_, b)| b)
+        .unwrap_or_default()
+    };
+    assert!(label("instance", &mut prom).contains(&instance));
+    assert!(label("gpu", &mut prom).contains(r#"["0","1","2","3"]"#));
+    let mut query = |q: &str| {
+        prom.get(&format!("/api/v1/query?query={}", urlencode(q)))
+            .map(|(_, b)| answer(&b))
+            .unwrap_or_default()
+    };
+    // Common dcgm alerts: the hot GPU 1 fires; the others evaluate to none.
+    let hot = query(&format!(
+        "DCGM_FI_DEV_GPU_TEMP{{instance=\"{instance}\"}} > 80"
+    ));
+    assert_eq!(hot.len(), 1, "{hot:?}");
+    assert!(hot[0].0.contains(r#""gpu":"1""#), "{hot:?}");
+    for (q, want) in [
+        (
+            "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{job=\"dcgm\"} > 0",
+            0,
+        ),
+        ("DCGM_FI_DEV_ROW_REMAP_FAILURE{job=\"dcgm\"} == 1", 0),
+        (
+            "DCGM_FI_DEV_FB_USED{job=\"dcgm\"} / (DCGM_FI_DEV_FB_USED{job=\"dcgm\"} + DCGM_FI_DEV_FB_FREE{job=\"dcgm\"}) >= 0",
+            4,
+        ),
+    ] {
+        assert_eq!(query(q).len(), want, "{q}");
+    }
+}
+
+/// An nvidia-smi capture (an RTX 4080 SUPER under load) in dcgm's units:
+/// its own MiB, MHz, W and % come back as they were printed.
+#[test]
+fn an_smi_capture_in_dcgm_units() {
+    let csv = include_str!("../fixtures/nvidia-smi/querygpu_rtx4080super_595.71.05_load.csv");
+    let smi = crate::sources::fake_smi("dcgm-rtx4080", csv);
+    let e = Exporter::start(&[
+        "--source",
+        "smi",
+        "--smi.path",
+        smi.to_str().unwrap(),
+        "--xid.kmsg",
+        "",
+        "--collector.disable-defaults",
+        "--collector.dcgm",
+    ]);
+    let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
+        b.contains("DCGM_FI_DEV_GPU_TEMP{")
+    });
+    for (family, want) in [
+        ("DCGM_FI_DEV_GPU_TEMP", 46.0),
+        ("DCGM_FI_DEV_FB_USED", 1474.0),
+        ("DCGM_FI_DEV_SM_CLOCK", 2805.0),
+        ("DCGM_FI_DEV_POWER_USAGE", 84.24),
+        ("DCGM_FI_DEV_GPU_UTIL", 7.0),
+    ] {
+        let v = value(&body, &format!("{family}{GPU0}")).unwrap_or_else(|| panic!("{family}"));
+        assert!((v - want).abs() < 1e-9 * want, "{family}: {v} vs {want}");
+    }
+    assert!(body.contains("modelName=\"NVIDIA GeForce RTX 4080 SUPER\""));
+    assert!(body.contains("DCGM_FI_DRIVER_VERSION=\"595.71.05\""));
+}
