@@ -8,6 +8,7 @@
 
 use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
+use gpu_exporter::internals::fill::engines::text as engine_text;
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
 use gpu_exporter::internals::fill::workload;
@@ -42,6 +43,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("smi_apps", check_smi_apps),
     ("cgroup", check_cgroup),
     ("job_file", check_job_file),
+    ("engine_text", check_engine_text),
     #[cfg(feature = "kubernetes")]
     ("huffman", kubelet::check_huffman),
     #[cfg(feature = "kubernetes")]
@@ -520,6 +522,33 @@ pub mod kubelet {
         }];
         for line in s.lines() {
             let _ = attribution::resolve(attribution::parse_device_id(line), &gpus);
+        }
+    }
+}
+
+/// An engine's `/metrics` body through the bounded text reader, whole and
+/// in two pieces split where the first byte says: the same answer either
+/// way, within the caps, no `le` left on a bucket and no NaN bound.
+pub fn check_engine_text(data: &[u8]) {
+    let wanted = engine_text::Wanted {
+        histograms: vec!["vllm:time_to_first_token_seconds".into(), "h".into()],
+        counters: vec!["vllm:request_success_total".into(), "c_total".into()],
+        prefixes: vec!["vllm:".into()],
+    };
+    let whole = engine_text::parse(data, &wanted);
+    let at = data.first().map_or(0, |&b| b as usize % (data.len() + 1));
+    let mut reader = engine_text::Reader::new(&wanted);
+    reader.feed(&data[..at]);
+    reader.feed(&data[at..]);
+    let pieces = reader.finish();
+    // NaN values compare unequal: compare their rendering instead.
+    assert_eq!(format!("{whole:?}"), format!("{pieces:?}"), "split at {at}");
+    assert!(whole.samples.len() <= engine_text::MAX_SERIES);
+    assert!(whole.malformed <= whole.lines);
+    for s in &whole.samples {
+        assert!(s.labels.len() <= engine_text::MAX_LABELS);
+        if let engine_text::Part::Bucket(le) = s.part {
+            assert!(!le.is_nan() && s.labels.iter().all(|(k, _)| k != "le"));
         }
     }
 }

@@ -3,6 +3,7 @@
 //! trait; like sources, they run on the poller thread.
 
 pub mod cgroup;
+pub mod engines;
 pub mod jobs;
 pub mod kmsg;
 #[cfg(feature = "kubernetes")]
