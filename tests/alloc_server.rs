@@ -57,12 +57,18 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// `gpus` simulated GPUs with Xids, and a model.
+fn scenario(gpus: usize) -> Scenario {
+    let list = vec![r#"{"xid":79,"xid_every":"60s"}"#; gpus].join(",");
+    Scenario::parse(&format!(r#"{{"gpus":[{list}],"models":[{{"name":"m"}}]}}"#)).unwrap()
+}
+
 fn published(gpus: usize) -> Published {
     let t0 = 1.8e9;
-    let list = vec![r#"{"xid":79,"xid_every":"60s"}"#; gpus].join(",");
-    let scenario =
-        Scenario::parse(&format!(r#"{{"gpus":[{list}],"models":[{{"name":"m"}}]}}"#)).unwrap();
-    let mut c = Poller::new(Box::new(Sim::new(scenario, t0)), Duration::from_secs(1));
+    let mut c = Poller::new(
+        Box::new(Sim::new(scenario(gpus), t0)),
+        Duration::from_secs(1),
+    );
     settled(&mut c, defaults(), bounds(), t0).0
 }
 
@@ -137,20 +143,31 @@ fn attributed() -> Context {
 #[test]
 fn our_request_path_allocates_nothing_after_warm_up() {
     let _turn = turn();
-    for (gpus, ctx) in [(1, context(1)), (64, context(64)), (4, attributed())] {
+    // Rendered live (no cache), and with the families cached per snapshot
+    // as the server keeps them; filtered scrapes render either way.
+    let runs = [(1, context(1)), (64, context(64)), (4, attributed())];
+    for ((gpus, ctx), cached) in runs.iter().flat_map(|r| [(r, false), (r, true)]) {
         let requests: Vec<String> = (0..KINDS).map(request).collect();
         let mut out = Vec::new();
+        let mut cache = Compressor::default();
+        let mut go = |r: &str, out: &mut Vec<u8>| match cached {
+            false => answer(r.as_bytes(), ctx, out).unwrap(),
+            true => respond(r.as_bytes(), ctx, Policy::default(), Some(&mut cache), out).unwrap(),
+        };
         for r in &requests {
-            answer(r.as_bytes(), &ctx, &mut out).unwrap();
+            go(r, &mut out);
         }
         let mut bytes = 0;
         let allocations = count(|| {
             for i in 0..10_000 {
-                let a = answer(requests[i % KINDS].as_bytes(), &ctx, &mut out).unwrap();
+                let a = go(&requests[i % KINDS], &mut out);
                 bytes += a.range.len();
             }
         });
-        assert_eq!(allocations, 0, "{gpus} GPUs: our code allocated");
+        assert_eq!(
+            allocations, 0,
+            "{gpus} GPUs, cached {cached}: our code allocated"
+        );
         assert!(bytes > 10_000 * 100);
     }
 }
@@ -182,6 +199,85 @@ fn gzipped_answers_allocate_nothing_after_warm_up() {
         });
         assert_eq!(allocations, 0, "{gpus} GPUs: gzip allocated");
         assert!(gzipped >= 1_000, "{gzipped}");
+    }
+}
+
+/// The body of a response in `out[range]`, gunzipped when it is.
+fn body_of(out: &[u8], a: &gpu_exporter::internals::http::conn::Answer) -> Vec<u8> {
+    use std::io::Read;
+    let r = &out[a.range.clone()];
+    let at = r.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+    if !a.gzipped {
+        return r[at..].to_vec();
+    }
+    let mut plain = Vec::new();
+    flate2::read::GzDecoder::new(&r[at..])
+        .read_to_end(&mut plain)
+        .unwrap();
+    plain
+}
+
+/// The snapshot's families in a body: what comes before the exporter's own,
+/// whose values (the snapshot's age) move with every scrape.
+fn families(body: &[u8]) -> &[u8] {
+    let own = b"# HELP gpu_exporter_build";
+    let at = body.windows(own.len()).position(|w| w == own).unwrap();
+    &body[..at]
+}
+
+#[test]
+fn cached_families_are_a_fresh_render_and_follow_every_new_snapshot() {
+    // Its allocations would count in the whole-process tests.
+    let _turn = turn();
+    let ctx = context(8);
+    let t0 = 1.8e9 + 100.0;
+    let mut poller = Poller::new(Box::new(Sim::new(scenario(8), t0)), Duration::from_secs(1));
+    let gz = "Accept-Encoding: gzip\r\n";
+    let requests = [
+        "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".to_string(),
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{OPENMETRICS}\r\n"),
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{gz}\r\n"),
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{gz}{OPENMETRICS}\r\n"),
+    ];
+    let mut cache = Compressor::default();
+    let (mut out, mut fresh) = (Vec::new(), Vec::new());
+    let mut before: Vec<Vec<u8>> = vec![Vec::new(); requests.len()];
+    for round in 0..4 {
+        if round > 0 {
+            let s = poller.collect_at(t0 + f64::from(round) * 7.0);
+            ctx.latest.set_snapshot(Arc::new(s));
+        }
+        // Twice a snapshot: the second scrape is served from the cache.
+        for _ in 0..2 {
+            for (i, r) in requests.iter().enumerate() {
+                let a = respond(
+                    r.as_bytes(),
+                    &ctx,
+                    Policy::default(),
+                    Some(&mut cache),
+                    &mut out,
+                );
+                let a = a.unwrap();
+                assert_eq!(a.gzipped, i >= 2);
+                let got = body_of(&out, &a);
+                let f = answer(r.as_bytes(), &ctx, &mut fresh).unwrap();
+                let want = body_of(&fresh, &f);
+                assert_eq!(
+                    families(&got),
+                    families(&want),
+                    "round {round}, request {i}"
+                );
+                assert!(got.len() > 10_000);
+                if round > 0 {
+                    // A new snapshot is never served from the old render.
+                    assert_ne!(families(&got), &before[i][..], "round {round}, request {i}");
+                }
+            }
+        }
+        for (i, r) in requests.iter().enumerate() {
+            let f = answer(r.as_bytes(), &ctx, &mut fresh).unwrap();
+            before[i] = families(&body_of(&fresh, &f)).to_vec();
+        }
     }
 }
 

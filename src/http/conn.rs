@@ -82,7 +82,7 @@ pub fn respond(
     buf: &[u8],
     ctx: &Context,
     policy: Policy,
-    compressor: Option<&mut Compressor>,
+    mut compressor: Option<&mut Compressor>,
     out: &mut Vec<u8>,
 ) -> Option<Answer> {
     let parsed = parse(buf);
@@ -111,8 +111,8 @@ pub fn respond(
             (resp, d)
         }
         Parsed::Request(req, f) => {
-            // The compressor, when the client asked for gzip.
-            let mut gzip = compressor.filter(|_| negotiate(req.accept_encoding) == Coding::Gzip);
+            // The client asked for gzip, and there is a compressor.
+            let gzip = compressor.is_some() && negotiate(req.accept_encoding) == Coding::Gzip;
             let resp = if policy.access != Access::Allowed {
                 router::refuse(policy.access, out)
             } else if policy.probes_only && !router::is_probe(req.path) {
@@ -121,13 +121,13 @@ pub fn respond(
                 );
                 Response::text(Status::NotFound)
             } else {
-                router::route(&req, ctx, gzip.as_deref_mut(), out)
+                router::route(&req, ctx, compressor.as_deref_mut(), gzip, out)
             };
-            let coding = match resp.compressible && gzip.is_some() {
+            let coding = match resp.compressible && gzip {
                 true => Coding::Gzip,
                 false => Coding::Identity,
             };
-            if let (Coding::Gzip, false, Some(c)) = (coding, resp.gzipped, gzip) {
+            if let (Coding::Gzip, false, Some(c)) = (coding, resp.gzipped, compressor) {
                 c.compress(out, HEAD_ROOM);
             }
             let connection = match (f.keep_alive && !policy.close, f.http10) {

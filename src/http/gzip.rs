@@ -200,14 +200,26 @@ struct Cached {
     len: usize,
 }
 
-/// What gzips a connection's responses on the HTTP thread: the deflate
-/// state, made at the first gzipped response, and the buffer the
-/// compressed body goes to, which swaps places with the plain one.
+/// The snapshot's families rendered once, for every plain scrape of that
+/// snapshot in one format: a scrape copies them and renders only the
+/// exporter's own families after them.
+#[derive(Default)]
+struct Rendered {
+    key: Option<Families>,
+    body: Vec<u8>,
+}
+
+/// What the HTTP thread keeps between scrapes: the deflate state, made at
+/// the first gzipped response, the buffer the compressed body goes to
+/// (it swaps places with the plain one), the deflated families, and the
+/// plain families of each format.
 #[derive(Default)]
 pub struct Compressor {
     gzip: Option<Gzip>,
     spare: Vec<u8>,
     cached: Cached,
+    /// By format: text 0.0.4, OpenMetrics.
+    plain: [Rendered; 2],
 }
 
 impl Compressor {
@@ -220,6 +232,28 @@ impl Compressor {
         self.spare.resize(from, 0);
         gzip.member(&out[from..], &mut self.spare);
         std::mem::swap(out, &mut self.spare);
+    }
+
+    /// Appends a plain scrape to `out`: the snapshot's families, rendered
+    /// by `families` only when `key` changed for its format (once per
+    /// snapshot, or when `hidden` flips), then `own`, rendered now, so
+    /// values computed at render time are never stale. Allocates nothing
+    /// after warm-up.
+    pub fn plain(
+        &mut self,
+        key: Families,
+        out: &mut Vec<u8>,
+        families: impl FnOnce(&mut Vec<u8>),
+        own: impl FnOnce(&mut Vec<u8>),
+    ) {
+        let r = &mut self.plain[usize::from(key.format == Format::OpenMetrics)];
+        if r.key.as_ref() != Some(&key) {
+            r.body.clear();
+            families(&mut r.body);
+            r.key = Some(key);
+        }
+        out.extend_from_slice(&r.body);
+        own(out);
     }
 
     /// Appends a gzipped scrape to `out`, one gzip member in which the

@@ -4,6 +4,7 @@
 use super::gzip::{Compressor, Families};
 use super::redact::without_paths;
 use super::{alerts_api, query, status};
+use crate::config::Collectors;
 use crate::exposition::reason::AtomicTally;
 use crate::exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
 use crate::poller::Latest;
@@ -203,11 +204,14 @@ pub fn is_probe(path: &str) -> bool {
 }
 
 /// Writes the body for `req` after what `body` holds and says how to head
-/// it. With `gzip` (the client asked for it), a scrape comes gzipped.
+/// it. With `cache`, a scrape's families come from the snapshot's render
+/// (or deflate) kept in it; with `gzip` too (the client asked for it), a
+/// scrape comes gzipped.
 pub fn route(
     req: &Request,
     ctx: &Context,
-    gzip: Option<&mut Compressor>,
+    cache: Option<&mut Compressor>,
+    gzip: bool,
     body: &mut Vec<u8>,
 ) -> Response {
     enum Route {
@@ -238,7 +242,7 @@ pub fn route(
         };
     }
     match route {
-        Route::Metrics => metrics(req, ctx, gzip, body),
+        Route::Metrics => metrics(req, ctx, cache, gzip, body),
         Route::Alerts => {
             let published = ctx.latest.get();
             alerts_api::write_json(&published, &ctx.runbook_base, body);
@@ -269,11 +273,14 @@ pub fn route(
 }
 
 /// The metrics path: the snapshot rendered, filtered by `collect[]` and
-/// `exclude[]`, gzipped when asked for.
+/// `exclude[]`, gzipped when asked for. The families of a whole scrape
+/// come from `cache`, rendered once per snapshot and format; a filtered
+/// plain scrape renders them, so that it never displaces Prometheus's.
 fn metrics(
     req: &Request,
     ctx: &Context,
-    gzip: Option<&mut Compressor>,
+    cache: Option<&mut Compressor>,
+    gzip: bool,
     body: &mut Vec<u8>,
 ) -> Response {
     let only = match query::collectors(req.query) {
@@ -296,7 +303,8 @@ fn metrics(
         only,
         now,
     };
-    let Some(gzip) = gzip else {
+    let cache = cache.filter(|_| gzip || only == Collectors::ALL);
+    let Some(cache) = cache else {
         scrape.render(body);
         return Response::ok(format.content_type());
     };
@@ -306,7 +314,13 @@ fn metrics(
         format,
         only,
     };
-    gzip.scrape(
+    let families = |out: &mut Vec<u8>| scrape.render_families(out);
+    let own = |out: &mut Vec<u8>| scrape.render_own(out);
+    if !gzip {
+        cache.plain(key, body, families, own);
+        return Response::ok(format.content_type());
+    }
+    cache.scrape(
         key,
         body,
         |out| scrape.render_families(out),
