@@ -657,6 +657,8 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.listen, [Listen::At("[::1]:0".parse().unwrap())]);
+        assert_eq!(c.interval, Duration::from_millis(250));
+        assert!(c.once);
         let c = run(&[
             "--web.listen-address=:9500",
             "--web.listen-address=127.0.0.1:9401",
@@ -665,8 +667,6 @@ mod tests {
         assert_eq!(c.listen.len(), 2);
         assert_eq!(c.listen[0], Listen::Any(9500));
         assert_eq!(c.listen[1].to_string(), "127.0.0.1:9401");
-        assert_eq!(c.interval, Duration::from_millis(250));
-        assert!(c.once);
     }
 
     #[test]
