@@ -229,14 +229,15 @@ fn watched(
         log::info!("serving {what} on {}", url(scheme, at, path));
         async_io::Async::new(l).map_err(|e| Error::Runtime(e.to_string()))
     };
-    let (scheme, path) = (config.scheme(), config.telemetry_path.as_str());
-    let listeners = (listeners.into_iter())
-        .map(|l| watch(l, scheme, path, "GPU metrics"))
-        .collect::<Result<_, _>>()?;
+    // The probes first: whoever waits for the metrics line finds both.
     let probes = match probes {
         Some(p) => Some(watch(p, "http", "/healthz", "probes")?),
         None => None,
     };
+    let (scheme, path) = (config.scheme(), config.telemetry_path.as_str());
+    let listeners = (listeners.into_iter())
+        .map(|l| watch(l, scheme, path, "GPU metrics"))
+        .collect::<Result<_, _>>()?;
     Ok((listeners, probes))
 }
 

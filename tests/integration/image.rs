@@ -144,13 +144,14 @@ pub(crate) fn shipped(args: &[&str]) -> PathBuf {
     );
     let bin = PathBuf::from(String::from_utf8(out.stdout).unwrap().trim());
     assert!(bin.is_file(), "{}", bin.display());
-    let variant: String = (args.join("_").chars())
+    // Under the same file name, in a folder of the variant's own.
+    let variant: String = (["shipped"].iter().chain(args).copied())
+        .flat_map(|a| a.chars().chain(['_']))
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-    let kept = bin.with_file_name(format!("gpu-exporter{variant}"));
-    if kept != bin {
-        std::fs::copy(&bin, &kept).unwrap();
-    }
+    let kept = target.join("variants").join(variant).join("gpu-exporter");
+    std::fs::create_dir_all(kept.parent().unwrap()).unwrap();
+    std::fs::copy(&bin, &kept).unwrap();
     kept
 }
 
