@@ -220,6 +220,7 @@ pub fn check_scenario_json(data: &[u8]) {
                 pod_labels: data.len() % 2 == 1,
             },
             dcgm: None,
+            engines: Vec::new(),
         },
         Err(e) => Snapshot {
             error: Some(e.0),

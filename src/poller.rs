@@ -9,6 +9,7 @@ use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
 use crate::config::dcgm::Dcgm;
 use crate::config::{Collector, Collectors};
+use crate::fill::engines::Watch;
 use crate::process;
 use crate::snapshot::{Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
 use crate::source::Source;
@@ -174,6 +175,8 @@ pub struct Poller {
     dcgm: Option<Arc<Dcgm>>,
     /// `--kubernetes.pod-labels`.
     pod_labels: bool,
+    /// The engine reader, where `--engine.endpoint` names any.
+    engines: Option<Watch>,
 }
 
 impl Poller {
@@ -187,6 +190,7 @@ impl Poller {
             reads: Collectors::DEFAULT,
             dcgm: None,
             pod_labels: false,
+            engines: None,
         }
     }
 
@@ -210,6 +214,12 @@ impl Poller {
     /// Puts each GPU's pods on its series (`--kubernetes.pod-labels`).
     pub fn with_pod_labels(mut self, on: bool) -> Poller {
         self.pod_labels = on;
+        self
+    }
+
+    /// Lays the engines' models and states over each collection.
+    pub fn with_engines(mut self, engines: Option<Watch>) -> Poller {
+        self.engines = engines;
         self
     }
 
@@ -239,8 +249,21 @@ impl Poller {
         })
     }
 
-    /// One live collection at Unix time `at`.
+    /// One live collection at Unix time `at`, with the engines as their
+    /// reader last saw them, whatever the GPUs did.
     pub fn collect_at(&mut self, at: f64) -> Snapshot {
+        let mut s = self.collect_gpus(at);
+        if let Some(w) = &self.engines {
+            let (endpoints, mut models) = w.read();
+            if s.collectors.has(Collector::Models) {
+                s.models.append(&mut models);
+            }
+            s.engines = endpoints;
+        }
+        s
+    }
+
+    fn collect_gpus(&mut self, at: f64) -> Snapshot {
         let started = Instant::now();
         let result = self.source.collect(at);
         let collect_duration = started.elapsed();
@@ -269,6 +292,7 @@ impl Poller {
                     rejected: self.source.rejected(),
                     kubernetes: self.kubernetes(),
                     dcgm: self.dcgm.clone(),
+                    engines: Vec::new(),
                 };
                 self.last_good = Some(s.clone());
                 if self.failing.recover() {

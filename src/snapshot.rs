@@ -7,6 +7,8 @@
 use crate::config::{Collector, Collectors, SourceKind};
 use std::time::{Duration, Instant};
 
+mod engines;
+pub use engines::*;
 pub mod readings;
 pub use readings::Readings;
 mod users;
@@ -263,6 +265,20 @@ impl Histogram {
 pub struct Model {
     pub name: String,
     pub ttft_seconds: Histogram,
+    /// The bucket bound a request is judged good at: the SLO's threshold,
+    /// or an engine's nearest bound below it. `None`: the engine has no
+    /// bound at or below the threshold, so no verdict.
+    pub good_within: Option<f64>,
+    /// The engine endpoint it was read from, by its place in
+    /// [`Snapshot::engines`]; `None` for the simulator's.
+    pub endpoint: Option<usize>,
+}
+
+impl Model {
+    /// Requests whose first token came within [`Model::good_within`].
+    pub fn good(&self) -> Option<f64> {
+        self.ttft_seconds.at_or_below(self.good_within?)
+    }
 }
 
 /// How each collector fared in one collection, where the source can say.
@@ -324,6 +340,8 @@ pub struct Snapshot {
     pub kubernetes: Kubernetes,
     /// The dcgm collector's fields and host label, where it is on.
     pub dcgm: Option<std::sync::Arc<crate::config::dcgm::Dcgm>>,
+    /// The engine endpoints of `--engine.endpoint`, in their order.
+    pub engines: Vec<EngineEndpoint>,
 }
 
 /// The reason a snapshot gives before the first collection is done.
@@ -360,6 +378,7 @@ impl Snapshot {
             rejected: Vec::new(),
             kubernetes: Kubernetes::default(),
             dcgm: None,
+            engines: Vec::new(),
         }
     }
 

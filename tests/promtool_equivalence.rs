@@ -224,6 +224,8 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
             let m = models.entry(model.clone()).or_insert_with(|| Model {
                 name: model.clone(),
                 ttft_seconds: Histogram::default(),
+                good_within: Some(0.3),
+                endpoint: None,
             });
             let bound = match x.name.as_str() {
                 "llm_ttft_seconds_count" => f64::INFINITY,

@@ -3,9 +3,7 @@
 
 use crate::base::time::format_duration;
 use crate::config::{Collector, Collectors};
-use crate::snapshot::{
-    Freshness, Gpu, PAGE_XIDS, Readings, Snapshot, TICKET_XIDS, TTFT_SLO_SECONDS,
-};
+use crate::snapshot::{Freshness, Gpu, PAGE_XIDS, Readings, Snapshot, TICKET_XIDS};
 use std::time::Duration;
 
 /// Who an alert is about; its labels.
@@ -261,10 +259,9 @@ impl Signal {
             _ if fresh.hidden => {}
             Signal::Requests | Signal::GoodRequests => {
                 for (i, m) in snap.models.iter().enumerate() {
-                    let h = &m.ttft_seconds;
                     let v = match self {
-                        Signal::Requests => Some(h.count()),
-                        _ => h.at_or_below(TTFT_SLO_SECONDS),
+                        Signal::Requests => Some(m.ttft_seconds.count()),
+                        _ => m.good(),
                     };
                     if let Some(v) = v {
                         f(Who::Model(i), v);

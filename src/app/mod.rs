@@ -8,6 +8,7 @@ mod signals;
 use crate::alerts;
 use crate::base::time::unix_now;
 use crate::config::{Config, ConfigError, SourceKind};
+use crate::fill::engines::Watch;
 use crate::http::{self, Server};
 use crate::judge::{self, Judge};
 use crate::poller::{self, Latest, Poller, Published};
@@ -155,6 +156,8 @@ fn start_poller(
     let (interval, collectors) = (config.interval, config.collectors);
     let pod_labels = config.kubernetes.pod_labels;
     let dcgm = config.dcgm.clone();
+    let engines = Watch::start(config.engines.clone())
+        .map_err(|e| Error::Runtime(format!("cannot start the engine reader thread: {e}")))?;
     std::thread::Builder::new()
         .name("poller".into())
         .spawn(move || {
@@ -165,6 +168,7 @@ fn start_poller(
                 .with_collectors(collectors)
                 .with_dcgm(dcgm)
                 .with_pod_labels(pod_labels)
+                .with_engines(engines)
                 .run(rules, t.latest, t.reloads, t.work)
         })
         .map(drop)

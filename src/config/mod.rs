@@ -5,6 +5,7 @@ mod collectors;
 // Each variant and field is named for the dcgm-exporter field in `FIELDS`.
 #[allow(missing_docs)]
 pub mod dcgm;
+pub mod engines;
 mod flags;
 mod values;
 
@@ -191,6 +192,8 @@ pub struct Config {
     pub probe_address: Option<Listen>,
     /// `--web.open-probes`: `/healthz` and `/readyz` need no basic auth.
     pub open_probes: bool,
+    /// `--engine.*`: the inference engines read for the TTFT SLO.
+    pub engines: engines::Engines,
 }
 
 impl Default for Config {
@@ -227,6 +230,7 @@ impl Default for Config {
             web_config: None,
             probe_address: None,
             open_probes: false,
+            engines: engines::Engines::default(),
         }
     }
 }

@@ -4,6 +4,7 @@
 //! this table holds the rest, whose series the render writes itself.
 
 pub mod attribution;
+pub mod engines;
 /// The hardware-health readings, where the PromQL rules name them.
 pub mod health {
     pub use crate::snapshot::readings::health::*;

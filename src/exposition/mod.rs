@@ -5,6 +5,7 @@
 mod attribution;
 pub mod catalogue;
 mod dcgm;
+mod engines;
 mod format;
 pub mod reason;
 mod writer;
@@ -233,6 +234,7 @@ impl Scrape<'_> {
             }
         }
         attribution::own(&mut w, snapshot);
+        engines::own(&mut w, snapshot);
         if let Some(h) = http {
             w.scalar(&HTTP_OPEN, h.open as f64);
             by_reason(&mut w, &HTTP_EVICTED, &h.evicted);
@@ -327,7 +329,13 @@ fn mig_info(w: &mut Writer, gpus: &[Gpu]) {
 }
 
 /// The models' TTFT histograms.
+/// The simulator's models: an engine's are not served again, Prometheus
+/// scrapes the engine itself.
 fn ttft(w: &mut Writer, models: &[Model]) {
+    let mut models = models.iter().filter(|m| m.endpoint.is_none()).peekable();
+    if models.peek().is_none() {
+        return;
+    }
     w.head(&TTFT);
     for m in models {
         let h = &m.ttft_seconds;

@@ -3,9 +3,6 @@
 //! trait; like sources, they run on the poller thread.
 
 pub mod cgroup;
-// Only its tests and fuzz target read it until the engine client does
-// (issue 22): a plain build would carry it as dead code.
-#[cfg(any(test, feature = "internals"))]
 pub mod engines;
 pub mod jobs;
 pub mod kmsg;

@@ -13,7 +13,7 @@ use crate::base::numbers::{write_f64, write_u64};
 use crate::base::units::GIB;
 use crate::config::SourceKind;
 use crate::poller::Published;
-use crate::snapshot::{Bounds, Freshness, Gpu, Readings, Snapshot, TTFT_SLO_SECONDS};
+use crate::snapshot::{Bounds, Freshness, Gpu, Readings, Snapshot};
 use std::time::Instant;
 
 /// Seconds between reloads: often enough to follow an incident, rarely
@@ -498,21 +498,38 @@ fn models(p: &Published, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(
         b"<h2>Served models (TTFT SLO)</h2>\n<table id=\"models\"><tr><th>model</th>\
-          <th>requests</th><th>first token within 300 ms</th></tr>\n",
+          <th>engine</th><th>requests</th><th>first token in time</th><th>judged within</th></tr>\n",
     );
     for m in models {
         let h = &m.ttft_seconds;
         out.extend_from_slice(b"<tr><td>");
         html_escape(out, &m.name);
+        out.extend_from_slice(b"</td><td>");
+        match m.endpoint.and_then(|i| p.snapshot.engines.get(i)) {
+            Some(e) => {
+                out.extend_from_slice(e.engine.map_or("?", |e| e.name()).as_bytes());
+                out.extend_from_slice(b" at ");
+                html_escape(out, &e.url);
+            }
+            None => out.extend_from_slice(b"simulated"),
+        }
         out.extend_from_slice(b"</td><td class=\"n\">");
         write_f64(out, h.count().round());
         out.extend_from_slice(b"</td><td class=\"n\">");
-        match h.at_or_below(TTFT_SLO_SECONDS) {
+        match m.good() {
             Some(good) if h.count() > 0.0 => {
                 write_f64(out, (good / h.count() * 10_000.0).round() / 100.0);
                 out.push(b'%');
             }
             _ => out.extend_from_slice(b"&ndash;"),
+        }
+        out.extend_from_slice(b"</td><td class=\"n\">");
+        match m.good_within {
+            Some(s) => {
+                write_f64(out, (s * 1e6).round() / 1e3);
+                out.extend_from_slice(b" ms");
+            }
+            None => out.extend_from_slice(b"no bound"),
         }
         out.extend_from_slice(b"</td></tr>\n");
     }

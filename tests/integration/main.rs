@@ -9,6 +9,7 @@ mod common;
 mod dcgm;
 mod deploy;
 mod dist;
+mod engines;
 mod exposition;
 #[cfg(feature = "kubernetes")]
 #[path = "../support/fake_kubelet.rs"]

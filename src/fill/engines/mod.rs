@@ -1,6 +1,12 @@
 //! Inference engines on the node (vLLM, SGLang, TensorRT-LLM, NIM,
-//! Triton): their own `/metrics`, read for the serving SLO. So far the
-//! bounded reader of their text (`text.rs`); the client, the profiles and
-//! the evaluator follow (issue 22).
+//! Triton): their own `/metrics`, read for the serving SLO. The reader's
+//! thread (`watch.rs`) reads each endpoint with the client (`client.rs`),
+//! keeps the families its engine's profile names (`profile.rs`) with the
+//! bounded text reader (`text.rs`), and publishes each model's TTFT.
 
+pub mod client;
+pub mod profile;
 pub mod text;
+pub mod watch;
+
+pub use watch::Watch;

@@ -219,7 +219,8 @@ impl<'w> Reader<'w> {
     }
 }
 
-/// Parses a whole body at once (tests, fuzzing, small bodies).
+/// Parses a whole body at once (tests, fuzzing).
+#[cfg(any(test, feature = "internals"))]
 pub fn parse(body: &[u8], wanted: &Wanted) -> Parsed {
     let mut reader = Reader::new(wanted);
     reader.feed(body);

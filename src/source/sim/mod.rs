@@ -15,7 +15,9 @@ pub use scenario::Scenario;
 use super::{Source, SourceError};
 use crate::base::units::MHZ;
 use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TxRx, xid_errors};
+use crate::snapshot::{
+    Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TTFT_SLO_SECONDS, TxRx, xid_errors,
+};
 use scenario::{Action, GpuState, ModelState};
 
 /// How much past the simulator replays before serving: enough for every
@@ -58,6 +60,8 @@ impl ModelState {
                     .collect(),
                 sum: (self.sum * 1000.0).round() / 1000.0,
             },
+            good_within: Some(TTFT_SLO_SECONDS),
+            endpoint: None,
         }
     }
 }

@@ -1,0 +1,32 @@
+//! The engine reader's own families: one series set per
+//! `--engine.endpoint`. The engines' own series are not served again:
+//! Prometheus scrapes the engines itself.
+
+use super::{Family, Kind, family};
+use Kind::{Counter, Gauge};
+
+pub static ENGINE_UP: Family = family(
+    "gpu_exporter_engine_up",
+    Gauge,
+    "1 if the last read of the engine endpoint gave its models; engine names the engine once known.",
+);
+pub static ENGINE_LAST_SUCCESS: Family = family(
+    "gpu_exporter_engine_last_success_timestamp_seconds",
+    Gauge,
+    "When the engine endpoint was last read whole; its models are from then.",
+);
+pub static ENGINE_READ_DURATION: Family = family(
+    "gpu_exporter_engine_read_duration_seconds",
+    Gauge,
+    "How long the last read of the engine endpoint took, failed or not, at most --engine.timeout.",
+);
+pub static ENGINE_ERRORS: Family = family(
+    "gpu_exporter_engine_errors",
+    Counter,
+    "Failed reads of the engine endpoint, by reason: connect, timeout, status (redirects are not followed), too_large (over 8 MiB), parse, unknown_engine.",
+);
+pub static ENGINE_GOOD_WITHIN: Family = family(
+    "gpu_exporter_engine_ttft_good_within_seconds",
+    Gauge,
+    "The engine's TTFT bucket bound the SLO judges a request good at: --engine.ttft-threshold, or the nearest bound below it. Absent where the engine has no bound at or below it.",
+);

@@ -1,0 +1,63 @@
+//! The engine reader's own families, from the snapshot's endpoints.
+
+use super::catalogue::engines::{
+    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_READ_DURATION, ENGINE_UP,
+};
+use super::writer::Writer;
+use crate::snapshot::{EngineError, Snapshot};
+
+pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
+    let engines = &snapshot.engines;
+    if engines.is_empty() {
+        return;
+    }
+    w.head(&ENGINE_UP);
+    for e in engines {
+        w.name(&ENGINE_UP);
+        w.open_label("endpoint", &e.url);
+        if let Some(engine) = e.engine {
+            w.label("engine", engine.name());
+        }
+        w.value(if e.up { 1.0 } else { 0.0 });
+    }
+    type Value = fn(&crate::snapshot::EngineEndpoint) -> Option<f64>;
+    let each: [(_, Value); 2] = [
+        (&ENGINE_LAST_SUCCESS, |e| e.last_success),
+        (&ENGINE_READ_DURATION, |e| e.duration),
+    ];
+    for (fam, value) in each {
+        let mut headed = false;
+        for e in engines {
+            if let Some(v) = value(e) {
+                if !std::mem::replace(&mut headed, true) {
+                    w.head(fam);
+                }
+                w.name(fam);
+                w.open_label("endpoint", &e.url);
+                w.value(v);
+            }
+        }
+    }
+    w.head(&ENGINE_ERRORS);
+    for e in engines {
+        for (reason, n) in EngineError::ALL.iter().zip(e.errors) {
+            w.name(&ENGINE_ERRORS);
+            w.open_label("endpoint", &e.url);
+            w.label("reason", reason.label());
+            w.value(n as f64);
+        }
+    }
+    let mut headed = false;
+    for m in &snapshot.models {
+        let (Some(i), Some(at)) = (m.endpoint, m.good_within) else {
+            continue;
+        };
+        if !std::mem::replace(&mut headed, true) {
+            w.head(&ENGINE_GOOD_WITHIN);
+        }
+        w.name(&ENGINE_GOOD_WITHIN);
+        w.open_label("endpoint", engines.get(i).map_or("", |e| e.url.as_str()));
+        w.label("model_name", &m.name);
+        w.value(at);
+    }
+}

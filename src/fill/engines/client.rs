@@ -1,0 +1,448 @@
+//! One read of an engine's metrics: HTTP/1.1 GET over a blocking socket,
+//! every step within one deadline, the body streamed into the text reader
+//! and never held, no redirect followed.
+
+use super::text::{Parsed, Reader, Wanted};
+use crate::config::engines::Endpoint;
+use crate::snapshot::EngineError;
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+/// The most body bytes read from one answer.
+pub const MAX_BODY: u64 = 8 * 1024 * 1024;
+/// The most head bytes.
+const MAX_HEAD: usize = 16 * 1024;
+
+/// Why a read failed, and the line that says so.
+pub type Failure = (EngineError, String);
+
+/// Reads `ep` once, keeping what `wanted` asks for, within `timeout`.
+pub fn fetch(ep: &Endpoint, wanted: &Wanted, timeout: Duration) -> Result<Parsed, Failure> {
+    let deadline = Instant::now() + timeout;
+    let mut conn = Conn {
+        stream: connect(&ep.authority, deadline)?,
+        deadline,
+    };
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: gpu-exporter/{}\r\nAccept: text/plain;version=0.0.4\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n",
+        ep.path,
+        ep.authority,
+        env!("CARGO_PKG_VERSION")
+    );
+    conn.stream
+        .set_write_timeout(Some(left(deadline)?))
+        .and_then(|()| conn.stream.write_all(request.as_bytes()))
+        .map_err(|e| io_failure(e, "sending the request"))?;
+    let mut buf = vec![0; MAX_HEAD];
+    let mut filled = 0;
+    let (framing, start) = loop {
+        let n = conn.read(&mut buf[filled..], "the head")?;
+        if n == 0 {
+            return Err(parse("closed before a whole head"));
+        }
+        filled += n;
+        if let Some(head) = head(&buf[..filled])? {
+            break head;
+        }
+        if filled == MAX_HEAD {
+            return Err(parse("a head over 16 KiB"));
+        }
+    };
+    let mut reader = Reader::new(wanted);
+    let mut body = Body {
+        framing,
+        read: 0,
+        chunk: Chunk::Size(Vec::new()),
+    };
+    body.feed(&buf[start..filled], &mut reader)?;
+    while !body.done() {
+        let n = conn.read(&mut buf, "the body")?;
+        if n == 0 {
+            return match body.framing {
+                Framing::Close => Ok(reader.finish()),
+                _ => Err(parse("closed before the body's end")),
+            };
+        }
+        body.feed(&buf[..n], &mut reader)?;
+    }
+    Ok(reader.finish())
+}
+
+fn parse(why: &str) -> Failure {
+    (EngineError::Parse, why.to_string())
+}
+
+fn left(deadline: Instant) -> Result<Duration, Failure> {
+    match deadline.checked_duration_since(Instant::now()) {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err((EngineError::Timeout, "out of time".into())),
+    }
+}
+
+fn io_failure(e: std::io::Error, doing: &str) -> Failure {
+    match e.kind() {
+        ErrorKind::WouldBlock | ErrorKind::TimedOut => {
+            (EngineError::Timeout, format!("timed out {doing}"))
+        }
+        _ => (EngineError::Parse, format!("{doing}: {e}")),
+    }
+}
+
+fn connect(authority: &str, deadline: Instant) -> Result<TcpStream, Failure> {
+    let addrs = authority
+        .to_socket_addrs()
+        .map_err(|e| (EngineError::Connect, format!("{authority}: {e}")))?;
+    let mut last = (EngineError::Connect, format!("{authority}: no address"));
+    for addr in addrs {
+        match TcpStream::connect_timeout(&addr, left(deadline)?) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == ErrorKind::TimedOut => {
+                return Err((EngineError::Timeout, format!("connecting to {addr}")));
+            }
+            Err(e) => last = (EngineError::Connect, format!("{addr}: {e}")),
+        }
+    }
+    Err(last)
+}
+
+struct Conn {
+    stream: TcpStream,
+    deadline: Instant,
+}
+
+impl Conn {
+    /// One read, within what is left of the deadline.
+    fn read(&mut self, buf: &mut [u8], what: &str) -> Result<usize, Failure> {
+        self.stream
+            .set_read_timeout(Some(left(self.deadline)?))
+            .map_err(|e| io_failure(e, "reading"))?;
+        loop {
+            match self.stream.read(buf) {
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                r => return r.map_err(|e| io_failure(e, &format!("reading {what}"))),
+            }
+        }
+    }
+}
+
+/// How the body ends.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Framing {
+    Length(u64),
+    Chunked,
+    Close,
+}
+
+/// The head, once whole: the body's framing and where it starts.
+fn head(buf: &[u8]) -> Result<Option<(Framing, usize)>, Failure> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut r = httparse::Response::new(&mut headers);
+    let start = match r.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(parse(&format!("not an HTTP/1.x answer: {e}"))),
+    };
+    let code = r.code.unwrap_or(0);
+    if code != 200 {
+        let location = r
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("location"));
+        let why = match location {
+            Some(_) => format!("answered {code}, a redirect (none is followed)"),
+            None => format!("answered {code}"),
+        };
+        return Err((EngineError::Status, why));
+    }
+    let mut framing = Framing::Close;
+    for h in r.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or("").trim();
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            if !value.eq_ignore_ascii_case("chunked") {
+                return Err(parse(&format!("transfer-encoding {value:?}")));
+            }
+            framing = Framing::Chunked;
+        } else if h.name.eq_ignore_ascii_case("content-length") && framing != Framing::Chunked {
+            let n: u64 = value
+                .parse()
+                .map_err(|_| parse(&format!("content-length {value:?}")))?;
+            if n > MAX_BODY {
+                return Err((
+                    EngineError::TooLarge,
+                    format!("a Content-Length of {n}, over the {MAX_BODY}-byte cap"),
+                ));
+            }
+            framing = Framing::Length(n);
+        } else if h.name.eq_ignore_ascii_case("content-encoding")
+            && !value.eq_ignore_ascii_case("identity")
+        {
+            return Err(parse(&format!(
+                "content-encoding {value:?}, asked for identity"
+            )));
+        }
+    }
+    Ok(Some((framing, start)))
+}
+
+/// Where a chunked body is.
+enum Chunk {
+    /// Reading a size line (bounded).
+    Size(Vec<u8>),
+    /// Within a chunk: bytes left of it.
+    Data(u64),
+    /// The CRLF after a chunk's data: bytes left of it.
+    DataEnd(u8),
+    /// Trailer lines after the last chunk: bytes of the current line.
+    Trailer(usize),
+    Done,
+}
+
+struct Body {
+    framing: Framing,
+    /// Body bytes handed to the reader.
+    read: u64,
+    chunk: Chunk,
+}
+
+impl Body {
+    fn done(&self) -> bool {
+        match self.framing {
+            Framing::Length(n) => self.read >= n,
+            Framing::Chunked => matches!(self.chunk, Chunk::Done),
+            Framing::Close => false,
+        }
+    }
+
+    fn feed(&mut self, mut bytes: &[u8], reader: &mut Reader) -> Result<(), Failure> {
+        match self.framing {
+            Framing::Length(n) => {
+                let take = bytes.len().min((n - self.read) as usize);
+                self.data(&bytes[..take], reader)
+            }
+            Framing::Close => self.data(bytes, reader),
+            Framing::Chunked => {
+                while !bytes.is_empty() && !self.done() {
+                    bytes = self.chunked(bytes, reader)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn data(&mut self, bytes: &[u8], reader: &mut Reader) -> Result<(), Failure> {
+        self.read += bytes.len() as u64;
+        if self.read > MAX_BODY {
+            return Err((
+                EngineError::TooLarge,
+                format!("a body over the {MAX_BODY}-byte cap, cut off"),
+            ));
+        }
+        reader.feed(bytes);
+        Ok(())
+    }
+
+    /// Takes what it can of `bytes` in the current chunk state.
+    fn chunked<'b>(&mut self, bytes: &'b [u8], reader: &mut Reader) -> Result<&'b [u8], Failure> {
+        match &mut self.chunk {
+            Chunk::Size(line) => {
+                let end = bytes.iter().position(|&b| b == b'\n');
+                let (piece, rest) = match end {
+                    Some(i) => (&bytes[..i], &bytes[i + 1..]),
+                    None => (bytes, &[][..]),
+                };
+                if line.len() + piece.len() > 1024 {
+                    return Err(parse("a chunk size line over 1 KiB"));
+                }
+                line.extend_from_slice(piece);
+                if end.is_some() {
+                    let text = std::str::from_utf8(line).unwrap_or("");
+                    let hex = text.split(';').next().unwrap_or("").trim();
+                    let size = u64::from_str_radix(hex, 16)
+                        .map_err(|_| parse(&format!("chunk size {hex:?}")))?;
+                    self.chunk = match size {
+                        0 => Chunk::Trailer(0),
+                        n => Chunk::Data(n),
+                    };
+                }
+                Ok(rest)
+            }
+            Chunk::Data(left) => {
+                let take = bytes.len().min(*left as usize);
+                *left -= take as u64;
+                if *left == 0 {
+                    self.chunk = Chunk::DataEnd(2);
+                }
+                self.data(&bytes[..take], reader)?;
+                Ok(&bytes[take..])
+            }
+            Chunk::DataEnd(left) => {
+                // CRLF, or a bare LF as lenient readers take.
+                let b = bytes[0];
+                match (b, *left) {
+                    (b'\r', 2) => *left = 1,
+                    (b'\n', _) => self.chunk = Chunk::Size(Vec::new()),
+                    _ => return Err(parse("no CRLF after a chunk")),
+                }
+                Ok(&bytes[1..])
+            }
+            Chunk::Trailer(len) => {
+                let b = bytes[0];
+                match b {
+                    b'\n' if *len == 0 => self.chunk = Chunk::Done,
+                    b'\n' => *len = 0,
+                    b'\r' => {}
+                    _ if *len >= 1024 => return Err(parse("a trailer line over 1 KiB")),
+                    _ => *len += 1,
+                }
+                Ok(&bytes[1..])
+            }
+            Chunk::Done => Ok(&[]),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::engines::parse_endpoint;
+    use crate::fill::engines::profile::wanted;
+    use std::net::TcpListener;
+    use std::thread;
+
+    /// A server on loopback that answers one connection with `answer`
+    /// (written in pieces of `piece` bytes), then holds it open for
+    /// `hold` before closing.
+    fn serve(answer: Vec<u8>, piece: usize, hold: Duration) -> Endpoint {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("vllm=http://{}/metrics", l.local_addr().unwrap());
+        thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut req = [0; 4096];
+            let _ = s.read(&mut req);
+            for p in answer.chunks(piece.max(1)) {
+                if s.write_all(p).is_err() {
+                    return;
+                }
+            }
+            thread::sleep(hold);
+        });
+        parse_endpoint(&url).unwrap()
+    }
+
+    const BODY: &str = "vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 3\n";
+
+    fn get(answer: &str, piece: usize) -> Result<Parsed, Failure> {
+        let ep = serve(answer.as_bytes().to_vec(), piece, Duration::ZERO);
+        fetch(&ep, &wanted(None), Duration::from_secs(5))
+    }
+
+    fn kept(r: Result<Parsed, Failure>) -> usize {
+        r.unwrap().samples.len()
+    }
+
+    #[test]
+    fn reads_each_framing_in_any_pieces() {
+        let len = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{BODY}trailing junk",
+            BODY.len()
+        );
+        let chunked = format!(
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;x=y\r\n{}\r\n{:x}\r\n{}\r\n0\r\nX-T: 1\r\n\r\n",
+            &BODY[..5],
+            BODY.len() - 5,
+            &BODY[5..]
+        );
+        let close = format!("HTTP/1.0 200 OK\r\n\r\n{BODY}");
+        for piece in [1, 3, 4096] {
+            assert_eq!(kept(get(&len, piece)), 1, "length, {piece}");
+            assert_eq!(kept(get(&chunked, piece)), 1, "chunked, {piece}");
+            assert_eq!(kept(get(&close, piece)), 1, "close, {piece}");
+        }
+    }
+
+    fn failure(r: Result<Parsed, Failure>) -> (EngineError, String) {
+        r.map(|_| ()).unwrap_err()
+    }
+
+    #[test]
+    fn refusals_say_why() {
+        for (answer, reason, says) in [
+            (
+                "HTTP/1.1 302 Found\r\nLocation: /x\r\n\r\n",
+                EngineError::Status,
+                "none is followed",
+            ),
+            (
+                "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n",
+                EngineError::Status,
+                "answered 503",
+            ),
+            (
+                "SSH-2.0-OpenSSH\r\n\r\n",
+                EngineError::Parse,
+                "not an HTTP/1.x answer",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 9999999999\r\n\r\n",
+                EngineError::TooLarge,
+                "Content-Length of 9999999999",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\n",
+                EngineError::Parse,
+                "gzip",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\nshort",
+                EngineError::Parse,
+                "before the body's end",
+            ),
+            (
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                EngineError::Parse,
+                "chunk size",
+            ),
+            ("HTTP/1.1 200", EngineError::Parse, "before a whole head"),
+        ] {
+            let (r, why) = failure(get(answer, 4096));
+            assert_eq!(r, reason, "{answer:?}: {why}");
+            assert!(why.contains(says), "{answer:?}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_body_past_the_cap_is_cut_off_while_read() {
+        let mut answer = b"HTTP/1.1 200 OK\r\n\r\n".to_vec();
+        let line = b"# padding padding padding padding padding padding padding padding\n";
+        while (answer.len() as u64) < MAX_BODY + 65536 {
+            answer.extend_from_slice(line);
+        }
+        let ep = serve(answer, 65536, Duration::ZERO);
+        let (r, _) = failure(fetch(&ep, &wanted(None), Duration::from_secs(20)));
+        assert_eq!(r, EngineError::TooLarge);
+    }
+
+    #[test]
+    fn a_silent_engine_is_a_timeout() {
+        let ep = serve(
+            b"HTTP/1.1 200 OK\r\n".to_vec(),
+            4096,
+            Duration::from_secs(3),
+        );
+        let (r, why) = failure(fetch(&ep, &wanted(None), Duration::from_millis(300)));
+        assert_eq!(r, EngineError::Timeout, "{why}");
+    }
+
+    #[test]
+    fn nobody_listening_is_connect() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let ep = parse_endpoint(&format!("http://127.0.0.1:{port}/metrics")).unwrap();
+        let (r, _) = failure(fetch(&ep, &wanted(None), Duration::from_secs(1)));
+        assert_eq!(r, EngineError::Connect);
+    }
+}

@@ -1,0 +1,373 @@
+//! What each engine calls its TTFT histogram, in which unit and under
+//! which model label (facts from `ENGINES.md`), how an engine is told from
+//! its metric names, and the served models a body gives.
+
+use super::text::{Parsed, Part, Wanted};
+use crate::config::engines::Engine;
+use crate::snapshot::Histogram;
+use std::collections::BTreeMap;
+
+/// One engine's TTFT facts.
+pub struct Profile {
+    pub engine: Engine,
+    /// The TTFT histogram's names, the first one present read.
+    pub ttft: &'static [&'static str],
+    /// Its units in a second (Triton counts milliseconds): divided, not
+    /// multiplied, so that 300 ms is the same f64 as 0.3 s.
+    pub per_second: f64,
+    /// The label that names the model.
+    pub model_label: &'static str,
+    /// How an operator adds a bucket bound at the threshold.
+    pub add_bound: &'static str,
+}
+
+pub fn profile(engine: Engine) -> &'static Profile {
+    PROFILES
+        .iter()
+        .find(|p| p.engine == engine)
+        .expect("every engine has a profile")
+}
+
+static PROFILES: [Profile; 5] = [
+    Profile {
+        engine: Engine::Vllm,
+        ttft: &["vllm:time_to_first_token_seconds"],
+        per_second: 1.0,
+        model_label: "model_name",
+        add_bound: "vLLM >= 0.32: --custom-histogram-buckets '{\"time_to_first_token\":[...]}'",
+    },
+    Profile {
+        engine: Engine::Sglang,
+        ttft: &["sglang:time_to_first_token_seconds"],
+        per_second: 1.0,
+        model_label: "model_name",
+        add_bound: "SGLang >= 0.4.9: --bucket-time-to-first-token",
+    },
+    Profile {
+        engine: Engine::Trtllm,
+        ttft: &[
+            "trtllm_time_to_first_token_seconds",
+            "time_to_first_token_seconds",
+        ],
+        per_second: 1.0,
+        model_label: "model_name",
+        add_bound: "trtllm-serve: the LLM-API option prometheus_metrics_config.time_to_first_token_buckets",
+    },
+    Profile {
+        engine: Engine::Nim,
+        ttft: &["time_to_first_token_seconds"],
+        per_second: 1.0,
+        model_label: "model_name",
+        add_bound: "NIM documents no way to change its buckets",
+    },
+    Profile {
+        engine: Engine::Triton,
+        ttft: &["nv_inference_first_response_histogram_ms"],
+        per_second: 1000.0,
+        model_label: "model",
+        add_bound: "Triton: model_metrics.metric_control[].histogram_options.buckets in the model's config.pbtxt",
+    },
+];
+
+/// Name prefixes that tell an engine, and those of engines with no TTFT.
+const PREFIXES: [(&str, Option<Engine>); 6] = [
+    ("vllm:", Some(Engine::Vllm)),
+    ("sglang:", Some(Engine::Sglang)),
+    ("trtllm_", Some(Engine::Trtllm)),
+    ("nv_inference_", Some(Engine::Triton)),
+    ("tgi_", None),
+    ("llamacpp:", None),
+];
+
+/// The families to keep from an endpoint's body: its engine's, or every
+/// engine's while it is not known.
+pub fn wanted(engine: Option<Engine>) -> Wanted {
+    let mut histograms: Vec<String> = Vec::new();
+    for p in PROFILES
+        .iter()
+        .filter(|p| engine.is_none_or(|e| e == p.engine))
+    {
+        for name in p.ttft {
+            if !histograms.iter().any(|h| h == name) {
+                histograms.push(name.to_string());
+            }
+        }
+    }
+    Wanted {
+        histograms,
+        counters: Vec::new(),
+        prefixes: PREFIXES.iter().map(|(p, _)| p.to_string()).collect(),
+    }
+}
+
+/// The engine a body's names tell, or why they tell none.
+pub fn detect(parsed: &Parsed, wanted: &Wanted) -> Result<Engine, String> {
+    let seen: Vec<(&str, Option<Engine>)> = PREFIXES
+        .iter()
+        .zip(&parsed.prefixes_seen)
+        .filter(|&(_, &s)| s)
+        .map(|(&p, _)| p)
+        .collect();
+    let unprefixed = wanted
+        .histograms
+        .iter()
+        .position(|h| h == "time_to_first_token_seconds")
+        .is_some_and(|i| parsed.samples.iter().any(|s| s.family == i));
+    match (&seen[..], unprefixed) {
+        ([(_, Some(e))], _) => Ok(*e),
+        ([(p, None)], _) => Err(format!(
+            "its names ({p}…) are of an engine without a TTFT histogram (TGI, llama.cpp): the TTFT SLO is not available for it"
+        )),
+        ([], true) => Err(
+            "its names are unprefixed, as both NIM's and early trtllm-serve's are: name the engine, nim=URL or trtllm=URL".into(),
+        ),
+        ([], false) => Err("no metric names of vLLM, SGLang, TensorRT-LLM, NIM or Triton".into()),
+        (many, _) => {
+            let p: Vec<&str> = many.iter().map(|(p, _)| *p).collect();
+            Err(format!(
+                "names of several engines ({}): name the engine, ENGINE=URL",
+                p.join(", ")
+            ))
+        }
+    }
+}
+
+/// The most models one endpoint may serve; the rest (by name) are left out.
+pub const MAX_MODELS: usize = 32;
+
+/// One model's TTFT histogram from a body, in seconds, summed over its
+/// series (vLLM's data-parallel `engine`, SGLang's `is_streaming`, Triton's
+/// `version`), or why it cannot be.
+pub type Read = Result<Histogram, String>;
+
+/// Each model's TTFT histogram in `parsed`, by model name, at most
+/// [`MAX_MODELS`]; and how many models were past the cap.
+pub fn models(parsed: &Parsed, wanted: &Wanted, p: &Profile) -> (BTreeMap<String, Read>, usize) {
+    let Some(family) = p.ttft.iter().find_map(|name| {
+        let i = wanted.histograms.iter().position(|h| h == name)?;
+        parsed.samples.iter().any(|s| s.family == i).then_some(i)
+    }) else {
+        return (BTreeMap::new(), 0);
+    };
+    // Each series' buckets and sum, by model and then its other labels.
+    let mut series: BTreeMap<String, BTreeMap<Vec<(String, String)>, Series>> = BTreeMap::new();
+    for s in parsed.samples.iter().filter(|s| s.family == family) {
+        let Some(model) = s.labels.iter().find(|(k, _)| k == p.model_label) else {
+            continue;
+        };
+        let mut rest = s.labels.clone();
+        rest.retain(|(k, _)| k != p.model_label);
+        rest.sort();
+        let one = series
+            .entry(model.1.clone())
+            .or_default()
+            .entry(rest)
+            .or_default();
+        match s.part {
+            Part::Bucket(le) => one.buckets.push((le / p.per_second, s.value)),
+            Part::Sum => one.sum = s.value / p.per_second,
+            Part::Count | Part::Counter => {}
+        }
+    }
+    let past = series.len().saturating_sub(MAX_MODELS);
+    let out = series
+        .into_iter()
+        .take(MAX_MODELS)
+        .map(|(name, all)| (name, sum(all.into_values())))
+        .collect();
+    (out, past)
+}
+
+#[derive(Default)]
+struct Series {
+    buckets: Vec<(f64, f64)>,
+    sum: f64,
+}
+
+/// One histogram of series that share their bounds.
+fn sum(all: impl Iterator<Item = Series>) -> Read {
+    let mut total = Histogram::default();
+    for (i, mut s) in all.enumerate() {
+        s.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if s.buckets
+            .windows(2)
+            .any(|w| w[0].0 == w[1].0 || w[0].1 > w[1].1)
+        {
+            return Err("a series repeats a bucket or its counts fall".into());
+        }
+        if s.buckets.last().is_none_or(|b| b.0 != f64::INFINITY) {
+            return Err("a series has no +Inf bucket".into());
+        }
+        if i == 0 {
+            total.buckets = s.buckets;
+        } else if total.buckets.len() != s.buckets.len()
+            || total
+                .buckets
+                .iter()
+                .zip(&s.buckets)
+                .any(|(a, b)| a.0 != b.0)
+        {
+            return Err("its series have different buckets".into());
+        } else {
+            for (a, b) in total.buckets.iter_mut().zip(&s.buckets) {
+                a.1 += b.1;
+            }
+        }
+        total.sum += s.sum;
+    }
+    Ok(total)
+}
+
+/// The bound a request is judged good at for `threshold` seconds: the
+/// threshold itself when it is a bound, else the nearest bound below it
+/// (stricter: a request between the two counts as slow), else none. With
+/// the second and third, a line that says so.
+pub fn judged_at(h: &Histogram, threshold: f64) -> (Option<f64>, Option<String>) {
+    let bounds = || h.buckets.iter().map(|b| b.0).filter(|b| b.is_finite());
+    if bounds().any(|b| same(b, threshold)) {
+        return (bounds().find(|&b| same(b, threshold)), None);
+    }
+    let below = bounds().rfind(|&b| b < threshold);
+    let above = bounds().find(|&b| b > threshold);
+    let near = match (below, above) {
+        (Some(b), Some(a)) => format!("{} and {}", secs(b), secs(a)),
+        (Some(b), None) => secs(b),
+        (None, Some(a)) => secs(a),
+        (None, None) => "none".into(),
+    };
+    let what = match below {
+        Some(b) => format!("judged at {} instead, stricter", secs(b)),
+        None => "no bound at or below it, so no TTFT verdict".into(),
+    };
+    let line = format!(
+        "no bucket bound at the {} TTFT threshold (nearest: {near}); {what}",
+        secs(threshold)
+    );
+    (below, Some(line))
+}
+
+/// Equal but for the rounding of a unit conversion.
+fn same(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * b.abs()
+}
+
+fn secs(s: f64) -> String {
+    format!("{}s", (s * 1e6).round() / 1e6)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fill::engines::text::parse;
+
+    fn read(engine: Engine, body: &str) -> BTreeMap<String, Read> {
+        let w = wanted(None);
+        let parsed = parse(body.as_bytes(), &w);
+        assert_eq!(detect(&parsed, &w), Ok(engine));
+        let (m, past) = models(&parsed, &w, profile(engine));
+        assert_eq!(past, 0);
+        m
+    }
+
+    const VLLM: &str = "\
+# TYPE vllm:time_to_first_token_seconds histogram
+vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.25\",model_name=\"m\"} 3.0
+vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"0.5\",model_name=\"m\"} 4.0
+vllm:time_to_first_token_seconds_bucket{engine=\"0\",le=\"+Inf\",model_name=\"m\"} 5.0
+vllm:time_to_first_token_seconds_sum{engine=\"0\",model_name=\"m\"} 2.5
+vllm:time_to_first_token_seconds_bucket{engine=\"1\",le=\"0.25\",model_name=\"m\"} 1.0
+vllm:time_to_first_token_seconds_bucket{engine=\"1\",le=\"0.5\",model_name=\"m\"} 1.0
+vllm:time_to_first_token_seconds_bucket{engine=\"1\",le=\"+Inf\",model_name=\"m\"} 2.0
+vllm:time_to_first_token_seconds_sum{engine=\"1\",model_name=\"m\"} 1.5
+vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"m\"} 7.0
+";
+
+    #[test]
+    fn vllm_sums_its_data_parallel_engines_per_model() {
+        let m = read(Engine::Vllm, VLLM);
+        let h = m["m"].as_ref().unwrap();
+        assert_eq!(h.buckets, [(0.25, 4.0), (0.5, 5.0), (f64::INFINITY, 7.0)]);
+        assert_eq!(h.sum, 4.0);
+        let (at, line) = judged_at(h, 0.3);
+        assert_eq!(at, Some(0.25));
+        assert_eq!(
+            line.unwrap(),
+            "no bucket bound at the 0.3s TTFT threshold (nearest: 0.25s and 0.5s); judged at 0.25s instead, stricter"
+        );
+        assert_eq!(judged_at(h, 0.5), (Some(0.5), None));
+        let (at, line) = judged_at(h, 0.1);
+        assert_eq!(at, None);
+        assert!(
+            line.unwrap()
+                .ends_with("no bound at or below it, so no TTFT verdict")
+        );
+    }
+
+    #[test]
+    fn triton_counts_milliseconds_under_model() {
+        let body = "\
+nv_inference_request_success{model=\"t\",version=\"1\"} 3
+nv_inference_first_response_histogram_ms_bucket{model=\"t\",version=\"1\",le=\"100\"} 1
+nv_inference_first_response_histogram_ms_bucket{model=\"t\",version=\"1\",le=\"300\"} 2
+nv_inference_first_response_histogram_ms_bucket{model=\"t\",version=\"1\",le=\"+Inf\"} 3
+nv_inference_first_response_histogram_ms_sum{model=\"t\",version=\"1\"} 700
+";
+        let m = read(Engine::Triton, body);
+        let h = m["t"].as_ref().unwrap();
+        assert_eq!(h.buckets[..2], [(0.1, 1.0), (0.3, 2.0)]);
+        assert_eq!(h.sum, 0.7);
+        assert_eq!(judged_at(h, 0.3), (Some(0.3), None));
+    }
+
+    #[test]
+    fn series_that_disagree_are_no_model() {
+        let body = VLLM.replace("engine=\"1\",le=\"0.5\"", "engine=\"1\",le=\"0.4\"");
+        assert_eq!(
+            read(Engine::Vllm, &body)["m"],
+            Err("its series have different buckets".into())
+        );
+        let body = VLLM.replace("le=\"+Inf\"", "le=\"9\"");
+        assert_eq!(
+            read(Engine::Vllm, &body)["m"],
+            Err("a series has no +Inf bucket".into())
+        );
+    }
+
+    #[test]
+    fn engines_are_told_by_their_names_or_not_at_all() {
+        let w = wanted(None);
+        let says = |body: &str| detect(&parse(body.as_bytes(), &w), &w).unwrap_err();
+        assert!(
+            says("time_to_first_token_seconds_count{model_name=\"m\"} 1\n")
+                .contains("nim=URL or trtllm=URL")
+        );
+        assert!(says("tgi_request_success 4\n").contains("TTFT SLO is not available"));
+        assert!(says("llamacpp:requests_processing 1\n").contains("TGI, llama.cpp"));
+        assert!(says("vllm:x 1\nsglang:y 2\n").contains("several engines (vllm:, sglang:)"));
+        assert!(says("{\"iter\": 3}\n").contains("no metric names"));
+        let sglang = "sglang:num_requests_total{model_name=\"m\"} 1\n";
+        assert_eq!(
+            detect(&parse(sglang.as_bytes(), &w), &w),
+            Ok(Engine::Sglang)
+        );
+    }
+
+    #[test]
+    fn an_early_trtllm_serve_is_read_by_its_unprefixed_names() {
+        let w = wanted(Some(Engine::Trtllm));
+        let body = "time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 2\n";
+        let (m, _) = models(&parse(body.as_bytes(), &w), &w, profile(Engine::Trtllm));
+        assert_eq!(m["m"].as_ref().unwrap().count(), 2.0);
+    }
+
+    #[test]
+    fn models_past_the_cap_are_counted_not_kept() {
+        let body: String = (0..MAX_MODELS + 3)
+            .map(|i| format!("vllm:time_to_first_token_seconds_bucket{{model_name=\"m{i:02}\",le=\"+Inf\"}} 1\n"))
+            .collect();
+        let w = wanted(Some(Engine::Vllm));
+        let (m, past) = models(&parse(body.as_bytes(), &w), &w, profile(Engine::Vllm));
+        assert_eq!((m.len(), past), (MAX_MODELS, 3));
+        assert!(m.contains_key("m00") && !m.contains_key("m34"));
+    }
+}

@@ -1,0 +1,251 @@
+//! The engine reader: a thread of its own (`engine-read`) reads every
+//! endpoint once per `--engine.interval`, each read within
+//! `--engine.timeout`, and publishes each endpoint's state and models. The
+//! poller takes the last published; no collection and no scrape ever
+//! waits on an engine.
+
+use super::client::{Failure, fetch};
+use super::profile::{self, detect, judged_at, wanted};
+use crate::base::time::unix_now;
+use crate::config::engines::{Endpoint, Engine, Engines};
+use crate::snapshot::{EngineEndpoint, EngineError, Model};
+use std::collections::HashSet;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::Instant;
+
+#[derive(Default)]
+struct Shared {
+    endpoints: Vec<EngineEndpoint>,
+    /// The models of every endpoint that is up, in endpoint order.
+    models: Vec<Model>,
+    stop: bool,
+}
+
+type Cell = Arc<(Mutex<Shared>, Condvar)>;
+
+fn lock(cell: &Cell) -> MutexGuard<'_, Shared> {
+    cell.0.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The reader's handle; its thread stops when it drops.
+pub struct Watch {
+    cell: Cell,
+}
+
+impl Watch {
+    /// Starts the thread; `None` without endpoints.
+    pub fn start(options: Engines) -> std::io::Result<Option<Watch>> {
+        if options.endpoints.is_empty() {
+            return Ok(None);
+        }
+        let cell: Cell = Arc::default();
+        lock(&cell).endpoints = options
+            .endpoints
+            .iter()
+            .map(|e| EngineEndpoint {
+                url: e.url.clone(),
+                engine: e.engine,
+                ..EngineEndpoint::default()
+            })
+            .collect();
+        let theirs = cell.clone();
+        std::thread::Builder::new()
+            .name("engine-read".into())
+            .spawn(move || run(&options, &theirs))?;
+        Ok(Some(Watch { cell }))
+    }
+
+    /// Each endpoint's state and the models of those up, as last read.
+    pub fn read(&self) -> (Vec<EngineEndpoint>, Vec<Model>) {
+        let s = lock(&self.cell);
+        (s.endpoints.clone(), s.models.clone())
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        lock(&self.cell).stop = true;
+        self.cell.1.notify_all();
+    }
+}
+
+/// What one endpoint's reads remember between rounds.
+struct Memory {
+    engine: Option<Engine>,
+    /// The last state said: `None` up, else the failure's reason.
+    said: Option<Option<EngineError>>,
+    /// Models whose judging bound was said, with it.
+    judged: HashSet<(String, Option<u64>)>,
+    /// Models with a problem said, with it.
+    bad: HashSet<(String, String)>,
+    past_cap: usize,
+}
+
+fn run(options: &Engines, cell: &Cell) {
+    let mut memory: Vec<Memory> = options
+        .endpoints
+        .iter()
+        .map(|e| Memory {
+            engine: e.engine,
+            said: None,
+            judged: HashSet::new(),
+            bad: HashSet::new(),
+            past_cap: 0,
+        })
+        .collect();
+    loop {
+        let round = Instant::now();
+        let mut models = Vec::new();
+        for (i, (ep, mem)) in options.endpoints.iter().zip(&mut memory).enumerate() {
+            let started = Instant::now();
+            let outcome = read_one(ep, mem, options, i);
+            let took = started.elapsed().as_secs_f64();
+            let mut s = lock(cell);
+            if s.stop {
+                return;
+            }
+            let state = &mut s.endpoints[i];
+            state.duration = Some(took);
+            state.engine = mem.engine;
+            say(ep, mem, &outcome);
+            match outcome {
+                Ok(m) => {
+                    state.up = true;
+                    state.last_success = Some(unix_now());
+                    for m in m {
+                        add(&mut models, m, &ep.url);
+                    }
+                }
+                Err((reason, _)) => {
+                    state.up = false;
+                    let at = EngineError::ALL.iter().position(|&r| r == reason);
+                    state.errors[at.unwrap_or(0)] += 1;
+                }
+            }
+        }
+        let mut s = lock(cell);
+        s.models = models;
+        let wait = options.interval.saturating_sub(round.elapsed());
+        let (s, _) = cell
+            .1
+            .wait_timeout_while(s, wait, |s| !s.stop)
+            .unwrap_or_else(|e| e.into_inner());
+        if s.stop {
+            return;
+        }
+    }
+}
+
+/// Adds `m` to the node's models: one model served by two endpoints (two
+/// replicas on the node) is one subject, its counts summed, where their
+/// buckets agree; else the first endpoint's stays, said at debug level
+/// (every round would say it again).
+fn add(models: &mut Vec<Model>, m: Model, url: &str) {
+    let Some(same) = models.iter_mut().find(|o| o.name == m.name) else {
+        models.push(m);
+        return;
+    };
+    let (a, b) = (&mut same.ttft_seconds, &m.ttft_seconds);
+    if a.buckets.len() != b.buckets.len()
+        || a.buckets.iter().zip(&b.buckets).any(|(x, y)| x.0 != y.0)
+        || same.good_within != m.good_within
+    {
+        log::debug!(
+            "model {:?} at {url}: other buckets than another endpoint's; left out",
+            m.name
+        );
+        return;
+    }
+    for (x, y) in a.buckets.iter_mut().zip(&b.buckets) {
+        x.1 += y.1;
+    }
+    a.sum += b.sum;
+}
+
+/// One line per change of an endpoint's state: up, or down for a reason.
+fn say(ep: &Endpoint, mem: &mut Memory, outcome: &Result<Vec<Model>, Failure>) {
+    let now = outcome.as_ref().err().map(|(r, _)| *r);
+    if mem.said == Some(now) {
+        return;
+    }
+    let engine = mem.engine.map_or("engine", Engine::name);
+    match outcome {
+        Ok(m) => log::info!("{engine} at {}: up, {} models", ep.url, m.len()),
+        Err((r, why)) => log::warn!("{engine} at {}: down ({}: {why})", ep.url, r.label()),
+    }
+    mem.said = Some(now);
+}
+
+/// Reads one endpoint: its engine (told once), and its models.
+fn read_one(
+    ep: &Endpoint,
+    mem: &mut Memory,
+    options: &Engines,
+    index: usize,
+) -> Result<Vec<Model>, Failure> {
+    let want = wanted(mem.engine);
+    let parsed = fetch(ep, &want, options.timeout)?;
+    if parsed.lines > 0 && parsed.malformed == parsed.lines {
+        return Err((
+            EngineError::Parse,
+            format!("no Prometheus text in {} lines", parsed.lines),
+        ));
+    }
+    let engine = match mem.engine {
+        Some(e) => e,
+        None => {
+            let e = detect(&parsed, &want).map_err(|why| (EngineError::UnknownEngine, why))?;
+            log::info!("engine at {}: told {e} by its metric names", ep.url);
+            mem.engine = Some(e);
+            e
+        }
+    };
+    let p = profile::profile(engine);
+    let (read, past) = profile::models(&parsed, &want, p);
+    if past != mem.past_cap {
+        if past > 0 {
+            log::warn!(
+                "{engine} at {}: {past} models past the {} cap are left out",
+                ep.url,
+                profile::MAX_MODELS
+            );
+        }
+        mem.past_cap = past;
+    }
+    if read.is_empty() && mem.bad.insert((String::new(), String::new())) {
+        let hint = match engine {
+            Engine::Triton => ": start Triton with --metrics-config histogram_latencies=true",
+            _ => " yet",
+        };
+        log::warn!("{engine} at {}: no TTFT histogram{hint}", ep.url);
+    }
+    let mut models = Vec::new();
+    for (name, h) in read {
+        let h = match h {
+            Ok(h) => h,
+            Err(why) => {
+                if mem.bad.insert((name.clone(), why.clone())) {
+                    log::warn!("{engine} at {}: model {name:?} left out: {why}", ep.url);
+                }
+                continue;
+            }
+        };
+        let (at, line) = judged_at(&h, options.ttft_threshold);
+        if let Some(line) = line
+            && mem.judged.insert((name.clone(), at.map(f64::to_bits)))
+        {
+            log::warn!(
+                "{engine} at {}: model {name:?}: {line}; to add one: {}",
+                ep.url,
+                p.add_bound
+            );
+        }
+        models.push(Model {
+            name,
+            ttft_seconds: h,
+            good_within: at,
+            endpoint: Some(index),
+        });
+    }
+    Ok(models)
+}

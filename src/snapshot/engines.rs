@@ -1,0 +1,61 @@
+//! The inference engines read on the node, as their reader last saw them.
+
+use crate::config::engines::Engine;
+
+/// Why a read of an engine endpoint failed
+/// (`gpu_exporter_engine_errors_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EngineError {
+    /// No connection: refused, unreachable, the name unresolved.
+    Connect,
+    /// Connecting, the head or the body took longer than `--engine.timeout`.
+    Timeout,
+    /// An answer other than 200, a redirect included (none is followed).
+    Status,
+    /// A body over the cap: refused by its length, or cut off while read.
+    TooLarge,
+    /// Not an HTTP/1.x answer, or a body that is no Prometheus text.
+    Parse,
+    /// Metric names of no engine we read, or of two we cannot tell apart.
+    UnknownEngine,
+}
+
+impl EngineError {
+    pub const ALL: [EngineError; 6] = [
+        EngineError::Connect,
+        EngineError::Timeout,
+        EngineError::Status,
+        EngineError::TooLarge,
+        EngineError::Parse,
+        EngineError::UnknownEngine,
+    ];
+
+    /// Its `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            EngineError::Connect => "connect",
+            EngineError::Timeout => "timeout",
+            EngineError::Status => "status",
+            EngineError::TooLarge => "too_large",
+            EngineError::Parse => "parse",
+            EngineError::UnknownEngine => "unknown_engine",
+        }
+    }
+}
+
+/// One engine endpoint, as its last read left it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineEndpoint {
+    /// The URL, its `endpoint` label.
+    pub url: String,
+    /// The engine named or told from its names; `None` until known.
+    pub engine: Option<Engine>,
+    /// Whether the last read gave the engine's models.
+    pub up: bool,
+    /// Unix time of the last good read.
+    pub last_success: Option<f64>,
+    /// Seconds the last read took, failed or not.
+    pub duration: Option<f64>,
+    /// Failed reads since start, by [`EngineError`].
+    pub errors: [u64; EngineError::ALL.len()],
+}

@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""An inference engine's /metrics, built with PyPI prometheus_client (the
+library vLLM, SGLang, TensorRT-LLM and NIM use) from the facts in
+../shared/ENGINES.md: the exact names, labels, units and default buckets.
+Triton uses prometheus-cpp, whose text the double writes by hand.
+
+  double.py --engine vllm|vllm-v0|sglang|trtllm|nim|triton|vllm-custom
+            [--mode steady|grow|hang|garbage|huge] [--observe MS:N ...]
+            [--model NAME]
+
+It serves on 127.0.0.1 at a port of its own and prints `PORT <n>` once
+listening. `--observe 100:97 270:2 600:1` records 97 requests at 100 ms,
+2 at 270 ms and 1 at 600 ms before serving; the counts never change after,
+so what an exporter reads is exact; `--mode grow` records them again every
+100 ms, a steady flow of that mix. It exits after --lifetime seconds."""
+import argparse, sys, threading, time
+from wsgiref.simple_server import make_server, WSGIRequestHandler
+from prometheus_client import CollectorRegistry, Counter, Histogram, Gauge
+from prometheus_client.exposition import generate_latest
+
+VLLM_TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+             2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
+VLLM_V0_TTFT = VLLM_TTFT[:16]
+SGLANG_TTFT = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
+TRITON_TTFT_MS = [100, 500, 2000, 5000]
+CUSTOM = [0.1, 0.2, 0.3, 0.5, 1.0, 2.5]
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def observe(children, observations):
+    for i, (ms, n) in enumerate(observations):
+        for _ in range(n):
+            children[i % len(children)].observe(ms / 1000.0)
+
+
+def registry(engine, observations):
+    reg = CollectorRegistry()
+    if engine in ("vllm", "vllm-custom"):
+        labels = ["model_name", "engine"]
+        buckets = CUSTOM if engine == "vllm-custom" else VLLM_TTFT
+        ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", labels,
+                         buckets=buckets, registry=reg)
+        ok = Counter("vllm:request_success", "Finished requests", labels + ["finished_reason"],
+                     registry=reg)
+        Gauge("vllm:kv_cache_usage_perc", "KV", labels, registry=reg).labels(MODEL, "0").set(0.4)
+        # Two data-parallel engines: the exporter sums them per model.
+        children = [ttft.labels(MODEL, "0"), ttft.labels(MODEL, "1")]
+        for r in ("stop", "length", "abort", "error", "repetition"):
+            ok.labels(MODEL, "0", r)
+    elif engine == "vllm-v0":
+        ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", ["model_name"],
+                         buckets=VLLM_V0_TTFT, registry=reg)
+        Gauge("vllm:gpu_cache_usage_perc", "KV", ["model_name"], registry=reg).labels(MODEL).set(0.4)
+        children = [ttft.labels(MODEL)]
+    elif engine == "sglang":
+        labels = ["model_name", "engine_type", "is_streaming"]
+        ttft = Histogram("sglang:time_to_first_token_seconds", "TTFT", labels,
+                         buckets=SGLANG_TTFT, registry=reg)
+        Counter("sglang:num_requests", "Requests", labels, registry=reg).labels(MODEL, "unified", "true")
+        children = [ttft.labels(MODEL, "unified", "true"), ttft.labels(MODEL, "unified", "false")]
+    elif engine == "trtllm":
+        labels = ["model_name", "engine_type"]
+        ttft = Histogram("trtllm_time_to_first_token_seconds", "TTFT", labels,
+                         buckets=VLLM_TTFT, registry=reg)
+        children = [ttft.labels(MODEL, "pytorch")]
+    elif engine == "nim":
+        ttft = Histogram("time_to_first_token_seconds", "TTFT", ["model_name"],
+                         buckets=VLLM_V0_TTFT, registry=reg)
+        Counter("request_success", "Requests", ["model_name"], registry=reg).labels(MODEL)
+        children = [ttft.labels(MODEL)]
+    else:
+        raise SystemExit(f"no prometheus_client profile for {engine}")
+    observe(children, observations)
+    return (lambda: generate_latest(reg)), children
+
+
+def triton(observations):
+    """prometheus-cpp's text for Triton with histogram_latencies=true."""
+    counts = [sum(n for ms, n in observations if ms <= b) for b in TRITON_TTFT_MS]
+    total = sum(n for _, n in observations)
+    total_ms = sum(ms * n for ms, n in observations)
+    lines = [
+        "# HELP nv_inference_request_success Number of successful inference requests, all batch sizes",
+        "# TYPE nv_inference_request_success counter",
+        f'nv_inference_request_success{{model="{MODEL}",version="1"}} {total}',
+        "# HELP nv_inference_first_response_histogram_ms Duration from request to first response in milliseconds",
+        "# TYPE nv_inference_first_response_histogram_ms histogram",
+    ]
+    lines += [f'nv_inference_first_response_histogram_ms_count{{model="{MODEL}",version="1"}} {total}',
+              f'nv_inference_first_response_histogram_ms_sum{{model="{MODEL}",version="1"}} {total_ms}']
+    lines += [f'nv_inference_first_response_histogram_ms_bucket{{model="{MODEL}",version="1",le="{b}"}} {c}'
+              for b, c in zip(TRITON_TTFT_MS, counts)]
+    lines.append(f'nv_inference_first_response_histogram_ms_bucket{{model="{MODEL}",version="1",le="+Inf"}} {total}')
+    body = ("\n".join(lines) + "\n").encode()
+    return (lambda: body), []
+
+
+class Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def main():
+    global MODEL
+    a = argparse.ArgumentParser()
+    a.add_argument("--engine", required=True)
+    a.add_argument("--mode", default="steady")
+    a.add_argument("--observe", nargs="*", default=[])
+    a.add_argument("--lifetime", type=float, default=120)
+    a.add_argument("--model", default=MODEL)
+    args = a.parse_args()
+    MODEL = args.model
+    obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
+    body, children = triton(obs) if args.engine == "triton" else registry(args.engine, obs)
+    if args.mode == "grow":
+        def flow():
+            while True:
+                time.sleep(0.1)
+                observe(children, obs)
+        threading.Thread(target=flow, daemon=True).start()
+
+    def app(environ, start):
+        if args.mode == "hang":
+            time.sleep(args.lifetime)
+        if args.mode == "garbage":
+            start("200 OK", [("Content-Type", "text/plain")])
+            return [b"\x00\xff{not: prometheus}\n" * 100]
+        if args.mode == "huge":
+            # 50 MB of valid text, no Content-Length: read until close.
+            start("200 OK", [("Content-Type", "text/plain; version=0.0.4")])
+            line = b"vllm:padding_total{model_name=\"m\"} 1\n"
+            return (line * 26000 for _ in range(50))
+        start("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")])
+        return [body()]
+
+    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    print(f"PORT {server.server_port}", flush=True)
+    time.sleep(args.lifetime)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,328 @@
+//! The engine reader against doubles of the engines built with PyPI
+//! prometheus_client (`tests/engines/double.py`, from ENGINES.md's facts):
+//! each engine told by its names and judged at its own bucket bound, and
+//! engines that hang, answer garbage or 50 MB never delaying a scrape.
+
+use crate::common::{Exporter, check_metrics, have, value};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// One double; killed on drop.
+struct Double {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Double {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn python_ready() -> bool {
+    have("python3", &["-c", "import prometheus_client"])
+}
+
+/// 97 requests at 100 ms, 2 at 270 ms, 1 at 600 ms: exact counts.
+const TRAFFIC: [&str; 3] = ["100:97", "270:2", "600:1"];
+
+/// A double of `engine` serving one model, named after the engine.
+fn double(engine: &str, mode: &str) -> Double {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
+    let child = Command::new("python3")
+        .arg(script)
+        .args(["--engine", engine, "--mode", mode, "--lifetime", "120"])
+        .args(["--model", engine])
+        .arg("--observe")
+        .args(TRAFFIC)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the engine double");
+    ported(child)
+}
+
+fn endpoint_value(body: &str, family: &str, url: &str, more: &str) -> Option<f64> {
+    value(body, &format!("{family}{{endpoint=\"{url}\"{more}"))
+}
+
+#[test]
+fn each_engine_is_told_by_its_names_and_judged_at_its_own_bound() {
+    if !python_ready() {
+        return;
+    }
+    // (double, named, engine label, bound judged at, share good)
+    let cases = [
+        ("vllm", false, "vllm", 0.25, "97%"),
+        ("vllm-v0", false, "vllm", 0.25, "97%"),
+        ("vllm-custom", false, "vllm", 0.3, "99%"),
+        ("sglang", false, "sglang", 0.2, "97%"),
+        ("trtllm", false, "trtllm", 0.25, "97%"),
+        ("nim", true, "nim", 0.25, "97%"),
+        ("triton", false, "triton", 0.1, "97%"),
+    ];
+    let doubles: Vec<Double> = cases.iter().map(|c| double(c.0, "steady")).collect();
+    let unnamed_nim = double("nim", "steady");
+    // A second replica of the first model on the node: one model, summed.
+    let replica = double("vllm", "steady");
+    let mut args = vec!["--engine.interval".to_string(), "200ms".into()];
+    for (d, c) in doubles.iter().zip(&cases) {
+        args.push("--engine.endpoint".into());
+        args.push(match c.1 {
+            true => format!("{}={}", c.2, d.url),
+            false => d.url.clone(),
+        });
+    }
+    for d in [&unnamed_nim, &replica] {
+        args.extend(["--engine.endpoint".into(), d.url.clone()]);
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let e = Exporter::start(&args);
+    let body = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        b.matches("gpu_exporter_engine_up{").count() == cases.len() + 2
+            && doubles.iter().zip(&cases).all(|(d, c)| {
+                endpoint_value(
+                    b,
+                    "gpu_exporter_engine_up",
+                    &d.url,
+                    &format!(",engine=\"{}\"", c.2),
+                ) == Some(1.0)
+            })
+    });
+    check_metrics(&body);
+    for (d, c) in doubles.iter().zip(&cases) {
+        let at = endpoint_value(
+            &body,
+            "gpu_exporter_engine_ttft_good_within_seconds",
+            &d.url,
+            &format!(",model_name=\"{}\"", c.0),
+        );
+        assert_eq!(at, Some(c.3), "{}: {body}", c.0);
+    }
+    let nim = &unnamed_nim.url;
+    assert_eq!(
+        endpoint_value(&body, "gpu_exporter_engine_up", nim, "}"),
+        Some(0.0)
+    );
+    let unknown = endpoint_value(
+        &body,
+        "gpu_exporter_engine_errors_total",
+        nim,
+        ",reason=\"unknown_engine\"",
+    );
+    assert!(unknown.is_some_and(|n| n >= 1.0), "{body}");
+    // The engines' own series are not served again.
+    assert!(!body.contains("llm_ttft_seconds_bucket{model_name=\"vllm"));
+
+    let log = e.log();
+    assert!(log.contains(&format!(
+        "vllm at {}: model \"vllm\": no bucket bound at the 0.3s TTFT threshold (nearest: 0.25s and 0.5s); judged at 0.25s instead, stricter; to add one: vLLM >= 0.32: --custom-histogram-buckets",
+        doubles[0].url
+    )), "{log}");
+    assert!(log.contains("--bucket-time-to-first-token"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "engine at {nim}: down (unknown_engine: its names are unprefixed"
+        )),
+        "{log}"
+    );
+    assert_eq!(
+        log.matches(&format!("vllm at {}: up", doubles[0].url))
+            .count(),
+        1,
+        "{log}"
+    );
+
+    // The status page judges each model from the engine's counts.
+    let page = e.get("/", &[]).body;
+    for (i, (d, c)) in doubles.iter().zip(&cases).enumerate() {
+        let row = page
+            .lines()
+            .find(|l| l.contains(&format!("<td>{}</td><td>{} at {}", c.0, c.2, d.url)))
+            .unwrap_or_else(|| panic!("no row for {}: {page}", c.0));
+        // The first model has a replica on the node: summed.
+        let requests = if i == 0 { 200 } else { 100 };
+        assert!(
+            row.contains(&format!("<td class=\"n\">{requests}</td>")),
+            "{row}"
+        );
+        assert!(
+            row.contains(&format!("<td class=\"n\">{}</td>", c.4)),
+            "{row}"
+        );
+    }
+}
+
+#[test]
+fn engines_that_hang_answer_garbage_or_50_mb_never_delay_a_scrape() {
+    if !python_ready() {
+        return;
+    }
+    let hang = double("vllm", "hang");
+    let garbage = double("vllm", "garbage");
+    let huge = double("vllm", "huge");
+    let e = Exporter::start(&[
+        "--engine.interval",
+        "200ms",
+        "--engine.timeout",
+        "1s",
+        "--engine.endpoint",
+        &hang.url,
+        "--engine.endpoint",
+        &garbage.url,
+        "--engine.endpoint",
+        &huge.url,
+    ]);
+    let reason = |b: &str, url: &str, r: &str| {
+        endpoint_value(
+            b,
+            "gpu_exporter_engine_errors_total",
+            url,
+            &format!(",reason=\"{r}\""),
+        )
+        .unwrap_or(0.0)
+    };
+    let body = e.wait_for("/metrics", Duration::from_secs(60), |b| {
+        reason(b, &hang.url, "timeout") >= 3.0
+            && reason(b, &garbage.url, "parse") >= 3.0
+            && reason(b, &huge.url, "too_large") >= 3.0
+    });
+    // Collections went on while the engines were read: never stalled.
+    assert_eq!(
+        value(&body, "gpu_exporter_collect_stalled "),
+        Some(0.0),
+        "{body}"
+    );
+    assert_eq!(value(&body, "gpu_exporter_collect_success "), Some(1.0));
+    for d in [&hang, &garbage, &huge] {
+        assert_eq!(
+            endpoint_value(&body, "gpu_exporter_engine_up", &d.url, "}"),
+            Some(0.0)
+        );
+        let took = endpoint_value(
+            &body,
+            "gpu_exporter_engine_read_duration_seconds",
+            &d.url,
+            "}",
+        );
+        assert!(took.is_some_and(|t| t <= 1.5), "{took:?}");
+    }
+    // 50 MB bodies were streamed and cut off at 8 MiB, never held.
+    let hwm = e.status_kib("VmHWM");
+    println!("three 50 MB engine answers: exporter VmHWM {hwm} KiB");
+    assert!(hwm <= 8 * 1024, "VmHWM {hwm} KiB");
+    let log = e.log();
+    assert_eq!(
+        log.matches(&format!("engine at {}: down (timeout", hang.url))
+            .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(
+        log.matches(&format!("engine at {}: down (too_large", huge.url))
+            .count(),
+        1,
+        "{log}"
+    );
+}
+
+#[test]
+fn bad_engine_flags_are_one_line_and_exit_2() {
+    for (args, says) in [
+        (
+            &["--engine.endpoint", "tgi=http://127.0.0.1:1/metrics"][..],
+            "no engine we read",
+        ),
+        (
+            &["--engine.endpoint", "https://127.0.0.1:1/metrics"][..],
+            "only http://",
+        ),
+        (
+            &[
+                "--engine.endpoint",
+                "http://a:1/m",
+                "--engine.endpoint",
+                "http://a:1/m",
+            ][..],
+            "given twice",
+        ),
+        (&["--engine.ttft-threshold", "0s"][..], "above 0"),
+    ] {
+        let out = crate::common::run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
+/// Burn-rate windows scaled to seconds, as the Prometheus tests scale them.
+const SHORT_BURN: &str = r#"{ "rules": [
+  { "name": "TTFTBudgetBurn", "for": "1s",
+    "windows": [{ "long": "6s", "short": "2s", "factor": 14.4 }] },
+  { "name": "TTFTBudgetBurnSlow", "for": "1s",
+    "windows": [{ "long": "8s", "short": "3s", "factor": 1 }] }
+] }"#;
+
+#[test]
+fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet() {
+    if !python_ready() {
+        return;
+    }
+    let spawn = |engine: &str, model: &str, ms: &str| {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
+        let child = Command::new("python3")
+            .arg(script)
+            .args(["--engine", engine, "--mode", "grow", "--model", model])
+            .args(["--lifetime", "120", "--observe", ms])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the engine double");
+        ported(child)
+    };
+    // Every request at 600 ms: slow at any bound; at 100 ms: good at 0.2 s.
+    let burning = spawn("vllm", "burning", "600:5");
+    let healthy = spawn("sglang", "healthy", "100:5");
+    let rules = crate::common::temp_file("engine-burn.json", SHORT_BURN);
+    let e = Exporter::start(&[
+        "--engine.interval",
+        "200ms",
+        "--engine.endpoint",
+        &burning.url,
+        "--engine.endpoint",
+        &healthy.url,
+        "--rules.file",
+        rules.to_str().unwrap(),
+    ]);
+    let want = |b: &str| {
+        let f = crate::prometheus::firing(b);
+        f.contains(&("TTFTBudgetBurn".into(), "burning".into()))
+            && f.contains(&("TTFTBudgetBurnSlow".into(), "burning".into()))
+    };
+    let alerts = e.wait_for("/alerts", Duration::from_secs(40), want);
+    let f = crate::prometheus::firing(&alerts);
+    assert!(
+        !f.iter().any(|(_, who)| who == "healthy"),
+        "the healthy model fired: {f:?}"
+    );
+    let page = e.get("/", &[]).body;
+    assert!(page.contains("<td>healthy</td><td>sglang at "), "{page}");
+}
+
+fn ported(mut child: Child) -> Double {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .strip_prefix("PORT ")
+        .unwrap_or_else(|| panic!("double said {line:?}"))
+        .trim()
+        .to_string();
+    Double {
+        child,
+        url: format!("http://127.0.0.1:{port}/metrics"),
+    }
+}
