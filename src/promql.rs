@@ -5,6 +5,7 @@ use crate::alerts::rules::{BUSY_SM_ACTIVE, Expr, Rule, Signal};
 use crate::alerts::summary::WORKLOADS;
 use crate::base::numbers::write_f64;
 use crate::base::time::format_duration;
+use crate::exposition::catalogue::engines::ENGINE_MODEL_UP;
 use crate::exposition::catalogue::health::{
     MEMORY_TEMPERATURE_MAX, NVLINK_ERRORS, NVLINK_LINKS, NVLINK_LINKS_ACTIVE, PCIE_LINK_WIDTH,
     PCIE_LINK_WIDTH_MAX, RECOVERY_ACTION, RETIRED_PAGES_PENDING, ROW_REMAP_FAILED,
@@ -91,6 +92,7 @@ impl Signal {
             Signal::CollectSuccess => COLLECT_SUCCESS.name.into(),
             Signal::CollectStalled => COLLECT_STALLED.name.into(),
             Signal::ReadingsHidden => READINGS_HIDDEN.name.into(),
+            Signal::EngineUp => ENGINE_MODEL_UP.name.into(),
             Signal::RowRemapFailed => ROW_REMAP_FAILED.name.into(),
             Signal::RowRemapPending => ROW_REMAP_PENDING.name.into(),
             Signal::RetiredPagesPending => RETIRED_PAGES_PENDING.name.into(),
@@ -122,7 +124,7 @@ impl Signal {
 
     fn by(self) -> &'static str {
         match self {
-            Signal::Requests | Signal::GoodRequests => "model_name",
+            Signal::Requests | Signal::GoodRequests | Signal::EngineUp => "model_name",
             _ => "gpu, uuid",
         }
     }

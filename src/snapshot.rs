@@ -272,6 +272,10 @@ pub struct Model {
     /// The engine endpoint it was read from, by its place in
     /// [`Snapshot::engines`]; `None` for the simulator's.
     pub endpoint: Option<usize>,
+    /// Its engine did not answer the last read: these are the counts of
+    /// the last good one, held so that its verdicts are neither resolved
+    /// nor invented while it is down.
+    pub stale: bool,
 }
 
 impl Model {

@@ -226,6 +226,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
                 ttft_seconds: Histogram::default(),
                 good_within: Some(0.3),
                 endpoint: None,
+                stale: false,
             });
             let bound = match x.name.as_str() {
                 "llm_ttft_seconds_count" => f64::INFINITY,

@@ -147,6 +147,15 @@ pub fn defaults() -> Vec<Rule> {
             "More than one NVIDIA driver version is running across the fleet",
         ),
         rule(
+            "EngineDown",
+            Expr::Gauge(Signal::EngineUp),
+            Cmp::Below,
+            1.0,
+            2 * MIN,
+            Severity::Ticket,
+            "The engine serving {{ $labels.model_name }} has not answered gpu-exporter for {for}: the model's TTFT verdicts are held from its last good read",
+        ),
+        rule(
             "TTFTBudgetBurn",
             Expr::BurnRate {
                 objective: TTFT_OBJECTIVE,

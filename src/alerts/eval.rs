@@ -317,6 +317,18 @@ impl Evaluator {
         self.scratch = out;
     }
 
+    /// Per subject, whether it is a model held from its engine's last good
+    /// read.
+    fn held(&self, snap: &Snapshot) -> Vec<bool> {
+        let list = &self.subjects.list;
+        list.iter()
+            .map(|s| match s {
+                Subject::Model(name) => snap.models.iter().any(|m| m.stale && &m.name == name),
+                _ => false,
+            })
+            .collect()
+    }
+
     /// Folds one snapshot in at its own time and returns the state changes
     /// it caused.
     pub fn eval(&mut self, snap: &Snapshot) -> Vec<Transition> {
@@ -332,6 +344,7 @@ impl Evaluator {
         self.at = t;
         self.record(snap, t, fresh);
         let n = self.subjects.list.len();
+        let held = self.held(snap);
         let mut changes = Vec::new();
         for i in 0..self.rules.len() {
             if !self.rules[i].in_process() {
@@ -343,7 +356,13 @@ impl Evaluator {
             slots.resize(n, None);
             let for_ = rule.for_.as_secs_f64();
             let keep = rule.keep_firing_for.as_secs_f64();
+            let burn = matches!(rule.expr, Expr::BurnRate { .. });
             for (id, (slot, value)) in slots.iter_mut().zip(&self.scratch).enumerate() {
+                // A model's burn verdict holds, neither resolved nor new,
+                // while its engine is down (EngineDown says why).
+                if burn && held[id] {
+                    continue;
+                }
                 let mut change = |from, to, value| {
                     changes.push(Transition {
                         rule: rule.name.clone(),
@@ -456,7 +475,7 @@ impl Evaluator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::rules::{Cmp, Severity};
+    use crate::alerts::rules::{BurnWindow, Cmp, Severity};
     use crate::snapshot::{Gpu, Readings};
     use std::time::Instant;
 
@@ -603,5 +622,82 @@ mod tests {
             sizes[1000]
         );
         assert!(sizes[2999] < 32 * 1024, "{}", sizes[2999]);
+    }
+
+    /// A model of `requests` and `good` counts, held (`stale`) or not.
+    fn model_snap(at: f64, requests: f64, good: f64, stale: bool) -> Snapshot {
+        let mut s = snap(at, &[]);
+        s.models = vec![crate::snapshot::Model {
+            name: "m".into(),
+            ttft_seconds: crate::snapshot::Histogram {
+                buckets: vec![(0.25, good), (f64::INFINITY, requests)],
+                sum: 0.0,
+            },
+            good_within: Some(0.25),
+            endpoint: Some(0),
+            stale,
+        }];
+        s
+    }
+
+    #[test]
+    fn a_held_model_keeps_its_burn_verdict_and_says_its_engine_is_down() {
+        let burn = Rule::new(
+            "B",
+            Expr::BurnRate {
+                objective: 0.999,
+                windows: vec![BurnWindow {
+                    long: Duration::from_secs(20),
+                    short: Duration::from_secs(5),
+                    factor: 14.4,
+                }],
+            },
+            Cmp::Above,
+            0.0,
+            Duration::ZERO,
+            Severity::Page,
+            "",
+        );
+        let down = Rule::new(
+            "D",
+            Expr::Gauge(Signal::EngineUp),
+            Cmp::Below,
+            1.0,
+            Duration::ZERO,
+            Severity::Ticket,
+            "",
+        );
+        let mut e = Evaluator::new(vec![burn, down]);
+        let names = |e: &Evaluator| -> Vec<String> {
+            e.alerts().iter().map(|a| a.rule.name.clone()).collect()
+        };
+        // Every request slow: the budget burns and B fires.
+        for t in 0..10 {
+            e.eval(&model_snap(t as f64, 10.0 * t as f64, 0.0, false));
+        }
+        assert_eq!(names(&e), ["B"]);
+        // The engine is down for far longer than the windows: B holds, D fires.
+        for t in 10..100 {
+            e.eval(&model_snap(t as f64, 90.0, 0.0, true));
+        }
+        assert_eq!(names(&e), ["B", "D"]);
+        // Back, and healthy: D resolves at once, B once the windows say
+        // so (as in Prometheus, a window of one sample has no rate).
+        let mut t = 100;
+        e.eval(&model_snap(t as f64, 90.0, 0.0, false));
+        assert!(!names(&e).contains(&"D".to_string()));
+        while t < 140 {
+            t += 1;
+            let n = 90.0 + 10.0 * (t - 100) as f64;
+            e.eval(&model_snap(t as f64, n, n - 90.0, false));
+        }
+        assert!(e.alerts().is_empty(), "{:?}", names(&e));
+
+        // A model first seen held never fires: no verdict is invented.
+        let mut e = Evaluator::new(e.rules().iter().map(|r| (**r).clone()).collect());
+        for t in 0..30 {
+            e.eval(&model_snap(t as f64, 10.0 * t as f64, 0.0, true));
+        }
+        assert_eq!(names(&e), ["D"]);
     }
 }

@@ -68,6 +68,9 @@ pub enum Signal {
     Requests,
     /// Requests whose first token came within the SLO (a counter).
     GoodRequests,
+    /// 1 while the engine serving a model answers its reads, 0 while the
+    /// model's counts are held from its last good read.
+    EngineUp,
     /// 1 once a row remap failed.
     RowRemapFailed,
     /// 1 while a row remap waits for a reset.
@@ -96,7 +99,7 @@ pub enum Signal {
 pub const BUSY_SM_ACTIVE: f64 = 0.1;
 
 impl Signal {
-    pub const ALL: [Signal; 24] = [
+    pub const ALL: [Signal; 25] = [
         Signal::Throttled,
         Signal::CriticalXid,
         Signal::RecordedXid,
@@ -110,6 +113,7 @@ impl Signal {
         Signal::ReadingsHidden,
         Signal::Requests,
         Signal::GoodRequests,
+        Signal::EngineUp,
         Signal::RowRemapFailed,
         Signal::RowRemapPending,
         Signal::RetiredPagesPending,
@@ -139,6 +143,7 @@ impl Signal {
             Signal::ReadingsHidden => "readings_hidden",
             Signal::Requests => "requests",
             Signal::GoodRequests => "good_requests",
+            Signal::EngineUp => "engine_up",
             Signal::RowRemapFailed => "row_remap_failed",
             Signal::RowRemapPending => "row_remap_pending",
             Signal::RetiredPagesPending => "retired_pages_pending",
@@ -182,7 +187,7 @@ impl Signal {
             Signal::CollectSuccess | Signal::CollectStalled | Signal::ReadingsHidden => {
                 Collectors::NONE
             }
-            Signal::Requests | Signal::GoodRequests => one(Models),
+            Signal::Requests | Signal::GoodRequests | Signal::EngineUp => one(Models),
             Signal::RowRemapFailed | Signal::RowRemapPending | Signal::RetiredPagesPending => {
                 one(Remap)
             }
@@ -238,7 +243,8 @@ impl Signal {
             | Signal::CollectStalled
             | Signal::ReadingsHidden
             | Signal::Requests
-            | Signal::GoodRequests => None,
+            | Signal::GoodRequests
+            | Signal::EngineUp => None,
         }
     }
 
@@ -257,9 +263,12 @@ impl Signal {
             Signal::CollectStalled => f(Who::Exporter, flag(fresh.stalled)),
             Signal::ReadingsHidden => f(Who::Exporter, flag(fresh.hidden)),
             _ if fresh.hidden => {}
-            Signal::Requests | Signal::GoodRequests => {
+            Signal::Requests | Signal::GoodRequests | Signal::EngineUp => {
                 for (i, m) in snap.models.iter().enumerate() {
+                    // A held model's counts are no new samples.
                     let v = match self {
+                        Signal::EngineUp => m.endpoint.map(|_| flag(!m.stale)),
+                        _ if m.stale => None,
                         Signal::Requests => Some(m.ttft_seconds.count()),
                         _ => m.good(),
                     };
@@ -487,6 +496,7 @@ impl Rule {
                     | Signal::ReadingsHidden
                     | Signal::Requests
                     | Signal::GoodRequests
+                    | Signal::EngineUp
             )
         })
     }

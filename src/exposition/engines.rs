@@ -1,7 +1,8 @@
 //! The engine reader's own families, from the snapshot's endpoints.
 
 use super::catalogue::engines::{
-    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_READ_DURATION, ENGINE_UP,
+    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_UP, ENGINE_READ_DURATION,
+    ENGINE_UP,
 };
 use super::writer::Writer;
 use crate::snapshot::{EngineError, Snapshot};
@@ -47,16 +48,32 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
             w.value(n as f64);
         }
     }
+    let url = |i: usize| engines.get(i).map_or("", |e| e.url.as_str());
+    let models = || {
+        snapshot
+            .models
+            .iter()
+            .filter_map(|m| Some((url(m.endpoint?), m)))
+    };
+    if models().next().is_some() {
+        w.head(&ENGINE_MODEL_UP);
+    }
+    for (endpoint, m) in models() {
+        w.name(&ENGINE_MODEL_UP);
+        w.open_label("endpoint", endpoint);
+        w.label("model_name", &m.name);
+        w.value(if m.stale { 0.0 } else { 1.0 });
+    }
     let mut headed = false;
-    for m in &snapshot.models {
-        let (Some(i), Some(at)) = (m.endpoint, m.good_within) else {
+    for (endpoint, m) in models() {
+        let Some(at) = m.good_within else {
             continue;
         };
         if !std::mem::replace(&mut headed, true) {
             w.head(&ENGINE_GOOD_WITHIN);
         }
         w.name(&ENGINE_GOOD_WITHIN);
-        w.open_label("endpoint", engines.get(i).map_or("", |e| e.url.as_str()));
+        w.open_label("endpoint", endpoint);
         w.label("model_name", &m.name);
         w.value(at);
     }

@@ -13,6 +13,7 @@ macro_rules! runbooks {
 
 runbooks![
     "DriverVersionSkew.md",
+    "EngineDown.md",
     "ExporterCollectFailing.md",
     "ExporterDown.md",
     "GPUCountDropped.md",

@@ -260,6 +260,7 @@ fn bad_engine_flags_are_one_line_and_exit_2() {
 
 /// Burn-rate windows scaled to seconds, as the Prometheus tests scale them.
 const SHORT_BURN: &str = r#"{ "rules": [
+  { "name": "EngineDown", "for": "1s" },
   { "name": "TTFTBudgetBurn", "for": "1s",
     "windows": [{ "long": "6s", "short": "2s", "factor": 14.4 }] },
   { "name": "TTFTBudgetBurnSlow", "for": "1s",
@@ -267,7 +268,7 @@ const SHORT_BURN: &str = r#"{ "rules": [
 ] }"#;
 
 #[test]
-fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet() {
+fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet_and_a_dead_engine_holds_it() {
     if !python_ready() {
         return;
     }
@@ -283,7 +284,7 @@ fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet() {
         ported(child)
     };
     // Every request at 600 ms: slow at any bound; at 100 ms: good at 0.2 s.
-    let burning = spawn("vllm", "burning", "600:5");
+    let mut burning = spawn("vllm", "burning", "600:5");
     let healthy = spawn("sglang", "healthy", "100:5");
     let rules = crate::common::temp_file("engine-burn.json", SHORT_BURN);
     let e = Exporter::start(&[
@@ -309,6 +310,31 @@ fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet() {
     );
     let page = e.get("/", &[]).body;
     assert!(page.contains("<td>healthy</td><td>sglang at "), "{page}");
+
+    // The burning engine dies: EngineDown fires, and the page holds past
+    // every window instead of resolving for want of data.
+    let _ = burning.child.kill();
+    let _ = burning.child.wait();
+    let down =
+        |b: &str| crate::prometheus::firing(b).contains(&("EngineDown".into(), "burning".into()));
+    e.wait_for("/alerts", Duration::from_secs(20), down);
+    std::thread::sleep(Duration::from_secs(9));
+    let f = crate::prometheus::firing(&e.get("/alerts", &[]).body);
+    for alert in ["EngineDown", "TTFTBudgetBurn", "TTFTBudgetBurnSlow"] {
+        assert!(
+            f.contains(&(alert.into(), "burning".into())),
+            "{alert}: {f:?}"
+        );
+    }
+    assert!(!f.iter().any(|(_, who)| who == "healthy"), "{f:?}");
+    let metrics = e.get("/metrics", &[]).body;
+    let held = endpoint_value(
+        &metrics,
+        "gpu_exporter_engine_model_up",
+        &burning.url,
+        ",model_name=\"burning\"",
+    );
+    assert_eq!(held, Some(0.0), "{metrics}");
 }
 
 fn ported(mut child: Child) -> Double {

@@ -25,6 +25,11 @@ pub static ENGINE_ERRORS: Family = family(
     Counter,
     "Failed reads of the engine endpoint, by reason: connect, timeout, status (redirects are not followed), too_large (over 8 MiB), parse, unknown_engine.",
 );
+pub static ENGINE_MODEL_UP: Family = family(
+    "gpu_exporter_engine_model_up",
+    Gauge,
+    "1 while the engine serving the model answers; 0 while its counts are held from the last good read, its TTFT verdicts neither resolved nor new (EngineDown).",
+);
 pub static ENGINE_GOOD_WITHIN: Family = family(
     "gpu_exporter_engine_ttft_good_within_seconds",
     Gauge,

@@ -79,6 +79,8 @@ struct Memory {
     /// Models with a problem said, with it.
     bad: HashSet<(String, String)>,
     past_cap: usize,
+    /// The models of the last good read, held while the engine is down.
+    last: Vec<Model>,
 }
 
 fn run(options: &Engines, cell: &Cell) {
@@ -91,6 +93,7 @@ fn run(options: &Engines, cell: &Cell) {
             judged: HashSet::new(),
             bad: HashSet::new(),
             past_cap: 0,
+            last: Vec::new(),
         })
         .collect();
     loop {
@@ -112,15 +115,19 @@ fn run(options: &Engines, cell: &Cell) {
                 Ok(m) => {
                     state.up = true;
                     state.last_success = Some(unix_now());
-                    for m in m {
-                        add(&mut models, m, &ep.url);
-                    }
+                    mem.last = m;
                 }
                 Err((reason, _)) => {
                     state.up = false;
                     let at = EngineError::ALL.iter().position(|&r| r == reason);
                     state.errors[at.unwrap_or(0)] += 1;
+                    for m in &mut mem.last {
+                        m.stale = true;
+                    }
                 }
+            }
+            for m in &mem.last {
+                add(&mut models, m.clone(), &ep.url);
             }
         }
         let mut s = lock(cell);
@@ -160,6 +167,8 @@ fn add(models: &mut Vec<Model>, m: Model, url: &str) {
         x.1 += y.1;
     }
     a.sum += b.sum;
+    // Held while any replica is down: its part of the sum is frozen.
+    same.stale |= m.stale;
 }
 
 /// One line per change of an endpoint's state: up, or down for a reason.
@@ -245,6 +254,7 @@ fn read_one(
             ttft_seconds: h,
             good_within: at,
             endpoint: Some(index),
+            stale: false,
         });
     }
     Ok(models)
