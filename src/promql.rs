@@ -16,6 +16,7 @@ use crate::exposition::catalogue::{
     ECC_UNCORRECTED, GPU_INFO, GPU_UP, GPUS, LARGEST_FREE, MEMORY_TEMPERATURE, MEMORY_TOTAL,
     MEMORY_USED, PCIE_REPLAYS, READINGS_HIDDEN, SM_ACTIVE, TEMPERATURE, TTFT, XID_ERRORS,
 };
+use crate::fill::engines::profile;
 use crate::snapshot::{
     CLOCK_EVENT_REASONS, PAGE_XIDS, THROTTLE_MASK, TICKET_XIDS, TTFT_SLO_SECONDS,
 };
@@ -218,6 +219,51 @@ pub struct Printing<'a> {
     pub runbook_base: &'a str,
     /// The job Prometheus scrapes the exporters under.
     pub job: &'a str,
+    /// `--engine.ttft-threshold`, for the rules over the engines' series.
+    pub ttft_threshold: f64,
+}
+
+/// A bound as a regex of its spellings: prometheus_client writes `100.0`
+/// where prometheus-cpp writes `100`.
+fn le(v: f64) -> String {
+    match v.fract() == 0.0 {
+        true => format!("le=~\"{}|{}.0\"", num(v), num(v)),
+        false => format!("le=~\"{}\"", num(v)),
+    }
+}
+
+/// The good and the total requests' rates over `w` (`5m`), by model, from
+/// the simulator's `llm_ttft_seconds` and every engine's own TTFT
+/// histogram, as the exporter judges them: at the threshold where it is a
+/// bound, else at the engine's default bound below it.
+fn requests(w: &str, threshold: f64) -> (String, String) {
+    let mut good = vec![format!("rate({}[{w}])", Signal::GoodRequests.series())];
+    let mut total = vec![format!("rate({}[{w}])", Signal::Requests.series())];
+    let mut seen: Vec<&str> = Vec::new();
+    for p in profile::all() {
+        for &name in p.ttft {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            let t = threshold * p.per_second;
+            let at = |v: f64| format!("rate({name}_bucket{{{}}}[{w}])", le(v));
+            let below = p.defaults.iter().copied().rfind(|&b| b < t);
+            let g = match below {
+                Some(b) => format!("({} or ({} unless ignoring (le) {}))", at(t), at(b), at(t)),
+                None => at(t),
+            };
+            let c = format!("rate({name}_count[{w}])");
+            let named = |e: String| match p.model_label {
+                "model_name" => e,
+                l => format!("label_replace({e}, \"model_name\", \"$1\", \"{l}\", \"(.+)\")"),
+            };
+            good.push(named(g));
+            total.push(named(c));
+        }
+    }
+    let sum = |v: Vec<String>| format!("sum by (model_name) ({})", v.join(" or "));
+    (sum(good), sum(total))
 }
 
 /// The Prometheus rule file `--print-rules` writes.
@@ -229,23 +275,12 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
          # Prometheus sees; see README.md.\n\
          groups:\n  - name: gpu-exporter-slo\n    rules:\n",
     );
-    let good = Signal::GoodRequests;
     let _ = writeln!(y, "      - record: model_name:llm_goodput_requests:rate5m");
-    let _ = writeln!(
-        y,
-        "        expr: {}",
-        quoted(&format!(
-            "sum by (model_name) (rate({}[5m]))",
-            good.series()
-        ))
-    );
+    let (good, _) = requests("5m", p.ttft_threshold);
+    let _ = writeln!(y, "        expr: {}", quoted(&good));
     for w in recorded_windows(rules) {
-        let d = format_duration(w);
-        let expr = format!(
-            "1 - (sum by (model_name) (rate({}[{d}])) / sum by (model_name) (rate({}[{d}])))",
-            good.series(),
-            Signal::Requests.series()
-        );
+        let (good, total) = requests(&format_duration(w), p.ttft_threshold);
+        let expr = format!("1 - ({good} / {total})");
         let _ = writeln!(y, "      - record: {}", error_ratio(w));
         let _ = writeln!(y, "        expr: {}", quoted(&expr));
     }
@@ -336,6 +371,7 @@ mod tests {
         let p = Printing {
             runbook_base: "x/",
             job: "gpu",
+            ttft_threshold: 0.3,
         };
         assert!(!rule_file(&rules, &p).contains("utilization"));
     }
@@ -362,6 +398,7 @@ mod tests {
         let p = Printing {
             runbook_base: "x/",
             job: "gpu",
+            ttft_threshold: 0.3,
         };
         let file = rule_file(std::slice::from_ref(&custom), &p);
         for w in ["10s", "90s", "5m", "3d"] {

@@ -60,6 +60,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
         let printing = promql::Printing {
             runbook_base: &config.printed_runbook_base(),
             job: &config.scrape_job,
+            ttft_threshold: config.engines.ttft_threshold,
         };
         print!("{}", promql::rule_file(&rules, &printing));
         return Ok(0);
