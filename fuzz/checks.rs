@@ -242,6 +242,7 @@ pub fn check_rules_json(data: &[u8]) {
     let printing = promql::Printing {
         runbook_base: "x/",
         job: "gpu-exporter",
+        ttft_threshold: 0.3,
     };
     let yaml = promql::rule_file(&rules, &printing);
     assert!(yaml.starts_with("# Generated"), "{yaml:?}");
