@@ -4,6 +4,7 @@
 //! engines that hang, answer garbage or 50 MB never delaying a scrape.
 
 use crate::common::{Exporter, check_metrics, have, value};
+use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -272,20 +273,9 @@ fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet_and_a_dead_engine_
     if !python_ready() {
         return;
     }
-    let spawn = |engine: &str, model: &str, ms: &str| {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
-        let child = Command::new("python3")
-            .arg(script)
-            .args(["--engine", engine, "--mode", "grow", "--model", model])
-            .args(["--lifetime", "120", "--observe", ms])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the engine double");
-        ported(child)
-    };
     // Every request at 600 ms: slow at any bound; at 100 ms: good at 0.2 s.
-    let mut burning = spawn("vllm", "burning", "600:5");
-    let healthy = spawn("sglang", "healthy", "100:5");
+    let mut burning = growing("vllm", "burning", &["600:5"]);
+    let healthy = growing("sglang", "healthy", &["100:5"]);
     let rules = crate::common::temp_file("engine-burn.json", SHORT_BURN);
     let e = Exporter::start(&[
         "--engine.interval",
@@ -337,6 +327,21 @@ fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet_and_a_dead_engine_
     assert_eq!(held, Some(0.0), "{metrics}");
 }
 
+/// A double of `engine` serving `model`, recording the `observe` mix
+/// again every 100 ms.
+fn growing(engine: &str, model: &str, observe: &[&str]) -> Double {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
+    let child = Command::new("python3")
+        .arg(script)
+        .args(["--engine", engine, "--mode", "grow", "--model", model])
+        .args(["--lifetime", "120", "--observe"])
+        .args(observe)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the engine double");
+    ported(child)
+}
+
 fn ported(mut child: Child) -> Double {
     let mut line = String::new();
     BufReader::new(child.stdout.take().unwrap())
@@ -352,3 +357,80 @@ fn ported(mut child: Child) -> Double {
         url: format!("http://127.0.0.1:{port}/metrics"),
     }
 }
+
+/// A real Prometheus scraping the same doubles with the printed rules
+/// agrees with the exporter's own verdicts on the engines' models.
+#[test]
+fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
+    if !python_ready() || !have("prometheus", &["--version"]) {
+        return;
+    }
+    let doubles = [
+        growing("vllm", "burning", &["600:5"]),
+        growing("sglang", "healthy", &["100:5"]),
+        growing("trtllm", "slowish", &["100:97", "270:3"]),
+    ];
+    let rules = crate::common::temp_file("engine-diff.json", DIFF_RULES);
+    let rules = rules.to_str().unwrap();
+    let printed = crate::common::run(&["--print-rules", "--rules.file", rules]);
+    assert_eq!(printed.status.code(), Some(0));
+    let printed =
+        crate::common::temp_file("engine-diff.yml", &String::from_utf8_lossy(&printed.stdout));
+    let mut args = vec!["--engine.interval", "1s", "--rules.file", rules];
+    for d in &doubles {
+        args.extend(["--engine.endpoint", d.url.as_str()]);
+    }
+    let e = Exporter::start(&args);
+    let targets: Vec<String> = doubles
+        .iter()
+        .map(|d| {
+            format!(
+                "'{}'",
+                &d.url["http://".len()..d.url.len() - "/metrics".len()]
+            )
+        })
+        .collect();
+    let mut prom = crate::deploy::Prometheus::with_config(
+        "engine-diff",
+        &format!(
+            "rule_files: ['{}']\nscrape_configs:\n  - job_name: engines\n    static_configs: [{{targets: [{}]}}]\n",
+            printed.display(),
+            targets.join(", ")
+        ),
+    );
+    // Ours only for the engines' models: the simulator serves its own too.
+    let engines_only = |f: BTreeSet<(String, String)>| -> BTreeSet<(String, String)> {
+        f.into_iter()
+            .filter(|(_, who)| ["burning", "healthy", "slowish"].contains(&who.as_str()))
+            .collect()
+    };
+    let want: BTreeSet<(String, String)> = [
+        ("TTFTBudgetBurn", "burning"),
+        ("TTFTBudgetBurnSlow", "burning"),
+        ("TTFTBudgetBurnSlow", "slowish"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    let both = crate::common::eventually(Duration::from_secs(60), || {
+        let ours = engines_only(crate::prometheus::firing(&e.get("/alerts", &[]).body));
+        let theirs = prom
+            .get("/api/v1/alerts")
+            .map(|(_, b)| crate::prometheus::firing(&b))
+            .unwrap_or_default();
+        match (ours == want, theirs == want) {
+            (true, true) => Ok((ours, theirs)),
+            _ => Err(format!("exporter {ours:?}, Prometheus {theirs:?}")),
+        }
+    });
+    assert_eq!(both.0, both.1);
+}
+
+/// Windows in seconds; slowish (3% over 0.25 s, a 30x burn) holds the
+/// slow pair's factor of 20 but not the fast pair's 40.
+const DIFF_RULES: &str = r#"{ "rules": [
+  { "name": "TTFTBudgetBurn", "for": "2s",
+    "windows": [{ "long": "12s", "short": "4s", "factor": 40 }] },
+  { "name": "TTFTBudgetBurnSlow", "for": "2s",
+    "windows": [{ "long": "16s", "short": "6s", "factor": 20 }] }
+] }"#;
