@@ -127,6 +127,25 @@ fn health_readings_come_out_in_base_units() {
     assert_eq!(nvml.timings().failed, Collectors::NONE);
 }
 
+/// A remap flag word that is neither 0 nor 1 (a broken driver's
+/// 0xFFFFFFFF) is no reading, never a failed remap that pages.
+#[test]
+fn remap_flags_out_of_range_are_no_reading() {
+    let broken = HOPPER.replace(
+        r#""pending":true,"failure":false}"#,
+        r#""pending":true,"failure":false,"raw_pending":1,"raw_failure":4294967295}"#,
+    );
+    assert_ne!(broken, HOPPER);
+    let f = Fixture::new("health-remap-sentinel", &fleet(&[&broken]));
+    let mut nvml = open(&f, Collectors::DEFAULT);
+    let h = &collect(&mut nvml)[0].readings.health;
+    assert_eq!(h.remapped_rows, [Some(3.0), Some(1.0)]);
+    assert_eq!(
+        (h.row_remap_pending, h.row_remap_failed),
+        (Some(true), None)
+    );
+}
+
 #[test]
 fn an_old_driver_reports_what_its_symbols_allow() {
     let f = Fixture::build("health-old-driver", &fleet(&[HOPPER, VOLTA]), true);

@@ -223,6 +223,10 @@ mod scenario {
         pub uncorrectable: u32,
         pub pending: bool,
         pub failure: bool,
+        /// The raw words to answer instead of the flags (a broken driver's
+        /// 0xFFFFFFFF).
+        pub raw_pending: Option<u32>,
+        pub raw_failure: Option<u32>,
     }
 
     #[derive(DeJson, Clone, Copy)]
@@ -1032,8 +1036,8 @@ pub unsafe extern "C" fn nvmlDeviceGetRemappedRows(
         unsafe {
             put(corr, r.correctable)?;
             put(unc, r.uncorrectable)?;
-            put(pending, c_uint::from(r.pending))?;
-            put(failure, c_uint::from(r.failure))
+            put(pending, r.raw_pending.unwrap_or(c_uint::from(r.pending)))?;
+            put(failure, r.raw_failure.unwrap_or(c_uint::from(r.failure)))
         }
     })
 }

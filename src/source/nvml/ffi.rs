@@ -620,6 +620,17 @@ fn decode_value(value_type: u32, raw: u64) -> Result<f64, Error> {
     })
 }
 
+/// What `nvmlDeviceGetRemappedRows` answers: the rows remapped for
+/// correctable and uncorrectable errors, and whether a remap is pending
+/// and one failed, `None` for a word that is neither 0 nor 1 (a broken
+/// driver's 0xFFFFFFFF is no failed remap).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remapped {
+    pub rows: [u32; 2],
+    pub pending: Option<bool>,
+    pub failed: Option<bool>,
+}
+
 /// A GPU or MIG device handle, valid while its library is.
 #[derive(Clone, Copy)]
 pub struct Device<'a> {
@@ -896,13 +907,22 @@ impl<'a> Device<'a> {
 
     /// Rows remapped for correctable and uncorrectable errors, and
     /// whether a remap is pending and a remap failed.
-    pub fn remapped_rows(&self) -> Result<([u32; 2], bool, bool), Error> {
+    pub fn remapped_rows(&self) -> Result<Remapped, Error> {
         let f = present(self.fns().remapped_rows)?;
         let [mut c, mut u, mut pending, mut failed] = [0; 4];
         // SAFETY: a live handle of this library and four valid
         // out-pointers, as nvml.h declares them.
         check(unsafe { f(self.raw, &mut c, &mut u, &mut pending, &mut failed) })?;
-        Ok(([c, u], pending != 0, failed != 0))
+        let flag = |v: c_uint| match v {
+            0 => Some(false),
+            1 => Some(true),
+            _ => None,
+        };
+        Ok(Remapped {
+            rows: [c, u],
+            pending: flag(pending),
+            failed: flag(failed),
+        })
     }
 
     /// Pages retired for `cause`: 0 multiple single-bit errors, 1 a

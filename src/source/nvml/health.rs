@@ -36,10 +36,10 @@ fn percent(v: u32) -> f64 {
 pub(super) fn read(h: &mut Health, d: Device<'_>, p: &mut Probe) {
     p.section(Remap, |p| {
         match p.get("remapped rows", || d.remapped_rows()) {
-            Some((rows, pending, failed)) => {
-                h.remapped_rows = rows.map(|n| Some(f64::from(n)));
-                h.row_remap_pending = Some(pending);
-                h.row_remap_failed = Some(failed);
+            Some(r) => {
+                h.remapped_rows = r.rows.map(|n| Some(f64::from(n)));
+                h.row_remap_pending = r.pending;
+                h.row_remap_failed = r.failed;
             }
             // Before Ampere, pages are retired instead.
             None => {
