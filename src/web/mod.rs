@@ -157,6 +157,10 @@ pub const MAX_HEADER_BYTES: usize = 1024;
 /// The largest web config file read (it holds certificates inline at most).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
+/// The largest certificate, key or client CA file read: a chain or a CA
+/// bundle is kilobytes (all of Mozilla's roots are about 220 KB).
+pub const MAX_PEM_BYTES: u64 = 1024 * 1024;
+
 /// What a web config file turns on, ready to serve with.
 pub struct Loaded {
     /// TLS for new connections; `None` serves plain HTTP.
@@ -327,5 +331,97 @@ impl Watch {
                 Err(e)
             }
         }
+    }
+}
+
+/// The integration tests' PKI (made with `openssl`), for the tests below.
+#[cfg(test)]
+#[path = "../../tests/support/pki.rs"]
+mod pki;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(config: &Path) -> String {
+        match Watch::start(config) {
+            Ok(_) => panic!("{} loaded", config.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn certificate_key_and_ca_files_are_read_bounded_at_start_and_on_reload() {
+        let Some(pki) = pki::pki() else { return };
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-web-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("a-directory")).unwrap();
+        let fifo = dir.join("fifo");
+        let _ = std::fs::remove_file(&fifo);
+        let mode = rustix::fs::Mode::from_raw_mode(0o600);
+        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
+        // 200 MB by its length, sparse: refused by its size, not read.
+        let big = dir.join("big.pem");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(200_000_000)
+            .unwrap();
+        let odd: [(PathBuf, &str); 4] = [
+            (fifo, "a FIFO, not a regular file; refused unread"),
+            (
+                "/dev/zero".into(),
+                "a device, not a regular file; refused unread",
+            ),
+            (
+                dir.join("a-directory"),
+                "a directory, not a regular file; refused unread",
+            ),
+            (big, "200000000 bytes, over the limit of 1048576"),
+        ];
+        let config = dir.join("web.yml");
+        let write = |role: &str, with: &Path| {
+            let mut files = [
+                ("cert_file", pki.join("server.crt")),
+                ("key_file", pki.join("server.key")),
+                ("client_ca_file", pki.join("ca.crt")),
+            ];
+            for (r, f) in &mut files {
+                if *r == role {
+                    *f = with.to_path_buf();
+                }
+            }
+            let mut yaml = String::from(
+                "tls_server_config:\n  client_auth_type: RequireAndVerifyClientCert\n",
+            );
+            for (r, f) in files {
+                yaml.push_str(&format!("  {r}: {}\n", f.display()));
+            }
+            std::fs::write(&config, yaml).unwrap();
+        };
+        let roles = ["cert_file", "key_file", "client_ca_file"];
+        for role in roles {
+            for (path, why) in &odd {
+                write(role, path);
+                let want = format!("tls_server_config.{role}: {}: {why}", path.display());
+                assert_eq!(refused(&config), want, "at start");
+            }
+        }
+        write("", Path::new(""));
+        let (mut watch, loaded) = Watch::start(&config).unwrap();
+        assert_eq!(loaded.summary(), "TLS");
+        for role in roles {
+            for (path, why) in &odd {
+                write(role, path);
+                let e = watch.poll(true).err().expect("refused on reload");
+                let want = format!("tls_server_config.{role}: {}: {why}", path.display());
+                assert_eq!(e.to_string(), want, "on reload");
+                // The files that failed are not read again until one changes.
+                assert!(watch.poll(false).unwrap().is_none());
+            }
+        }
+        // Later reloads still work.
+        write("", Path::new(""));
+        let loaded = watch.poll(true).unwrap().expect("reloaded");
+        assert_eq!(loaded.summary(), "TLS");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
