@@ -3,8 +3,9 @@
 //!
 //! - users and bcrypt hashes (`$2y$`/`$2b$`/`$2a$`) come from the web
 //!   config's `basic_auth_users`;
-//! - an unknown user costs a bcrypt of a dummy hash, at the highest cost
-//!   configured, so timing does not tell which user names exist;
+//! - an unknown user costs a bcrypt of a dummy hash, at the cost of one
+//!   of the configured users, picked by a keyed hash of the name (see
+//!   [`Auth::unknown_cost`]), so timing does not tell which names exist;
 //! - a success is remembered in a small bounded cache keyed by a keyed
 //!   128-bit hash of (user, password): an authenticated scrape pays one
 //!   bcrypt, then none, and the cached path allocates nothing;
@@ -20,7 +21,7 @@ use crate::base::rate::TokenBucket;
 use smol::lock::OnceCell;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 /// Locks `m`, whatever a panic elsewhere left (a panic aborts anyway).
@@ -87,7 +88,6 @@ const STALE: Duration = Duration::from_secs(10);
 /// an empty cache, and a new worker when the old one's queue drains).
 pub struct Auth {
     users: Vec<User>,
-    dummy: Hash,
     keys: (RandomState, RandomState),
     /// (key, last use) pairs, at most `limits.cache`, and the use clock.
     cache: Mutex<(Vec<(u128, u64)>, u64)>,
@@ -97,6 +97,18 @@ pub struct Auth {
     flights: Mutex<Vec<(u128, Instant, Flight)>>,
     limits: Limits,
     bcrypts: AtomicU64,
+    /// bcrypt runs the worker finished, by cost (read by tests).
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    ran: Arc<[AtomicU64; 32]>,
+}
+
+/// The key of the hash that picks an unknown name's cost: one for the
+/// process, so that a reload (a new [`Auth`]) picks the same cost for the
+/// same name. A key per `Auth` would let a name's cost change across
+/// reloads, which a known user's never does.
+fn name_key() -> &'static RandomState {
+    static KEY: OnceLock<RandomState> = OnceLock::new();
+    KEY.get_or_init(RandomState::new)
 }
 
 /// Work left to do after the cache: a bcrypt on the worker.
@@ -120,23 +132,21 @@ impl Auth {
         if users.is_empty() {
             return Ok(None);
         }
-        let cost = users.iter().map(|u| u.hash.cost()).max().unwrap_or(10);
-        // A hash nobody's password matches, as slow as the slowest user's:
-        // an unknown user takes as long as a known one of that cost.
-        let dummy = Hash::dummy(cost);
         let (tx, rx) = mpsc::sync_channel::<Job>(limits.queue);
+        let ran: Arc<[AtomicU64; 32]> = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
+        let counts = ran.clone();
         std::thread::Builder::new()
             .name("bcrypt".into())
             .spawn(move || {
                 // Ends when the Auth (the only sender) is dropped.
                 for job in rx {
                     let ok = job.hash.verify(&job.password[..job.len]);
+                    counts[job.hash.cost() as usize % 32].fetch_add(1, Relaxed);
                     let _ = job.flight.set_blocking(ok);
                 }
             })?;
         Ok(Some(Auth {
             users,
-            dummy,
             keys: (RandomState::new(), RandomState::new()),
             cache: Mutex::new((Vec::with_capacity(limits.cache), 0)),
             bucket: TokenBucket::new(
@@ -147,6 +157,7 @@ impl Auth {
             flights: Mutex::new(Vec::with_capacity(limits.queue + 1)),
             limits,
             bcrypts: AtomicU64::new(0),
+            ran,
         }))
     }
 
@@ -155,10 +166,21 @@ impl Auth {
         self.users.len()
     }
 
-    /// The cost of the dummy hash unknown users are checked against.
+    /// The cost an unknown `name` is checked at: the cost of the user a
+    /// keyed hash of the name picks, each user as likely as another. So an
+    /// unknown name takes as long as some known user does, costs in the
+    /// proportions the file has them, and the same each time (and across
+    /// reloads): measuring a name again tells nothing more. The highest
+    /// cost for everyone would tell a cheap user's name from any other.
+    pub fn unknown_cost(&self, name: &[u8]) -> u32 {
+        let pick = name_key().hash_one(name) % self.users.len() as u64;
+        self.users[pick as usize].hash.cost()
+    }
+
+    /// bcrypt runs the worker finished at `cost`.
     #[cfg(any(test, feature = "internals"))]
-    pub fn dummy_cost(&self) -> u32 {
-        self.dummy.cost()
+    pub fn bcrypts_at(&self, cost: u32) -> u64 {
+        self.ran[cost as usize % 32].load(Relaxed)
     }
 
     /// bcrypt runs started so far.
@@ -186,7 +208,10 @@ impl Auth {
                 found = Some(i);
             }
         }
-        let hash = found.map_or(&self.dummy, |i| &self.users[i].hash);
+        // A hash nobody's password matches (all-zero digest) for a name
+        // nobody has, picked for every name alike.
+        let dummy = Hash::dummy(self.unknown_cost(user));
+        let hash = found.map_or(dummy, |i| self.users[i].hash.clone());
         let valid_user = found.is_some();
         let now = Instant::now();
         let mut flights = lock(&self.flights);
@@ -204,7 +229,7 @@ impl Auth {
         }
         let flight = Flight::default();
         let mut job = Job {
-            hash: hash.clone(),
+            hash,
             password: [0; 72],
             len: password.len().min(72),
             flight: flight.clone(),
@@ -441,7 +466,6 @@ mod tests {
     #[test]
     fn verifies_caches_and_times_unknown_users_alike() {
         let a = auth(Limits::default());
-        assert_eq!(a.dummy_cost(), 10, "as slow as the slowest user");
         let check = |u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p))));
         assert_eq!(check("u", "U*U"), Verdict::Allowed);
         assert_eq!(check("dave", "dave123"), Verdict::Allowed);
@@ -460,6 +484,41 @@ mod tests {
         assert_eq!(smol::block_on(a.check(None)), Verdict::Denied);
         assert_eq!(smol::block_on(a.check(Some(b"Bearer x"))), Verdict::Denied);
         assert_eq!(a.bcrypts(), 6);
+    }
+
+    #[test]
+    fn an_unknown_name_runs_at_the_cost_of_a_user_the_name_picks() {
+        // u at cost 5 and dave at cost 10; limits that never say 429 here.
+        let limits = Limits {
+            per_second: 1000,
+            burst: 1000,
+            ..Limits::default()
+        };
+        let a = auth(limits);
+        let ran = |a: &Auth| [5, 10].map(|c| a.bcrypts_at(c));
+        let check = |a: &Auth, u: &str| smol::block_on(a.check(Some(&header(u, "wrong"))));
+        assert_eq!(check(&a, "u"), Verdict::Denied);
+        assert_eq!(ran(&a), [1, 0], "a wrong password for u runs at u's cost");
+        // A name for each user's cost (a keyed hash picks: 64 names all
+        // pick the same user in 2^-63 of the runs).
+        let names: Vec<String> = (0..64).map(|i| format!("nobody{i}")).collect();
+        let by_cost = |c| names.iter().find(|n| a.unknown_cost(n.as_bytes()) == c);
+        let (cheap, dear) = (by_cost(5).unwrap(), by_cost(10).unwrap());
+        assert_eq!(check(&a, cheap), Verdict::Denied);
+        assert_eq!(ran(&a), [2, 0], "{cheap} ran at cost 5");
+        assert_eq!(check(&a, dear), Verdict::Denied);
+        assert_eq!(ran(&a), [2, 1], "{dear} ran at cost 10");
+        // The same name, the same cost, again and after a reload.
+        assert_eq!(check(&a, cheap), Verdict::Denied);
+        assert_eq!(ran(&a), [3, 1]);
+        let reloaded = auth(limits);
+        assert_eq!(check(&reloaded, cheap), Verdict::Denied);
+        assert_eq!(ran(&reloaded), [1, 0]);
+        assert_eq!(reloaded.unknown_cost(dear.as_bytes()), 10);
+        // No cost ran but the file's.
+        let total: u64 = (0..32).map(|c| a.bcrypts_at(c)).sum();
+        assert_eq!(total, 4);
+        assert_eq!(a.bcrypts(), 4);
     }
 
     #[test]

@@ -479,6 +479,21 @@ fn users(n: &Node) -> Result<Vec<User>, Error> {
         }
         let hash = v.string_or_empty(&k)?;
         let hash = bcrypt::Hash::parse(&hash).map_err(|e| err(&k, e.to_string()))?;
+        if hash.cost() > bcrypt::MAX_COST {
+            return Err(err(
+                &k,
+                format!(
+                    "bcrypt cost {} is above the limit of {}: each wrong password would hold \
+                     the bcrypt thread {}x as long as at cost {}; make the hash with \
+                     htpasswd -B -C {} or lower",
+                    hash.cost(),
+                    bcrypt::MAX_COST,
+                    1u64 << (hash.cost() - bcrypt::MAX_COST),
+                    bcrypt::MAX_COST,
+                    bcrypt::MAX_COST,
+                ),
+            ));
+        }
         out.push(User {
             name: name.clone(),
             hash,
@@ -920,6 +935,16 @@ rate_limit:
             (
                 "basic_auth_users:\n  x: $2y$03$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n",
                 "basic_auth_users.x: bcrypt cost",
+            ),
+            (
+                "basic_auth_users:\n  ok: $2y$17$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n  \
+                 carol: $2y$31$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n",
+                "basic_auth_users.carol: bcrypt cost 31 is above the limit of 17: each wrong \
+                 password would hold the bcrypt thread 16384x as long as at cost 17",
+            ),
+            (
+                "basic_auth_users:\n  eve: $2y$18$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n",
+                "basic_auth_users.eve: bcrypt cost 18 is above the limit of 17",
             ),
             (
                 "rate_limit:\n  interval: 1s\n  burst: 0\n",

@@ -554,7 +554,6 @@ const TOOLKIT: &[(&str, Result<(), &str>)] = &[
     ("web_config_headers.good.yml", Ok(())),
     ("web_config_rate_limiter_nonblocking.yaml", Ok(())),
     ("web_config_rate_limiter_headers.yaml", Ok(())),
-    ("web_config_users.good.yml", Ok(())),
     ("web_config_users_noTLS.good.yml", Ok(())),
     (
         "tls_config_noAuth.requireandverifyclientcert.good.yml",
@@ -583,6 +582,10 @@ const TOOLKIT: &[(&str, Result<(), &str>)] = &[
     (
         "tls_config_noAuth.requireanyclientcert.good.yml",
         Err("tls_server_config.client_auth_type: RequireAnyClientCert accepts"),
+    ),
+    (
+        "web_config_users.good.yml",
+        Err("basic_auth_users.bob: bcrypt cost 18 is above the limit of 17"),
     ),
     (
         "web_config_rate_limiter_one_second.yaml",
