@@ -974,6 +974,23 @@ rate_limit:
                 "rate_limit:\n  interval: [1s]\n  burst: 1\n",
                 "rate_limit.interval: expected a duration",
             ),
+            (
+                "basic_auth_users:\n  alice: $2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n  \
+                 bob: $2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n  \
+                 'alice': $2y$04$QOYQtfR5/mKPBP/g/kOayu7oRKzQBJiqBhEB5zVbzDsMKHL99clku\n",
+                "basic_auth_users.alice: set twice",
+            ),
+            (
+                "http_server_config:\n  headers:\n    X-Frame-Options: deny\n    \
+                 X-Frame-Options: sameorigin\n",
+                "http_server_config.headers.X-Frame-Options: set twice",
+            ),
+            ("rate_limit: {}\nrate_limit: {}\n", "rate_limit: set twice"),
+            (
+                "tls_server_config:\n  cipher_suites: [{a: 1, b: 2, a: 3}]\n",
+                "tls_server_config.cipher_suites[0].a: set twice",
+            ),
+            ("a: 1\nb: 2\nb: 3\na: 4\n", "b: set twice"),
             ("a: [\n", "invalid YAML"),
             ("a: 1\n---\nb: 2\n", "invalid YAML: a second document"),
             ("- 1\n", "expected a mapping"),
