@@ -1019,4 +1019,25 @@ rate_limit:
         }
         assert!(bad(&bomb).contains("too many nodes"));
     }
+
+    #[test]
+    fn an_alias_bomb_by_bytes_is_refused_before_it_is_copied() {
+        // 300 KB aliased 1,000 times would be 300 MB of strings.
+        let mut bomb = format!("a: &s {}\nb:\n", "x".repeat(300_000));
+        for _ in 0..1_000 {
+            bomb.push_str("  - *s\n");
+        }
+        // The key a, the string, the key b, and two copies fit in 1 MiB;
+        // the third copy (line 5) would not, and is refused uncopied.
+        assert_eq!(
+            bad(&bomb),
+            "invalid YAML: expands past 1048576 bytes of strings at line 5 (aliases expanding?)"
+        );
+        // A string of 300 KB and one copy of it load.
+        let three = format!(
+            "tls_server_config:\n  cert: &s {}\n  key: *s\n",
+            "x".repeat(300_000)
+        );
+        assert!(parse(&three).is_ok());
+    }
 }
