@@ -200,8 +200,12 @@ impl Loaded {
     }
 
     /// Reads `path` and every file it names; relative paths inside
-    /// resolve against its directory.
-    pub fn load(path: &Path) -> Result<(Loaded, WebConfig), Error> {
+    /// resolve against its directory. `earned` is what the config it
+    /// replaces earned (a reload's), for basic auth to carry on with.
+    pub fn load(
+        path: &Path,
+        earned: Option<Arc<auth::Earned>>,
+    ) -> Result<(Loaded, WebConfig), Error> {
         let text = read_config(path, MAX_FILE_BYTES).map_err(|e| err("", e))?;
         let dir = path.parent().unwrap_or(Path::new(""));
         let web = WebConfig::parse(&text, dir)?;
@@ -209,7 +213,8 @@ impl Loaded {
         let rate = web
             .rate_limit
             .map(|r| TokenBucket::new(r.interval, r.burst));
-        let auth = auth::Auth::new(web.users.clone(), auth::Limits::default()).map_err(|e| {
+        let limits = auth::Limits::default();
+        let auth = auth::Auth::new(web.users.clone(), limits, earned).map_err(|e| {
             err(
                 "basic_auth_users",
                 format!("cannot start the bcrypt thread: {e}"),
@@ -293,16 +298,19 @@ impl Stamps {
 pub struct Watch {
     path: PathBuf,
     stamps: Stamps,
+    /// What basic auth earned under the config last loaded.
+    earned: Option<Arc<auth::Earned>>,
 }
 
 impl Watch {
     /// Reads the file at start: any problem is the caller's exit code 2.
     pub fn start(path: &Path) -> Result<(Watch, Loaded), Error> {
-        let (loaded, web) = Loaded::load(path)?;
+        let (loaded, web) = Loaded::load(path, None)?;
         let stamps = Stamps::take(path, &web);
         let watch = Watch {
             path: path.to_owned(),
             stamps,
+            earned: loaded.auth.as_ref().map(auth::Auth::earned),
         };
         Ok((watch, loaded))
     }
@@ -319,11 +327,12 @@ impl Watch {
         // Stamped before reading: a change while reading is seen next time.
         let mut stamps = self.stamps.clone();
         stamps.retake();
-        let result = Loaded::load(&self.path);
+        let result = Loaded::load(&self.path, self.earned.clone());
         match result {
             Ok((loaded, web)) => {
                 // Watch what the new file names, even a file to come.
                 self.stamps = Stamps::take(&self.path, &web);
+                self.earned = loaded.auth.as_ref().map(auth::Auth::earned);
                 Ok(Some(loaded))
             }
             Err(e) => {
@@ -422,6 +431,35 @@ mod tests {
         write("", Path::new(""));
         let loaded = watch.poll(true).unwrap().expect("reloaded");
         assert_eq!(loaded.summary(), "TLS");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_reload_carries_what_basic_auth_earned() {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-exporter-web-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("web.yml");
+        let dave = "basic_auth_users:\n  dave: $2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n";
+        std::fs::write(&config, dave).unwrap();
+        let (mut watch, loaded) = Watch::start(&config).unwrap();
+        let good = Some(&b"Basic ZGF2ZTpkYXZlMTIz"[..]); // dave:dave123
+        let allowed = |l: &Loaded| {
+            let auth = l.auth.as_ref().unwrap();
+            let v = smol::block_on(auth.check(good));
+            (v, auth.bcrypts())
+        };
+        assert_eq!(allowed(&loaded), (auth::Verdict::Allowed, 1));
+        // SIGHUP: the same file, dave still cached.
+        let again = watch.poll(true).unwrap().unwrap();
+        assert_eq!(allowed(&again), (auth::Verdict::Allowed, 0));
+        // A user added: dave, unchanged, still cached.
+        let two =
+            format!("{dave}  u: $2y$05$dhBBcrUqYOQncjX3esbAxeM2Fj3gtb6Kr07DKxszK66F1YjfBaE.u\n");
+        std::fs::write(&config, two).unwrap();
+        let added = watch.poll(true).unwrap().unwrap();
+        assert_eq!(added.summary(), "basic auth (2 users)");
+        assert_eq!(allowed(&added), (auth::Verdict::Allowed, 0));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
