@@ -363,29 +363,7 @@ mod tests {
     fn certificate_key_and_ca_files_are_read_bounded_at_start_and_on_reload() {
         let Some(pki) = pki::pki() else { return };
         let dir = std::env::temp_dir().join(format!("gpu-exporter-web-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("a-directory")).unwrap();
-        let fifo = dir.join("fifo");
-        let _ = std::fs::remove_file(&fifo);
-        let mode = rustix::fs::Mode::from_raw_mode(0o600);
-        rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
-        // 200 MB by its length, sparse: refused by its size, not read.
-        let big = dir.join("big.pem");
-        std::fs::File::create(&big)
-            .unwrap()
-            .set_len(200_000_000)
-            .unwrap();
-        let odd: [(PathBuf, &str); 4] = [
-            (fifo, "a FIFO, not a regular file; refused unread"),
-            (
-                "/dev/zero".into(),
-                "a device, not a regular file; refused unread",
-            ),
-            (
-                dir.join("a-directory"),
-                "a directory, not a regular file; refused unread",
-            ),
-            (big, "200000000 bytes, over the limit of 1048576"),
-        ];
+        let odd = pki::odd_files(&dir);
         let config = dir.join("web.yml");
         let write = |role: &str, with: &Path| {
             let mut files = [
