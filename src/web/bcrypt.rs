@@ -12,13 +12,6 @@ use std::fmt;
 /// The alphabet of bcrypt's own base64 (not RFC 4648's order).
 const ALPHABET: &[u8; 64] = b"./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
-/// The highest cost a web config may use. bcrypt doubles its work with
-/// each step: cost 10 takes about 50-70 ms, 17 about 128 times that (6-9
-/// s), and 31, which the format and exporter-toolkit allow, about a day of
-/// the one bcrypt thread per wrong password. 17 is the most `htpasswd -C`
-/// makes, so no hash an operator made with it is refused.
-pub const MAX_COST: u32 = 17;
-
 /// A parsed bcrypt hash.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Hash {

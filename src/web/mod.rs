@@ -202,13 +202,16 @@ impl Loaded {
     /// Reads `path` and every file it names; relative paths inside
     /// resolve against its directory. `earned` is what the config it
     /// replaces earned (a reload's), for basic auth to carry on with.
+    /// `max_cost`: `--web.bcrypt-max-cost`.
     pub fn load(
         path: &Path,
         earned: Option<Arc<auth::Earned>>,
+        max_cost: u32,
     ) -> Result<(Loaded, WebConfig), Error> {
         let text = read_config(path, MAX_FILE_BYTES).map_err(|e| err("", e))?;
         let dir = path.parent().unwrap_or(Path::new(""));
         let web = WebConfig::parse(&text, dir)?;
+        file::check_costs(&web.users, max_cost)?;
         let tls = web.tls.as_ref().map(tls::server_config).transpose()?;
         let rate = web
             .rate_limit
@@ -300,17 +303,20 @@ pub struct Watch {
     stamps: Stamps,
     /// What basic auth earned under the config last loaded.
     earned: Option<Arc<auth::Earned>>,
+    /// `--web.bcrypt-max-cost`.
+    max_cost: u32,
 }
 
 impl Watch {
     /// Reads the file at start: any problem is the caller's exit code 2.
-    pub fn start(path: &Path) -> Result<(Watch, Loaded), Error> {
-        let (loaded, web) = Loaded::load(path, None)?;
+    pub fn start(path: &Path, max_cost: u32) -> Result<(Watch, Loaded), Error> {
+        let (loaded, web) = Loaded::load(path, None, max_cost)?;
         let stamps = Stamps::take(path, &web);
         let watch = Watch {
             path: path.to_owned(),
             stamps,
             earned: loaded.auth.as_ref().map(auth::Auth::earned),
+            max_cost,
         };
         Ok((watch, loaded))
     }
@@ -327,7 +333,7 @@ impl Watch {
         // Stamped before reading: a change while reading is seen next time.
         let mut stamps = self.stamps.clone();
         stamps.retake();
-        let result = Loaded::load(&self.path, self.earned.clone());
+        let result = Loaded::load(&self.path, self.earned.clone(), self.max_cost);
         match result {
             Ok((loaded, web)) => {
                 // Watch what the new file names, even a file to come.
@@ -351,9 +357,10 @@ mod pki;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::BCRYPT_MAX_COST;
 
     fn refused(config: &Path) -> String {
-        match Watch::start(config) {
+        match Watch::start(config, BCRYPT_MAX_COST) {
             Ok(_) => panic!("{} loaded", config.display()),
             Err(e) => e.to_string(),
         }
@@ -393,7 +400,7 @@ mod tests {
             }
         }
         write("", Path::new(""));
-        let (mut watch, loaded) = Watch::start(&config).unwrap();
+        let (mut watch, loaded) = Watch::start(&config, BCRYPT_MAX_COST).unwrap();
         assert_eq!(loaded.summary(), "TLS");
         for role in roles {
             for (path, why) in &odd {
@@ -420,7 +427,7 @@ mod tests {
         let config = dir.join("web.yml");
         let dave = "basic_auth_users:\n  dave: $2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n";
         std::fs::write(&config, dave).unwrap();
-        let (mut watch, loaded) = Watch::start(&config).unwrap();
+        let (mut watch, loaded) = Watch::start(&config, BCRYPT_MAX_COST).unwrap();
         let good = Some(&b"Basic ZGF2ZTpkYXZlMTIz"[..]); // dave:dave123
         let allowed = |l: &Loaded| {
             let auth = l.auth.as_ref().unwrap();

@@ -444,8 +444,9 @@ fn a_rotated_certificate_is_served_without_restart() {
 
 /// Loads the web config at `config` as the binary does at start
 /// (`--print-rules` exits once it has): the exit code and stderr.
-fn load(config: &Path) -> (Option<i32>, String) {
+fn load(config: &Path, args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(BIN)
+        .args(args)
         .args(["--print-rules", "--web.config.file"])
         .arg(config)
         .output()
@@ -478,7 +479,7 @@ fn odd_certificate_files_are_refused_at_start_and_on_reload() {
     for role in ["cert_file", "key_file", "client_ca_file"] {
         for (path, why) in &files {
             let config = web_config(dir, "web-odd.yml", &with(&mutual, role, path));
-            let (code, err) = load(&config);
+            let (code, err) = load(&config, &[]);
             assert_eq!(code, Some(2), "{role} {}: {err}", path.display());
             assert_eq!(err.lines().count(), 1, "{err}");
             let want = format!("tls_server_config.{role}: {}: {why}", path.display());
@@ -795,7 +796,7 @@ fn exporter_toolkit_web_configs_load_or_fail_with_one_line() {
     for (file, want) in TOOLKIT {
         let path = toolkit.join(file);
         std::fs::copy(src.join(file), &path).unwrap();
-        let (code, stderr) = load(&path);
+        let (code, stderr) = load(&path, &[]);
         match want {
             Ok(()) => assert_eq!(code, Some(0), "{file}: {stderr}"),
             Err(prefix) => {
@@ -808,6 +809,16 @@ fn exporter_toolkit_web_configs_load_or_fail_with_one_line() {
                 assert_eq!(stderr.lines().count(), 1, "{file}: {stderr}");
             }
         }
+    }
+    // The cost-18 user loads where the flag allows it.
+    let users = toolkit.join("web_config_users.good.yml");
+    let (code, stderr) = load(&users, &["--web.bcrypt-max-cost", "18"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for bad in ["3", "32", "x"] {
+        let (code, stderr) = load(&users, &["--web.bcrypt-max-cost", bad]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("--web.bcrypt-max-cost"), "{stderr}");
     }
 }
 
