@@ -99,7 +99,7 @@ pub fn web_config(
     let Some(path) = &config.web_config else {
         return Ok(None);
     };
-    crate::web::Watch::start(path)
+    crate::web::Watch::start(path, config.bcrypt_max_cost)
         .map(Some)
         .map_err(|e| ConfigError(format!("--web.config.file {}: {e}", path.display())))
 }

@@ -185,6 +185,19 @@ pub static FLAGS: &[Flag] = &[
         },
     ),
     set(
+        "--web.bcrypt-max-cost",
+        "N",
+        "17",
+        "the highest bcrypt cost a web config user may have, 4 to 31: 17 is the most htpasswd makes; each step doubles the time a wrong password holds the bcrypt thread (see Security)",
+        |c, v| match v.parse::<u32>() {
+            Ok(n @ 4..=31) => {
+                c.bcrypt_max_cost = n;
+                Ok(())
+            }
+            _ => Err(format!("{v:?} is not a bcrypt cost (4 to 31)")),
+        },
+    ),
+    set(
         "--web.probe-address",
         "ADDR",
         "",

@@ -194,7 +194,17 @@ pub struct Config {
     pub open_probes: bool,
     /// `--engine.*`: the inference engines read for the TTFT SLO.
     pub engines: engines::Engines,
+    /// `--web.bcrypt-max-cost`: the highest bcrypt cost a web config's
+    /// users may have.
+    pub bcrypt_max_cost: u32,
 }
+
+/// `--web.bcrypt-max-cost`'s default. bcrypt doubles its work with each
+/// step: cost 10 takes about 50-70 ms, 17 about 128 times that (6-9 s),
+/// and 31, which the format and exporter-toolkit allow, about a day of the
+/// one bcrypt thread per wrong password. 17 is the most `htpasswd -C`
+/// makes, so no hash an operator made with it is refused.
+pub const BCRYPT_MAX_COST: u32 = 17;
 
 impl Default for Config {
     fn default() -> Config {
@@ -231,6 +241,7 @@ impl Default for Config {
             probe_address: None,
             open_probes: false,
             engines: engines::Engines::default(),
+            bcrypt_max_cost: BCRYPT_MAX_COST,
         }
     }
 }

@@ -7,6 +7,7 @@ use super::guard;
 use super::server::Server;
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
+use smol::future::FutureExt;
 use std::net::TcpListener;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -79,7 +80,18 @@ pub async fn serve(
             srv.crowded.set(true);
             let since = Instant::now();
             while srv.admitted.get() >= cap && !srv.make_room() {
-                srv.room_changed().await;
+                // A close or a phase change wakes it, and so does a silent
+                // connection's becoming evictable, which nothing else marks.
+                match srv.next_evictable() {
+                    Some(at) => {
+                        srv.room_changed()
+                            .or(async {
+                                Timer::at(at).await;
+                            })
+                            .await
+                    }
+                    None => srv.room_changed().await,
+                }
             }
             srv.paused(since.elapsed());
         }

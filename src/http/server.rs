@@ -14,7 +14,9 @@
 //!   closed. A connection whose head is complete is answered, never
 //!   evicted, and one whose request bytes are waiting unread counts as
 //!   such. With nothing to evict the loop stops accepting (the kernel's
-//!   queue holds the newcomers) and every response closes its connection
+//!   queue holds the newcomers) until a connection closes or becomes
+//!   evictable (a silent new one by its own timer), and every response
+//!   closes its connection
 //!   until the queue has been served, so keep-alive clients take turns.
 //! - **Response slots.** At most `max_requests` responses are in flight
 //!   (rendered and not yet written); each holds its whole body. A request
@@ -386,6 +388,22 @@ impl Server {
             return true;
         }
         false
+    }
+
+    /// When the oldest silent new connection becomes evictable (it has
+    /// been silent [`SILENT`]): nothing else wakes the accept loop then, so
+    /// it sleeps until that moment too. `None` when no new connection waits
+    /// to become evictable.
+    pub(super) fn next_evictable(&self) -> Option<Instant> {
+        let conns = self.conns.borrow();
+        let now = Instant::now();
+        conns
+            .iter()
+            .flatten()
+            .filter(|e| e.phase == Phase::New)
+            .map(|e| e.since + SILENT)
+            .filter(|at| *at > now)
+            .min()
     }
 
     /// Closes `e`'s connection to make room: its task sees the end of the

@@ -3,11 +3,16 @@
 //!
 //! - users and bcrypt hashes (`$2y$`/`$2b$`/`$2a$`) come from the web
 //!   config's `basic_auth_users`;
-//! - an unknown user costs a bcrypt of a dummy hash, at the highest cost
-//!   configured, so timing does not tell which user names exist;
+//! - an unknown user costs a bcrypt of a dummy hash, at the cost of one
+//!   of the configured users, picked by a keyed hash of the name (see
+//!   [`Auth::unknown_cost`]), so timing does not tell which names exist;
 //! - a success is remembered in a small bounded cache keyed by a keyed
 //!   128-bit hash of (user, password): an authenticated scrape pays one
 //!   bcrypt, then none, and the cached path allocates nothing;
+//! - a reload keeps what was earned ([`Earned`]): the cache, for users
+//!   whose hash did not change, and the token bucket, so a reload during a
+//!   password flood neither locks out a cached scraper nor refills the
+//!   flood's budget;
 //! - bcrypt never runs on the HTTP thread: one worker thread runs one at a
 //!   time, behind a token bucket and a bounded queue. Beyond them the
 //!   answer is 429 (with `Retry-After`), never a stalled scrape.
@@ -20,7 +25,7 @@ use crate::base::rate::TokenBucket;
 use smol::lock::OnceCell;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, MutexGuard, mpsc};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 /// Locks `m`, whatever a panic elsewhere left (a panic aborts anyway).
@@ -83,26 +88,71 @@ type Flight = Arc<OnceCell<bool>>;
 /// joined: far more than a queue of cost-14 bcrypts takes.
 const STALE: Duration = Duration::from_secs(10);
 
-/// Basic auth for one loaded web config; a reload makes a new one (and so
-/// an empty cache, and a new worker when the old one's queue drains).
+/// One remembered success: the credentials' key, when last used, and
+/// whose it is (a keyed hash of the name, the hash it matched), so that a
+/// reload keeps it only while that user keeps that hash.
+struct Entry {
+    key: u128,
+    used: u64,
+    user: u64,
+    hash: Hash,
+}
+
+/// What basic auth has earned, carried from one loaded config to the next:
+/// the cache of successes and the token bucket, and the keys of the one.
+pub struct Earned {
+    keys: (RandomState, RandomState),
+    /// Entries, at most `Limits::cache`, the use clock, and the generation
+    /// (which [`Auth`] may use them: a success an older one finishes after
+    /// a reload is not taken up by the newer).
+    cache: Mutex<Cache>,
+    bucket: TokenBucket,
+}
+
+#[derive(Default)]
+struct Cache {
+    entries: Vec<Entry>,
+    clock: u64,
+    generation: u64,
+}
+
+/// Basic auth for one loaded web config; a reload makes a new one with
+/// what the old one earned, and a new worker (the old one ends when its
+/// queue drains).
 pub struct Auth {
     users: Vec<User>,
-    dummy: Hash,
-    keys: (RandomState, RandomState),
-    /// (key, last use) pairs, at most `limits.cache`, and the use clock.
-    cache: Mutex<(Vec<(u128, u64)>, u64)>,
-    bucket: TokenBucket,
+    earned: Arc<Earned>,
+    generation: u64,
     jobs: mpsc::SyncSender<Job>,
     /// bcrypts under way, by credentials' key, with when they started.
     flights: Mutex<Vec<(u128, Instant, Flight)>>,
     limits: Limits,
     bcrypts: AtomicU64,
+    /// bcrypt runs the worker finished, by cost (read by tests).
+    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
+    ran: Arc<[AtomicU64; 32]>,
+}
+
+/// The key of the hash that picks an unknown name's cost: one for the
+/// process, so that a reload (a new [`Auth`]) picks the same cost for the
+/// same name. A key per `Auth` would let a name's cost change across
+/// reloads, which a known user's never does.
+fn name_key() -> &'static RandomState {
+    static KEY: OnceLock<RandomState> = OnceLock::new();
+    KEY.get_or_init(RandomState::new)
+}
+
+/// A keyed hash of a user name: which cost an unknown name runs at, and
+/// whose a cache entry is.
+fn name_tag(name: &[u8]) -> u64 {
+    name_key().hash_one(name)
 }
 
 /// Work left to do after the cache: a bcrypt on the worker.
 pub struct Pending {
     key: u128,
-    valid_user: bool,
+    /// The user's index, `None` for an unknown name.
+    user: Option<usize>,
     flight: Flight,
 }
 
@@ -116,38 +166,64 @@ impl Auth {
     /// `None` when `users` is empty: no auth configured.
     /// `Ok(None)` when `users` is empty: no auth configured. An error
     /// (the bcrypt thread would not start) is never auth silently off.
-    pub fn new(users: Vec<User>, limits: Limits) -> std::io::Result<Option<Auth>> {
+    /// With `earned` (a reload's), the cache keeps the successes of users
+    /// whose name and hash are both unchanged, and the bucket its tokens.
+    pub fn new(
+        users: Vec<User>,
+        limits: Limits,
+        earned: Option<Arc<Earned>>,
+    ) -> std::io::Result<Option<Auth>> {
         if users.is_empty() {
             return Ok(None);
         }
-        let cost = users.iter().map(|u| u.hash.cost()).max().unwrap_or(10);
-        // A hash nobody's password matches, as slow as the slowest user's:
-        // an unknown user takes as long as a known one of that cost.
-        let dummy = Hash::dummy(cost);
+        let earned = earned.unwrap_or_else(|| {
+            Arc::new(Earned {
+                keys: (RandomState::new(), RandomState::new()),
+                cache: Mutex::new(Cache::default()),
+                bucket: TokenBucket::new(
+                    Duration::from_secs(1) / limits.per_second.max(1),
+                    limits.burst.max(1),
+                ),
+            })
+        });
+        let generation = {
+            let mut cache = lock(&earned.cache);
+            cache.generation += 1;
+            cache.entries.retain(|e| {
+                users
+                    .iter()
+                    .any(|u| e.user == name_tag(u.name.as_bytes()) && e.hash == u.hash)
+            });
+            cache.generation
+        };
         let (tx, rx) = mpsc::sync_channel::<Job>(limits.queue);
+        let ran: Arc<[AtomicU64; 32]> = Arc::new(std::array::from_fn(|_| AtomicU64::new(0)));
+        let counts = ran.clone();
         std::thread::Builder::new()
             .name("bcrypt".into())
             .spawn(move || {
                 // Ends when the Auth (the only sender) is dropped.
                 for job in rx {
                     let ok = job.hash.verify(&job.password[..job.len]);
+                    counts[job.hash.cost() as usize % 32].fetch_add(1, Relaxed);
                     let _ = job.flight.set_blocking(ok);
                 }
             })?;
         Ok(Some(Auth {
             users,
-            dummy,
-            keys: (RandomState::new(), RandomState::new()),
-            cache: Mutex::new((Vec::with_capacity(limits.cache), 0)),
-            bucket: TokenBucket::new(
-                Duration::from_secs(1) / limits.per_second.max(1),
-                limits.burst.max(1),
-            ),
+            earned,
+            generation,
             jobs: tx,
             flights: Mutex::new(Vec::with_capacity(limits.queue + 1)),
             limits,
             bcrypts: AtomicU64::new(0),
+            ran,
         }))
+    }
+
+    /// What this one earned, for the next config's [`Auth::new`].
+    pub fn earned(&self) -> Arc<Earned> {
+        self.earned.clone()
     }
 
     /// How many users there are.
@@ -155,10 +231,21 @@ impl Auth {
         self.users.len()
     }
 
-    /// The cost of the dummy hash unknown users are checked against.
+    /// The cost an unknown `name` is checked at: the cost of the user a
+    /// keyed hash of the name picks, each user as likely as another. So an
+    /// unknown name takes as long as some known user does, costs in the
+    /// proportions the file has them, and the same each time (and across
+    /// reloads): measuring a name again tells nothing more. The highest
+    /// cost for everyone would tell a cheap user's name from any other.
+    pub fn unknown_cost(&self, name: &[u8]) -> u32 {
+        let pick = name_tag(name) % self.users.len() as u64;
+        self.users[pick as usize].hash.cost()
+    }
+
+    /// bcrypt runs the worker finished at `cost`.
     #[cfg(any(test, feature = "internals"))]
-    pub fn dummy_cost(&self) -> u32 {
-        self.dummy.cost()
+    pub fn bcrypts_at(&self, cost: u32) -> u64 {
+        self.ran[cost as usize % 32].load(Relaxed)
     }
 
     /// bcrypt runs started so far.
@@ -186,8 +273,10 @@ impl Auth {
                 found = Some(i);
             }
         }
-        let hash = found.map_or(&self.dummy, |i| &self.users[i].hash);
-        let valid_user = found.is_some();
+        // A hash nobody's password matches (all-zero digest) for a name
+        // nobody has, picked for every name alike.
+        let dummy = Hash::dummy(self.unknown_cost(user));
+        let hash = found.map_or(dummy, |i| self.users[i].hash.clone());
         let now = Instant::now();
         let mut flights = lock(&self.flights);
         flights.retain(|(_, at, f)| f.get().is_none() && now.duration_since(*at) < STALE);
@@ -195,16 +284,16 @@ impl Auth {
             let flight = flight.clone();
             return Step::Wait(Pending {
                 key,
-                valid_user,
+                user: found,
                 flight,
             });
         }
-        if !self.bucket.allow() {
+        if !self.earned.bucket.allow() {
             return Step::Done(Verdict::Busy);
         }
         let flight = Flight::default();
         let mut job = Job {
-            hash: hash.clone(),
+            hash,
             password: [0; 72],
             len: password.len().min(72),
             flight: flight.clone(),
@@ -216,7 +305,7 @@ impl Auth {
                 flights.push((key, now, flight.clone()));
                 Step::Wait(Pending {
                     key,
-                    valid_user,
+                    user: found,
                     flight,
                 })
             }
@@ -226,9 +315,9 @@ impl Auth {
 
     /// Waits for the worker's answer and caches a success.
     pub async fn finish(&self, p: Pending) -> Verdict {
-        match *p.flight.wait().await {
-            true if p.valid_user => {
-                self.remember(p.key);
+        match (*p.flight.wait().await, p.user) {
+            (true, Some(i)) => {
+                self.remember(p.key, &self.users[i]);
                 Verdict::Allowed
             }
             _ => Verdict::Denied,
@@ -252,35 +341,42 @@ impl Auth {
             h.write(password);
             h.finish()
         };
-        (u128::from(half(&self.keys.0)) << 64) | u128::from(half(&self.keys.1))
+        let keys = &self.earned.keys;
+        (u128::from(half(&keys.0)) << 64) | u128::from(half(&keys.1))
     }
 
     fn cache_hit(&self, key: u128) -> bool {
-        let mut guard = lock(&self.cache);
-        let (cache, clock) = &mut *guard;
-        *clock += 1;
-        let now = *clock;
-        match cache.iter_mut().find(|(k, _)| *k == key) {
+        let mut cache = lock(&self.earned.cache);
+        cache.clock += 1;
+        let now = cache.clock;
+        match cache.entries.iter_mut().find(|e| e.key == key) {
             Some(e) => {
-                e.1 = now;
+                e.used = now;
                 true
             }
             None => false,
         }
     }
 
-    fn remember(&self, key: u128) {
-        let mut guard = lock(&self.cache);
-        let (cache, clock) = &mut *guard;
-        *clock += 1;
-        let now = *clock;
-        if cache.iter().any(|(k, _)| *k == key) {
+    fn remember(&self, key: u128, user: &User) {
+        let mut cache = lock(&self.earned.cache);
+        if cache.generation != self.generation {
+            return; // a reload came: the newer config may not have this user
+        }
+        cache.clock += 1;
+        let entry = Entry {
+            key,
+            used: cache.clock,
+            user: name_tag(user.name.as_bytes()),
+            hash: user.hash.clone(),
+        };
+        if cache.entries.iter().any(|e| e.key == key) {
             return;
         }
-        if cache.len() < self.limits.cache {
-            cache.push((key, now));
-        } else if let Some(oldest) = cache.iter_mut().min_by_key(|(_, t)| *t) {
-            *oldest = (key, now);
+        if cache.entries.len() < self.limits.cache {
+            cache.entries.push(entry);
+        } else if let Some(oldest) = cache.entries.iter_mut().min_by_key(|e| e.used) {
+            *oldest = entry;
         }
     }
 }
@@ -420,12 +516,12 @@ mod tests {
 
     /// dave/dave123 at cost 10 (exporter-toolkit's testdata) and u/U*U at
     /// cost 5 (Debian's htpasswd).
-    fn auth(limits: Limits) -> Auth {
+    fn users() -> Vec<User> {
         let user = |name: &str, hash: &str| User {
             name: name.into(),
             hash: Hash::parse(hash).unwrap(),
         };
-        let users = vec![
+        vec![
             user(
                 "dave",
                 "$2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq",
@@ -434,14 +530,90 @@ mod tests {
                 "u",
                 "$2y$05$dhBBcrUqYOQncjX3esbAxeM2Fj3gtb6Kr07DKxszK66F1YjfBaE.u",
             ),
-        ];
-        Auth::new(users, limits).unwrap().unwrap()
+        ]
+    }
+
+    /// The default limits but for the token bucket's.
+    fn rate(per_second: u32, burst: u32) -> Limits {
+        Limits {
+            per_second,
+            burst,
+            ..Limits::default()
+        }
+    }
+
+    fn auth(limits: Limits) -> Auth {
+        Auth::new(users(), limits, None).unwrap().unwrap()
+    }
+
+    /// The verdict of the first step, `None` when it queued a bcrypt.
+    fn done(s: Step) -> Option<Verdict> {
+        match s {
+            Step::Done(v) => Some(v),
+            Step::Wait(_) => None,
+        }
+    }
+
+    #[test]
+    fn a_reload_keeps_the_cache_of_unchanged_users_and_the_bucket() {
+        let check = |a: &Auth, u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p))));
+        let reload = |users: Vec<User>, old: &Auth, limits| {
+            Auth::new(users, limits, Some(old.earned()))
+                .unwrap()
+                .unwrap()
+        };
+        let one = rate(1, 2);
+        let a = auth(one);
+        assert_eq!(check(&a, "u", "U*U"), Verdict::Allowed);
+        assert_eq!(check(&a, "dave", "dave123"), Verdict::Allowed);
+        // Both tokens spent (the next comes a second later). The same users
+        // again: both stay cached (no bcrypt, no 429), and a flood still
+        // gets 429: the bucket is carried, not refilled.
+        let b = reload(users(), &a, one);
+        assert_eq!(check(&b, "u", "U*U"), Verdict::Allowed);
+        assert_eq!(check(&b, "dave", "dave123"), Verdict::Allowed);
+        assert_eq!(check(&b, "dave", "guess"), Verdict::Busy);
+        assert_eq!(b.bcrypts(), 0);
+
+        let many = rate(1000, 1000);
+        let a = auth(many);
+        assert_eq!(check(&a, "u", "U*U"), Verdict::Allowed);
+        assert_eq!(check(&a, "dave", "dave123"), Verdict::Allowed);
+        // dave's hash changes: his success is forgotten (a bcrypt queues
+        // for him), u's is kept.
+        let mut changed = users();
+        changed[0].hash =
+            Hash::parse("$2y$04$QOYQtfR5/mKPBP/g/kOayu7oRKzQBJiqBhEB5zVbzDsMKHL99clku").unwrap();
+        let c = reload(changed.clone(), &a, many);
+        assert_eq!(check(&c, "u", "U*U"), Verdict::Allowed);
+        assert_eq!(c.bcrypts(), 0);
+        assert_eq!(done(c.step(Some(&header("dave", "dave123")))), None);
+        assert_eq!(c.bcrypts(), 1);
+        // u is removed: so is u's success.
+        let d = reload(changed[..1].to_vec(), &c, many);
+        assert_eq!(done(d.step(Some(&header("u", "U*U")))), None);
+        assert_eq!(d.bcrypts(), 1);
+    }
+
+    #[test]
+    fn a_success_finished_after_a_reload_is_not_taken_up_by_the_new_config() {
+        let a = auth(Limits::default());
+        let dave = header("dave", "dave123");
+        let Step::Wait(pending) = a.step(Some(&dave)) else {
+            panic!("a bcrypt queued");
+        };
+        // A reload without dave while his bcrypt runs.
+        let b = Auth::new(users()[1..].to_vec(), Limits::default(), Some(a.earned()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(smol::block_on(a.finish(pending)), Verdict::Allowed);
+        assert_eq!(smol::block_on(b.check(Some(&dave))), Verdict::Denied);
+        assert_eq!(b.bcrypts(), 1, "checked, not answered from the cache");
     }
 
     #[test]
     fn verifies_caches_and_times_unknown_users_alike() {
         let a = auth(Limits::default());
-        assert_eq!(a.dummy_cost(), 10, "as slow as the slowest user");
         let check = |u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p))));
         assert_eq!(check("u", "U*U"), Verdict::Allowed);
         assert_eq!(check("dave", "dave123"), Verdict::Allowed);
@@ -460,6 +632,36 @@ mod tests {
         assert_eq!(smol::block_on(a.check(None)), Verdict::Denied);
         assert_eq!(smol::block_on(a.check(Some(b"Bearer x"))), Verdict::Denied);
         assert_eq!(a.bcrypts(), 6);
+    }
+
+    #[test]
+    fn an_unknown_name_runs_at_the_cost_of_a_user_the_name_picks() {
+        // u at cost 5 and dave at cost 10; limits that never say 429 here.
+        let a = auth(rate(1000, 1000));
+        let ran = |a: &Auth| [5, 10].map(|c| a.bcrypts_at(c));
+        let check = |a: &Auth, u: &str| smol::block_on(a.check(Some(&header(u, "wrong"))));
+        assert_eq!(check(&a, "u"), Verdict::Denied);
+        assert_eq!(ran(&a), [1, 0], "a wrong password for u runs at u's cost");
+        // A name for each user's cost (a keyed hash picks: 64 names all
+        // pick the same user in 2^-63 of the runs).
+        let names: Vec<String> = (0..64).map(|i| format!("nobody{i}")).collect();
+        let by_cost = |c| names.iter().find(|n| a.unknown_cost(n.as_bytes()) == c);
+        let (cheap, dear) = (by_cost(5).unwrap(), by_cost(10).unwrap());
+        assert_eq!(check(&a, cheap), Verdict::Denied);
+        assert_eq!(ran(&a), [2, 0], "{cheap} ran at cost 5");
+        assert_eq!(check(&a, dear), Verdict::Denied);
+        assert_eq!(ran(&a), [2, 1], "{dear} ran at cost 10");
+        // The same name, the same cost, again and after a reload.
+        assert_eq!(check(&a, cheap), Verdict::Denied);
+        assert_eq!(ran(&a), [3, 1]);
+        let reloaded = auth(rate(1000, 1000));
+        assert_eq!(check(&reloaded, cheap), Verdict::Denied);
+        assert_eq!(ran(&reloaded), [1, 0]);
+        assert_eq!(reloaded.unknown_cost(dear.as_bytes()), 10);
+        // No cost ran but the file's.
+        let total: u64 = (0..32).map(|c| a.bcrypts_at(c)).sum();
+        assert_eq!(total, 4);
+        assert_eq!(a.bcrypts(), 4);
     }
 
     #[test]

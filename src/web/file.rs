@@ -487,6 +487,25 @@ fn users(n: &Node) -> Result<Vec<User>, Error> {
     Ok(out)
 }
 
+/// Refuses a user whose bcrypt cost is above `max`
+/// (`--web.bcrypt-max-cost`): each wrong password for it would hold the
+/// one bcrypt thread that long.
+pub(super) fn check_costs(users: &[User], max: u32) -> Result<(), Error> {
+    let Some(u) = users.iter().find(|u| u.hash.cost() > max) else {
+        return Ok(());
+    };
+    let cost = u.hash.cost();
+    Err(err(
+        &format!("basic_auth_users.{}", u.name),
+        format!(
+            "bcrypt cost {cost} is above the limit of {max} (--web.bcrypt-max-cost): each wrong \
+             password would hold the bcrypt thread {}x as long as at cost {max}; make the hash \
+             with htpasswd -B -C {max} or lower, or raise the flag",
+            1u64 << (cost - max),
+        ),
+    ))
+}
+
 fn rate_limit(n: &Node) -> Result<Option<RateLimit>, Error> {
     const K: &str = "rate_limit";
     let m = n.map(K)?;
@@ -949,6 +968,23 @@ rate_limit:
                 "rate_limit:\n  interval: [1s]\n  burst: 1\n",
                 "rate_limit.interval: expected a duration",
             ),
+            (
+                "basic_auth_users:\n  alice: $2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n  \
+                 bob: $2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n  \
+                 'alice': $2y$04$QOYQtfR5/mKPBP/g/kOayu7oRKzQBJiqBhEB5zVbzDsMKHL99clku\n",
+                "basic_auth_users.alice: set twice",
+            ),
+            (
+                "http_server_config:\n  headers:\n    X-Frame-Options: deny\n    \
+                 X-Frame-Options: sameorigin\n",
+                "http_server_config.headers.X-Frame-Options: set twice",
+            ),
+            ("rate_limit: {}\nrate_limit: {}\n", "rate_limit: set twice"),
+            (
+                "tls_server_config:\n  cipher_suites: [{a: 1, b: 2, a: 3}]\n",
+                "tls_server_config.cipher_suites[0].a: set twice",
+            ),
+            ("a: 1\nb: 2\nb: 3\na: 4\n", "b: set twice"),
             ("a: [\n", "invalid YAML"),
             ("a: 1\n---\nb: 2\n", "invalid YAML: a second document"),
             ("- 1\n", "expected a mapping"),
@@ -965,6 +1001,28 @@ rate_limit:
     }
 
     #[test]
+    fn bcrypt_costs_above_the_limit_are_refused_naming_the_user() {
+        let c = parse(
+            "basic_auth_users:\n  ok: $2y$17$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n  \
+             carol: $2y$31$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n",
+        )
+        .unwrap();
+        let e = check_costs(&c.users, 17).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        assert!(
+            e.starts_with(
+                "basic_auth_users.carol: bcrypt cost 31 is above the limit of 17 \
+                 (--web.bcrypt-max-cost): each wrong password would hold the bcrypt thread \
+                 16384x as long as at cost 17"
+            ),
+            "{e}"
+        );
+        let e = check_costs(&c.users, 16).unwrap_err().to_string();
+        assert!(e.starts_with("basic_auth_users.ok: bcrypt cost 17 is above the limit of 16"));
+        assert_eq!(check_costs(&c.users, 31), Ok(()));
+    }
+
+    #[test]
     fn depth_and_alias_bombs_are_bounded() {
         let deep = format!("a: {}{}\n", "[".repeat(200), "]".repeat(200));
         assert!(bad(&deep).contains("nested deeper"));
@@ -976,5 +1034,26 @@ rate_limit:
             ));
         }
         assert!(bad(&bomb).contains("too many nodes"));
+    }
+
+    #[test]
+    fn an_alias_bomb_by_bytes_is_refused_before_it_is_copied() {
+        // 300 KB aliased 1,000 times would be 300 MB of strings.
+        let mut bomb = format!("a: &s {}\nb:\n", "x".repeat(300_000));
+        for _ in 0..1_000 {
+            bomb.push_str("  - *s\n");
+        }
+        // The key a, the string, the key b, and two copies fit in 1 MiB;
+        // the third copy (line 5) would not, and is refused uncopied.
+        assert_eq!(
+            bad(&bomb),
+            "invalid YAML: expands past 1048576 bytes of strings at line 5 (aliases expanding?)"
+        );
+        // A string of 300 KB and one copy of it load.
+        let three = format!(
+            "tls_server_config:\n  cert: &s {}\n  key: *s\n",
+            "x".repeat(300_000)
+        );
+        assert!(parse(&three).is_ok());
     }
 }

@@ -157,6 +157,10 @@ pub const MAX_HEADER_BYTES: usize = 1024;
 /// The largest web config file read (it holds certificates inline at most).
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
+/// The largest certificate, key or client CA file read: a chain or a CA
+/// bundle is kilobytes (all of Mozilla's roots are about 220 KB).
+pub const MAX_PEM_BYTES: u64 = 1024 * 1024;
+
 /// What a web config file turns on, ready to serve with.
 pub struct Loaded {
     /// TLS for new connections; `None` serves plain HTTP.
@@ -196,16 +200,24 @@ impl Loaded {
     }
 
     /// Reads `path` and every file it names; relative paths inside
-    /// resolve against its directory.
-    pub fn load(path: &Path) -> Result<(Loaded, WebConfig), Error> {
+    /// resolve against its directory. `earned` is what the config it
+    /// replaces earned (a reload's), for basic auth to carry on with.
+    /// `max_cost`: `--web.bcrypt-max-cost`.
+    pub fn load(
+        path: &Path,
+        earned: Option<Arc<auth::Earned>>,
+        max_cost: u32,
+    ) -> Result<(Loaded, WebConfig), Error> {
         let text = read_config(path, MAX_FILE_BYTES).map_err(|e| err("", e))?;
         let dir = path.parent().unwrap_or(Path::new(""));
         let web = WebConfig::parse(&text, dir)?;
+        file::check_costs(&web.users, max_cost)?;
         let tls = web.tls.as_ref().map(tls::server_config).transpose()?;
         let rate = web
             .rate_limit
             .map(|r| TokenBucket::new(r.interval, r.burst));
-        let auth = auth::Auth::new(web.users.clone(), auth::Limits::default()).map_err(|e| {
+        let limits = auth::Limits::default();
+        let auth = auth::Auth::new(web.users.clone(), limits, earned).map_err(|e| {
             err(
                 "basic_auth_users",
                 format!("cannot start the bcrypt thread: {e}"),
@@ -289,16 +301,22 @@ impl Stamps {
 pub struct Watch {
     path: PathBuf,
     stamps: Stamps,
+    /// What basic auth earned under the config last loaded.
+    earned: Option<Arc<auth::Earned>>,
+    /// `--web.bcrypt-max-cost`.
+    max_cost: u32,
 }
 
 impl Watch {
     /// Reads the file at start: any problem is the caller's exit code 2.
-    pub fn start(path: &Path) -> Result<(Watch, Loaded), Error> {
-        let (loaded, web) = Loaded::load(path)?;
+    pub fn start(path: &Path, max_cost: u32) -> Result<(Watch, Loaded), Error> {
+        let (loaded, web) = Loaded::load(path, None, max_cost)?;
         let stamps = Stamps::take(path, &web);
         let watch = Watch {
             path: path.to_owned(),
             stamps,
+            earned: loaded.auth.as_ref().map(auth::Auth::earned),
+            max_cost,
         };
         Ok((watch, loaded))
     }
@@ -315,11 +333,12 @@ impl Watch {
         // Stamped before reading: a change while reading is seen next time.
         let mut stamps = self.stamps.clone();
         stamps.retake();
-        let result = Loaded::load(&self.path);
+        let result = Loaded::load(&self.path, self.earned.clone(), self.max_cost);
         match result {
             Ok((loaded, web)) => {
                 // Watch what the new file names, even a file to come.
                 self.stamps = Stamps::take(&self.path, &web);
+                self.earned = loaded.auth.as_ref().map(auth::Auth::earned);
                 Ok(Some(loaded))
             }
             Err(e) => {
@@ -327,5 +346,105 @@ impl Watch {
                 Err(e)
             }
         }
+    }
+}
+
+/// The integration tests' PKI (made with `openssl`), for the tests below.
+#[cfg(test)]
+#[path = "../../tests/support/pki.rs"]
+mod pki;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BCRYPT_MAX_COST;
+
+    fn refused(config: &Path) -> String {
+        match Watch::start(config, BCRYPT_MAX_COST) {
+            Ok(_) => panic!("{} loaded", config.display()),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn certificate_key_and_ca_files_are_read_bounded_at_start_and_on_reload() {
+        let Some(pki) = pki::pki() else { return };
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-web-{}", std::process::id()));
+        let odd = pki::odd_files(&dir);
+        let config = dir.join("web.yml");
+        let write = |role: &str, with: &Path| {
+            let mut files = [
+                ("cert_file", pki.join("server.crt")),
+                ("key_file", pki.join("server.key")),
+                ("client_ca_file", pki.join("ca.crt")),
+            ];
+            for (r, f) in &mut files {
+                if *r == role {
+                    *f = with.to_path_buf();
+                }
+            }
+            let mut yaml = String::from(
+                "tls_server_config:\n  client_auth_type: RequireAndVerifyClientCert\n",
+            );
+            for (r, f) in files {
+                yaml.push_str(&format!("  {r}: {}\n", f.display()));
+            }
+            std::fs::write(&config, yaml).unwrap();
+        };
+        let roles = ["cert_file", "key_file", "client_ca_file"];
+        for role in roles {
+            for (path, why) in &odd {
+                write(role, path);
+                let want = format!("tls_server_config.{role}: {}: {why}", path.display());
+                assert_eq!(refused(&config), want, "at start");
+            }
+        }
+        write("", Path::new(""));
+        let (mut watch, loaded) = Watch::start(&config, BCRYPT_MAX_COST).unwrap();
+        assert_eq!(loaded.summary(), "TLS");
+        for role in roles {
+            for (path, why) in &odd {
+                write(role, path);
+                let e = watch.poll(true).err().expect("refused on reload");
+                let want = format!("tls_server_config.{role}: {}: {why}", path.display());
+                assert_eq!(e.to_string(), want, "on reload");
+                // The files that failed are not read again until one changes.
+                assert!(watch.poll(false).unwrap().is_none());
+            }
+        }
+        // Later reloads still work.
+        write("", Path::new(""));
+        let loaded = watch.poll(true).unwrap().expect("reloaded");
+        assert_eq!(loaded.summary(), "TLS");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_reload_carries_what_basic_auth_earned() {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-exporter-web-auth-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let config = dir.join("web.yml");
+        let dave = "basic_auth_users:\n  dave: $2y$10$2UXri9cIDdgeKjBo4Rlpx.U3ZLDV8X1IxKmsfOvhcM5oXQt/mLmXq\n";
+        std::fs::write(&config, dave).unwrap();
+        let (mut watch, loaded) = Watch::start(&config, BCRYPT_MAX_COST).unwrap();
+        let good = Some(&b"Basic ZGF2ZTpkYXZlMTIz"[..]); // dave:dave123
+        let allowed = |l: &Loaded| {
+            let auth = l.auth.as_ref().unwrap();
+            let v = smol::block_on(auth.check(good));
+            (v, auth.bcrypts())
+        };
+        assert_eq!(allowed(&loaded), (auth::Verdict::Allowed, 1));
+        // SIGHUP: the same file, dave still cached.
+        let again = watch.poll(true).unwrap().unwrap();
+        assert_eq!(allowed(&again), (auth::Verdict::Allowed, 0));
+        // A user added: dave, unchanged, still cached.
+        let two =
+            format!("{dave}  u: $2y$05$dhBBcrUqYOQncjX3esbAxeM2Fj3gtb6Kr07DKxszK66F1YjfBaE.u\n");
+        std::fs::write(&config, two).unwrap();
+        let added = watch.poll(true).unwrap().unwrap();
+        assert_eq!(added.summary(), "basic auth (2 users)");
+        assert_eq!(allowed(&added), (auth::Verdict::Allowed, 0));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -8,7 +8,8 @@
 //! leaves no state behind (Prometheus keeps its connections alive).
 //! The connections themselves are `http/tls.rs`'s.
 
-use super::{ClientAuth, Curve, Error, Pem, TlsConfig, TlsVersion, err};
+use super::{ClientAuth, Curve, Error, MAX_PEM_BYTES, Pem, TlsConfig, TlsVersion, err};
+use crate::base::file::read_config;
 use rustls::crypto::{CryptoProvider, ring};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
@@ -17,12 +18,15 @@ use rustls::server::{NoServerSessionStorage, ServerConfig, WebPkiClientVerifier}
 use rustls::{DigitallySignedStruct, DistinguishedName, SignatureScheme};
 use std::sync::Arc;
 
-/// Reads a PEM source; errors name the key it came from.
+/// Reads a PEM source; errors name the key it came from. A file goes
+/// through the config file's bounded reader: a regular file of at most
+/// [`MAX_PEM_BYTES`], opened without blocking, so a FIFO, `/dev/zero` or a
+/// huge file is refused unread, at start and on reload alike.
 fn read_pem(p: &Pem, inline_key: &str, file_key: &str) -> Result<(Vec<u8>, String), Error> {
     match p {
         Pem::Inline(s) => Ok((s.clone().into_bytes(), inline_key.to_owned())),
-        Pem::File(path) => std::fs::read(path)
-            .map(|b| (b, file_key.to_owned()))
+        Pem::File(path) => read_config(path, MAX_PEM_BYTES)
+            .map(|s| (s.into_bytes(), file_key.to_owned()))
             .map_err(|e| err(file_key, format!("{}: {e}", path.display()))),
     }
 }

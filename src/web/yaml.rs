@@ -1,16 +1,19 @@
 //! The YAML of a web config file: saphyr-parser's events into a small
 //! tree (scalars keep whether they were plain, for go-yaml v2's YAML 1.1
-//! booleans), bounded in depth and in nodes, so an alias bomb or a deeply
-//! nested file is refused before it costs memory or stack. Only the first
-//! document is read; a second is an error.
+//! booleans), bounded in depth, in nodes and in the bytes of its strings
+//! (aliases counted at their expanded size, before they are copied), so an
+//! alias bomb or a deeply nested file is refused before it costs memory or
+//! stack. A key set twice in any mapping is refused, naming it, as go-yaml's
+//! strict mode (exporter-toolkit's `UnmarshalStrict`) refuses it. Only the
+//! first document is read; a second is an error.
 
-use super::{Error, err};
+use super::{Error, MAX_FILE_BYTES, err};
 use saphyr_parser::{Event, Parser, ScalarStyle};
 
-/// Refuses a key of `m` not in `known`, or one set twice; `at` is the
-/// mapping's own dotted path.
+/// Refuses a key of `m` not in `known` (a key set twice is refused by
+/// [`tree`]); `at` is the mapping's own dotted path.
 pub(super) fn check_keys(at: &str, m: &[(String, Node)], known: &[&str]) -> Result<(), Error> {
-    for (i, (k, _)) in m.iter().enumerate() {
+    for (k, _) in m {
         let path = if at.is_empty() {
             k.clone()
         } else {
@@ -21,9 +24,6 @@ pub(super) fn check_keys(at: &str, m: &[(String, Node)], known: &[&str]) -> Resu
                 &path,
                 format!("unknown key (expected one of: {})", known.join(", ")),
             ));
-        }
-        if m[..i].iter().any(|(p, _)| p == k) {
-            return Err(err(&path, "set twice"));
         }
     }
     Ok(())
@@ -124,6 +124,10 @@ impl Node {
 const MAX_DEPTH: usize = 32;
 /// Most nodes (including aliased copies) a web config may expand to.
 const MAX_NODES: usize = 100_000;
+/// Most bytes of keys and strings it may expand to, aliased copies
+/// included: no more than the largest file holds, so only aliases can
+/// reach it (a 300 KB string aliased 1,000 times would be 300 MB).
+const MAX_BYTES: usize = MAX_FILE_BYTES as usize;
 
 /// A collection being read, with its anchor; a mapping with the key that
 /// waits for its value.
@@ -132,12 +136,66 @@ enum Frame {
     Map(Vec<(String, Node)>, Option<String>, usize),
 }
 
+/// What a tree holds, counted as it is read: the caps are checked before
+/// an alias is copied, so a copy past them is never made.
+#[derive(Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    bytes: usize,
+}
+
+impl Size {
+    fn of(n: &Node) -> Size {
+        match n {
+            Node::Scalar { value, .. } => Size {
+                nodes: 1,
+                bytes: value.len(),
+            },
+            Node::Seq(v) => v.iter().map(Size::of).fold(Size::one(0), Size::plus),
+            Node::Map(m) => m
+                .iter()
+                .map(|(k, v)| Size::one(k.len()).plus(Size::of(v)))
+                .fold(Size::one(0), Size::plus),
+        }
+    }
+
+    fn one(bytes: usize) -> Size {
+        Size { nodes: 1, bytes }
+    }
+
+    fn plus(self, o: Size) -> Size {
+        Size {
+            nodes: self.nodes.saturating_add(o.nodes),
+            bytes: self.bytes.saturating_add(o.bytes),
+        }
+    }
+
+    /// Adds `more`, or refuses what would pass a cap.
+    fn charge(&mut self, more: Size, line: usize) -> Result<(), Error> {
+        let total = self.plus(more);
+        if total.nodes > MAX_NODES {
+            return Err(err("", "invalid YAML: too many nodes (aliases expanding?)"));
+        }
+        if total.bytes > MAX_BYTES {
+            return Err(err(
+                "",
+                format!(
+                    "invalid YAML: expands past {MAX_BYTES} bytes of strings at line {line} \
+                     (aliases expanding?)"
+                ),
+            ));
+        }
+        *self = total;
+        Ok(())
+    }
+}
+
 /// Parses the first YAML document into a tree; `None` for an empty stream.
 pub(super) fn tree(text: &str) -> Result<Option<Node>, Error> {
     let mut stack: Vec<Frame> = Vec::new();
-    let mut anchors: Vec<(usize, Node)> = Vec::new();
+    let mut anchors: Vec<(usize, Node, Size)> = Vec::new();
     let mut docs = 0;
-    let mut nodes = 0usize;
+    let mut size = Size::default();
     let mut root: Option<Node> = None;
     for ev in Parser::new_from_str(text) {
         let (ev, span) = ev.map_err(|e| err("", format!("invalid YAML: {e}")))?;
@@ -155,18 +213,19 @@ pub(super) fn tree(text: &str) -> Result<Option<Node>, Error> {
                 }
                 None
             }
-            Event::Scalar(v, style, anchor, _tag) => Some((
-                Node::Scalar {
-                    value: v.into_owned(),
-                    plain: style == ScalarStyle::Plain,
-                },
-                anchor,
-            )),
+            Event::Scalar(v, style, anchor, _tag) => {
+                size.charge(Size::one(v.len()), line)?;
+                let plain = style == ScalarStyle::Plain;
+                let value = v.into_owned();
+                Some((Node::Scalar { value, plain }, anchor))
+            }
             Event::SequenceStart(anchor, _) => {
+                size.charge(Size::one(0), line)?;
                 stack.push(Frame::Seq(Vec::new(), anchor));
                 None
             }
             Event::MappingStart(anchor, _) => {
+                size.charge(Size::one(0), line)?;
                 stack.push(Frame::Map(Vec::new(), None, anchor));
                 None
             }
@@ -175,12 +234,17 @@ pub(super) fn tree(text: &str) -> Result<Option<Node>, Error> {
                 _ => return Err(err("", "invalid YAML: unbalanced sequence")),
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map(v, None, a)) => Some((Node::Map(v), a)),
+                Some(Frame::Map(v, None, a)) => {
+                    if let Some(k) = set_twice(&v) {
+                        return Err(err(&path(&stack, k), "set twice"));
+                    }
+                    Some((Node::Map(v), a))
+                }
                 _ => return Err(err("", "invalid YAML: unbalanced mapping")),
             },
-            Event::Alias(id) => match anchors.iter().rev().find(|(a, _)| *a == id) {
-                Some((_, n)) => {
-                    nodes += count(n);
+            Event::Alias(id) => match anchors.iter().rev().find(|(a, _, _)| *a == id) {
+                Some((_, n, s)) => {
+                    size.charge(*s, line)?;
                     Some((n.clone(), 0))
                 }
                 None => {
@@ -199,16 +263,46 @@ pub(super) fn tree(text: &str) -> Result<Option<Node>, Error> {
             ));
         }
         let Some((node, anchor)) = done else { continue };
-        nodes += 1;
-        if nodes > MAX_NODES {
-            return Err(err("", "invalid YAML: too many nodes (aliases expanding?)"));
-        }
         if anchor != 0 {
-            anchors.push((anchor, node.clone()));
+            anchors.push((anchor, node.clone(), Size::of(&node)));
         }
         place(&mut stack, &mut root, node, line)?;
     }
     Ok(root.filter(|n| !n.is_null()))
+}
+
+/// The first key of `m` (by where it repeats) that is set more than once.
+/// Sorted, not compared pairwise: a mapping of 50,000 keys costs
+/// milliseconds, not a billion comparisons.
+fn set_twice(m: &[(String, Node)]) -> Option<&str> {
+    let mut order: Vec<usize> = (0..m.len()).collect();
+    order.sort_by(|&a, &b| m[a].0.cmp(&m[b].0).then(a.cmp(&b)));
+    let again = order.windows(2).filter(|w| m[w[0]].0 == m[w[1]].0);
+    again.map(|w| w[1]).min().map(|i| m[i].0.as_str())
+}
+
+/// The dotted path of `key` in the innermost mapping being read, as the
+/// schema's errors name keys: `http_server_config.headers.X-Frame-Options`,
+/// `tls_server_config.cipher_suites[0]`.
+fn path(stack: &[Frame], key: &str) -> String {
+    let mut p = String::new();
+    for f in stack {
+        match f {
+            Frame::Map(_, Some(k), _) => {
+                if !p.is_empty() {
+                    p.push('.');
+                }
+                p.push_str(k);
+            }
+            Frame::Seq(v, _) => p.push_str(&format!("[{}]", v.len())),
+            Frame::Map(_, None, _) => {}
+        }
+    }
+    if !p.is_empty() {
+        p.push('.');
+    }
+    p.push_str(key);
+    p
 }
 
 /// Puts a finished node where it belongs: the root, the next item of a
@@ -239,12 +333,4 @@ fn place(
         },
     }
     Ok(())
-}
-
-fn count(n: &Node) -> usize {
-    match n {
-        Node::Scalar { .. } => 1,
-        Node::Seq(v) => 1 + v.iter().map(count).sum::<usize>(),
-        Node::Map(m) => 1 + m.iter().map(|(_, v)| 1 + count(v)).sum::<usize>(),
-    }
 }

@@ -162,6 +162,24 @@ fn the_cap_full_of_slowloris_still_serves_a_fast_client() {
 }
 
 #[test]
+fn a_cap_full_of_silent_connections_wakes_accept_when_one_becomes_evictable() {
+    // A header timeout far past the read timeout: nothing closes on its
+    // own while the test runs, so only the silent connections' becoming
+    // evictable (after a second) can let the newcomer in.
+    let e = Exporter::start(&["--web.max-connections", "20", "--web.header-timeout", "60s"]);
+    let mut silent: Vec<TcpStream> = (0..20).map(|_| e.connect()).collect();
+    // Accepted, but not a second old yet: nothing is evictable.
+    let mut fresh = e.connect();
+    send(&mut fresh, "GET", "/metrics", &[]);
+    // read_response fails after connect()'s 10 s read timeout.
+    let body = read_response(&mut fresh, true).body;
+    assert_eq!(value(&body, HEADS), Some(1.0), "{body}");
+    // The oldest silent one made room, and heard why.
+    let r = read_response(&mut silent[0], true);
+    assert_eq!((r.status, r.header("Retry-After")), (503, Some("1")));
+}
+
+#[test]
 fn a_full_house_of_answering_connections_queues_newcomers() {
     let fleet = big_fleet();
     let e = Exporter::start(&[

@@ -5,7 +5,7 @@
 //! own web config files.
 
 use crate::common::{BIN, Exporter, eventually, have, value};
-use crate::pki::{pki, web_config};
+use crate::pki::{odd_files, pki, web_config};
 use crate::tls_client;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -442,6 +442,63 @@ fn a_rotated_certificate_is_served_without_restart() {
     );
 }
 
+/// Loads the web config at `config` as the binary does at start
+/// (`--print-rules` exits once it has): the exit code and stderr.
+fn load(config: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .args(["--print-rules", "--web.config.file"])
+        .arg(config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code(), err)
+}
+
+/// A certificate, key or client CA that is a FIFO, a device, a directory
+/// or 200 MB: one line and exit code 2 at start; on reload one log line,
+/// the old configuration still serving, and later reloads still working.
+#[test]
+fn odd_certificate_files_are_refused_at_start_and_on_reload() {
+    let Some(dir) = tools() else { return };
+    let files = odd_files(&dir.join("odd"));
+    let mutual =
+        format!("{TLS}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n");
+    let with = |yaml: &str, role: &str, path: &Path| {
+        let of = [
+            ("cert_file", "server.crt"),
+            ("key_file", "server.key"),
+            ("client_ca_file", "ca.crt"),
+        ];
+        let (_, was) = of.iter().find(|(r, _)| *r == role).unwrap();
+        yaml.replace(
+            &format!("  {role}: {was}\n"),
+            &format!("  {role}: {}\n", path.display()),
+        )
+    };
+    for role in ["cert_file", "key_file", "client_ca_file"] {
+        for (path, why) in &files {
+            let config = web_config(dir, "web-odd.yml", &with(&mutual, role, path));
+            let (code, err) = load(&config, &[]);
+            assert_eq!(code, Some(2), "{role} {}: {err}", path.display());
+            assert_eq!(err.lines().count(), 1, "{err}");
+            let want = format!("tls_server_config.{role}: {}: {why}", path.display());
+            assert!(err.contains(&want), "{err}\nwant {want}");
+        }
+    }
+    // On reload: each refused with its line, the old config serving.
+    let e = start(dir, "web-odd-reload.yml", TLS, &[]);
+    for (path, why) in &files {
+        std::fs::write(dir.join("web-odd-reload.yml"), with(TLS, "cert_file", path)).unwrap();
+        let line = format!("tls_server_config.cert_file: {}: {why}", path.display());
+        e.wait_log(&line, Duration::from_secs(20));
+        assert_eq!(curl(dir, &e, "/healthz", &[]).status, 200, "{}", e.log());
+    }
+    std::fs::write(dir.join("web-odd-reload.yml"), format!("{TLS}\n")).unwrap();
+    e.wait_log("reloaded (TLS)", Duration::from_secs(20));
+    assert_eq!(curl(dir, &e, "/healthz", &[]).status, 200);
+}
+
 #[test]
 fn slow_and_garbage_handshakes_are_closed_and_counted() {
     let Some(dir) = tools() else { return };
@@ -554,7 +611,6 @@ const TOOLKIT: &[(&str, Result<(), &str>)] = &[
     ("web_config_headers.good.yml", Ok(())),
     ("web_config_rate_limiter_nonblocking.yaml", Ok(())),
     ("web_config_rate_limiter_headers.yaml", Ok(())),
-    ("web_config_users.good.yml", Ok(())),
     ("web_config_users_noTLS.good.yml", Ok(())),
     (
         "tls_config_noAuth.requireandverifyclientcert.good.yml",
@@ -583,6 +639,10 @@ const TOOLKIT: &[(&str, Result<(), &str>)] = &[
     (
         "tls_config_noAuth.requireanyclientcert.good.yml",
         Err("tls_server_config.client_auth_type: RequireAnyClientCert accepts"),
+    ),
+    (
+        "web_config_users.good.yml",
+        Err("basic_auth_users.bob: bcrypt cost 18 is above the limit of 17"),
     ),
     (
         "web_config_rate_limiter_one_second.yaml",
@@ -736,16 +796,11 @@ fn exporter_toolkit_web_configs_load_or_fail_with_one_line() {
     for (file, want) in TOOLKIT {
         let path = toolkit.join(file);
         std::fs::copy(src.join(file), &path).unwrap();
-        let out = Command::new(BIN)
-            .args(["--print-rules", "--web.config.file"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
+        let (code, stderr) = load(&path, &[]);
         match want {
-            Ok(()) => assert_eq!(out.status.code(), Some(0), "{file}: {stderr}"),
+            Ok(()) => assert_eq!(code, Some(0), "{file}: {stderr}"),
             Err(prefix) => {
-                assert_eq!(out.status.code(), Some(2), "{file}: {stderr}");
+                assert_eq!(code, Some(2), "{file}: {stderr}");
                 let line = format!(
                     "gpu-exporter: error: --web.config.file {}: {prefix}",
                     path.display()
@@ -754,6 +809,16 @@ fn exporter_toolkit_web_configs_load_or_fail_with_one_line() {
                 assert_eq!(stderr.lines().count(), 1, "{file}: {stderr}");
             }
         }
+    }
+    // The cost-18 user loads where the flag allows it.
+    let users = toolkit.join("web_config_users.good.yml");
+    let (code, stderr) = load(&users, &["--web.bcrypt-max-cost", "18"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for bad in ["3", "32", "x"] {
+        let (code, stderr) = load(&users, &["--web.bcrypt-max-cost", bad]);
+        assert_eq!(code, Some(2), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("--web.bcrypt-max-cost"), "{stderr}");
     }
 }
 

@@ -44,3 +44,30 @@ pub fn web_config(dir: &Path, name: &str, yaml: &str) -> PathBuf {
     std::fs::write(&path, yaml).unwrap();
     path
 }
+
+/// Files that must never be read as a certificate, key or CA, made in
+/// `dir`, each with the reason it is refused: a FIFO with no writer (a
+/// blocking open would wait forever), `/dev/zero`, a directory, and a
+/// sparse 200 MB file (refused by its length, unread).
+pub fn odd_files(dir: &Path) -> [(PathBuf, &'static str); 4] {
+    std::fs::create_dir_all(dir.join("a-directory")).unwrap();
+    let fifo = dir.join("fifo.pem");
+    let _ = std::fs::remove_file(&fifo);
+    let mode = rustix::fs::Mode::from_raw_mode(0o600);
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, rustix::fs::FileType::Fifo, mode, 0).unwrap();
+    let big = dir.join("big.pem");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(200_000_000).unwrap();
+    [
+        (fifo, "a FIFO, not a regular file; refused unread"),
+        (
+            "/dev/zero".into(),
+            "a device, not a regular file; refused unread",
+        ),
+        (
+            dir.join("a-directory"),
+            "a directory, not a regular file; refused unread",
+        ),
+        (big, "200000000 bytes, over the limit of 1048576"),
+    ]
+}
