@@ -252,4 +252,37 @@ mod tests {
         assert_eq!(problems.len(), 1);
         assert!(m.apply(&mut gpus).is_empty());
     }
+
+    #[test]
+    fn a_link_out_of_the_directory_is_refused_and_one_within_it_followed() {
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-jobs-ln-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("..data")).unwrap();
+        let outside = dir.with_extension("secret");
+        fs::write(&outside, b"vm\n").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("0")).unwrap();
+        // A ConfigMap volume's layout: the name links into ..data.
+        fs::write(dir.join("..data/1"), b"4711\n").unwrap();
+        std::os::unix::fs::symlink("..data/1", dir.join("1")).unwrap();
+        let mut gpus: Vec<Gpu> = (0..2)
+            .map(|index| Gpu {
+                index,
+                ..Gpu::default()
+            })
+            .collect();
+        let problems = JobMapping::new(dir.clone()).apply(&mut gpus);
+        assert!(
+            gpus[0].readings.jobs.is_empty(),
+            "{:?}",
+            gpus[0].readings.jobs
+        );
+        assert_eq!(gpus[1].readings.jobs, ["4711"]);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("a symbolic link out of its directory"),
+            "{problems:?}"
+        );
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_file(&outside).unwrap();
+    }
 }

@@ -33,6 +33,20 @@ pub trait Filler: Send {
     }
 }
 
+/// Whether `path` is a symbolic link that resolves outside its directory
+/// (`3.2 -> /etc/hostname`): such a file is never read. Links within it,
+/// as a Kubernetes ConfigMap volume lays its files out, are followed.
+fn escapes(path: &Path) -> bool {
+    if !fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+        return false;
+    }
+    let dir = path.parent().and_then(|d| fs::canonicalize(d).ok());
+    match (fs::canonicalize(path), dir) {
+        (Ok(target), Some(dir)) => !target.starts_with(dir),
+        _ => true,
+    }
+}
+
 /// What identifies a version of a file: a rename over it changes the inode
 /// even within one mtime tick.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -86,6 +100,7 @@ impl<T> Files<T> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             meta => meta,
         };
+        let outside = escapes(path);
         // An unstattable file is one version (all zero; no file has inode 0).
         let version = meta.as_ref().map_or(Version::default(), |m| Version {
             len: m.len(),
@@ -96,6 +111,7 @@ impl<T> Files<T> {
         if self.files.get(path).is_none_or(|s| s.version != version) {
             let parsed = match &meta {
                 Err(e) => Err(format!("unreadable: {e}")),
+                Ok(_) if outside => Err("a symbolic link out of its directory".to_string()),
                 Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
                 // Non-blocking, and checked again once open: a FIFO swapped
                 // in after the stat must not block the poller.
