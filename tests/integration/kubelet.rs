@@ -179,7 +179,7 @@ fn a_misbehaving_kubelet_leaves_the_pods_stale_and_scrapes_answer() {
     // No kubelet yet: said once, retried, nothing served.
     let e = exporter(&f, &dir.socket(), &[]);
     e.wait_log("kubelet pod-resources: no socket at", LONG);
-    let body = e.metrics(None).body;
+    let body = e.wait_for("/metrics", LONG, |b| errors(b, "connect") >= 1.0);
     assert!(pod_lines(&body).is_empty());
     assert_eq!(value(&body, "gpu_exporter_collect_success"), Some(1.0));
 

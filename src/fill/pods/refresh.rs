@@ -8,11 +8,13 @@
 //! `gpu_exporter_kubelet_last_success_timestamp_seconds`).
 
 use super::attribution::{self, Attribution, Unmatched};
+use super::error::Error;
 use super::kubelet::{Lister, retry_delay};
 use super::proto::PodResources;
 use crate::base::quiet::{Repeating, Verdict};
 use crate::fill::Filler;
 use crate::snapshot::{DraDevice, Gpu, Kubelet, Pod};
+use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -245,6 +247,11 @@ fn refresh(options: Options, cell: &Cell) {
                 }
             }
         } else {
+            // Counted once it is expected: named by the flag, or seen.
+            let mut shared = lock(cell);
+            if options.explicit || shared.seen {
+                shared.kubelet.errors[Error::Connect(ErrorKind::NotFound).reason()] += 1;
+            }
             Err(format!("no socket at {socket}"))
         };
         match outcome {

@@ -238,9 +238,12 @@ impl Reader {
                 h.copy_from_slice(&self.buf[self.pos..self.pos + HEADER_LEN]);
                 let head = Head::parse(&h);
                 if head.len > max_frame {
-                    return Err(Error::FrameSize(
-                        "frame larger than SETTINGS_MAX_FRAME_SIZE",
-                    ));
+                    // `HTTP/1.1 400 ...` read as a frame header is a huge one.
+                    let text = self.buf[self.pos..self.end].starts_with(b"HTTP/");
+                    return Err(match text {
+                        true => Error::Protocol("not an HTTP/2 server: it answered in HTTP/1"),
+                        false => Error::FrameSize("frame larger than SETTINGS_MAX_FRAME_SIZE"),
+                    });
                 }
                 let total = HEADER_LEN + head.len as usize;
                 if avail >= total {
@@ -633,6 +636,10 @@ mod tests {
         let mut input = Vec::new();
         frame(&mut input, frame::PRIORITY, 0, 1, &[0, 0, 0, 0]);
         assert!(matches!(err(&input), Error::FrameSize(_)));
+        // An HTTP/1.1 server's answer to the preface is named for what it is.
+        let http1 = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+        let e = err(http1);
+        assert!(e.to_string().contains("not an HTTP/2 server"), "{e}");
     }
 
     #[test]
