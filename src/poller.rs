@@ -376,7 +376,8 @@ impl Poller {
         self.start(rules, true, &latest, &work);
         let mut next = Instant::now();
         loop {
-            while let Ok(r) = reloads.try_recv() {
+            // Only the newest reload counts: each replays the source's past.
+            if let Some(r) = reloads.try_iter().last() {
                 self.reload(r, &latest, &work);
             }
             let s = Arc::new(self.collect_at(unix_now()));

@@ -68,11 +68,16 @@ fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
     }
 }
 
+/// The least time between the starts of two reloads.
+pub const RELOAD_SPACING: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Starts the thread that reloads on each message; the HTTP thread only
-/// sends one per SIGHUP, so a slow file never delays a scrape. SIGHUPs
-/// that arrive during a reload make one more reload, not one each.
-/// `simulated`: whether the simulator serves, known once the poller
-/// has built the source.
+/// sends one per SIGHUP, so a slow file never delays a scrape. Reloads
+/// start at most once a [`RELOAD_SPACING`]: SIGHUPs that arrive during a
+/// reload or the spacing after it make one more reload, not one each, so
+/// a burst of any spacing never keeps the poller replaying the
+/// simulator's history. `simulated`: whether the simulator serves, known
+/// once the poller has built the source.
 pub fn reloader(
     config: Config,
     simulated: Arc<AtomicBool>,
@@ -84,7 +89,9 @@ pub fn reloader(
         .spawn(move || {
             while rx.recv().is_ok() {
                 while rx.try_recv().is_ok() {}
+                let started = std::time::Instant::now();
                 reload(&config, simulated.load(Ordering::Relaxed), &to);
+                std::thread::sleep(RELOAD_SPACING.saturating_sub(started.elapsed()));
             }
         })?;
     Ok(hups)

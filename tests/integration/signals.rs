@@ -98,3 +98,36 @@ fn hup_reloads_rules_and_scenario_and_keeps_them_when_bad() {
     );
     assert_eq!(e.get("/healthz", &[]).status, 200);
 }
+
+/// 100 SIGHUPs 10 ms apart at 64 simulated GPUs: reloads start at most
+/// once a second, each replaying the history once, so `/readyz` stays
+/// 200 and the readings never age past the stall limit (4 s at 1 s).
+#[test]
+fn a_burst_of_sighups_reloads_once_a_second_and_never_stalls() {
+    let fleet = big_fleet();
+    let e = Exporter::start(&["--sim.scenario", &fleet]);
+    let started = Instant::now();
+    let mut worst_age: f64 = 0.0;
+    for i in 0..100 {
+        e.signal("HUP");
+        std::thread::sleep(Duration::from_millis(10));
+        let ready = e.get("/readyz", &[]);
+        assert_eq!(ready.status, 200, "SIGHUP {i}: {}", ready.body);
+        if i % 10 == 0 {
+            let body = e.metrics(None).body;
+            let age = crate::common::value(&body, "gpu_exporter_snapshot_age_seconds ");
+            worst_age = worst_age.max(age.expect("an age"));
+        }
+    }
+    let burst = started.elapsed().as_secs_f64();
+    // The last pending reload runs a second after the one before it.
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(e.get("/readyz", &[]).status, 200);
+    let reloads = e.log().matches("SIGHUP: reloading").count();
+    println!("100 SIGHUPs in {burst:.1} s: {reloads} reloads, oldest readings {worst_age} s");
+    assert!(
+        reloads >= 1 && reloads as f64 <= burst + 2.0,
+        "{reloads} reloads in {burst:.1} s"
+    );
+    assert!(worst_age < 4.0, "readings {worst_age} s old");
+}
