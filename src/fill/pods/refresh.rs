@@ -210,6 +210,50 @@ fn log_unmatched(before: &[Unmatched], now: &[Unmatched]) {
     );
 }
 
+/// One listing, published; the GPU pods kept, or the line that says why not.
+fn list_once(
+    lister: &mut Lister,
+    options: &Options,
+    cell: &Cell,
+    stats_logged: &mut (u64, u64),
+) -> Result<u64, String> {
+    if options.socket.exists() {
+        lock(cell).seen = true;
+        let r = lister.list(&options.socket, options.timeout);
+        let mut shared = lock(cell);
+        match r {
+            Ok(listing) => {
+                let s = listing.stats;
+                shared.kubelet.skipped[0] += s.oversize;
+                shared.kubelet.skipped[1] += s.over_budget;
+                shared.kubelet.last_success = Some(crate::base::time::unix_now());
+                shared.generation += 1;
+                shared.pods = Arc::new(listing.pods);
+                if (s.oversize, s.over_budget) != *stats_logged && s.oversize + s.over_budget > 0 {
+                    log::warn!(
+                        "kubelet: {} pod(s) over 1 MiB skipped, {} past the 2 MiB budget dropped",
+                        s.oversize,
+                        s.over_budget
+                    );
+                }
+                *stats_logged = (s.oversize, s.over_budget);
+                Ok(s.kept)
+            }
+            Err(e) => {
+                shared.kubelet.errors[e.reason()] += 1;
+                Err(e.to_string())
+            }
+        }
+    } else {
+        // Counted once it is expected: named by the flag, or seen.
+        let mut shared = lock(cell);
+        if options.explicit || shared.seen {
+            shared.kubelet.errors[Error::Connect(ErrorKind::NotFound).reason()] += 1;
+        }
+        Err(format!("no socket at {}", options.socket.display()))
+    }
+}
+
 /// The refresher thread: lists, publishes, waits, until the filler drops.
 fn refresh(options: Options, cell: &Cell) {
     let mut lister = Lister::default();
@@ -218,42 +262,7 @@ fn refresh(options: Options, cell: &Cell) {
     let mut stats_logged = (0, 0);
     let socket = options.socket.display().to_string();
     loop {
-        let outcome = if options.socket.exists() {
-            lock(cell).seen = true;
-            let r = lister.list(&options.socket, options.timeout);
-            let mut shared = lock(cell);
-            match r {
-                Ok(listing) => {
-                    let s = listing.stats;
-                    shared.kubelet.skipped[0] += s.oversize;
-                    shared.kubelet.skipped[1] += s.over_budget;
-                    shared.kubelet.last_success = Some(crate::base::time::unix_now());
-                    shared.generation += 1;
-                    shared.pods = Arc::new(listing.pods);
-                    if (s.oversize, s.over_budget) != stats_logged && s.oversize + s.over_budget > 0
-                    {
-                        log::warn!(
-                            "kubelet: {} pod(s) over 1 MiB skipped, {} past the 2 MiB budget dropped",
-                            s.oversize,
-                            s.over_budget
-                        );
-                    }
-                    stats_logged = (s.oversize, s.over_budget);
-                    Ok(s.kept)
-                }
-                Err(e) => {
-                    shared.kubelet.errors[e.reason()] += 1;
-                    Err(e.to_string())
-                }
-            }
-        } else {
-            // Counted once it is expected: named by the flag, or seen.
-            let mut shared = lock(cell);
-            if options.explicit || shared.seen {
-                shared.kubelet.errors[Error::Connect(ErrorKind::NotFound).reason()] += 1;
-            }
-            Err(format!("no socket at {socket}"))
-        };
+        let outcome = list_once(&mut lister, &options, cell, &mut stats_logged);
         match outcome {
             Ok(kept) => {
                 failures = 0;
