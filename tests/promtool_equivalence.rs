@@ -11,6 +11,7 @@
 use gpu_exporter::config::SourceKind;
 use gpu_exporter::internals::alerts::{Evaluator, State, Subject, WORKLOADS, expand};
 use gpu_exporter::internals::alerts::{defaults, rules::cover_failures};
+use gpu_exporter::internals::fill::engines::profile;
 use gpu_exporter::internals::snapshot::{
     Freshness, Gpu, GpuProcess, Health, Histogram, Model, Pod, Readings, Snapshot, clock_event_bit,
 };
@@ -220,7 +221,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
             s.error = (v != 1.0).then(|| "failing".into());
             continue;
         }
-        if let Some(model) = x.labels.get("model_name") {
+        if let Some(model) = x.labels.get("model_name").or(x.labels.get("model")) {
             let m = models.entry(model.clone()).or_insert_with(|| Model {
                 name: model.clone(),
                 ttft_seconds: Histogram::default(),
@@ -228,10 +229,26 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
                 endpoint: None,
                 stale: false,
             });
-            let bound = match x.name.as_str() {
-                "llm_ttft_seconds_count" => f64::INFINITY,
-                "llm_ttft_seconds_bucket" => label("le").parse().unwrap(),
-                other => panic!("no mapping for {other}"),
+            if x.name == "gpu_exporter_engine_model_up" {
+                m.endpoint = Some(0);
+                m.stale = v == 0.0;
+                continue;
+            }
+            // The simulator's histogram, or an engine's by its profile.
+            let (base, part) = x.name.rsplit_once('_').expect("a histogram part");
+            let per_second = match base {
+                "llm_ttft_seconds" => 1.0,
+                _ => {
+                    let p = profile::all().iter().find(|p| p.ttft.contains(&base));
+                    m.endpoint = Some(0);
+                    p.unwrap_or_else(|| panic!("no mapping for {}", x.name))
+                        .per_second
+                }
+            };
+            let bound = match part {
+                "count" => f64::INFINITY,
+                "bucket" => label("le").parse::<f64>().unwrap() / per_second,
+                _ => panic!("no mapping for {}", x.name),
             };
             m.ttft_seconds.buckets.push((bound, v));
             m.ttft_seconds.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -266,6 +283,10 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
         }
     }
     s.gpus = gpus.into_values().collect();
+    // An engine's model is judged as the reader judges it.
+    for m in models.values_mut().filter(|m| m.endpoint.is_some()) {
+        m.good_within = profile::judged_at(&m.ttft_seconds, 0.3).0;
+    }
     s.models = models.into_values().collect();
     (s, fresh)
 }
