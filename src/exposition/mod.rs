@@ -166,6 +166,8 @@ impl Scrape<'_> {
         if !models.is_empty() && on.has(Collector::Models) {
             ttft(&mut w, models);
         }
+        // The engine reader's state changes with the snapshot alone.
+        engines::own(&mut w, snapshot);
         // A writer of its own: its label sets are not the native ones.
         if let (Some(d), true) = (&snapshot.dcgm, on.has(Collector::Dcgm)) {
             dcgm::render(&mut writer(out, format), d, gpus, pod_labels);
@@ -234,7 +236,6 @@ impl Scrape<'_> {
             }
         }
         attribution::own(&mut w, snapshot);
-        engines::own(&mut w, snapshot);
         if let Some(h) = http {
             w.scalar(&HTTP_OPEN, h.open as f64);
             by_reason(&mut w, &HTTP_EVICTED, &h.evicted);

@@ -56,6 +56,6 @@ pub struct EngineEndpoint {
     pub last_success: Option<f64>,
     /// Seconds the last read took, failed or not.
     pub duration: Option<f64>,
-    /// Failed reads since start, by [`EngineError`].
+    /// Failed reads since start, by [`EngineError`] (its discriminant).
     pub errors: [u64; EngineError::ALL.len()],
 }

@@ -119,8 +119,7 @@ fn run(options: &Engines, cell: &Cell) {
                 }
                 Err((reason, _)) => {
                     state.up = false;
-                    let at = EngineError::ALL.iter().position(|&r| r == reason);
-                    state.errors[at.unwrap_or(0)] += 1;
+                    state.errors[reason as usize] += 1;
                     for m in &mut mem.last {
                         m.stale = true;
                     }
