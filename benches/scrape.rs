@@ -13,7 +13,7 @@
 
 use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
-use gpu_exporter::internals::http::gzip::{Compressor, Families};
+use gpu_exporter::internals::http::cache::{Cache, Families};
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -94,7 +94,7 @@ fn bench_gzip() {
         let s = snapshot(gpus);
         let now = Instant::now();
         let iters = 4_000 / gpus as u32 + 20;
-        let (mut buf, mut gz) = (Vec::new(), Compressor::default());
+        let (mut buf, mut gz) = (Vec::new(), Cache::default());
         // Text 0.0.4 of every family into `buf`.
         let text = |buf: &mut Vec<u8>| {
             buf.clear();
@@ -116,16 +116,11 @@ fn bench_gzip() {
             gz.compress(&mut buf, 0);
         });
         let compressed = buf.len();
-        // What the server does (`Compressor::scrape`): the families
+        // What the server does (`Cache::scrape`): the families
         // deflated once per snapshot, the exporter's own families rendered
         // and deflated per scrape into the same gzip member.
         let shared = std::sync::Arc::new(snapshot(gpus));
-        let key = || Families {
-            snapshot: shared.clone(),
-            hidden: false,
-            format: Format::Text,
-            only: Collectors::ALL,
-        };
+        let key = || Families::new(&shared, false, Format::Text, Collectors::ALL);
         let mut out = Vec::new();
         let per_scrape_cached = median(iters, || {
             out.clear();

@@ -5,11 +5,15 @@
 //!
 //! A response is built in one buffer: the body is rendered after
 //! `HEAD_ROOM` bytes, gzipped in place of itself when the client asks,
-//! then the head is written right-aligned in front of it, and the whole
-//! goes out in one write (sealed into TLS records first, over TLS).
+//! then the head is written right-aligned in front of it. A scrape's
+//! body starts with the snapshot's families, kept by the cache and
+//! shared: they go out after the head, before what the buffer holds, in
+//! one vectored write (sealed into TLS records first, over TLS).
 
+use super::cache::Cache;
 use super::guard::{self, Gate};
-use super::gzip::{Coding, Compressor, negotiate};
+use super::gzip::{Coding, negotiate};
+use super::reply::{self, Reply, Shared};
 use super::request::{Parsed, parse};
 use super::router::{self, Access, Context, Method, Response, Status};
 use super::server::{Key, Phase, Sent, Server, before};
@@ -33,7 +37,7 @@ const MAX_CONFIGURED: usize = 1024;
 const _: () = assert!(crate::web::MAX_HEADER_BYTES <= MAX_CONFIGURED);
 
 /// A response built in the output buffer.
-#[derive(Debug, PartialEq)]
+#[derive(Debug)]
 pub struct Answer {
     /// Bytes of input the request took.
     pub consumed: usize,
@@ -42,6 +46,22 @@ pub struct Answer {
     pub range: Range<usize>,
     /// Whether its body went gzipped.
     pub gzipped: bool,
+    /// The start of its body, kept elsewhere: it goes out after the head,
+    /// before the rest of `range`.
+    pub shared: Option<Arc<Shared>>,
+}
+
+impl Answer {
+    /// The response's bytes, in order, from `out` (where it was built).
+    pub fn parts<'a>(&'a self, out: &'a [u8]) -> [&'a [u8]; 3] {
+        let shared = self.shared.as_deref().map(|s| (HEAD_ROOM, s));
+        reply::parts(out, self.range.clone(), shared)
+    }
+
+    /// The response as the server sends it, built in `out`.
+    pub fn reply(self, out: Vec<u8>) -> Reply {
+        Reply::new(out, self.range, self.shared.map(|s| (HEAD_ROOM, s)))
+    }
 }
 
 /// How to answer, beyond what the request says.
@@ -82,7 +102,7 @@ pub fn respond(
     buf: &[u8],
     ctx: &Context,
     policy: Policy,
-    mut compressor: Option<&mut Compressor>,
+    mut compressor: Option<&mut Cache>,
     out: &mut Vec<u8>,
 ) -> Option<Answer> {
     let parsed = parse(buf);
@@ -144,19 +164,7 @@ pub fn respond(
             (resp, d)
         }
     };
-    let vary = if resp.compressible {
-        d.coding.headers()
-    } else {
-        ""
-    };
-    let start = write_head(out, &resp, d.connection, [vary, policy.headers]);
-    let end = if d.head_only { HEAD_ROOM } else { out.len() };
-    Some(Answer {
-        consumed: d.consumed,
-        keep_alive: d.connection != Connection::Close,
-        range: start..end,
-        gzipped: d.coding == Coding::Gzip,
-    })
+    Some(d.answer(resp, policy.headers, out))
 }
 
 /// What [`respond`] decides about a request beyond its response.
@@ -167,6 +175,29 @@ struct Decided {
     /// HEAD: the head is sent without its body.
     head_only: bool,
     coding: Coding,
+}
+
+impl Decided {
+    /// The answer, its head written before the body that `out` holds.
+    fn answer(self, resp: Response, headers: &str, out: &mut [u8]) -> Answer {
+        let vary = match resp.compressible {
+            true => self.coding.headers(),
+            false => "",
+        };
+        let shared_len = resp.shared.as_ref().map_or(0, |s| s.bytes.len());
+        let start = write_head(out, &resp, shared_len, self.connection, [vary, headers]);
+        let (end, shared) = match self.head_only {
+            true => (HEAD_ROOM, None),
+            false => (out.len(), resp.shared),
+        };
+        Answer {
+            consumed: self.consumed,
+            keep_alive: self.connection != Connection::Close,
+            range: start..end,
+            gzipped: self.coding == Coding::Gzip,
+            shared,
+        }
+    }
 }
 
 /// Whether the connection stays open after the response, as its
@@ -259,17 +290,18 @@ pub async fn serve(
             let Some((out, a)) = respond_with(&srv, policy, &inbuf[..filled]) else {
                 break;
             };
-            let Some((out, range)) = seal(&srv, &mut wire, out, a.range) else {
+            let (keep_alive, consumed) = (a.keep_alive, a.consumed);
+            let Some(reply) = seal(&srv, &mut wire, out, a) else {
                 break 'conn;
             };
-            srv.answer(key, out, range);
+            srv.answer(key, reply);
             let deadline = Instant::now() + limits.write_timeout;
-            if !send(&srv, key, &stream, deadline).await || !a.keep_alive {
+            if !send(&srv, key, &stream, deadline).await || !keep_alive {
                 break 'conn;
             }
             served = true;
-            inbuf.copy_within(a.consumed..filled, 0);
-            filled -= a.consumed;
+            inbuf.copy_within(consumed..filled, 0);
+            filled -= consumed;
             head_deadline = Instant::now() + limits.header_timeout;
         }
         if filled == 0 && !buffered(&wire) {
@@ -350,9 +382,10 @@ fn policy<'a>(
 /// The response to the request at the start of `head`, in a pooled
 /// buffer; `None` while the head is incomplete.
 fn respond_with(srv: &Server, policy: Policy, head: &[u8]) -> Option<(Vec<u8>, Answer)> {
+    srv.serving(srv.ctx.latest.get().snapshot.finished);
     let mut out = srv.outbufs.take();
     let answered = {
-        let mut c = srv.compressor.borrow_mut();
+        let mut c = srv.cache.borrow_mut();
         respond(head, &srv.ctx, policy, Some(&mut c), &mut out)
     };
     let Some(a) = answered else {
@@ -454,29 +487,25 @@ async fn read(
     }
 }
 
-/// The response `out[range]` as the wire sends it: as it is, or sealed
-/// into TLS records in another buffer (`out` going back to the pool).
-fn seal(
-    srv: &Server,
-    wire: &mut Wire,
-    out: Vec<u8>,
-    range: Range<usize>,
-) -> Option<(Vec<u8>, Range<usize>)> {
+/// The response `a`, built in `out`, as the wire sends it: as it is, or
+/// sealed into TLS records in another buffer, from its parts where they
+/// lie (`out` going back to the pool).
+fn seal(srv: &Server, wire: &mut Wire, out: Vec<u8>, a: Answer) -> Option<Reply> {
     let _ = srv;
     match wire {
-        Wire::Plain => Some((out, range)),
+        Wire::Plain => Some(a.reply(out)),
         #[cfg(feature = "tls")]
         Wire::Tls(tls) => {
             let mut sealed = srv.outbufs.take();
             sealed.clear();
-            let ok = tls.seal(&out[range], &mut sealed).is_ok();
+            let ok = tls.seal(a.parts(&out), &mut sealed).is_ok();
             srv.outbufs.put(out);
             if !ok {
                 srv.outbufs.put(sealed);
                 return None;
             }
             let len = sealed.len();
-            Some((sealed, 0..len))
+            Some(Reply::new(sealed, 0..len, None))
         }
     }
 }
@@ -509,8 +538,14 @@ fn drain(stream: &Async<TcpStream>) {
 
 /// Writes the status line and headers just before the body and returns
 /// where the response starts.
-fn write_head(out: &mut [u8], resp: &Response, connection: Connection, more: [&str; 2]) -> usize {
-    let body_len = out.len() - HEAD_ROOM;
+fn write_head(
+    out: &mut [u8],
+    resp: &Response,
+    shared: usize,
+    connection: Connection,
+    more: [&str; 2],
+) -> usize {
+    let body_len = out.len() - HEAD_ROOM + shared;
     let mut head = [0u8; HEAD_ROOM];
     let mut c = Cursor::new(&mut head[..]);
     let connection = connection.header();

@@ -1,21 +1,12 @@
 //! gzip for responses: `Accept-Encoding` negotiation (RFC 9110 §12.5.3,
 //! with q-values, `x-gzip` and `*`), and a compressor that allocates
 //! nothing after warm-up: one miniz_oxide state reset per body, CRC-32 by
-//! crc32fast, output appended to the caller's reused buffer.
-//!
-//! A scrape is gzipped in two parts ([`Compressor::scrape`]): the
-//! snapshot's families, deflated once per snapshot and sync-flushed, then
-//! the exporter's own families, rendered and deflated per scrape, in one
-//! gzip member whose CRC-32 combines both. Any gzip reader reads it, not
-//! only those that take several members as Go's does.
+//! crc32fast, output appended to the caller's reused buffer. `cache.rs`
+//! deflates a scrape in two parts with it.
 
-use crate::config::Collectors;
-use crate::exposition::Format;
-use crate::snapshot::Snapshot;
 use miniz_oxide::deflate::core::{
     CompressorOxide, TDEFLFlush, TDEFLStatus, compress, create_comp_flags_from_zip_params,
 };
-use std::sync::Arc;
 
 /// What the response body is sent as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,7 +92,7 @@ pub fn negotiate(accept_encoding: Option<&[u8]>) -> Coding {
 }
 
 /// gzip's fixed 10-byte header: no name, no mtime, unknown OS.
-const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+pub(super) const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
 
 /// A reusable gzip compressor (miniz_oxide's deflate state is ~300 KiB,
 /// allocated once here).
@@ -132,7 +123,7 @@ impl Gzip {
     /// Appends `input` as raw deflate, from a fresh dictionary: ended by
     /// the final block (`Finish`), or byte-aligned and open for more
     /// blocks (`Sync`), so that other deflate output may follow it.
-    fn deflate(&mut self, input: &[u8], out: &mut Vec<u8>, flush: TDEFLFlush) {
+    pub(super) fn deflate(&mut self, input: &[u8], out: &mut Vec<u8>, flush: TDEFLFlush) {
         self.state.reset();
         let mut pos = 0;
         loop {
@@ -167,132 +158,9 @@ impl Gzip {
 }
 
 /// gzip's trailer: the CRC-32 and the length (mod 2^32) of what it holds.
-fn trailer(out: &mut Vec<u8>, crc: crc32fast::Hasher, len: usize) {
+pub(super) fn trailer(out: &mut Vec<u8>, crc: crc32fast::Hasher, len: usize) {
     out.extend_from_slice(&crc.finalize().to_le_bytes());
     out.extend_from_slice(&(len as u32).to_le_bytes());
-}
-
-/// What a gzipped scrape's cached part was rendered from.
-#[derive(Clone)]
-pub struct Families {
-    pub snapshot: Arc<Snapshot>,
-    pub hidden: bool,
-    pub format: Format,
-    pub only: Collectors,
-}
-
-impl PartialEq for Families {
-    fn eq(&self, o: &Families) -> bool {
-        Arc::ptr_eq(&self.snapshot, &o.snapshot)
-            && (self.hidden, self.format, self.only) == (o.hidden, o.format, o.only)
-    }
-}
-
-/// The snapshot's families deflated once, for every gzipped scrape of
-/// that snapshot (Prometheus asks with the same format and selection
-/// every time).
-#[derive(Default)]
-struct Cached {
-    key: Option<Families>,
-    /// Raw deflate, sync-flushed: byte-aligned, not final.
-    deflated: Vec<u8>,
-    crc: crc32fast::Hasher,
-    len: usize,
-}
-
-/// The snapshot's families rendered once, for every plain scrape of that
-/// snapshot in one format: a scrape copies them and renders only the
-/// exporter's own families after them.
-#[derive(Default)]
-struct Rendered {
-    key: Option<Families>,
-    body: Vec<u8>,
-}
-
-/// What the HTTP thread keeps between scrapes: the deflate state, made at
-/// the first gzipped response, the buffer the compressed body goes to
-/// (it swaps places with the plain one), the deflated families, and the
-/// plain families of each format.
-#[derive(Default)]
-pub struct Compressor {
-    gzip: Option<Gzip>,
-    spare: Vec<u8>,
-    cached: Cached,
-    /// By format: text 0.0.4, OpenMetrics.
-    plain: [Rendered; 2],
-}
-
-impl Compressor {
-    /// Replaces `out[from..]` with one gzip member of it; `out[..from]`
-    /// keeps its length (its bytes are not kept: room for the head).
-    /// Allocates nothing once both buffers have grown to the largest body.
-    pub fn compress(&mut self, out: &mut Vec<u8>, from: usize) {
-        let gzip = self.gzip.get_or_insert_with(|| Gzip::new(1));
-        self.spare.clear();
-        self.spare.resize(from, 0);
-        gzip.member(&out[from..], &mut self.spare);
-        std::mem::swap(out, &mut self.spare);
-    }
-
-    /// Appends a plain scrape to `out`: the snapshot's families, rendered
-    /// by `families` only when `key` changed for its format (once per
-    /// snapshot, or when `hidden` flips), then `own`, rendered now, so
-    /// values computed at render time are never stale. Allocates nothing
-    /// after warm-up.
-    pub fn plain(
-        &mut self,
-        key: Families,
-        out: &mut Vec<u8>,
-        families: impl FnOnce(&mut Vec<u8>),
-        own: impl FnOnce(&mut Vec<u8>),
-    ) {
-        let r = &mut self.plain[usize::from(key.format == Format::OpenMetrics)];
-        if r.key.as_ref() != Some(&key) {
-            r.body.clear();
-            families(&mut r.body);
-            r.key = Some(key);
-        }
-        out.extend_from_slice(&r.body);
-        own(out);
-    }
-
-    /// Appends a gzipped scrape to `out`, one gzip member in which the
-    /// deflate of the snapshot's families (`families` renders them, only
-    /// when `key` changed: once per snapshot) is followed by the deflate
-    /// of `own`, rendered now, so values computed at render time are never
-    /// stale. Sync-flushed deflate may be followed by any deflate blocks,
-    /// and CRC-32s combine: every gzip reader reads it, not only those
-    /// that take several members. Allocates nothing after warm-up.
-    pub fn scrape(
-        &mut self,
-        key: Families,
-        out: &mut Vec<u8>,
-        families: impl FnOnce(&mut Vec<u8>),
-        own: impl FnOnce(&mut Vec<u8>),
-    ) {
-        let gzip = self.gzip.get_or_insert_with(|| Gzip::new(1));
-        let c = &mut self.cached;
-        if c.key.as_ref() != Some(&key) {
-            self.spare.clear();
-            families(&mut self.spare);
-            c.deflated.clear();
-            gzip.deflate(&self.spare, &mut c.deflated, TDEFLFlush::Sync);
-            c.crc = crc32fast::Hasher::new();
-            c.crc.update(&self.spare);
-            c.len = self.spare.len();
-            c.key = Some(key);
-        }
-        out.extend_from_slice(&HEADER);
-        out.extend_from_slice(&c.deflated);
-        self.spare.clear();
-        own(&mut self.spare);
-        gzip.deflate(&self.spare, out, TDEFLFlush::Finish);
-        let mut crc = c.crc.clone();
-        let mut tail = crc32fast::Hasher::new();
-        tail.update(&self.spare);
-        crc.combine(&tail);
-        trailer(out, crc, c.len + self.spare.len());
-    }
 }
 
 #[cfg(test)]
@@ -342,69 +210,6 @@ mod tests {
             .read_to_end(&mut out)
             .unwrap();
         out
-    }
-
-    /// One gzip member, read by a reader that stops after the first.
-    fn gunzip_one(b: &[u8]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut r = flate2::read::GzDecoder::new(b);
-        r.read_to_end(&mut out).unwrap();
-        out
-    }
-
-    #[test]
-    fn a_scrape_is_one_member_with_its_families_deflated_once_per_key() {
-        let key = |snapshot: &Arc<Snapshot>, hidden| Families {
-            snapshot: snapshot.clone(),
-            hidden,
-            format: Format::Text,
-            only: Collectors::ALL,
-        };
-        let (a, b) = (
-            Arc::new(Snapshot::empty(crate::config::SourceKind::Sim)),
-            Arc::new(Snapshot::empty(crate::config::SourceKind::Sim)),
-        );
-        let big: Vec<u8> = (0..50_000u32)
-            .flat_map(|i| format!("f{{gpu=\"{}\"}} {i}\n", i % 8).into_bytes())
-            .collect();
-        let mut c = Compressor::default();
-        let mut rendered = 0;
-        let mut out = Vec::new();
-        for (snapshot, hidden, tail, renders) in [
-            (&a, false, &b"own 1\n"[..], 1),
-            (&a, false, b"own 2\n# EOF\n", 1), // same key: cached
-            (&a, true, b"own 3\n", 2),         // hidden: another key
-            (&b, true, b"", 3),                // another snapshot
-            (&b, true, b"own 4\n", 3),
-        ] {
-            out.clear();
-            out.extend_from_slice(b"head");
-            c.scrape(
-                key(snapshot, hidden),
-                &mut out,
-                |o| {
-                    rendered += 1;
-                    o.extend_from_slice(&big);
-                },
-                |o| o.extend_from_slice(tail),
-            );
-            assert_eq!(rendered, renders);
-            assert_eq!(&out[..4], b"head");
-            // Readers that take one member only (curl, browsers) read it all.
-            let got = gunzip_one(&out[4..]);
-            assert_eq!(got.len(), big.len() + tail.len());
-            assert!(got.starts_with(&big) && got.ends_with(tail));
-        }
-        // Nothing cached: the families alone, empty.
-        let mut fresh = Compressor::default();
-        out.clear();
-        fresh.scrape(
-            key(&a, false),
-            &mut out,
-            |_| {},
-            |o| o.extend_from_slice(b"x 1\n"),
-        );
-        assert_eq!(gunzip_one(&out), b"x 1\n");
     }
 
     #[test]

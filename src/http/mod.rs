@@ -3,6 +3,7 @@
 
 pub mod accept;
 pub mod alerts_api;
+pub mod cache;
 pub mod conn;
 pub mod deadline;
 pub mod guard;
@@ -12,6 +13,7 @@ pub mod handshake;
 pub mod pool;
 pub mod query;
 pub mod redact;
+pub mod reply;
 pub mod request;
 pub mod router;
 pub mod runbooks;

@@ -1,8 +1,9 @@
 //! Routes a parsed request to its response body. The body goes straight
 //! into the connection's reused buffer.
 
-use super::gzip::{Compressor, Families};
+use super::cache::{Cache, Families};
 use super::redact::without_paths;
+use super::reply::Shared;
 use super::{alerts_api, query, status};
 use crate::config::Collectors;
 use crate::exposition::reason::AtomicTally;
@@ -133,6 +134,9 @@ pub struct Response {
     /// Whether its body is gzipped already (a scrape, from the cached
     /// families).
     pub gzipped: bool,
+    /// The start of its body, shared by every scrape of the snapshot: it
+    /// goes out before what the body buffer holds.
+    pub shared: Option<Arc<Shared>>,
 }
 
 const TEXT: &str = "text/plain; charset=utf-8";
@@ -149,17 +153,16 @@ impl Response {
             headers: "",
             compressible: false,
             gzipped: false,
+            shared: None,
         }
     }
 
     /// A 200 with `content_type` whose body may go gzipped.
     fn ok(content_type: &'static str) -> Response {
         Response {
-            status: Status::Ok,
             content_type,
-            headers: "",
             compressible: true,
-            gzipped: false,
+            ..Response::text(Status::Ok)
         }
     }
 }
@@ -210,7 +213,7 @@ pub fn is_probe(path: &str) -> bool {
 pub fn route(
     req: &Request,
     ctx: &Context,
-    cache: Option<&mut Compressor>,
+    cache: Option<&mut Cache>,
     gzip: bool,
     body: &mut Vec<u8>,
 ) -> Response {
@@ -279,7 +282,7 @@ pub fn route(
 fn metrics(
     req: &Request,
     ctx: &Context,
-    cache: Option<&mut Compressor>,
+    cache: Option<&mut Cache>,
     gzip: bool,
     body: &mut Vec<u8>,
 ) -> Response {
@@ -308,26 +311,16 @@ fn metrics(
         scrape.render(body);
         return Response::ok(format.content_type());
     };
-    let key = Families {
-        snapshot: s.clone(),
-        hidden: scrape.fresh.hidden,
-        format,
-        only,
-    };
+    let key = Families::new(s, scrape.fresh.hidden, format, only);
     let families = |out: &mut Vec<u8>| scrape.render_families(out);
     let own = |out: &mut Vec<u8>| scrape.render_own(out);
-    if !gzip {
-        cache.plain(key, body, families, own);
-        return Response::ok(format.content_type());
-    }
-    cache.scrape(
-        key,
-        body,
-        |out| scrape.render_families(out),
-        |out| scrape.render_own(out),
-    );
+    let (shared, gzipped) = match gzip {
+        false => (cache.plain(key, body, families, own), false),
+        true => (cache.scrape(key, body, families, own), true),
+    };
     Response {
-        gzipped: true,
+        gzipped,
+        shared: Some(shared),
         ..Response::ok(format.content_type())
     }
 }

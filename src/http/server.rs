@@ -19,17 +19,25 @@
 //!   closes its connection
 //!   until the queue has been served, so keep-alive clients take turns.
 //! - **Response slots.** At most `max_requests` responses are in flight
-//!   (rendered and not yet written); each holds its whole body. A request
-//!   that finds every slot taken takes the slot of the response whose
-//!   client has gone longest without reading any of it, and that
-//!   connection is closed. A client that does not read never keeps one
-//!   that does from its answer.
+//!   (rendered and not yet written). A scrape's slot holds its head and
+//!   the exporter's own families, and a reference to the snapshot's
+//!   families that every scrape of it shares; other responses hold their
+//!   whole body. A request that finds every slot taken takes the slot of
+//!   a response that holds a superseded snapshot's families, else of the
+//!   one whose client has gone longest without reading any of it, and
+//!   that connection is closed. A client that does not read never keeps
+//!   one that does from its answer.
+//! - **Old snapshots.** When a new snapshot is first served, a response
+//!   still holding an older one's families is closed if its client has
+//!   read nothing for a second: clients that never read pin no old body,
+//!   and only those reading keep theirs.
 
 use super::Context;
+use super::cache::Cache;
 use super::deadline::Deadlines;
 use super::guard::Guard;
-use super::gzip::Compressor;
 use super::pool::Pool;
+use super::reply::Reply;
 use crate::config::Limits;
 use crate::exposition::reason::Reason;
 use crate::exposition::{Evicted, Tally};
@@ -39,7 +47,6 @@ use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
-use std::ops::Range;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -76,11 +83,16 @@ struct Entry {
     phase: Phase,
     /// When the phase began; while answering, when the client last read.
     since: Instant,
-    /// While answering: the response buffer, and the part of it still to
-    /// send. The server holds it, not the task, so that an eviction frees
-    /// it at once.
-    out: Vec<u8>,
-    unsent: Range<usize>,
+    /// While answering: the response, and how much of it has gone. The
+    /// server holds it, not the task, so that an eviction frees it at once.
+    reply: Reply,
+}
+
+impl Entry {
+    /// Its response holds the families of a snapshot older than `than`.
+    fn holds_older(&self, than: Option<Instant>) -> bool {
+        self.phase == Phase::Answering && self.reply.of().is_some_and(|of| Some(of) < than)
+    }
 }
 
 /// How a write of a connection's response went.
@@ -103,6 +115,10 @@ pub const HANDSHAKES: usize = 4;
 /// A new head buffer's size; it doubles up to `MAX_HEAD` for a head that
 /// needs more, and most never do.
 const INBUF: usize = 1024;
+
+/// A new response buffer's size: a scrape's head and the exporter's own
+/// families fit (about 6.5 KB), so it need not grow by doubling.
+const OUTBUF: usize = 8 * 1024;
 
 /// The oldest evictable connections looked at to make room; one with a
 /// request waiting unread is passed over.
@@ -157,9 +173,12 @@ pub struct Server {
     log: RefCell<CapLog>,
     /// What the web config turns on: TLS, auth, headers.
     pub guard: Guard,
-    /// gzip for every response that is asked for it (one at a time: the
-    /// thread renders one response at a time).
-    pub compressor: RefCell<Compressor>,
+    /// The snapshot's families rendered and deflated once, and gzip for
+    /// every response that is asked for it (one at a time: the thread
+    /// renders one response at a time).
+    pub cache: RefCell<Cache>,
+    /// The newest snapshot whose families a response has held.
+    newest: Cell<Option<Instant>>,
     /// Handshakes computing at once (see `handshake.rs`).
     #[cfg(feature = "tls")]
     pub handshakes: smol::lock::Semaphore,
@@ -188,12 +207,13 @@ impl Server {
             room: Cell::new(None),
             next_id: Cell::new(0),
             inbufs: Pool::new(|| vec![0; INBUF]),
-            outbufs: Pool::new(Vec::new),
+            outbufs: Pool::new(|| Vec::with_capacity(OUTBUF)),
             #[cfg(feature = "tls")]
             tlsbufs: Pool::new(Vec::new),
             log: RefCell::new(CapLog::default()),
             guard,
-            compressor: RefCell::default(),
+            cache: RefCell::default(),
+            newest: Cell::new(None),
             #[cfg(feature = "tls")]
             handshakes: smol::lock::Semaphore::new(HANDSHAKES),
         }
@@ -235,28 +255,47 @@ impl Server {
     }
 
     /// Takes a response slot for connection `key` and hands the server its
-    /// response, `out[unsent]`, to send with [`Server::write_some`]. With
-    /// every slot taken, the response whose client has gone longest
-    /// without reading gives up its slot, its buffer and its connection.
-    pub fn answer(&self, key: Key, out: Vec<u8>, unsent: Range<usize>) {
+    /// response, to send with [`Server::write_some`]. With every slot
+    /// taken, one response gives up its slot, its buffer and its
+    /// connection: one holding a superseded snapshot's families, else the
+    /// one whose client has gone longest without reading.
+    pub fn answer(&self, key: Key, reply: Reply) {
         if self.answering.get() >= self.limits.max_requests {
+            let newest = self.newest.get();
             let mut conns = self.conns.borrow_mut();
             let stalled = conns
                 .iter_mut()
                 .flatten()
                 .filter(|e| e.phase == Phase::Answering && e.id != key.id)
-                .min_by_key(|e| e.since);
+                .min_by_key(|e| (!e.holds_older(newest), e.since));
             if let Some(e) = stalled {
                 self.evict(e);
             }
         }
         self.set_phase(key, Phase::Answering);
         match self.conns.borrow_mut().get_mut(key.index) {
-            Some(Some(e)) if e.id == key.id && e.phase == Phase::Answering => {
-                e.out = out;
-                e.unsent = unsent;
+            Some(Some(e)) if e.id == key.id && e.phase == Phase::Answering => e.reply = reply,
+            _ => self.outbufs.put(reply.into_buffer()),
+        }
+    }
+
+    /// Snapshot `of` is about to be served, before its families are
+    /// rendered: when it is a new one, the responses holding older
+    /// families whose client has not read for a second are closed. A
+    /// client that reads keeps its body; one that stopped does not make
+    /// the render take a second buffer.
+    pub fn serving(&self, of: Instant) {
+        let newest = self.newest.replace(Some(of));
+        if newest.is_some_and(|n| n >= of) {
+            self.newest.set(newest);
+            return;
+        }
+        let now = Instant::now();
+        let mut conns = self.conns.borrow_mut();
+        for e in conns.iter_mut().flatten() {
+            if e.holds_older(Some(of)) && now.saturating_duration_since(e.since) >= SILENT {
+                self.evict(e);
             }
-            _ => self.outbufs.put(out),
         }
     }
 
@@ -271,12 +310,11 @@ impl Server {
         if e.id != key.id || e.phase != Phase::Answering {
             return Sent::Failed;
         }
-        let wrote = e.stream.get_ref().write(&e.out[e.unsent.clone()]);
+        let wrote = e.reply.write_to(e.stream.get_ref());
         let sent = match wrote {
             Ok(n) if n > 0 => {
-                e.unsent.start += n;
                 e.since = Instant::now();
-                if !e.unsent.is_empty() {
+                if !e.reply.done() {
                     return Sent::Some;
                 }
                 Sent::All
@@ -284,9 +322,9 @@ impl Server {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Sent::Blocked,
             _ => Sent::Failed,
         };
-        let out = std::mem::take(&mut e.out);
+        let reply = std::mem::take(&mut e.reply);
         drop(conns);
-        self.outbufs.put(out);
+        self.outbufs.put(reply.into_buffer());
         // Between requests: what comes next sets its own phase.
         self.set_phase(key, Phase::Head);
         sent
@@ -302,8 +340,7 @@ impl Server {
             tls,
             phase: Phase::New,
             since: Instant::now(),
-            out: Vec::new(),
-            unsent: 0..0,
+            reply: Reply::default(),
         };
         let mut conns = self.conns.borrow_mut();
         let index = match self.free.borrow_mut().pop() {
@@ -342,8 +379,9 @@ impl Server {
         self.free.borrow_mut().push(key.index);
         self.entries.set(self.entries.get() - 1);
         drop(conns);
-        if e.out.capacity() > 0 {
-            self.outbufs.put(e.out);
+        let out = e.reply.into_buffer();
+        if out.capacity() > 0 {
+            self.outbufs.put(out);
         }
         self.count_open();
         self.wake_accept();
@@ -422,7 +460,7 @@ impl Server {
         let _ = e.stream.get_ref().shutdown(Shutdown::Both);
         if e.phase == Phase::Answering {
             self.answering.set(self.answering.get() - 1);
-            self.outbufs.put(std::mem::take(&mut e.out));
+            self.outbufs.put(std::mem::take(&mut e.reply).into_buffer());
         }
         e.phase = Phase::Closing;
         self.admitted.set(self.admitted.get() - 1);

@@ -234,58 +234,62 @@ impl Tls {
         }
     }
 
-    /// Seals `plain` into records appended to `out`: one record per 16 KiB.
-    pub fn seal(&mut self, plain: &[u8], out: &mut Vec<u8>) -> Result<(), TlsError> {
-        let records = plain.len().div_ceil(CHUNK);
-        out.reserve(plain.len() + records * OVERHEAD);
-        for chunk in plain.chunks(CHUNK) {
-            // Bounded: each pass encodes something rustls asked for, or
-            // this chunk.
-            loop {
-                let UnbufferedStatus { discard, state } = self
-                    .conn
-                    .process_tls_records(&mut self.incoming[..self.len]);
-                let sealed = match state.map_err(TlsError::Tls)? {
-                    ConnectionState::WriteTraffic(mut w) => {
-                        encode(out, |room| {
-                            w.encrypt(chunk, room).map_err(|e| match e {
-                                rustls::unbuffered::EncryptError::InsufficientSize(s) => {
-                                    EncodeError::InsufficientSize(s)
-                                }
-                                _ => EncodeError::AlreadyEncoded,
-                            })
-                        })?;
-                        true
-                    }
-                    ConnectionState::EncodeTlsData(mut e) => {
-                        encode(out, |room| e.encode(room))?;
-                        false
-                    }
-                    ConnectionState::TransmitTlsData(t) => {
-                        t.done();
-                        false
-                    }
-                    ConnectionState::ReadTraffic(mut r) => {
-                        // Pipelined requests: kept for the next read.
-                        while let Some(record) = r.next_record() {
-                            let record = record.map_err(TlsError::Tls)?;
-                            self.plain.extend_from_slice(record.payload);
-                        }
-                        false
-                    }
-                    _ => {
-                        return Err(TlsError::Tls(rustls::Error::General(
-                            "the connection is closed".into(),
-                        )));
-                    }
-                };
-                if discard > 0 {
-                    self.incoming.copy_within(discard..self.len, 0);
-                    self.len -= discard;
+    /// Seals `plain`'s parts, joined in order, into records appended to
+    /// `out`: one record per 16 KiB.
+    pub fn seal(&mut self, plain: [&[u8]; 3], out: &mut Vec<u8>) -> Result<(), TlsError> {
+        let len: usize = plain.iter().map(|p| p.len()).sum();
+        out.reserve(len + len.div_ceil(CHUNK) * OVERHEAD);
+        each_chunk(plain, |chunk| self.seal_one(chunk, out))
+    }
+
+    /// Seals one record's worth.
+    fn seal_one(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), TlsError> {
+        // Bounded: each pass encodes something rustls asked for, or
+        // this chunk.
+        loop {
+            let UnbufferedStatus { discard, state } = self
+                .conn
+                .process_tls_records(&mut self.incoming[..self.len]);
+            let sealed = match state.map_err(TlsError::Tls)? {
+                ConnectionState::WriteTraffic(mut w) => {
+                    encode(out, |room| {
+                        w.encrypt(chunk, room).map_err(|e| match e {
+                            rustls::unbuffered::EncryptError::InsufficientSize(s) => {
+                                EncodeError::InsufficientSize(s)
+                            }
+                            _ => EncodeError::AlreadyEncoded,
+                        })
+                    })?;
+                    true
                 }
-                if sealed {
-                    break;
+                ConnectionState::EncodeTlsData(mut e) => {
+                    encode(out, |room| e.encode(room))?;
+                    false
                 }
+                ConnectionState::TransmitTlsData(t) => {
+                    t.done();
+                    false
+                }
+                ConnectionState::ReadTraffic(mut r) => {
+                    // Pipelined requests: kept for the next read.
+                    while let Some(record) = r.next_record() {
+                        let record = record.map_err(TlsError::Tls)?;
+                        self.plain.extend_from_slice(record.payload);
+                    }
+                    false
+                }
+                _ => {
+                    return Err(TlsError::Tls(rustls::Error::General(
+                        "the connection is closed".into(),
+                    )));
+                }
+            };
+            if discard > 0 {
+                self.incoming.copy_within(discard..self.len, 0);
+                self.len -= discard;
+            }
+            if sealed {
+                break;
             }
         }
         Ok(())
@@ -323,6 +327,33 @@ impl Tls {
     }
 }
 
+/// Calls `f` on each [`CHUNK`] of `parts` joined, in order: a chunk that
+/// lies within one part as it lies, one across parts gathered first.
+fn each_chunk<E>(parts: [&[u8]; 3], mut f: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+    let mut scratch = [0u8; CHUNK];
+    let mut filled = 0;
+    for mut p in parts {
+        while !p.is_empty() {
+            if filled == 0 && p.len() >= CHUNK {
+                f(&p[..CHUNK])?;
+                p = &p[CHUNK..];
+                continue;
+            }
+            let n = (CHUNK - filled).min(p.len());
+            scratch[filled..filled + n].copy_from_slice(&p[..n]);
+            (filled, p) = (filled + n, &p[n..]);
+            if filled == CHUNK {
+                f(&scratch)?;
+                filled = 0;
+            }
+        }
+    }
+    match filled {
+        0 => Ok(()),
+        n => f(&scratch[..n]),
+    }
+}
+
 /// Runs `f` on room at the end of `out` and keeps what it wrote there,
 /// growing the room once if `f` asks for more.
 fn encode(
@@ -344,4 +375,40 @@ fn encode(
     }
     out.truncate(start);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_sealed_in_whole_chunks_across_their_seams() {
+        let joined: Vec<u8> = (0..3 * CHUNK + 100).map(|i| (i % 251) as u8).collect();
+        for (a, b) in [
+            (0, 0),
+            (150, 150),
+            (150, 2 * CHUNK + 7),
+            (CHUNK, 2 * CHUNK),
+            (5, 6),
+        ] {
+            let parts = [&joined[..a], &joined[a..b], &joined[b..]];
+            let mut chunks: Vec<Vec<u8>> = Vec::new();
+            each_chunk(parts, |c| {
+                chunks.push(c.to_vec());
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+            // As many records as the whole needs, every one full but the last.
+            assert_eq!(chunks.len(), joined.len().div_ceil(CHUNK), "{a}..{b}");
+            assert!(chunks[..chunks.len() - 1].iter().all(|c| c.len() == CHUNK));
+            assert_eq!(chunks.concat(), joined, "{a}..{b}");
+        }
+        let mut calls = 0;
+        each_chunk([&[], &[], &[]], |_| {
+            calls += 1;
+            Ok::<(), ()>(())
+        })
+        .unwrap();
+        assert_eq!(calls, 0);
+    }
 }

@@ -191,6 +191,10 @@ fn a_full_house_of_answering_connections_queues_newcomers() {
         "8",
         "--web.write-timeout",
         "60s",
+        // No new snapshot while they wait: it would close those that
+        // stopped reading (the next test).
+        "--collect.interval",
+        "1h",
     ]);
     let mut stuck: Vec<TcpStream> = (0..4).map(|_| never_reader(&e)).collect();
     std::thread::sleep(Duration::from_millis(500));
@@ -219,6 +223,34 @@ fn a_full_house_of_answering_connections_queues_newcomers() {
     let paused = value(&body, "gpu_exporter_http_accept_paused_seconds_total");
     assert!(paused.is_some_and(|p| p > 0.0), "{body}");
     assert_eq!(value(&body, STALLED), Some(0.0));
+}
+
+#[test]
+fn clients_that_stopped_reading_pin_no_old_snapshot() {
+    let fleet = big_fleet();
+    let e = Exporter::start(&["--sim.scenario", &fleet, "--web.write-timeout", "60s"]);
+    // Write-blocked on the body they share, with slots to spare.
+    // (With no new snapshot they stay: the test before.)
+    let stuck: Vec<TcpStream> = (0..4).map(|_| never_reader(&e)).collect();
+    // A scrape of a newer snapshot closes them before it renders: they
+    // have not read for a second, and hold an older one's families.
+    e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, STALLED).is_some_and(|n| n >= 4.0)
+    });
+    for mut s in stuck {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut sink = vec![0u8; 1 << 20];
+        let end = loop {
+            match s.read(&mut sink) {
+                Ok(0) => break None,
+                Ok(_) => {}
+                Err(e) => break Some(e.kind()),
+            }
+        };
+        // Closed (or reset over the bytes it never read), not still open.
+        use std::io::ErrorKind::{TimedOut, WouldBlock};
+        assert!(!matches!(end, Some(TimedOut | WouldBlock)), "{end:?}");
+    }
 }
 
 #[test]

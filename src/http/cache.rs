@@ -1,0 +1,268 @@
+//! The snapshot's families, rendered once per snapshot and shared by every
+//! scrape of it: in plain text per format, and deflated for gzip. A
+//! scrape sends the shared bytes as they are kept ([`Shared`], between
+//! its head and the rest) and renders only the exporter's own families,
+//! so values computed at render time are never stale.
+//!
+//! A gzipped scrape is one gzip member in two parts: the families,
+//! deflated once and sync-flushed, then the own families, deflated per
+//! scrape; the CRC-32s combine. Any gzip reader reads it, not only those
+//! that take several members as Go's does.
+
+use super::gzip::{Gzip, HEADER, trailer};
+use super::reply::Shared;
+use crate::config::Collectors;
+use crate::exposition::Format;
+use crate::snapshot::Snapshot;
+use miniz_oxide::deflate::core::TDEFLFlush;
+use std::sync::{Arc, Weak};
+use std::time::Instant;
+
+/// What a scrape's shared part was rendered from. The snapshot is held
+/// weakly: a kept render does not keep an old snapshot's readings alive.
+#[derive(Clone)]
+pub struct Families {
+    snapshot: Weak<Snapshot>,
+    /// The snapshot's `finished`.
+    of: Instant,
+    hidden: bool,
+    format: Format,
+    only: Collectors,
+}
+
+impl Families {
+    pub fn new(snapshot: &Arc<Snapshot>, hidden: bool, format: Format, only: Collectors) -> Self {
+        Families {
+            snapshot: Arc::downgrade(snapshot),
+            of: snapshot.finished,
+            hidden,
+            format,
+            only,
+        }
+    }
+}
+
+impl PartialEq for Families {
+    fn eq(&self, o: &Families) -> bool {
+        Weak::ptr_eq(&self.snapshot, &o.snapshot)
+            && (self.hidden, self.format, self.only) == (o.hidden, o.format, o.only)
+    }
+}
+
+/// One shared part, and what it was made from.
+#[derive(Default)]
+struct Kept(Option<(Families, Arc<Shared>)>);
+
+impl Kept {
+    /// The bytes for `key`: those kept, or new ones that `make` writes.
+    /// The old buffer is reused when no response holds it any more; else
+    /// it stays with the responses that do, and a new one is made.
+    fn get(&mut self, key: Families, make: impl FnOnce(&mut Vec<u8>)) -> Arc<Shared> {
+        let of = key.of;
+        if let Some((k, s)) = &mut self.0 {
+            if *k == key {
+                return s.clone();
+            }
+            if let Some(mine) = Arc::get_mut(s) {
+                mine.of = of;
+                mine.bytes.clear();
+                make(&mut mine.bytes);
+                *k = key;
+                return s.clone();
+            }
+        }
+        let mut s = Shared::new(of);
+        s.bytes
+            .reserve(self.0.as_ref().map_or(0, |(_, s)| s.bytes.len()));
+        make(&mut s.bytes);
+        // Growth by doubling leaves up to half of it spare, kept as long
+        // as the bytes are: a copy per snapshot is cheaper.
+        s.bytes.shrink_to_fit();
+        let s = Arc::new(s);
+        self.0 = Some((key, s.clone()));
+        s
+    }
+}
+
+/// What the HTTP thread keeps between responses: the deflate state, made
+/// at the first gzipped response; the buffer a compressed body goes to
+/// (it swaps places with the plain one); the families deflated, with the
+/// CRC-32 and length of what they hold; and the plain families of each
+/// format.
+#[derive(Default)]
+pub struct Cache {
+    gzip: Option<Gzip>,
+    spare: Vec<u8>,
+    deflated: Kept,
+    crc: crc32fast::Hasher,
+    len: usize,
+    /// By format: text 0.0.4, OpenMetrics.
+    plain: [Kept; 2],
+}
+
+impl Cache {
+    /// Replaces `out[from..]` with one gzip member of it; `out[..from]`
+    /// keeps its length (its bytes are not kept: room for the head).
+    /// Allocates nothing once both buffers have grown to the largest body.
+    pub fn compress(&mut self, out: &mut Vec<u8>, from: usize) {
+        let gzip = self.gzip.get_or_insert_with(|| Gzip::new(1));
+        self.spare.clear();
+        self.spare.resize(from, 0);
+        gzip.member(&out[from..], &mut self.spare);
+        std::mem::swap(out, &mut self.spare);
+    }
+
+    /// A plain scrape: the snapshot's families, which `families` renders
+    /// only when `key` changed for its format (once per snapshot, or when
+    /// `hidden` flips), to send first; `own`, rendered now, appended to
+    /// `out` to send after them. Allocates nothing after warm-up while no
+    /// slow client holds the last snapshot's render.
+    pub fn plain(
+        &mut self,
+        key: Families,
+        out: &mut Vec<u8>,
+        families: impl FnOnce(&mut Vec<u8>),
+        own: impl FnOnce(&mut Vec<u8>),
+    ) -> Arc<Shared> {
+        let kept = &mut self.plain[usize::from(key.format == Format::OpenMetrics)];
+        let shared = kept.get(key, families);
+        own(out);
+        shared
+    }
+
+    /// A gzipped scrape: gzip's header and the deflate of the snapshot's
+    /// families (which `families` renders only when `key` changed: once
+    /// per snapshot), to send first; the deflate of `own`, rendered now,
+    /// and gzip's trailer, appended to `out` to send after them.
+    pub fn scrape(
+        &mut self,
+        key: Families,
+        out: &mut Vec<u8>,
+        families: impl FnOnce(&mut Vec<u8>),
+        own: impl FnOnce(&mut Vec<u8>),
+    ) -> Arc<Shared> {
+        let Cache {
+            gzip,
+            spare,
+            deflated,
+            crc,
+            len,
+            ..
+        } = self;
+        let gzip = gzip.get_or_insert_with(|| Gzip::new(1));
+        let shared = deflated.get(key, |bytes| {
+            spare.clear();
+            families(spare);
+            bytes.extend_from_slice(&HEADER);
+            gzip.deflate(spare, bytes, TDEFLFlush::Sync);
+            *crc = crc32fast::Hasher::new();
+            crc.update(spare);
+            *len = spare.len();
+        });
+        spare.clear();
+        own(spare);
+        gzip.deflate(spare, out, TDEFLFlush::Finish);
+        let mut whole = crc.clone();
+        let mut tail = crc32fast::Hasher::new();
+        tail.update(spare);
+        whole.combine(&tail);
+        trailer(out, whole, *len + spare.len());
+        shared
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// One gzip member, read by a reader that stops after the first.
+    fn gunzip_one(b: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut r = flate2::read::GzDecoder::new(b);
+        r.read_to_end(&mut out).unwrap();
+        out
+    }
+
+    fn key(snapshot: &Arc<Snapshot>, hidden: bool, format: Format) -> Families {
+        Families::new(snapshot, hidden, format, Collectors::ALL)
+    }
+
+    fn snapshot() -> Arc<Snapshot> {
+        Arc::new(Snapshot::empty(crate::config::SourceKind::Sim))
+    }
+
+    #[test]
+    fn a_scrape_is_one_member_with_its_families_deflated_once_per_key() {
+        let (a, b) = (snapshot(), snapshot());
+        let big: Vec<u8> = (0..50_000u32)
+            .flat_map(|i| format!("f{{gpu=\"{}\"}} {i}\n", i % 8).into_bytes())
+            .collect();
+        let mut c = Cache::default();
+        let mut rendered = 0;
+        let mut out = Vec::new();
+        for (snapshot, hidden, tail, renders) in [
+            (&a, false, &b"own 1\n"[..], 1),
+            (&a, false, b"own 2\n# EOF\n", 1), // same key: cached
+            (&a, true, b"own 3\n", 2),         // hidden: another key
+            (&b, true, b"", 3),                // another snapshot
+            (&b, true, b"own 4\n", 3),
+        ] {
+            out.clear();
+            let shared = c.scrape(
+                key(snapshot, hidden, Format::Text),
+                &mut out,
+                |o| {
+                    rendered += 1;
+                    o.extend_from_slice(&big);
+                },
+                |o| o.extend_from_slice(tail),
+            );
+            assert_eq!(rendered, renders);
+            // Readers that take one member only (curl, browsers) read it all.
+            let got = gunzip_one(&[&shared.bytes[..], &out].concat());
+            assert_eq!(got.len(), big.len() + tail.len());
+            assert!(got.starts_with(&big) && got.ends_with(tail));
+        }
+        // Nothing cached: the families alone, empty.
+        let mut fresh = Cache::default();
+        out.clear();
+        let shared = fresh.scrape(
+            key(&a, false, Format::Text),
+            &mut out,
+            |_| {},
+            |o| o.extend_from_slice(b"x 1\n"),
+        );
+        assert_eq!(gunzip_one(&[&shared.bytes[..], &out].concat()), b"x 1\n");
+    }
+
+    #[test]
+    fn a_render_held_by_a_response_is_never_overwritten() {
+        let (a, b) = (snapshot(), snapshot());
+        let mut c = Cache::default();
+        let mut out = Vec::new();
+        let mut scrape = |c: &mut Cache, s: &Arc<Snapshot>, text: &'static [u8]| {
+            out.clear();
+            c.plain(
+                key(s, false, Format::Text),
+                &mut out,
+                |o| o.extend_from_slice(text),
+                |o| o.extend_from_slice(b"own\n"),
+            )
+        };
+        let held = scrape(&mut c, &a, b"first\n");
+        // The same snapshot: the same bytes, not a copy.
+        assert!(Arc::ptr_eq(&held, &scrape(&mut c, &a, b"ignored\n")));
+        // A new snapshot while a slow client holds the old render.
+        let new = scrape(&mut c, &b, b"second\n");
+        assert_eq!(held.bytes, b"first\n");
+        assert_eq!(new.bytes, b"second\n");
+        assert!(!Arc::ptr_eq(&held, &new));
+        // Once nothing holds it, the cache renders into its own buffer again.
+        let at = new.bytes.as_ptr();
+        drop((held, new));
+        let again = scrape(&mut c, &a, b"third\n");
+        assert_eq!(again.bytes, b"third\n");
+        assert_eq!(again.bytes.as_ptr(), at, "the buffer is reused");
+    }
+}
