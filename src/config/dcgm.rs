@@ -104,13 +104,7 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
     ),
     ("DCGM_FI_DEV_ENC_UTIL", Field::EncUtil, Serve::By(Media)),
     ("DCGM_FI_DEV_DEC_UTIL", Field::DecUtil, Serve::By(Media)),
-    (
-        "DCGM_FI_DEV_XID_ERRORS",
-        Field::XidErrors,
-        Serve::Not(
-            "the snapshot keeps Xid counts by code, not which came last; alert on increase(gpu_xid_errors_total[5m]) > 0",
-        ),
-    ),
+    ("DCGM_FI_DEV_XID_ERRORS", Field::XidErrors, Serve::By(Xid)),
     ("DCGM_FI_DEV_FB_FREE", Field::FbFree, Serve::By(Memory)),
     ("DCGM_FI_DEV_FB_USED", Field::FbUsed, Serve::By(Memory)),
     (
@@ -391,9 +385,9 @@ mod tests {
     #[test]
     fn the_default_file_and_edge_cases() {
         let d = parse(DEFAULT_COUNTERS, "default").unwrap();
-        assert_eq!(d.fields.len(), 20);
-        assert_eq!(d.left_out.len(), 6);
-        assert!(d.needs().has(Gpm) && !d.needs().has(Fans));
+        assert_eq!(d.fields.len(), 21);
+        assert_eq!(d.left_out.len(), 5);
+        assert!(d.needs().has(Gpm) && d.needs().has(Xid) && !d.needs().has(Fans));
         let d = parse(
             "  # c\n DCGM_FI_DEV_GPU_TEMP ,gauge,  t, with a comma\n",
             "f",
