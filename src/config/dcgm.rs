@@ -359,6 +359,14 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
         let Some(&(name, field, serve)) = FIELDS.iter().find(|f| f.0 == name) else {
             return Err(bad("unknown field"));
         };
+        // Only the driver version is a string; it is nothing but a label.
+        if (kind == Kind::Label) != (field == Field::DriverVersion) {
+            return Err(bad(if kind == Kind::Label {
+                "only DCGM_FI_DRIVER_VERSION can be a label"
+            } else {
+                "DCGM_FI_DRIVER_VERSION is a label"
+            }));
+        }
         match serve {
             Serve::Not(why) => d.left_out.push((name.to_string(), why)),
             Serve::By(collector) => {
@@ -401,6 +409,14 @@ mod tests {
             ),
             ("\nDCGM_FI_DEV_GPU_TEMP", "f:2: expected"),
             ("DCGM_FI_DEV_GPU_TEMP, gaug", "f:1: the type is not"),
+            (
+                "DCGM_FI_DEV_GPU_TEMP, label",
+                "f:1: only DCGM_FI_DRIVER_VERSION can be a label",
+            ),
+            (
+                "DCGM_FI_DRIVER_VERSION, gauge",
+                "f:1: DCGM_FI_DRIVER_VERSION is a label",
+            ),
             (
                 "DCGM_FI_DEV_GPU_TEMP,gauge\nDCGM_FI_DEV_GPU_TEMP,gauge",
                 "f:2: field listed twice",

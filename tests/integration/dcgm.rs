@@ -160,6 +160,11 @@ fn an_unknown_field_or_a_malformed_line_is_exit_code_2() {
             "DCGM_FI_DEV_GPU_TEMP, histogram, t\n",
             "not gauge, counter or label",
         ),
+        (
+            "labeltype.csv",
+            "DCGM_FI_DEV_GPU_TEMP, label, t\n",
+            ":1: only DCGM_FI_DRIVER_VERSION can be a label",
+        ),
     ] {
         let file = temp_file(name, text);
         let out = run(&[
