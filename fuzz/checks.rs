@@ -6,7 +6,8 @@
 //! both take this file in with `#[path = ...] mod checks;`, so stable CI
 //! runs exactly the code the fuzzer runs.
 
-use gpu_exporter::config::Collectors;
+use gpu_exporter::config::dcgm::{self, DEFAULT_COUNTERS, FIELDS};
+use gpu_exporter::config::{Collector, Collectors};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::text as engine_text;
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
@@ -44,6 +45,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("cgroup", check_cgroup),
     ("job_file", check_job_file),
     ("engine_text", check_engine_text),
+    ("dcgm_counters", check_dcgm_counters),
     #[cfg(feature = "kubernetes")]
     ("huffman", kubelet::check_huffman),
     #[cfg(feature = "kubernetes")]
@@ -174,11 +176,136 @@ fn check_render(snapshot: &Snapshot) {
         Scrape::of(snapshot).format(format).render(&mut out);
         let text = std::str::from_utf8(&out).expect("exposition is UTF-8");
         assert!(text.ends_with('\n'), "{format:?} ends without a newline");
+        check_dcgm_lines(text);
         assert_eq!(
             text.ends_with("# EOF\n"),
             format == Format::OpenMetrics,
             "{format:?}: # EOF"
         );
+    }
+}
+
+/// The default fleet collected once, every field any counters file can
+/// ask for kept (a file of every field we serve), pods on its GPUs.
+fn dcgm_fleet() -> &'static Snapshot {
+    static SNAPSHOT: OnceLock<Snapshot> = OnceLock::new();
+    SNAPSHOT.get_or_init(|| {
+        let every: String = FIELDS
+            .iter()
+            .map(|f| match f.1 {
+                dcgm::Field::DriverVersion => format!("{}, label, h\n", f.0),
+                _ => format!("{}, gauge, h\n", f.0),
+            })
+            .collect();
+        let d = dcgm::parse(&every, "every").unwrap();
+        let source = Box::new(Sim::new(Scenario::default_fleet(), T0));
+        Poller::new(source, Duration::from_secs(5))
+            .with_dcgm(Some(Arc::new(d)))
+            .collect_at(T0)
+    })
+}
+
+/// `dcgm_counters`: a counters file (`--compat.dcgm-counters`); a valid
+/// one is rendered over the default fleet, with and without pod labels,
+/// its hostname a value that needs escaping.
+pub fn check_dcgm_counters(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut d = match dcgm::parse(text, "f") {
+        Ok(d) => d,
+        Err(e) => {
+            assert!(e.0.starts_with("f:") && !e.0.contains('\n'), "{e:?}");
+            return;
+        }
+    };
+    let served = |name: &str| d.fields.iter().any(|f| f.name == name);
+    for (name, _) in &d.left_out {
+        assert!(!served(name), "{name} both served and left out");
+    }
+    d.hostname = Some(format!("node\"\\\n{}", data.len()));
+    d.old_hostname = data.len().is_multiple_of(3);
+    let mut snapshot = dcgm_fleet().clone();
+    snapshot.collectors = Collectors::NONE.with(Collector::Dcgm);
+    snapshot.kubernetes.pod_labels = data.len() % 2 == 1;
+    snapshot.dcgm = Some(Arc::new(d.clone()));
+    check_render(&snapshot);
+    let mut out = Vec::new();
+    Scrape::of(&snapshot).render(&mut out);
+    let text = String::from_utf8(out).unwrap();
+    // Every GPU of the fleet reads its temperature; the host label is
+    // escaped, under the spelling asked for.
+    if d.fields.iter().any(|f| f.name == "DCGM_FI_DEV_GPU_TEMP") {
+        let host = if d.old_hostname {
+            "Hostname"
+        } else {
+            "hostname"
+        };
+        let want = format!(",{host}=\"node\\\"\\\\\\n{}\"", data.len());
+        let temps: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("DCGM_FI_DEV_GPU_TEMP{"))
+            .collect();
+        assert!(temps.len() >= 4, "{text}");
+        assert!(
+            temps.iter().all(|l| l.contains(&want)),
+            "{want} in {temps:?}"
+        );
+    }
+    for line in text.lines().filter(|l| l.starts_with("DCGM_")) {
+        let name = &line[..line.find('{').unwrap()];
+        assert!(served(name), "{name} is not in the file");
+        for f in d.fields.iter().filter(|f| f.kind == dcgm::Kind::Label) {
+            assert!(line.contains(&format!(",{}=\"", f.name)), "{line}");
+        }
+    }
+}
+
+/// Every `DCGM_` sample of an exposition is one well-formed line: a label
+/// set of distinct names with escaped values, then a number; and no
+/// family is typed twice.
+fn check_dcgm_lines(text: &str) {
+    let mut typed = std::collections::HashSet::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let name = rest.split(' ').next().unwrap();
+            assert!(typed.insert(name.to_string()), "{name} typed twice");
+        }
+        let Some(set) = line.strip_prefix("DCGM_").and_then(|l| l.split_once('{')) else {
+            continue;
+        };
+        let (mut rest, mut names) = (set.1, Vec::new());
+        loop {
+            let (name, after) = rest.split_once("=\"").unwrap_or_else(|| panic!("{line}"));
+            assert!(
+                name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'),
+                "{name:?} in {line}"
+            );
+            assert!(!names.contains(&name), "{name} twice in {line}");
+            names.push(name);
+            let mut bytes = after.char_indices();
+            let end = loop {
+                match bytes.next() {
+                    Some((_, '\\')) => {
+                        let e = bytes.next().map(|(_, c)| c);
+                        assert!(matches!(e, Some('\\' | '"' | 'n')), "{line}");
+                    }
+                    Some((i, '"')) => break i,
+                    Some(_) => {}
+                    None => panic!("unterminated value in {line}"),
+                }
+            };
+            rest = &after[end + 1..];
+            match rest.as_bytes().first() {
+                Some(b',') => rest = &rest[1..],
+                Some(b'}') => break,
+                _ => panic!("{line}"),
+            }
+        }
+        let value = rest[1..]
+            .strip_prefix(' ')
+            .unwrap_or_else(|| panic!("{line}"));
+        assert!(value.parse::<f64>().is_ok(), "{line}");
     }
 }
 
@@ -211,15 +338,16 @@ pub fn check_scenario_json(data: &[u8]) {
             collect_duration: Duration::ZERO,
             error: None,
             process: Default::default(),
-            collectors: Collectors::DEFAULT,
             timings: Default::default(),
             rejected: Vec::new(),
+            collectors: Collectors::DEFAULT.with(Collector::Dcgm),
             // Every other input renders each GPU series once per pod.
             kubernetes: Kubernetes {
                 kubelet: None,
                 pod_labels: data.len() % 2 == 1,
             },
-            dcgm: None,
+            // dcgm-exporter's default fields beside ours.
+            dcgm: Some(Arc::new(dcgm::parse(DEFAULT_COUNTERS, "default").unwrap())),
             engines: Vec::new(),
         },
         Err(e) => Snapshot {

@@ -72,6 +72,12 @@ pub fn xid_errors(seen: impl IntoIterator<Item = (u32, u64)>) -> Vec<(u32, u64)>
     counts
 }
 
+/// `xid_last_code` from the code of the latest Xid seen: 0 before any
+/// (no Xid has code 0), as dcgm-exporter's `DCGM_FI_DEV_XID_ERRORS`.
+pub fn last_code(latest: Option<u32>) -> f64 {
+    latest.map_or(0.0, f64::from)
+}
+
 /// A value per direction, for PCIe and NVLink byte counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct TxRx {

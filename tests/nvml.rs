@@ -211,6 +211,7 @@ impl Spec {
         let zeros: Vec<_> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
         assert_eq!(r.xid_errors.as_ref(), Some(&zeros), "{at}");
         assert_eq!(r.xid_last_timestamp_seconds, None, "{at}");
+        assert_eq!(r.xid_last_code, Some(0.0), "{at}");
         self.check_field_values(r, &at);
         assert!(g.mig.is_empty(), "{at}");
     }
@@ -395,6 +396,7 @@ fn a_lost_gpu_goes_down_while_the_others_keep_reporting() {
             lost.readings,
             Readings {
                 xid_errors: Some(CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect()),
+                xid_last_code: Some(0.0),
                 ..Readings::default()
             }
         );
@@ -524,11 +526,15 @@ fn xid_events_are_counted_per_gpu_and_code() {
         .xid_last_timestamp_seconds
         .expect("a timestamp");
     assert!(start <= last && last <= gpu_exporter::internals::base::time::unix_now());
+    // [79, 13, 79, 48]: the last is 48.
+    assert_eq!(gpus[0].readings.xid_last_code, Some(48.0));
 
     let zeros: Vec<_> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
     assert_eq!(gpus[1].readings.xid_errors, Some(zeros));
     assert_eq!(gpus[1].readings.xid_last_timestamp_seconds, None);
+    assert_eq!(gpus[1].readings.xid_last_code, Some(0.0));
     assert_eq!(gpus[2].readings.xid_errors, None);
+    assert_eq!(gpus[2].readings.xid_last_code, None);
     // Nothing else about GPU 2 suffers from its lack of events.
     assert_eq!(gpus[2].readings.temperature_celsius, Some(42.0));
 }

@@ -104,13 +104,7 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
     ),
     ("DCGM_FI_DEV_ENC_UTIL", Field::EncUtil, Serve::By(Media)),
     ("DCGM_FI_DEV_DEC_UTIL", Field::DecUtil, Serve::By(Media)),
-    (
-        "DCGM_FI_DEV_XID_ERRORS",
-        Field::XidErrors,
-        Serve::Not(
-            "the snapshot keeps Xid counts by code, not which came last; alert on increase(gpu_xid_errors_total[5m]) > 0",
-        ),
-    ),
+    ("DCGM_FI_DEV_XID_ERRORS", Field::XidErrors, Serve::By(Xid)),
     ("DCGM_FI_DEV_FB_FREE", Field::FbFree, Serve::By(Memory)),
     ("DCGM_FI_DEV_FB_USED", Field::FbUsed, Serve::By(Memory)),
     (
@@ -365,6 +359,14 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
         let Some(&(name, field, serve)) = FIELDS.iter().find(|f| f.0 == name) else {
             return Err(bad("unknown field"));
         };
+        // Only the driver version is a string; it is nothing but a label.
+        if (kind == Kind::Label) != (field == Field::DriverVersion) {
+            return Err(bad(if kind == Kind::Label {
+                "only DCGM_FI_DRIVER_VERSION can be a label"
+            } else {
+                "DCGM_FI_DRIVER_VERSION is a label"
+            }));
+        }
         match serve {
             Serve::Not(why) => d.left_out.push((name.to_string(), why)),
             Serve::By(collector) => {
@@ -391,9 +393,9 @@ mod tests {
     #[test]
     fn the_default_file_and_edge_cases() {
         let d = parse(DEFAULT_COUNTERS, "default").unwrap();
-        assert_eq!(d.fields.len(), 20);
-        assert_eq!(d.left_out.len(), 6);
-        assert!(d.needs().has(Gpm) && !d.needs().has(Fans));
+        assert_eq!(d.fields.len(), 21);
+        assert_eq!(d.left_out.len(), 5);
+        assert!(d.needs().has(Gpm) && d.needs().has(Xid) && !d.needs().has(Fans));
         let d = parse(
             "  # c\n DCGM_FI_DEV_GPU_TEMP ,gauge,  t, with a comma\n",
             "f",
@@ -407,6 +409,14 @@ mod tests {
             ),
             ("\nDCGM_FI_DEV_GPU_TEMP", "f:2: expected"),
             ("DCGM_FI_DEV_GPU_TEMP, gaug", "f:1: the type is not"),
+            (
+                "DCGM_FI_DEV_GPU_TEMP, label",
+                "f:1: only DCGM_FI_DRIVER_VERSION can be a label",
+            ),
+            (
+                "DCGM_FI_DRIVER_VERSION, gauge",
+                "f:1: DCGM_FI_DRIVER_VERSION is a label",
+            ),
             (
                 "DCGM_FI_DEV_GPU_TEMP,gauge\nDCGM_FI_DEV_GPU_TEMP,gauge",
                 "f:2: field listed twice",

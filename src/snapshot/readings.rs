@@ -52,6 +52,10 @@ pub struct Readings {
     /// source cannot see Xid at all.
     pub xid_errors: Option<Vec<(u32, u64)>>,
     pub xid_last_timestamp_seconds: Option<f64>,
+    /// The code of the GPU's latest Xid, 0 until one is seen, wherever
+    /// `xid_errors` is read: no Xid has code 0, and dcgm-exporter's
+    /// `DCGM_FI_DEV_XID_ERRORS` reads 0 then too.
+    pub xid_last_code: Option<f64>,
     pub ecc_corrected_total: Option<f64>,
     pub ecc_uncorrected_total: Option<f64>,
     pub energy_joules_total: Option<f64>,
@@ -334,7 +338,7 @@ pub const PCIE_REPLAYS: Family = family(
 /// The GPU's (and MIG instance's) readings after `gpu_info` and `gpu_up`,
 /// in output order; the hardware-health ones follow
 /// ([`health::HEALTH_READINGS`]).
-pub static GPU_READINGS: [Reading; 29] = [
+pub static GPU_READINGS: [Reading; 30] = [
     TEMPERATURE
         .reads(one!(temperature_celsius))
         .smi("temperature.gpu")
@@ -507,6 +511,14 @@ pub static GPU_READINGS: [Reading; 29] = [
     .reads(one!(xid_last_timestamp_seconds))
     .from("N M, kernel log")
     .within(UNIX_SECONDS),
+    family(
+        "gpu_xid_last_code",
+        Gauge,
+        "Code of the last Xid seen on this GPU, 0 until one is: for tables. A repeat of the same code leaves it unchanged, so alert on increase(gpu_xid_errors_total), never on this.",
+    )
+    .of(Xid)
+    .reads(one!(xid_last_code))
+    .from("N M, kernel log"),
     XID_ERRORS
         .reads(Read {
             series: |r, f| {

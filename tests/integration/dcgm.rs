@@ -55,8 +55,18 @@ fn units_are_dcgm_exporters_beside_our_own() {
     assert!((t - o).abs() <= 1.0, "energy {t} mJ vs {o}");
     assert_labels(&body, "hostname");
     assert!(body.contains(",device=\"nvidia0\","), "device label");
+    // The sim's GPU 2 has a periodic Xid 79; the others none, so 0.
+    for (g, want) in [("0", 0.0), ("2", 79.0)] {
+        for n in ["DCGM_FI_DEV_XID_ERRORS", "gpu_xid_last_code"] {
+            assert_eq!(
+                value(&body, &format!("{n}{{gpu=\"{g}\",")),
+                Some(want),
+                "{n} {g}"
+            );
+        }
+    }
     // The series budget per GPU with both on: ours, plus at most one per
-    // served field of the default file (19: 26 fields, 6 not servable, one
+    // served field of the default file (20: 26 fields, 5 not servable, one
     // a label).
     let per_gpu = |p: &str| {
         body.lines()
@@ -65,7 +75,7 @@ fn units_are_dcgm_exporters_beside_our_own() {
     };
     let dcgm = per_gpu("DCGM_");
     let all = per_gpu("");
-    assert_eq!(dcgm, 19, "dcgm series for gpu 0");
+    assert_eq!(dcgm, 20, "dcgm series for gpu 0");
     assert!(all <= 130, "{all} series for gpu 0 with both on");
 }
 
@@ -149,6 +159,11 @@ fn an_unknown_field_or_a_malformed_line_is_exit_code_2() {
             "badtype.csv",
             "DCGM_FI_DEV_GPU_TEMP, histogram, t\n",
             "not gauge, counter or label",
+        ),
+        (
+            "labeltype.csv",
+            "DCGM_FI_DEV_GPU_TEMP, label, t\n",
+            ":1: only DCGM_FI_DRIVER_VERSION can be a label",
         ),
     ] {
         let file = temp_file(name, text);
@@ -315,6 +330,7 @@ fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
         "DCGM_FI_DEV_GPU_UTIL",
         "DCGM_FI_DEV_FB_USED",
         "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        "DCGM_FI_DEV_XID_ERRORS",
     ] {
         let got = query(&format!("{family}{sel}"));
         assert_eq!(got.len(), 4, "{family}: {got:?}");
@@ -365,6 +381,19 @@ fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
     ));
     assert_eq!(hot.len(), 1, "{hot:?}");
     assert!(hot[0].0.contains(r#""gpu":"1""#), "{hot:?}");
+    // Xid, as dcgm-exporter users write it: GPU 2 (a periodic Xid 79)
+    // fires, from the drop-in and from the recording rules alike.
+    for job in ["dcgm", "native"] {
+        let xid = query(&format!("DCGM_FI_DEV_XID_ERRORS{{job=\"{job}\"}} != 0"));
+        assert_eq!(xid.len(), 1, "{job}: {xid:?}");
+        assert!(
+            xid[0].0.contains(r#""gpu":"2""#) && xid[0].1 == 79.0,
+            "{xid:?}"
+        );
+    }
+    let hosts = query("count by (hostname) (DCGM_FI_DEV_XID_ERRORS{job=\"dcgm\"} != 0)");
+    assert_eq!(hosts.len(), 1, "{hosts:?}");
+    assert_eq!(hosts[0].1, 1.0, "{hosts:?}");
     for (q, want) in [
         (
             "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS{job=\"dcgm\"} > 0",
@@ -411,4 +440,64 @@ fn an_smi_capture_in_dcgm_units() {
     }
     assert!(body.contains("modelName=\"NVIDIA GeForce RTX 4080 SUPER\""));
     assert!(body.contains("DCGM_FI_DRIVER_VERSION=\"595.71.05\""));
+    // No Xid source at all (no events, no kernel log): absent, not 0.
+    assert!(!body.contains("DCGM_FI_DEV_XID_ERRORS{"), "{body}");
+}
+
+/// `DCGM_FI_DEV_XID_ERRORS` is the last code, 0 before any, whether the
+/// kernel log (a GPU without Xid events) or NVML's Xid events count them;
+/// `gpu_xid_errors_total` still counts each.
+#[test]
+fn xid_errors_is_the_last_code_from_the_kernel_log_and_nvml_events() {
+    use crate::kernel_log::{append, xid};
+    use crate::sources::{fake_nvml::Fixture, fleet, gpu, nvml_args, start};
+    use std::time::Duration;
+    let log = temp_file("dcgm-xid-kern.log", "");
+    // GPU 0 (bus 9B, the log lines' bus) has no events; GPU 1 gets Xid 79
+    // then 48 as events; GPU 2 has none at all.
+    let gpus = [
+        gpu(0, r#","events":false"#).replace("00000000:18:00.0", "00000000:9B:00.0"),
+        gpu(1, r#","xids":[79,48]"#),
+        gpu(2, ""),
+    ];
+    let f = Fixture::new("dcgm-xid", &fleet(&gpus));
+    let mut args = nvml_args(&f);
+    let at = args.iter().position(|a| a == "--xid.kmsg").unwrap() + 1;
+    args[at] = log.to_str().unwrap().to_string();
+    args.push("--collector.dcgm".into());
+    let e = start(&args);
+    let last = |b: &str, family: &str, g: u32| value(b, &format!("{family}{{gpu=\"{g}\","));
+    let count = |b: &str, g: u32, code: u32| {
+        b.lines()
+            .find(|l| {
+                l.starts_with(&format!("gpu_xid_errors_total{{gpu=\"{g}\","))
+                    && l.contains(&format!(",xid=\"{code}\"}}"))
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    let limit = Duration::from_secs(20);
+    let body = e.wait_for("/metrics", limit, |b| {
+        last(b, "DCGM_FI_DEV_XID_ERRORS", 1) == Some(48.0)
+            && last(b, "DCGM_FI_DEV_XID_ERRORS", 0).is_some()
+    });
+    for family in ["DCGM_FI_DEV_XID_ERRORS", "gpu_xid_last_code"] {
+        assert_eq!(last(&body, family, 0), Some(0.0), "{family}: no Xid yet");
+        assert_eq!(last(&body, family, 1), Some(48.0), "{family}: events");
+        assert_eq!(last(&body, family, 2), Some(0.0), "{family}: none");
+    }
+    assert_eq!(
+        (count(&body, 1, 79), count(&body, 1, 48)),
+        (Some(1.0), Some(1.0))
+    );
+    let t = crate::common::uptime() + 100.0;
+    append(&log, &format!("{}{}", xid(t, 79), xid(t + 1.0, 48)));
+    let body = e.wait_for("/metrics", limit, |b| {
+        last(b, "DCGM_FI_DEV_XID_ERRORS", 0) == Some(48.0)
+    });
+    assert_eq!(last(&body, "gpu_xid_last_code", 0), Some(48.0));
+    assert_eq!(
+        (count(&body, 0, 79), count(&body, 0, 48)),
+        (Some(1.0), Some(1.0))
+    );
+    assert_eq!(last(&body, "DCGM_FI_DEV_XID_ERRORS", 2), Some(0.0));
 }

@@ -1619,33 +1619,96 @@ fn amtool_checks_the_alertmanager_config() {
     }
 }
 
-/// The dcgm drop-in's Service and ServiceMonitor carry dcgm-exporter's
-/// Helm labels and port name, and select the DaemonSet's pods, which set
-/// NODE_NAME for the hostname label.
+/// The DaemonSet of `m` (its Namespace too), renamed `DaemonSet/gpu-exporter`,
+/// without its name, labels and args: what must be daemonset.yaml's.
+fn pod_but_names(m: &Flat, ds: &str) -> Flat {
+    let c = ".spec.template.spec.containers[gpu-exporter].args";
+    m.iter()
+        .filter_map(|(k, v)| {
+            let rest = k.strip_prefix(ds)?;
+            let named = rest == ".metadata.name" || rest.contains("abels.") || rest.starts_with(c);
+            (!named).then(|| (format!("DaemonSet/gpu-exporter{rest}"), v.clone()))
+        })
+        .chain(
+            m.iter()
+                .filter(|(k, _)| k.starts_with("Namespace/"))
+                .map(|(k, v)| (k.clone(), v.clone())),
+        )
+        .collect()
+}
+
+/// The dcgm drop-in: a DaemonSet that is daemonset.yaml (security context,
+/// probes, resources, NODE_NAME) but for its name, dcgm-exporter's Helm
+/// labels and the args that serve dcgm's names only on dcgm-exporter's
+/// port; its Service and ServiceMonitor select it as the chart's do.
 #[test]
 fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
-    let Some(m) = flatten(&["daemonset.yaml", "dcgm-dropin.yaml"]) else {
+    let (Some(base), Some(m)) = (flatten(&["daemonset.yaml"]), flatten(&["dcgm-dropin.yaml"]))
+    else {
         return;
     };
-    let pod_labels = map(&m, "DaemonSet/gpu-exporter.spec.template.metadata.labels");
-    let c = "DaemonSet/gpu-exporter.spec.template.spec.containers[gpu-exporter]";
+    let ds = "DaemonSet/dcgm-exporter";
+    let c = format!("{ds}.spec.template.spec.containers[gpu-exporter]");
+    assert_eq!(
+        pod_but_names(&m, ds),
+        pod_but_names(&base, "DaemonSet/gpu-exporter")
+    );
+    let helm = r#""dcgm-exporter""#;
+    for at in [
+        "metadata.labels",
+        "spec.selector.matchLabels",
+        "spec.template.metadata.labels",
+    ] {
+        let labels = map(&m, &format!("{ds}.{at}"));
+        for k in ["app.kubernetes.io/name", "app.kubernetes.io/instance"] {
+            assert_eq!(labels.get(k), Some(&helm), "{at}.{k}");
+        }
+    }
+    let args = list(&m, &format!("{c}.args"));
+    assert_eq!(
+        args,
+        [
+            r#""--source""#,
+            r#""nvml""#,
+            r#""--web.listen-address=:9400""#,
+            r#""--web.probe-address=:9401""#,
+            r#""--collector.disable-defaults""#,
+            r#""--collector.dcgm""#,
+        ]
+    );
+    assert_known_flags(&args);
+    expect(&m, &format!("{c}.ports[metrics].containerPort"), "9400");
     expect(
         &m,
         &format!("{c}.env[NODE_NAME].valueFrom.fieldRef.fieldPath"),
         r#""spec.nodeName""#,
     );
+    let pod_labels = map(&m, &format!("{ds}.spec.template.metadata.labels"));
     let (svc, sm) = ("Service/dcgm-exporter", "ServiceMonitor/dcgm-exporter");
     for obj in [svc, sm] {
         expect(
             &m,
             &format!("{obj}.metadata.labels.app.kubernetes.io/name"),
-            r#""dcgm-exporter""#,
+            helm,
         );
     }
     expect(&m, &format!("{svc}.spec.ports[metrics].port"), "9400");
-    for (k, v) in &map(&m, &format!("{svc}.spec.selector")) {
+    expect(
+        &m,
+        &format!("{svc}.spec.ports[metrics].targetPort"),
+        r#""metrics""#,
+    );
+    let selector = map(&m, &format!("{svc}.spec.selector"));
+    assert_eq!(selector.len(), 2, "{selector:?}");
+    for (k, v) in &selector {
         assert_eq!(pod_labels.get(k), Some(v), "Service selects {k}={v}");
     }
+    // Not daemonset.yaml's pods: those serve our names.
+    let ours = map(
+        &base,
+        "DaemonSet/gpu-exporter.spec.template.metadata.labels",
+    );
+    assert!(selector.iter().any(|(k, v)| ours.get(k) != Some(v)));
     let svc_labels = map(&m, &format!("{svc}.metadata.labels"));
     let wanted = map(&m, &format!("{sm}.spec.selector.matchLabels"));
     assert_eq!(wanted.len(), 2, "{wanted:?}");
@@ -1653,4 +1716,19 @@ fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
         assert_eq!(svc_labels.get(k), Some(v), "ServiceMonitor selects {k}={v}");
     }
     expect(&m, &format!("{sm}.spec.endpoints[0].port"), r#""metrics""#);
+    // The core objects validate (the ServiceMonitor has no schema there).
+    if have("python3", &["-m", "kubernetes_validate", "--version"]) {
+        let all = read(&format!("{K8S}/dcgm-dropin.yaml"));
+        let core = &all[..all.find("kind: ServiceMonitor").unwrap()];
+        let core = &core[..core.rfind("---").unwrap()];
+        let dir = TempDir::new("dcgm-dropin");
+        let path = dir.0.join("dcgm-dropin-core.yaml");
+        std::fs::write(&path, core).unwrap();
+        let out = validate(&[path], None);
+        assert!(
+            out.status.success() && text(&out).is_empty(),
+            "{}",
+            text(&out)
+        );
+    }
 }

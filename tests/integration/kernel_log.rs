@@ -32,13 +32,13 @@ fn dir(name: &str) -> Dir {
 }
 
 /// A kern.log Xid line stamped `t` seconds after boot.
-fn xid(t: f64, code: u32) -> String {
+pub(crate) fn xid(t: f64, code: u32) -> String {
     format!(
         "Sep 23 18:37:03 node kernel: [{t:>13.6}] NVRM: Xid (PCI:0000:9b:00): {code}, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
     )
 }
 
-fn append(path: &Path, text: &str) {
+pub(crate) fn append(path: &Path, text: &str) {
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(text.as_bytes()).unwrap();
 }

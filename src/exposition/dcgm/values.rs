@@ -52,8 +52,10 @@ pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
         PowerViolation => ns(2),
         ThermalViolation => ns(5),
         SyncBoostViolation => ns(4),
+        // The last code, 0 before any, as dcgm-exporter.
+        XidErrors => r.xid_last_code,
         // Written by their own code: a label, and a series per code.
-        DriverVersion | XidCount | XidErrors | Unservable => None,
+        DriverVersion | XidCount | Unservable => None,
     }
 }
 

@@ -106,6 +106,8 @@ fn hash_of(s: &str) -> u64 {
 pub struct XidCounter {
     counts: BTreeMap<(String, u32), u64>,
     last: BTreeMap<String, f64>,
+    /// The code of each GPU's latest Xid line, in log order.
+    last_code: BTreeMap<String, u32>,
     last_seq: Option<u64>,
     boot_time: Option<f64>,
     /// Unix time and uptime (seconds since boot) of the exporter's start.
@@ -195,6 +197,7 @@ impl XidCounter {
         if again {
             return None;
         }
+        self.last_code.insert(xid.bus_id.clone(), xid.code);
         if before_start {
             *self
                 .before
@@ -246,6 +249,13 @@ impl XidCounter {
     /// from before start included.
     pub fn last_timestamp(&self, bus_id: &str) -> Option<f64> {
         self.last.get(&normalize_bus_id(bus_id)?).copied()
+    }
+
+    /// The code of the GPU's latest Xid line, Xids from before start
+    /// included, as [`XidCounter::last_timestamp`]; a line read again
+    /// after a rotation does not count as later.
+    pub fn last_code(&self, bus_id: &str) -> Option<u32> {
+        self.last_code.get(&normalize_bus_id(bus_id)?).copied()
     }
 
     /// How many Xid from before start were seen, and the latest of them
@@ -336,6 +346,7 @@ pub(super) mod tests {
         // channel, each an error), an unrelated line between.
         let c = fed(BURST);
         assert_eq!(c.counts("0000:0a:00"), [(31, 1), (45, 8), (62, 1)]);
+        assert_eq!(c.last_code("0000:0a:00"), Some(45));
         // journalctl -k: the "caused by previous Xid" suffix is not a code.
         let c = fed(JOURNAL);
         assert_eq!(c.counts("0000:dc:00"), [(45, 2)]);
@@ -351,6 +362,9 @@ pub(super) mod tests {
         let c = fed(CTIME);
         assert_eq!(c.counts("0000:cb:00"), [(13, 3), (109, 1)]);
         assert_eq!(c.last_timestamp("0000:cb:00"), Some(1_725_018_194.0));
+        // The last code is the latest line's: 109 after three 13s.
+        assert_eq!(c.last_code("0000:cb:00"), Some(109));
+        assert_eq!(c.last_code("0000:0a:00"), None);
         // NVLink Xids with other domains.
         let c = fed(NVLINK);
         assert_eq!(c.counts("0019:01:00"), [(149, 1)]);

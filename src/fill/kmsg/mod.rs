@@ -22,7 +22,7 @@ pub mod line;
 use super::Filler;
 use crate::base::quiet::Repeating;
 use crate::base::time::{boot_time, unix_now};
-use crate::snapshot::{Gpu, xid_errors};
+use crate::snapshot::{Gpu, last_code, xid_errors};
 use counter::XidCounter;
 use follow::Follower;
 use std::fs::{File, OpenOptions};
@@ -247,6 +247,7 @@ impl Filler for KernelLogXid {
         {
             g.readings.xid_errors = Some(xid_errors(self.counter.counts(&g.pci_bus_id)));
             g.readings.xid_last_timestamp_seconds = self.counter.last_timestamp(&g.pci_bus_id);
+            g.readings.xid_last_code = Some(last_code(self.counter.last_code(&g.pci_bus_id)));
         }
     }
 }

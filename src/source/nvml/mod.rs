@@ -258,9 +258,7 @@ impl Nvml {
 fn attach_xids(xids: &Mutex<HashMap<String, XidCounts>>, gpu: &mut Gpu, watched: bool) {
     let xids = lock(xids);
     if watched || xids.contains_key(&gpu.uuid) {
-        let (counts, last) = xid_readings(&xids, &gpu.uuid);
-        gpu.readings.xid_errors = Some(counts);
-        gpu.readings.xid_last_timestamp_seconds = last;
+        xid_readings(&xids, &gpu.uuid, &mut gpu.readings);
     }
 }
 

@@ -6,7 +6,7 @@
 use super::Options;
 use super::ffi::{Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, Library};
 use crate::base::time::unix_now;
-use crate::snapshot::xid_errors;
+use crate::snapshot::{Readings, last_code, xid_errors};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,20 +29,20 @@ impl Drop for XidWatch {
 pub(super) struct XidCounts {
     pub(super) counts: BTreeMap<u32, u64>,
     pub(super) last_seconds: Option<f64>,
+    pub(super) last_code: Option<u32>,
 }
 
-/// A GPU's Xid readings: its counts as `xid_errors` holds them, and when
-/// the last one came.
-pub(super) fn xid_readings(
-    xids: &HashMap<String, XidCounts>,
-    uuid: &str,
-) -> (Vec<(u32, u64)>, Option<f64>) {
+/// Sets a GPU's Xid readings: its counts as `xid_errors` holds them, when
+/// the last one came and its code (0 before any).
+pub(super) fn xid_readings(xids: &HashMap<String, XidCounts>, uuid: &str, r: &mut Readings) {
     let seen = xids.get(uuid);
     let counts = seen
         .into_iter()
         .flat_map(|s| &s.counts)
         .map(|(&c, &n)| (c, n));
-    (xid_errors(counts), seen.and_then(|s| s.last_seconds))
+    r.xid_errors = Some(xid_errors(counts));
+    r.xid_last_timestamp_seconds = seen.and_then(|s| s.last_seconds);
+    r.xid_last_code = Some(last_code(seen.and_then(|s| s.last_code)));
 }
 
 /// Registers every readable GPU for Xid events and starts the thread that
@@ -114,6 +114,7 @@ pub(super) fn count_xids(
                 let entry = xids.entry(uuid.clone()).or_default();
                 *entry.counts.entry(code).or_insert(0) += 1;
                 entry.last_seconds = Some(unix_now());
+                entry.last_code = Some(code);
             }
             Ok(_) | Err(Error::TIMEOUT) => {}
             Err(e) => {
@@ -141,18 +142,29 @@ mod tests {
         seen.counts.insert(13, 2);
         seen.counts.insert(79, 1);
         seen.last_seconds = Some(5.0);
+        seen.last_code = Some(79);
         xids.insert("GPU-a".to_string(), seen);
-        let (counts, last) = xid_readings(&xids, "GPU-a");
-        assert_eq!(last, Some(5.0));
+        let mut r = Readings::default();
+        xid_readings(&xids, "GPU-a", &mut r);
+        assert_eq!(
+            (r.xid_last_timestamp_seconds, r.xid_last_code),
+            (Some(5.0), Some(79.0))
+        );
+        let counts = r.xid_errors.unwrap();
         assert_eq!(counts.len(), CRITICAL_XIDS.len() + 1);
         assert!(counts.windows(2).all(|w| w[0].0 < w[1].0));
         assert!(
             counts.contains(&(13, 2)) && counts.contains(&(79, 1)) && counts.contains(&(48, 0))
         );
-        let (counts, last) = xid_readings(&xids, "GPU-b");
-        assert_eq!(last, None);
+        let mut r = Readings::default();
+        xid_readings(&xids, "GPU-b", &mut r);
+        assert_eq!(
+            (r.xid_last_timestamp_seconds, r.xid_last_code),
+            (None, Some(0.0))
+        );
         assert!(
-            counts
+            r.xid_errors
+                .unwrap()
                 .iter()
                 .all(|&(c, n)| n == 0 && CRITICAL_XIDS.contains(&c))
         );

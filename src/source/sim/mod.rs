@@ -16,9 +16,12 @@ use super::{Source, SourceError};
 use crate::base::units::MHZ;
 use crate::config::SourceKind;
 use crate::snapshot::{
-    Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TTFT_SLO_SECONDS, TxRx, xid_errors,
+    Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TTFT_SLO_SECONDS, TxRx, last_code, xid_errors,
 };
 use scenario::{Action, GpuState, ModelState};
+
+/// An Xid's Unix time and code.
+type TimedXid = (f64, u32);
 
 /// How much past the simulator replays before serving: enough for every
 /// default rule's window plus its `for`, the 3-day SLO window included.
@@ -140,6 +143,9 @@ impl Sim {
                     g.alloc_allocated = c.alloc_allocated.unwrap_or(g.alloc_allocated);
                     g.lost = c.lost.unwrap_or(g.lost);
                     if let Some((code, n)) = c.xid {
+                        if n > 0 {
+                            g.xid_incident = Some((self.t0 + inc.at, code));
+                        }
                         match g.xid_once.iter_mut().find(|(c, _)| *c == code) {
                             Some((_, count)) => *count += n,
                             None => g.xid_once.push((code, n)),
@@ -148,6 +154,27 @@ impl Sim {
                 }
             }
         }
+    }
+
+    /// A GPU's Xid counts at `at`, and the latest Xid, periodic or an
+    /// incident's: its time and code.
+    fn xids(&self, g: &GpuState, at: f64) -> (Vec<(u32, u64)>, Option<TimedXid>) {
+        let periodic = g.periodic_xid.map(|(code, every)| {
+            (
+                code,
+                ((at - self.xid_origin()) / every).floor().max(0.0) as u64,
+            )
+        });
+        let xids = xid_errors(g.xid_once.iter().chain(periodic.iter()).copied());
+        let last = g
+            .periodic_xid
+            .zip(periodic)
+            .filter(|&(_, (_, n))| n > 0)
+            .map(|((code, every), (_, n))| (self.xid_origin() + n as f64 * every, code))
+            .into_iter()
+            .chain(g.xid_incident)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        (xids, last)
     }
 
     fn gpu(&self, i: usize, g: &GpuState, at: f64) -> Gpu {
@@ -170,18 +197,7 @@ impl Sim {
             gpu.readings.jobs = g.users.jobs.clone();
             return gpu;
         }
-        let periodic = g.periodic_xid.map(|(code, every)| {
-            (
-                code,
-                ((at - self.xid_origin()) / every).floor().max(0.0) as u64,
-            )
-        });
-        let xids = xid_errors(g.xid_once.iter().chain(periodic.iter()).copied());
-        let last_xid = g
-            .periodic_xid
-            .zip(periodic)
-            .filter(|&(_, (_, n))| n > 0)
-            .map(|((_, every), (_, n))| self.xid_origin() + n as f64 * every);
+        let (xids, last_xid) = self.xids(g, at);
         gpu.readings = Readings {
             temperature_celsius: Some(g.temp),
             memory_temperature_celsius: Some(g.mem_temp),
@@ -205,7 +221,8 @@ impl Sim {
             allocator_allocated_bytes: Some(g.alloc_allocated),
             largest_free_bytes: Some(g.largest_free),
             xid_errors: Some(xids),
-            xid_last_timestamp_seconds: last_xid,
+            xid_last_timestamp_seconds: last_xid.map(|(t, _)| t),
+            xid_last_code: Some(last_code(last_xid.map(|(_, c)| c))),
             ecc_corrected_total: Some(0.0),
             ecc_uncorrected_total: Some(0.0),
             energy_joules_total: Some(g.energy.round()),
@@ -297,6 +314,9 @@ mod tests {
         let xid = |g: &Gpu| g.readings.critical_xid_total().unwrap();
         assert_eq!(xid(&b[2]) - xid(&a[2]), 2.0);
         assert_eq!(xid(&b[0]), 0.0);
+        // GPU 2's periodic Xid is the last code; the others read 0.
+        let code = |g: &Gpu| g.readings.xid_last_code;
+        assert_eq!((code(&b[2]), code(&b[0])), (Some(79.0), Some(0.0)));
         let e = |g: &Gpu| g.readings.energy_joules_total.unwrap();
         assert_eq!(e(&b[0]) - e(&a[0]), 520.0 * 300.0);
         let thermal = |g: &Gpu| g.readings.clocks_event_seconds_total[6].unwrap();
@@ -313,6 +333,13 @@ mod tests {
         let after = sim.collect(T0 + 95.0).unwrap();
         assert_eq!(after[1].readings.throttled(), Some(true));
         assert_eq!(after[2].readings.critical_xid_total(), Some(1.0));
+        // An incident's Xid is the last, with its time.
+        assert_eq!(before[2].readings.xid_last_code, Some(0.0));
+        assert_eq!(after[2].readings.xid_last_code, Some(79.0));
+        assert_eq!(
+            after[2].readings.xid_last_timestamp_seconds,
+            Some(T0 + 60.0)
+        );
         assert!(!after[3].up);
         assert_eq!(after[3].readings, Readings::default());
     }

@@ -136,6 +136,8 @@ pub(super) struct GpuState {
     pub(super) periodic_xid: Option<(u32, f64)>,
     // Counters, advanced with the clock.
     pub(super) xid_once: Vec<(u32, u64)>,
+    /// When the latest incident Xid came, and its code.
+    pub(super) xid_incident: Option<super::TimedXid>,
     pub(super) energy: f64,
     pub(super) pcie: f64,
     pub(super) nvlink: f64,
@@ -423,6 +425,7 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         )?,
         periodic_xid,
         xid_once: Vec::new(),
+        xid_incident: None,
         energy: 0.0,
         pcie: 0.0,
         nvlink: 0.0,
