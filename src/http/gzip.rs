@@ -157,6 +157,25 @@ impl Gzip {
     }
 }
 
+/// Appends `input` as deflate's final stored blocks (RFC 1951 §3.2.4):
+/// no compression, a copy. After a sync flush the stream is byte-aligned,
+/// so each block is a header byte, the length and its complement, then the
+/// bytes.
+pub(super) fn stored(input: &[u8], out: &mut Vec<u8>) {
+    let mut blocks = input.chunks(usize::from(u16::MAX)).peekable();
+    if blocks.peek().is_none() {
+        out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
+    }
+    while let Some(b) = blocks.next() {
+        let last = blocks.peek().is_none();
+        let len = b.len() as u16;
+        out.push(u8::from(last));
+        out.extend_from_slice(&len.to_le_bytes());
+        out.extend_from_slice(&(!len).to_le_bytes());
+        out.extend_from_slice(b);
+    }
+}
+
 /// gzip's trailer: the CRC-32 and the length (mod 2^32) of what it holds.
 pub(super) fn trailer(out: &mut Vec<u8>, crc: crc32fast::Hasher, len: usize) {
     out.extend_from_slice(&crc.finalize().to_le_bytes());
@@ -210,6 +229,23 @@ mod tests {
             .read_to_end(&mut out)
             .unwrap();
         out
+    }
+
+    #[test]
+    fn stored_blocks_end_a_sync_flushed_stream_at_any_length() {
+        let mut g = Gzip::new(1);
+        let text = b"# HELP x\nx 1\n".repeat(500);
+        for len in [0, 1, 1000, 65_535, 65_536, 200_001] {
+            let tail: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            let mut out = HEADER.to_vec();
+            g.deflate(&text, &mut out, TDEFLFlush::Sync);
+            stored(&tail, &mut out);
+            let mut crc = crc32fast::Hasher::new();
+            crc.update(&text);
+            crc.update(&tail);
+            trailer(&mut out, crc, text.len() + len);
+            assert_eq!(gunzip(&out), [&text[..], &tail].concat(), "{len}");
+        }
     }
 
     #[test]
