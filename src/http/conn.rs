@@ -13,7 +13,7 @@
 use super::cache::Cache;
 use super::guard::{self, Gate};
 use super::gzip::{Coding, negotiate};
-use super::reply::{self, Reply, Shared};
+use super::reply::{Reply, Shared};
 use super::request::{Parsed, parse};
 use super::router::{self, Access, Context, Method, Response, Status};
 use super::server::{Key, Phase, Sent, Server, before};
@@ -53,9 +53,10 @@ pub struct Answer {
 
 impl Answer {
     /// The response's bytes, in order, from `out` (where it was built).
+    #[cfg(any(test, feature = "internals"))]
     pub fn parts<'a>(&'a self, out: &'a [u8]) -> [&'a [u8]; 3] {
         let shared = self.shared.as_deref().map(|s| (HEAD_ROOM, s));
-        reply::parts(out, self.range.clone(), shared)
+        super::reply::parts(out, self.range.clone(), shared)
     }
 
     /// The response as the server sends it, built in `out`.
@@ -496,10 +497,11 @@ fn seal(srv: &Server, wire: &mut Wire, out: Vec<u8>, a: Answer) -> Option<Reply>
         Wire::Plain => Some(a.reply(out)),
         #[cfg(feature = "tls")]
         Wire::Tls(tls) => {
+            let reply = a.reply(out);
             let mut sealed = srv.outbufs.take();
             sealed.clear();
-            let ok = tls.seal(a.parts(&out), &mut sealed).is_ok();
-            srv.outbufs.put(out);
+            let ok = tls.seal(reply.parts(), &mut sealed).is_ok();
+            srv.outbufs.put(reply.into_buffer());
             if !ok {
                 srv.outbufs.put(sealed);
                 return None;
