@@ -168,6 +168,7 @@ mod tests {
             memory_used_bytes: Some(95.0 * 1024f64.powi(4)),
             memory_free_bytes: Some(1e9),
             clocks_event_mask: Some(u64::MAX),
+            xid_last_code: Some(all_ones),
             processes: vec![
                 GpuProcess {
                     pid: Some(7),
@@ -203,6 +204,7 @@ mod tests {
         );
         assert_eq!((h.nvlink_links, h.recovery_action), (None, None));
         assert_eq!(r.clocks_event_mask, None);
+        assert_eq!(r.xid_last_code, None);
         assert_eq!(r.memory_used_bytes, None);
         assert_eq!(r.memory_free_bytes, Some(1e9));
         let used: Vec<_> = r.processes.iter().map(|p| p.used_bytes).collect();
@@ -215,6 +217,7 @@ mod tests {
             "gpu_clocks_event_active",
             "gpu_memory_used_bytes",
             "gpu_process_memory_used_bytes",
+            "gpu_xid_last_code",
         ] {
             assert_eq!(rejected.get(family), Some(&1), "{family}");
         }
@@ -223,9 +226,11 @@ mod tests {
         // A sane mask passes.
         let mut r = Readings {
             clocks_event_mask: Some(0x1FF),
+            xid_last_code: Some(79.0),
             ..Readings::default()
         };
         check(&mut r, "GPU-b", &mut noted, &mut rejected);
         assert_eq!(r.clocks_event_mask, Some(0x1FF));
+        assert_eq!(r.xid_last_code, Some(79.0));
     }
 }

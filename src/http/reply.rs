@@ -51,7 +51,11 @@ pub struct Reply {
 
 impl Reply {
     pub fn new(out: Vec<u8>, range: Range<usize>, shared: Option<(usize, Arc<Shared>)>) -> Reply {
-        debug_assert!(shared.as_ref().is_none_or(|(at, _)| range.contains(at)));
+        debug_assert!(
+            shared
+                .as_ref()
+                .is_none_or(|(at, _)| (range.start..=range.end).contains(at))
+        );
         Reply {
             out,
             range,

@@ -518,7 +518,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     )
     .of(Xid)
     .reads(one!(xid_last_code))
-    .from("N M, kernel log"),
+    .from("N M, kernel log")
+    .within(XID_CODE),
     XID_ERRORS
         .reads(Read {
             series: |r, f| {

@@ -168,6 +168,12 @@ pub const PSTATE: Range = Range {
 };
 /// Compute modes: 0 default to 3 exclusive process.
 pub const COMPUTE_MODE: Range = Range { min: 0.0, max: 3.0 };
+/// Xid codes: 0 for none yet; NVIDIA's catalogue stops below 200, so a
+/// code past 1023 (an all-ones sentinel, say) is no Xid.
+pub const XID_CODE: Range = Range {
+    min: 0.0,
+    max: 1023.0,
+};
 /// Unix time of the last Xid: after 2000 and before 2200.
 pub const UNIX_SECONDS: Range = Range {
     min: 946_684_800.0,
