@@ -50,8 +50,8 @@ pub async fn serve(
         while srv.entries.get() > cap {
             srv.room_changed().await;
         }
-        let stream = match listener.get_ref().accept() {
-            Ok((stream, _peer)) => stream,
+        let (stream, peer) = match listener.get_ref().accept() {
+            Ok((stream, peer)) => (stream, peer.ip()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 // Nobody waits: keep-alive is back.
                 srv.crowded.set(false);
@@ -100,7 +100,7 @@ pub async fn serve(
             false => guard::tls(srv.guard.current().as_ref()),
         };
         let key = srv.admit(stream.clone(), tls.is_some());
-        ex.spawn(conn::serve(stream, key, srv.clone(), tls, probes))
+        ex.spawn(conn::serve(stream, key, srv.clone(), tls, probes, peer))
             .detach();
         if srv.crowded.get() && !waiting(&listener) {
             // The queue is served: keep-alive is back.

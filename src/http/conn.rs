@@ -20,7 +20,7 @@ use super::server::{Key, Phase, Sent, Server, before};
 use async_io::Async;
 use smol::io::AsyncReadExt;
 use std::io::{Cursor, Read, Write};
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::ops::Range;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -252,13 +252,15 @@ enum Wire {
 /// connection, or a kept-alive one between requests) it holds no buffer:
 /// it only waits for the socket to become readable. `tls`: the TLS
 /// configuration to handshake with first. `probes` is the probe listener's
-/// connection: `/healthz` and `/readyz` only.
+/// connection: `/healthz` and `/readyz` only. `peer`: the client's
+/// address, whose share of the bcrypt budget it spends.
 pub async fn serve(
     stream: Rc<Async<TcpStream>>,
     key: Key,
     srv: Rc<Server>,
     tls: Option<guard::TlsConfig>,
     probes: bool,
+    peer: IpAddr,
 ) {
     let limits = &srv.limits;
     // A new connection must send its first request within the header
@@ -277,7 +279,7 @@ pub async fn serve(
         // Answer every whole request buffered, in order (pipelining).
         while filled > 0 {
             let loaded = srv.guard.current();
-            let Some(g) = gate(&srv, loaded.as_ref(), &inbuf[..filled], probes) else {
+            let Some(g) = gate(&srv, loaded.as_ref(), &inbuf[..filled], probes, peer) else {
                 break;
             };
             let access = match g.decided() {
@@ -434,6 +436,7 @@ fn gate(
     loaded: Option<&Arc<guard::Loaded>>,
     buf: &[u8],
     probes: bool,
+    peer: IpAddr,
 ) -> Option<Gate> {
     if loaded.is_none() {
         // Nothing configured; `respond` tells a whole head from a part.
@@ -443,7 +446,10 @@ fn gate(
         Parsed::Partial => None,
         Parsed::Reject(_) => Some(Gate::Decided(Access::Allowed)),
         Parsed::Request(req, _) => {
-            Some(srv.guard.check(loaded, req.path, req.authorization, probes))
+            Some(
+                srv.guard
+                    .check(loaded, req.path, req.authorization, peer, probes),
+            )
         }
     }
 }

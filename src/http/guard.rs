@@ -138,6 +138,7 @@ impl Guard {
         loaded: Option<&Arc<Loaded>>,
         path: &str,
         authorization: Option<&[u8]>,
+        peer: std::net::IpAddr,
         probe_listener: bool,
     ) -> Gate {
         #[cfg(feature = "tls")]
@@ -152,7 +153,7 @@ impl Guard {
             }
             if let Some(auth) = &l.auth {
                 use crate::web::auth::Step;
-                return match auth.step(authorization) {
+                return match auth.step(authorization, peer) {
                     Step::Done(v) => Gate::Decided(access(v)),
                     Step::Wait(p) => Gate::Wait(l.clone(), p),
                 };

@@ -14,16 +14,19 @@
 //!   password flood neither locks out a cached scraper nor refills the
 //!   flood's budget;
 //! - bcrypt never runs on the HTTP thread: one worker thread runs one at a
-//!   time, behind a token bucket and a bounded queue. Beyond them the
-//!   answer is 429 (with `Retry-After`), never a stalled scrape.
+//!   time, behind a token bucket per source address (half the budget
+//!   each, in a bounded table), the shared bucket and a bounded
+//!   queue. Beyond them the answer is 429 (with `Retry-After`), never a
+//!   stalled scrape, and one flooding client spends only its own share.
 //!
 //! Refusals are 401 with `WWW-Authenticate` (`http/router.rs`).
 
 use super::User;
 use super::bcrypt::Hash;
-use crate::base::rate::TokenBucket;
+use crate::base::rate::{PerSource, Rate, TokenBucket, source_of};
 use smol::lock::OnceCell;
 use std::hash::{BuildHasher, Hasher, RandomState};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, mpsc};
 use std::time::{Duration, Instant};
@@ -99,7 +102,7 @@ struct Entry {
 }
 
 /// What basic auth has earned, carried from one loaded config to the next:
-/// the cache of successes and the token bucket, and the keys of the one.
+/// the cache of successes and the token buckets, and the keys of the one.
 pub struct Earned {
     keys: (RandomState, RandomState),
     /// Entries, at most `Limits::cache`, the use clock, and the generation
@@ -107,7 +110,11 @@ pub struct Earned {
     /// a reload is not taken up by the newer).
     cache: Mutex<Cache>,
     bucket: TokenBucket,
+    sources: PerSource,
 }
+
+/// Sources whose bcrypt budget is kept apart: far more than scrape a node.
+const SOURCES: usize = 256;
 
 #[derive(Default)]
 struct Cache {
@@ -177,13 +184,16 @@ impl Auth {
             return Ok(None);
         }
         let earned = earned.unwrap_or_else(|| {
+            let per_second = limits.per_second.max(1);
+            let share = Rate {
+                interval: Duration::from_secs(1) / (per_second / 2).max(1),
+                burst: (limits.burst / 2).max(1),
+            };
             Arc::new(Earned {
                 keys: (RandomState::new(), RandomState::new()),
                 cache: Mutex::new(Cache::default()),
-                bucket: TokenBucket::new(
-                    Duration::from_secs(1) / limits.per_second.max(1),
-                    limits.burst.max(1),
-                ),
+                bucket: TokenBucket::new(Duration::from_secs(1) / per_second, limits.burst.max(1)),
+                sources: PerSource::new(share, SOURCES),
             })
         });
         let generation = {
@@ -255,8 +265,9 @@ impl Auth {
     }
 
     /// The synchronous part, on the HTTP thread: parse the header, answer
-    /// from the cache, or queue a bcrypt. Allocates nothing unless it queues.
-    pub fn step(&self, authorization: Option<&[u8]>) -> Step {
+    /// from the cache, or queue a bcrypt on the budget of the client at
+    /// `peer`. Allocates nothing unless it queues.
+    pub fn step(&self, authorization: Option<&[u8]>, peer: IpAddr) -> Step {
         let mut buf = [0u8; MAX_CREDENTIALS];
         let Some((user, password)) = authorization.and_then(|h| parse_basic(h, &mut buf)) else {
             return Step::Done(Verdict::Denied);
@@ -288,7 +299,9 @@ impl Auth {
                 flight,
             });
         }
-        if !self.earned.bucket.allow() {
+        // The source's own bucket first: a flood it refuses spends nothing
+        // of the shared one.
+        if !self.earned.sources.allow(source_of(peer)) || !self.earned.bucket.allow() {
             return Step::Done(Verdict::Busy);
         }
         let flight = Flight::default();
@@ -326,8 +339,8 @@ impl Auth {
 
     /// Both steps; the caller races it against its deadline.
     #[cfg(any(test, feature = "internals"))]
-    pub async fn check(&self, authorization: Option<&[u8]>) -> Verdict {
-        match self.step(authorization) {
+    pub async fn check(&self, authorization: Option<&[u8]>, peer: IpAddr) -> Verdict {
+        match self.step(authorization, peer) {
             Step::Done(v) => v,
             Step::Wait(p) => self.finish(p).await,
         }
@@ -542,6 +555,14 @@ mod tests {
         }
     }
 
+    /// A source no other call used: for tests not about sources.
+    fn anyone() -> IpAddr {
+        static NEXT: AtomicU64 = AtomicU64::new(1 << 24);
+        IpAddr::from(std::net::Ipv4Addr::from_bits(
+            NEXT.fetch_add(1, Relaxed) as u32
+        ))
+    }
+
     fn auth(limits: Limits) -> Auth {
         Auth::new(users(), limits, None).unwrap().unwrap()
     }
@@ -556,7 +577,8 @@ mod tests {
 
     #[test]
     fn a_reload_keeps_the_cache_of_unchanged_users_and_the_bucket() {
-        let check = |a: &Auth, u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p))));
+        let check =
+            |a: &Auth, u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p)), anyone()));
         let reload = |users: Vec<User>, old: &Auth, limits| {
             Auth::new(users, limits, Some(old.earned()))
                 .unwrap()
@@ -587,11 +609,14 @@ mod tests {
         let c = reload(changed.clone(), &a, many);
         assert_eq!(check(&c, "u", "U*U"), Verdict::Allowed);
         assert_eq!(c.bcrypts(), 0);
-        assert_eq!(done(c.step(Some(&header("dave", "dave123")))), None);
+        assert_eq!(
+            done(c.step(Some(&header("dave", "dave123")), anyone())),
+            None
+        );
         assert_eq!(c.bcrypts(), 1);
         // u is removed: so is u's success.
         let d = reload(changed[..1].to_vec(), &c, many);
-        assert_eq!(done(d.step(Some(&header("u", "U*U")))), None);
+        assert_eq!(done(d.step(Some(&header("u", "U*U")), anyone())), None);
         assert_eq!(d.bcrypts(), 1);
     }
 
@@ -599,7 +624,7 @@ mod tests {
     fn a_success_finished_after_a_reload_is_not_taken_up_by_the_new_config() {
         let a = auth(Limits::default());
         let dave = header("dave", "dave123");
-        let Step::Wait(pending) = a.step(Some(&dave)) else {
+        let Step::Wait(pending) = a.step(Some(&dave), anyone()) else {
             panic!("a bcrypt queued");
         };
         // A reload without dave while his bcrypt runs.
@@ -607,14 +632,17 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(smol::block_on(a.finish(pending)), Verdict::Allowed);
-        assert_eq!(smol::block_on(b.check(Some(&dave))), Verdict::Denied);
+        assert_eq!(
+            smol::block_on(b.check(Some(&dave), anyone())),
+            Verdict::Denied
+        );
         assert_eq!(b.bcrypts(), 1, "checked, not answered from the cache");
     }
 
     #[test]
     fn verifies_caches_and_times_unknown_users_alike() {
         let a = auth(Limits::default());
-        let check = |u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p))));
+        let check = |u: &str, p: &str| smol::block_on(a.check(Some(&header(u, p)), anyone()));
         assert_eq!(check("u", "U*U"), Verdict::Allowed);
         assert_eq!(check("dave", "dave123"), Verdict::Allowed);
         assert_eq!(a.bcrypts(), 2);
@@ -629,8 +657,11 @@ mod tests {
         assert_eq!(check("u", "wrong"), Verdict::Denied);
         assert_eq!(a.bcrypts(), 6);
         // No header, another scheme, garbage: 401 without a bcrypt.
-        assert_eq!(smol::block_on(a.check(None)), Verdict::Denied);
-        assert_eq!(smol::block_on(a.check(Some(b"Bearer x"))), Verdict::Denied);
+        assert_eq!(smol::block_on(a.check(None, anyone())), Verdict::Denied);
+        assert_eq!(
+            smol::block_on(a.check(Some(b"Bearer x"), anyone())),
+            Verdict::Denied
+        );
         assert_eq!(a.bcrypts(), 6);
     }
 
@@ -639,7 +670,8 @@ mod tests {
         // u at cost 5 and dave at cost 10; limits that never say 429 here.
         let a = auth(rate(1000, 1000));
         let ran = |a: &Auth| [5, 10].map(|c| a.bcrypts_at(c));
-        let check = |a: &Auth, u: &str| smol::block_on(a.check(Some(&header(u, "wrong"))));
+        let check =
+            |a: &Auth, u: &str| smol::block_on(a.check(Some(&header(u, "wrong")), anyone()));
         assert_eq!(check(&a, "u"), Verdict::Denied);
         assert_eq!(ran(&a), [1, 0], "a wrong password for u runs at u's cost");
         // A name for each user's cost (a keyed hash picks: 64 names all
@@ -671,7 +703,7 @@ mod tests {
         // even on a loaded machine; at cost 5 one could end first.
         let good = header("dave", "dave123");
         let pending: Vec<Pending> = (0..64)
-            .map(|_| match a.step(Some(&good)) {
+            .map(|_| match a.step(Some(&good), anyone()) {
                 Step::Wait(p) => p,
                 Step::Done(v) => panic!("{v:?}"),
             })
@@ -684,40 +716,59 @@ mod tests {
     }
 
     #[test]
-    fn a_password_flood_gets_429_and_a_cached_scraper_does_not() {
+    fn a_password_flood_gets_429_and_spends_only_its_own_share() {
         let limits = Limits {
             per_second: 1,
-            burst: 2,
-            queue: 1,
+            burst: 4,
+            queue: 4,
             ..Limits::default()
         };
         let a = auth(limits);
-        let good = header("u", "U*U");
-        // Twenty different guesses at once: two tokens, so at most two
-        // bcrypts queue and the rest are refused at once with 429.
+        let [flooder, scraper, other] = [1, 2, 3].map(|i| IpAddr::from([127, 0, 0, i]));
+        // Twenty different guesses at once from one source: its share is
+        // two tokens, so two bcrypts queue and the rest get 429 at once.
         let mut pending = Vec::new();
         let mut busy = 0;
         for i in 0..20 {
-            match a.step(Some(&header("u", &format!("guess{i}")))) {
+            match a.step(Some(&header("u", &format!("guess{i}"))), flooder) {
                 Step::Wait(p) => pending.push(p),
                 Step::Done(Verdict::Busy) => busy += 1,
                 Step::Done(v) => panic!("{v:?}"),
             }
         }
-        assert!(pending.len() <= 2, "{}", pending.len());
-        assert_eq!(busy + pending.len(), 20);
+        assert_eq!((pending.len(), busy), (2, 18));
         for p in pending {
             assert_eq!(smol::block_on(a.finish(p)), Verdict::Denied);
         }
-        // The bucket is empty: even the right password gets 429 until a
-        // token comes (one a second).
-        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Busy);
-        std::thread::sleep(Duration::from_millis(1100));
-        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Allowed);
-        // Once cached, a flood no longer touches it.
+        // Even the right password from the flooder waits for a token, but
+        // another source is checked at once: the flood left it its share.
+        let good = header("u", "U*U");
+        assert_eq!(smol::block_on(a.check(Some(&good), flooder)), Verdict::Busy);
+        assert_eq!(
+            smol::block_on(a.check(Some(&good), scraper)),
+            Verdict::Allowed
+        );
+        // Once cached, no flood touches it, from any source (this one
+        // spends the scraper's last token, and the shared bucket's).
         for i in 0..20 {
-            let _ = a.step(Some(&header("u", &format!("again{i}"))));
+            let _ = a.step(Some(&header("u", &format!("again{i}"))), scraper);
         }
-        assert_eq!(smol::block_on(a.check(Some(&good))), Verdict::Allowed);
+        assert_eq!(
+            smol::block_on(a.check(Some(&good), flooder)),
+            Verdict::Allowed
+        );
+        assert_eq!(
+            smol::block_on(a.check(Some(&good), scraper)),
+            Verdict::Allowed
+        );
+        // The shared bucket bounds the sum: its 4 tokens are spent, so a
+        // third source waits for the next, a second later.
+        let dave = header("dave", "dave123");
+        assert_eq!(smol::block_on(a.check(Some(&dave), other)), Verdict::Busy);
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(
+            smol::block_on(a.check(Some(&dave), other)),
+            Verdict::Allowed
+        );
     }
 }

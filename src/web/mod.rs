@@ -431,7 +431,7 @@ mod tests {
         let good = Some(&b"Basic ZGF2ZTpkYXZlMTIz"[..]); // dave:dave123
         let allowed = |l: &Loaded| {
             let auth = l.auth.as_ref().unwrap();
-            let v = smol::block_on(auth.check(good));
+            let v = smol::block_on(auth.check(good, [127, 0, 0, 1].into()));
             (v, auth.bcrypts())
         };
         assert_eq!(allowed(&loaded), (auth::Verdict::Allowed, 1));

@@ -164,9 +164,16 @@ fn tls_and_basic_auth_with_curl_and_openssl() {
 
     // Refused: no credentials, a wrong password, an unknown user. Each is
     // 401 with the challenge; /healthz too, without --web.open-probes.
-    for args in [&[][..], &["-u", "prom:wrong"], &["-u", "nobody:s3cret"]] {
+    // Each from an address of its own, within its share of bcrypts.
+    for (i, user) in [None, Some("prom:wrong"), Some("nobody:s3cret")]
+        .iter()
+        .enumerate()
+    {
+        let from = format!("127.0.0.{}", i + 2);
+        let mut args = vec!["--interface", &from];
+        args.extend(user.iter().flat_map(|u| ["-u", u]));
         for path in ["/metrics", "/healthz", "/nope"] {
-            let got = curl(dir, &e, path, args);
+            let got = curl(dir, &e, path, &args);
             assert_eq!(got.status, 401, "{path} {args:?}: {got:?}");
             assert!(
                 got.head
@@ -903,5 +910,123 @@ fn prometheus_scrapes_over_mutual_tls_with_basic_auth_and_gzip() {
     assert!(
         gzipped >= scrapes - 1.0 && gzipped >= 3.0,
         "{gzipped} of {scrapes}"
+    );
+}
+
+/// Standard base64 of `s`, for `Authorization: Basic`.
+fn base64(s: &str) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in s.as_bytes().chunks(3) {
+        let b = [0, 1, 2].map(|i| u32::from(*chunk.get(i).unwrap_or(&0)));
+        let n = b[0] << 16 | b[1] << 8 | b[2];
+        for i in 0..4 {
+            let c = ABC[(n >> (18 - 6 * i) & 63) as usize] as char;
+            out.push(if i <= chunk.len() { c } else { '=' });
+        }
+    }
+    out
+}
+
+#[test]
+fn a_password_flood_and_a_reload_leave_other_sources_their_scrapes() {
+    let Some(dir) = tools() else { return };
+    let yaml = users(&[("prom", "s3cret"), ("second", "2nd")]);
+    let e = start(dir, "web-guesses.yml", &yaml, &[]);
+    assert_eq!(base64("prom:s3cret"), "cHJvbTpzM2NyZXQ=");
+    // The scrapers come from other loopback addresses than the flood.
+    let scrape = |from: &str, user: &str| {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "5",
+            ])
+            .args(["--interface", from, "-u", user])
+            .arg(format!("http://{}/metrics", e.addr))
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // One scraper authenticated (cached) before the flood.
+    assert_eq!(scrape("127.0.0.3", "prom:s3cret"), "200");
+
+    // 32 connections from 127.0.0.1 guess prom's password, for 6 s.
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = e.addr;
+    let flood: Vec<_> = (0..32)
+        .map(|c| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let (mut busy, mut sent, mut odd) = (0u32, 0u32, Vec::new());
+                let until = Instant::now() + Duration::from_secs(8);
+                while !stop.load(Ordering::Relaxed) && Instant::now() < until {
+                    let guess = base64(&format!("prom:guess{c}-{sent}"));
+                    let auth = format!("Basic {guess}");
+                    let Ok(mut s) = TcpStream::connect(addr) else {
+                        continue;
+                    };
+                    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                    let headers = [("Authorization", auth.as_str()), ("Connection", "close")];
+                    crate::common::send(&mut s, "GET", "/metrics", &headers);
+                    // To the end (or the timeout): whatever came is kept.
+                    let mut raw = Vec::new();
+                    let _ = s.read_to_end(&mut raw);
+                    busy += u32::from(raw.starts_with(b"HTTP/1.1 429 "));
+                    if !raw.starts_with(b"HTTP/1.1 4") {
+                        odd.push(String::from_utf8_lossy(&raw[..raw.len().min(40)]).into_owned());
+                    }
+                    sent += 1;
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                (busy, sent, odd)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    // A second Prometheus, new during the flood (its first request
+    // needs a bcrypt), from its own address.
+    let mut codes = Vec::new();
+    for _ in 0..5 {
+        codes.push(scrape("127.0.0.2", "second:2nd"));
+        codes.push(scrape("127.0.0.3", "prom:s3cret"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // A reload adds a user, mid-flood; both old scrapers and the new
+    // user, from a third address, are answered.
+    // The hashes are unchanged, so their cached successes are kept.
+    let ops = users(&[("ops", "0ps")]);
+    let ops = ops.strip_prefix("basic_auth_users:\n").unwrap();
+    std::fs::write(dir.join("web-guesses.yml"), format!("{yaml}{ops}")).unwrap();
+    e.wait_log("reloaded", Duration::from_secs(20));
+    for _ in 0..5 {
+        codes.push(scrape("127.0.0.2", "second:2nd"));
+        codes.push(scrape("127.0.0.3", "prom:s3cret"));
+        codes.push(scrape("127.0.0.4", "ops:0ps"));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (mut busy, mut sent, mut odd) = (0, 0, Vec::new());
+    for t in flood {
+        let (b, s, o) = t.join().unwrap();
+        (busy, sent) = (busy + b, sent + s);
+        odd.extend(o);
+    }
+    assert!(codes.iter().all(|c| c == "200"), "{codes:?}\n{}", e.log());
+    // Every guess was answered 401 or 429, none cut short.
+    assert!(
+        odd.is_empty(),
+        "{} odd answers: {:?}",
+        odd.len(),
+        &odd[..odd.len().min(5)]
+    );
+    // The flood was refused: most of its guesses got 429, not a bcrypt.
+    assert!(
+        sent > 100 && busy * 10 > sent * 9,
+        "{busy} of {sent} got 429"
     );
 }
