@@ -392,19 +392,20 @@ impl Server {
     pub(super) fn make_room(&self) -> bool {
         let mut conns = self.conns.borrow_mut();
         let now = Instant::now();
-        // The LOOK oldest evictable connections, oldest first.
-        let mut oldest: [Option<(Instant, usize)>; LOOK] = [None; LOOK];
+        // The LOOK first to go, oldest first within each rank: silent new
+        // connections (which never sent a byte), then partial heads, and
+        // only then kept-alive ones, which have finished requests and are
+        // most likely a scraper's.
+        let mut oldest: [Option<(u8, Instant, usize)>; LOOK] = [None; LOOK];
         for (i, e) in conns.iter().enumerate() {
             let Some(e) = e else { continue };
-            let evictable = match e.phase {
-                Phase::Head | Phase::Idle => true,
-                Phase::New => now.saturating_duration_since(e.since) >= SILENT,
-                Phase::Answering | Phase::Closing => false,
+            let rank = match e.phase {
+                Phase::New if now.saturating_duration_since(e.since) >= SILENT => 0,
+                Phase::Head => 1,
+                Phase::Idle => 2,
+                Phase::New | Phase::Answering | Phase::Closing => continue,
             };
-            if !evictable {
-                continue;
-            }
-            let mut item = Some((e.since, i));
+            let mut item = Some((rank, e.since, i));
             for place in oldest.iter_mut() {
                 if item < *place || place.is_none() {
                     std::mem::swap(&mut item, place);
@@ -414,7 +415,7 @@ impl Server {
                 }
             }
         }
-        for (_, i) in oldest.into_iter().flatten() {
+        for (_, _, i) in oldest.into_iter().flatten() {
             let Some(e) = conns[i].as_mut() else { continue };
             // Bytes waiting unread are a request on its way: not evictable.
             if e.phase != Phase::Head

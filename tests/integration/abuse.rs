@@ -180,6 +180,27 @@ fn a_cap_full_of_silent_connections_wakes_accept_when_one_becomes_evictable() {
 }
 
 #[test]
+fn a_kept_alive_scraper_outlives_a_burst_of_silent_connections() {
+    let e = Exporter::start(&["--web.max-connections", "20", "--web.header-timeout", "60s"]);
+    // A scraper's kept-alive connection, idle after its first scrape and
+    // older than any of the burst.
+    let mut scraper = e.connect();
+    send(&mut scraper, "GET", "/healthz", &[]);
+    assert_eq!(read_response(&mut scraper, true).status, 200);
+    let mut silent: Vec<TcpStream> = (0..19).map(|_| e.connect()).collect();
+    std::thread::sleep(Duration::from_millis(1200));
+    // The cap is full: a newcomer takes a silent one's place, the oldest.
+    let mut fresh = e.connect();
+    send(&mut fresh, "GET", "/healthz", &[]);
+    assert_eq!(read_response(&mut fresh, true).status, 200);
+    let r = read_response(&mut silent[0], true);
+    assert_eq!((r.status, r.header("Retry-After")), (503, Some("1")));
+    // The scraper's connection is still open and answers.
+    send(&mut scraper, "GET", "/healthz", &[]);
+    assert_eq!(read_response(&mut scraper, true).status, 200);
+}
+
+#[test]
 fn a_full_house_of_answering_connections_queues_newcomers() {
     let fleet = big_fleet();
     let e = Exporter::start(&[
