@@ -33,9 +33,37 @@ pub trait Filler: Send {
     }
 }
 
-/// Whether `path` is a symbolic link that resolves outside its directory
-/// (`3.2 -> /etc/hostname`): such a file is never read. Links within it,
-/// as a Kubernetes ConfigMap volume lays its files out, are followed.
+/// Opens `path` to read without blocking (a FIFO must never block the
+/// poller) and without leaving its directory: a symbolic link out of it
+/// (`3.2 -> /etc/hostname`) is `EXDEV`, never read, while links within it,
+/// as a Kubernetes ConfigMap volume lays its files out, are followed. The
+/// kernel decides as it opens (`openat2` with `RESOLVE_BENEATH`), so a link
+/// swapped in after a check cannot lead out. Kernels before 5.6 (and
+/// sandboxes that refuse the call) get the check and then the open.
+fn open_within(path: &Path, beneath: bool) -> std::io::Result<fs::File> {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    if beneath && let (Some(dir), Some(name)) = (path.parent(), path.file_name()) {
+        let dir = rustix::fs::open(
+            dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        match rustix::fs::openat2(&dir, name, flags, Mode::empty(), ResolveFlags::BENEATH) {
+            Err(rustix::io::Errno::NOSYS | rustix::io::Errno::PERM) => {}
+            opened => return Ok(fs::File::from(opened?)),
+        }
+    }
+    if escapes(path) {
+        return Err(rustix::io::Errno::XDEV.into());
+    }
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+}
+
+/// Whether `path` is a symbolic link that resolves outside its directory.
 fn escapes(path: &Path) -> bool {
     if !fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
         return false;
@@ -100,7 +128,6 @@ impl<T> Files<T> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             meta => meta,
         };
-        let outside = escapes(path);
         // An unstattable file is one version (all zero; no file has inode 0).
         let version = meta.as_ref().map_or(Version::default(), |m| Version {
             len: m.len(),
@@ -111,17 +138,15 @@ impl<T> Files<T> {
         if self.files.get(path).is_none_or(|s| s.version != version) {
             let parsed = match &meta {
                 Err(e) => Err(format!("unreadable: {e}")),
-                Ok(_) if outside => Err("a symbolic link out of its directory".to_string()),
+                // Never opened: a device may act on an open.
                 Ok(m) if !m.is_file() => Err("not a regular file".to_string()),
-                // Non-blocking, and checked again once open: a FIFO swapped
-                // in after the stat must not block the poller.
-                Ok(m) => match fs::OpenOptions::new()
-                    .read(true)
-                    .custom_flags(O_NONBLOCK)
-                    .open(path)
-                {
+                // Checked again once open: a FIFO swapped in after the stat.
+                Ok(m) => match open_within(path, true) {
                     // Deleted since the stat: gone, not bad.
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
+                        Err("a symbolic link out of its directory".to_string())
+                    }
                     Err(e) => Err(format!("unreadable: {e}")),
                     Ok(file) if !file.metadata().is_ok_and(|m| m.is_file()) => {
                         Err("not a regular file".to_string())
@@ -187,5 +212,34 @@ impl<T> Files<T> {
         }
         self.limit_hit = limit_hit;
         self.files.retain(|p, _| present.contains(p));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_opens_within_its_directory_with_and_without_openat2() {
+        let dir = std::env::temp_dir().join(format!("gpu-exporter-within-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(dir.join("..data")).unwrap();
+        let outside = dir.with_extension("secret");
+        fs::write(&outside, b"vm\n").unwrap();
+        fs::write(dir.join("..data/1"), b"4711\n").unwrap();
+        std::os::unix::fs::symlink(&outside, dir.join("abs")).unwrap();
+        std::os::unix::fs::symlink("../gpu-exporter-up", dir.join("up")).unwrap();
+        std::os::unix::fs::symlink("..data/1", dir.join("in")).unwrap();
+        let xdev = Some(rustix::io::Errno::XDEV.raw_os_error());
+        for beneath in [true, false] {
+            let read =
+                |name: &str| open_within(&dir.join(name), beneath).map_err(|e| e.raw_os_error());
+            assert_eq!(read("abs").err(), Some(xdev), "beneath {beneath}");
+            assert!(read("up").is_err(), "beneath {beneath}");
+            let text = std::io::read_to_string(read("in").unwrap()).unwrap();
+            assert_eq!(text, "4711\n");
+        }
+        fs::remove_dir_all(&dir).unwrap();
+        fs::remove_file(&outside).unwrap();
     }
 }
