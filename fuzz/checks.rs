@@ -369,6 +369,8 @@ pub fn check_rules_json(data: &[u8]) {
     };
     let printing = promql::Printing {
         runbook_base: "x/",
+        stable_runbooks: false,
+        max_stale: std::time::Duration::from_secs(60),
         job: "gpu-exporter",
         ttft_threshold: 0.3,
     };

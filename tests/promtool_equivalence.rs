@@ -174,6 +174,8 @@ fn parse(text: &str) -> Vec<Group> {
             "exp_alerts:",
             "exp_annotations:",
             "runbook_url:",
+            "runbook:",
+            "scope:",
             "- ../",
         ]
         .iter()

@@ -48,6 +48,10 @@ mod shape {
 }
 use shape::{RuleSpec, RulesFile};
 
+/// The runbook of a new rule that names none: a generic page that exists
+/// (`docs/runbooks/CustomRule.md`), not a 404 under the rule's own name.
+pub const CUSTOM_RUNBOOK: &str = "CustomRule";
+
 /// The most rules a rule set holds, the defaults included: the start-up
 /// replay and each evaluation are linear in rules × subjects.
 pub const MAX_RULES: usize = 1000;
@@ -159,7 +163,7 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             .runbook
             .clone()
             .or_else(|| base.map(|b| b.runbook.clone()))
-            .unwrap_or_else(|| name.clone()),
+            .unwrap_or_else(|| CUSTOM_RUNBOOK.into()),
     }
     .spell())
 }
@@ -344,7 +348,7 @@ mod tests {
         let hot = rules.last().unwrap();
         assert_eq!(
             (hot.expr.clone(), hot.threshold, hot.runbook.as_str()),
-            (Expr::Gauge(Signal::Temperature), 85.0, "HotGPU")
+            (Expr::Gauge(Signal::Temperature), 85.0, CUSTOM_RUNBOOK)
         );
         let only = load(r#"{"replace":true,"rules":[{"name":"Burn","kind":"burn_rate","objective":0.99,"windows":[{"long":"1h","short":"5m","factor":2}],"severity":"page"}]}"#).unwrap();
         assert_eq!(only.len(), 1);

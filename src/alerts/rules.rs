@@ -520,6 +520,23 @@ impl Rule {
             )
     }
 
+    /// Whether its alerts are about the fleet, not one node: its expression
+    /// aggregates `instance` away (driver versions across the job, a job
+    /// without targets, a model's TTFT across whoever serves it).
+    pub fn fleet(&self) -> bool {
+        matches!(
+            self.expr,
+            Expr::DriverVersionSkew | Expr::JobAbsent | Expr::BurnRate { .. }
+        )
+    }
+
+    /// Whether the exporter it is about can serve its runbook: not for a
+    /// fleet alert (no instance to link through) nor for one that fires
+    /// because that exporter cannot be scraped.
+    pub fn runbook_on_instance(&self) -> bool {
+        !self.fleet() && !matches!(self.expr, Expr::ExporterDown)
+    }
+
     /// The runbook for this rule: `<runbook>.md` under `base`.
     pub fn runbook_url(&self, base: &str) -> String {
         format!("{base}{}.md", self.runbook)

@@ -59,6 +59,8 @@ pub fn run(config: Config) -> Result<u8, Error> {
     if config.print_rules {
         let printing = promql::Printing {
             runbook_base: &config.printed_runbook_base(),
+            stable_runbooks: config.runbook_base.is_some(),
+            max_stale: config.max_stale,
             job: &config.scrape_job,
             ttft_threshold: config.engines.ttft_threshold,
         };

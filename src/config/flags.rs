@@ -458,7 +458,7 @@ pub static FLAGS: &[Flag] = &[
         "--alerts.runbook-base-url",
         "URL",
         "",
-        "prefix of each alert's runbook_url: http:// or https:// with a host, or a relative path, either with {{ $labels.NAME }} for Prometheus to expand in the printed rules; anything else (javascript:, //host/) is exit code 2. By default the exporter's own copies: http://{{ $labels.instance }}/docs/runbooks/ in the printed rules (absolute, so they open from Alertmanager and the Prometheus UI, air-gapped too; https once TLS is on), docs/runbooks/ on /alerts and the status page (relative). A value that names a label leaves those two on the relative default",
+        "where every runbook link points, best a stable host (a wiki, a git web view of docs/runbooks/): the prefix of each alert's runbook_url, fleet alerts and ExporterDown included: http:// or https:// with a host, or a relative path, either with {{ $labels.NAME }} for Prometheus to expand in the printed rules; anything else (javascript:, //host/) is exit code 2. By default the exporter's own copies: http://{{ $labels.instance }}/docs/runbooks/ in the printed rules (absolute, so they open from Alertmanager and the Prometheus UI, air-gapped too; https once TLS is on), docs/runbooks/ on /alerts and the status page (relative); without it, alerts no live exporter can serve (ExporterDown, fleet alerts) name their runbook without a link. A value that names a label leaves those two on the relative default",
         |c, v| {
             c.runbook_base = Some(runbook_base(v)?);
             Ok(())

@@ -12,6 +12,7 @@ macro_rules! runbooks {
 }
 
 runbooks![
+    "CustomRule.md",
     "DriverVersionSkew.md",
     "EngineDown.md",
     "ExporterCollectFailing.md",

@@ -9,13 +9,6 @@ fn printed() -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn alert_names(rules: &str) -> Vec<&str> {
-    rules
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("- alert: "))
-        .collect()
-}
-
 #[test]
 fn committed_rule_file_matches_print_rules() {
     let root = env!("CARGO_MANIFEST_DIR");
@@ -46,44 +39,132 @@ fn promtool_checks_the_rules() {
     );
 }
 
+/// Each printed alert's block: its name and the text up to the next.
+fn alert_blocks(rules: &str) -> Vec<(&str, &str)> {
+    rules
+        .split("      - alert: ")
+        .skip(1)
+        .map(|b| b.split_once('\n').unwrap())
+        .collect()
+}
+
+/// The value of annotation `key` in an alert's block, unquoted.
+fn annotation<'a>(block: &'a str, key: &str) -> Option<&'a str> {
+    block
+        .lines()
+        .find_map(|l| l.trim().strip_prefix(&format!("{key}: '")))
+        .map(|v| v.trim_end_matches('\''))
+}
+
+fn check_runbook(name: &str, file: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{name} has no runbook at {}", path.display()));
+    for section in [
+        "Detect",
+        "During a collection failure",
+        "Mitigate",
+        "Resolve",
+    ] {
+        assert!(text.contains(section), "{name}'s runbook lacks {section}");
+    }
+}
+
+/// A per-node alert links to the runbook on the exporter it is about; a
+/// fleet alert (no instance) says so and, like ExporterDown (whose
+/// exporter cannot serve it), links only through --alerts.runbook-base-url.
 #[test]
 fn every_rule_has_a_runbook() {
     let rules = printed();
-    let names = alert_names(&rules);
-    let urls: Vec<&str> = rules
-        .lines()
-        .filter_map(|l| l.trim().strip_prefix("runbook_url: '"))
-        .map(|u| u.trim_end_matches('\''))
-        .collect();
-    assert!(names.len() >= 10);
-    assert_eq!(names.len(), urls.len(), "every alert has a runbook_url");
-    for (name, url) in names.iter().zip(&urls) {
-        // Absolute, the exporter's own copy on the scraped instance.
-        let file = url
-            .strip_prefix("http://{{ $labels.instance }}/")
-            .unwrap_or_else(|| panic!("{name}: {url} is not the exporter's own copy"));
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
-        let text = std::fs::read_to_string(&path)
-            .unwrap_or_else(|_| panic!("{name} has no runbook at {}", path.display()));
-        for section in [
-            "Detect",
-            "During a collection failure",
-            "Mitigate",
-            "Resolve",
-        ] {
-            assert!(text.contains(section), "{name}'s runbook lacks {section}");
+    let blocks = alert_blocks(&rules);
+    assert!(blocks.len() >= 10);
+    let fleet = [
+        "ExporterAbsent",
+        "DriverVersionSkew",
+        "TTFTBudgetBurn",
+        "TTFTBudgetBurnSlow",
+    ];
+    for &(name, block) in &blocks {
+        let scope = annotation(block, "scope");
+        assert_eq!(scope.is_some(), fleet.contains(&name), "{name}: {scope:?}");
+        if let Some(s) = scope {
+            assert!(
+                s.starts_with("fleet: this alert has no instance label"),
+                "{s}"
+            );
+        }
+        match annotation(block, "runbook_url") {
+            Some(url) => {
+                assert!(
+                    !fleet.contains(&name) && name != "ExporterDown",
+                    "{name}: {url}"
+                );
+                let file = url
+                    .strip_prefix("http://{{ $labels.instance }}/")
+                    .unwrap_or_else(|| panic!("{name}: {url} is not the exporter's own copy"));
+                check_runbook(name, file);
+            }
+            None => {
+                let named = annotation(block, "runbook")
+                    .unwrap_or_else(|| panic!("{name}: neither runbook_url nor runbook"));
+                let file = named.split_once(':').unwrap().0;
+                check_runbook(name, &format!("docs/runbooks/{file}"));
+            }
         }
     }
+    // With a stable host, every alert links through it, fleet ones too.
     let out = run(&[
         "--print-rules",
         "--alerts.runbook-base-url",
         "https://runbooks.example/gpu/",
     ]);
+    let stable = String::from_utf8(out.stdout).unwrap();
+    for (name, block) in alert_blocks(&stable) {
+        let url = annotation(block, "runbook_url").unwrap_or_else(|| panic!("{name}"));
+        assert!(
+            url.starts_with("https://runbooks.example/gpu/"),
+            "{name}: {url}"
+        );
+    }
     assert!(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .contains("runbook_url: 'https://runbooks.example/gpu/GPULost.md'")
+        stable.contains("runbook_url: 'https://runbooks.example/gpu/ExporterAbsent.md'")
+            || stable.contains("runbook_url: 'https://runbooks.example/gpu/ExporterDown.md'")
     );
+    // A new rule that names no runbook links to the generic page.
+    let custom = crate::common::temp_file(
+        "custom-runbook.json",
+        r#"{"rules":[{"name":"HotGPU","kind":"gauge","signal":"temperature","op":">","threshold":85,"severity":"ticket"}]}"#,
+    );
+    let out = run(&["--print-rules", "--rules.file", custom.to_str().unwrap()]);
+    let with_custom = String::from_utf8(out.stdout).unwrap();
+    let (_, hot) = alert_blocks(&with_custom)
+        .into_iter()
+        .find(|(n, _)| *n == "HotGPU")
+        .unwrap();
+    let url = annotation(hot, "runbook_url").unwrap();
+    assert_eq!(
+        url,
+        "http://{{ $labels.instance }}/docs/runbooks/CustomRule.md"
+    );
+    check_runbook("HotGPU", "docs/runbooks/CustomRule.md");
+}
+
+/// The printed file says which --collect.max-stale its pages' hold follows.
+#[test]
+fn printed_rules_state_their_max_stale() {
+    assert!(printed().contains("# Printed with --collect.max-stale 1m:"));
+    let out = run(&["--print-rules", "--collect.max-stale", "5m"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("# Printed with --collect.max-stale 5m:"),
+        "{text}"
+    );
+    // GPULost's hold follows it: max-stale plus ExporterAbsent's `for` (2m).
+    let (_, lost) = alert_blocks(&text)
+        .into_iter()
+        .find(|(n, _)| *n == "GPULost")
+        .unwrap();
+    assert!(lost.contains("keep_firing_for: 7m\n"), "{lost}");
 }
 
 #[test]
