@@ -282,13 +282,7 @@ pub async fn serve(
             let Some(g) = gate(&srv, loaded.as_ref(), &inbuf[..filled], probes, peer) else {
                 break;
             };
-            let access = match g.decided() {
-                Some(a) => a,
-                // bcrypt, off this thread, within the header timeout.
-                None => before(&srv, key, head_deadline, g.finish())
-                    .await
-                    .unwrap_or(Access::Busy),
-            };
+            let access = access(&srv, key, head_deadline, g).await;
             let policy = policy(&srv, loaded.as_ref(), access, probes);
             let Some((out, a)) = respond_with(&srv, policy, &inbuf[..filled]) else {
                 break;
@@ -334,6 +328,17 @@ pub async fn serve(
         filled += n;
     }
     hang_up(&srv, key, &stream, wire, inbuf);
+}
+
+/// The guard's word: decided at once, or after bcrypt, off this thread,
+/// within the header timeout.
+async fn access(srv: &Server, key: Key, deadline: Instant, g: Gate) -> Access {
+    match g.decided() {
+        Some(a) => a,
+        None => before(srv, key, deadline, g.finish())
+            .await
+            .unwrap_or(Access::Busy),
+    }
 }
 
 /// Closes the connection and gives its buffers back.
