@@ -1,17 +1,90 @@
 //! A small stderr logger on the `log` facade, in the spirit of ripgrep's.
+//!
+//! Every line starts with its time, `ts=` RFC 3339 UTC with milliseconds,
+//! then `level=` and `msg=`: logfmt, the default of `--log.format`. With
+//! `--log.format json` each line is one JSON object with the keys `ts`,
+//! `level` and `msg`, as node_exporter writes them. Messages are free text
+//! (the `log` facade carries no fields), so `msg` holds all of it.
 
+use crate::base::time::{rfc3339, unix_now};
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How lines are written: `--log.format`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    #[default]
+    Logfmt,
+    Json,
+}
+
+impl Format {
+    /// The value of `--log.format`; the error names the values it takes.
+    pub fn parse(v: &str) -> Result<Format, String> {
+        match v {
+            "logfmt" => Ok(Format::Logfmt),
+            "json" => Ok(Format::Json),
+            _ => Err(format!(
+                "unknown log format {v:?} (expected logfmt or json)"
+            )),
+        }
+    }
+}
 
 struct Logger;
 
 static LOGGER: Logger = Logger;
+static JSON: AtomicBool = AtomicBool::new(false);
 
-/// Logs to stderr from now on, at `level` and above.
-pub fn init(level: LevelFilter) {
+/// Logs to stderr from now on, at `level` and above, in `format`.
+pub fn init(level: LevelFilter, format: Format) {
+    JSON.store(format == Format::Json, Ordering::Relaxed);
     // Setting it twice (tests) is harmless: the first logger stays.
     let _ = log::set_logger(&LOGGER);
     log::set_max_level(level);
+}
+
+fn level_name(l: Level) -> &'static str {
+    match l {
+        Level::Error => "error",
+        Level::Warn => "warn",
+        Level::Info => "info",
+        Level::Debug => "debug",
+        Level::Trace => "trace",
+    }
+}
+
+/// One line, its newline included: at Unix time `t`, in `format`.
+pub fn line(format: Format, t: f64, level: Level, msg: &str) -> String {
+    let (ts, level) = (rfc3339(t), level_name(level));
+    match format {
+        Format::Logfmt => format!("ts={ts} level={level} msg={msg}\n"),
+        Format::Json => {
+            let mut out = format!("{{\"ts\":\"{ts}\",\"level\":\"{level}\",\"msg\":\"");
+            json_escape(&mut out, msg);
+            out.push_str("\"}\n");
+            out
+        }
+    }
+}
+
+/// `s` inside a JSON string: quotes, backslashes and control characters
+/// escaped, so a message can never end its object or its line.
+fn json_escape(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\u{:04x}", u32::from(c)));
+            }
+            c => out.push(c),
+        }
+    }
 }
 
 impl Log for Logger {
@@ -23,17 +96,55 @@ impl Log for Logger {
         if !self.enabled(r.metadata()) {
             return;
         }
-        let level = match r.level() {
-            Level::Error => "error",
-            Level::Warn => "warn",
-            Level::Info => "info",
-            Level::Debug => "debug",
-            Level::Trace => "trace",
+        let format = match JSON.load(Ordering::Relaxed) {
+            true => Format::Json,
+            false => Format::Logfmt,
         };
+        let line = line(format, unix_now(), r.level(), &r.args().to_string());
         // One write per line, so concurrent lines never interleave.
-        let line = format!("level={level} msg={}\n", r.args());
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
 
     fn flush(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logfmt_lines_start_with_their_time() {
+        let l = line(Format::Logfmt, 1_796_200_501.123, Level::Info, "a b=c");
+        assert_eq!(l, "ts=2026-12-02T08:35:01.123Z level=info msg=a b=c\n");
+        let l = line(Format::Logfmt, 0.0, Level::Warn, "x");
+        assert_eq!(l, "ts=1970-01-01T00:00:00.000Z level=warn msg=x\n");
+    }
+
+    #[test]
+    fn json_lines_are_one_object_each() {
+        let msg = "alert X{gpu=\"0\"} firing -> resolved value=1\n\tnext\\ \u{1}";
+        let l = line(Format::Json, 1_796_200_501.5, Level::Error, msg);
+        assert_eq!(l.matches('\n').count(), 1, "{l}");
+        assert!(l.ends_with("}\n"), "{l}");
+        #[derive(nanoserde::DeJson)]
+        struct L {
+            ts: String,
+            level: String,
+            msg: String,
+        }
+        let parsed: L = nanoserde::DeJson::deserialize_json(l.trim_end()).unwrap();
+        assert_eq!(parsed.ts, "2026-12-02T08:35:01.500Z");
+        assert_eq!(parsed.level, "error");
+        assert_eq!(parsed.msg, msg);
+    }
+
+    #[test]
+    fn only_the_two_formats() {
+        assert_eq!(Format::parse("logfmt"), Ok(Format::Logfmt));
+        assert_eq!(Format::parse("json"), Ok(Format::Json));
+        for bad in ["", "JSON", "text", "logfmt "] {
+            let e = Format::parse(bad).unwrap_err();
+            assert!(e.contains("logfmt or json") && !e.contains('\n'), "{e}");
+        }
+    }
 }

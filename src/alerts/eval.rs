@@ -552,6 +552,8 @@ mod tests {
         assert_eq!(states(&e), [(Some(0), State::Firing)]);
         let ch = e.eval(&snap(80.0, &[cool, cool])).pop().unwrap();
         assert_eq!((ch.from, ch.to), ("firing", "resolved"));
+        // The resolve line shows the value at resolve, not the fired one.
+        assert_eq!(ch.value, 0.0);
         assert!(e.alerts().is_empty());
     }
 

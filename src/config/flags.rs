@@ -445,6 +445,16 @@ pub static FLAGS: &[Flag] = &[
         },
     ),
     set(
+        "--log.format",
+        "FORMAT",
+        "logfmt",
+        "logfmt or json (one object per line, keys ts, level and msg); every line carries ts, RFC 3339 UTC with milliseconds",
+        |c, v| {
+            c.log_format = crate::logger::Format::parse(v)?;
+            Ok(())
+        },
+    ),
+    set(
         "--rules.file",
         "FILE",
         "",
@@ -762,6 +772,10 @@ mod tests {
                 "--alerts.runbook-base-url",
             ),
             (&["--log.level", "loud"], "--log.level"),
+            (
+                &["--log.format", "text"],
+                "--log.format: unknown log format",
+            ),
             (&["--sim.scenario"], "--sim.scenario"),
             (&["stray"], "stray"),
             (

@@ -156,6 +156,8 @@ pub struct Config {
     pub max_stale: Duration,
     /// `--log.level`.
     pub log_level: log::LevelFilter,
+    /// `--log.format`.
+    pub log_format: crate::logger::Format,
     /// `--once`.
     pub once: bool,
     /// `--print-rules`.
@@ -227,6 +229,7 @@ impl Default for Config {
             interval: Duration::from_secs(1),
             max_stale: Duration::from_secs(60),
             log_level: log::LevelFilter::Info,
+            log_format: crate::logger::Format::Logfmt,
             once: false,
             print_rules: false,
             runbook_base: None,

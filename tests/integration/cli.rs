@@ -1,4 +1,4 @@
-use crate::common::{BIN, run, temp_file};
+use crate::common::{BIN, Exporter, run, temp_file};
 use std::collections::BTreeMap;
 use std::net::TcpListener;
 
@@ -106,6 +106,11 @@ fn bad_configuration_exits_2() {
         &["--web.telemetry-path", "/m\r\nlevel=error msg=forged"],
         "--web.telemetry-path",
     );
+    bad(
+        &["--log.format", "text"],
+        "--log.format: unknown log format",
+    );
+    bad(&["--log.format", "JSON"], "--log.format");
     bad(
         &["--web.telemetry-path", "//elsewhere.example/"],
         "--web.telemetry-path",
@@ -308,4 +313,50 @@ fn help_and_readme_list_the_same_flags_and_defaults() {
     assert!(stands_for("--collector.NAME", "--collector.gpm"));
     assert!(!stands_for("--collector.NAME", "--collector."));
     assert!(!stands_for("--web.listen-address", "--web.telemetry-path"));
+}
+
+/// `ts=` RFC 3339 UTC with milliseconds: `2026-12-02T08:35:01.123Z`.
+fn is_rfc3339_ms(ts: &str) -> bool {
+    let b = ts.as_bytes();
+    let digits = |r: std::ops::Range<usize>| r.into_iter().all(|i| b[i].is_ascii_digit());
+    b.len() == 24
+        && digits(0..4)
+        && b[4] == b'-'
+        && b[10] == b'T'
+        && b[19] == b'.'
+        && digits(20..23)
+        && b[23] == b'Z'
+}
+
+#[test]
+fn every_log_line_has_its_time_in_either_format() {
+    let e = Exporter::start(&["--log.level", "debug"]);
+    let log = e.log();
+    assert!(log.lines().count() >= 2, "{log}");
+    for l in log.lines() {
+        let rest = l.strip_prefix("ts=").expect(l);
+        let (ts, rest) = rest.split_once(' ').expect(l);
+        assert!(is_rfc3339_ms(ts), "{l}");
+        assert!(rest.starts_with("level=") && rest.contains(" msg="), "{l}");
+    }
+    drop(e);
+
+    #[derive(nanoserde::DeJson)]
+    struct Line {
+        ts: String,
+        level: String,
+        msg: String,
+    }
+    let e = Exporter::start(&["--log.level", "debug", "--log.format", "json"]);
+    let log = e.log();
+    assert!(log.contains("serving GPU metrics on http://"), "{log}");
+    for l in log.lines() {
+        let line: Line = nanoserde::DeJson::deserialize_json(l).expect(l);
+        assert!(is_rfc3339_ms(&line.ts), "{l}");
+        assert!(
+            ["error", "warn", "info", "debug"].contains(&line.level.as_str()),
+            "{l}"
+        );
+        assert!(!line.msg.is_empty(), "{l}");
+    }
 }
