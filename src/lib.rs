@@ -44,7 +44,7 @@ mod table;
 // Floor 6: the wiring.
 mod app;
 
-pub use app::{Error, run};
+pub use app::{Error, init_logger, run};
 
 #[cfg(feature = "internals")]
 #[doc(hidden)]

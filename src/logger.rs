@@ -6,16 +6,18 @@
 //! `level` and `msg`, as node_exporter writes them. Messages are free text
 //! (the `log` facade carries no fields), so `msg` holds all of it.
 
-use crate::base::time::{rfc3339, unix_now};
 use log::{Level, LevelFilter, Log, Metadata, Record};
 use std::io::Write;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// How lines are written: `--log.format`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Format {
+    /// `ts=… level=… msg=…`.
     #[default]
     Logfmt,
+    /// One JSON object per line.
     Json,
 }
 
@@ -36,10 +38,15 @@ struct Logger;
 
 static LOGGER: Logger = Logger;
 static JSON: AtomicBool = AtomicBool::new(false);
+/// The time of a line as `ts` spells it; given by the caller, as the
+/// ground floor imports nothing of the crate (`base::time::now_rfc3339`).
+static CLOCK: OnceLock<fn() -> String> = OnceLock::new();
 
-/// Logs to stderr from now on, at `level` and above, in `format`.
-pub fn init(level: LevelFilter, format: Format) {
+/// Logs to stderr from now on, at `level` and above, in `format`, each
+/// line stamped by `clock`.
+pub fn init(level: LevelFilter, format: Format, clock: fn() -> String) {
     JSON.store(format == Format::Json, Ordering::Relaxed);
+    let _ = CLOCK.set(clock);
     // Setting it twice (tests) is harmless: the first logger stays.
     let _ = log::set_logger(&LOGGER);
     log::set_max_level(level);
@@ -55,9 +62,9 @@ fn level_name(l: Level) -> &'static str {
     }
 }
 
-/// One line, its newline included: at Unix time `t`, in `format`.
-pub fn line(format: Format, t: f64, level: Level, msg: &str) -> String {
-    let (ts, level) = (rfc3339(t), level_name(level));
+/// One line, its newline included: stamped `ts`, in `format`.
+pub fn line(format: Format, ts: &str, level: Level, msg: &str) -> String {
+    let level = level_name(level);
     match format {
         Format::Logfmt => format!("ts={ts} level={level} msg={msg}\n"),
         Format::Json => {
@@ -100,7 +107,8 @@ impl Log for Logger {
             true => Format::Json,
             false => Format::Logfmt,
         };
-        let line = line(format, unix_now(), r.level(), &r.args().to_string());
+        let ts = CLOCK.get().map_or_else(String::new, |clock| clock());
+        let line = line(format, &ts, r.level(), &r.args().to_string());
         // One write per line, so concurrent lines never interleave.
         let _ = std::io::stderr().lock().write_all(line.as_bytes());
     }
@@ -114,16 +122,15 @@ mod tests {
 
     #[test]
     fn logfmt_lines_start_with_their_time() {
-        let l = line(Format::Logfmt, 1_796_200_501.123, Level::Info, "a b=c");
+        let ts = "2026-12-02T08:35:01.123Z";
+        let l = line(Format::Logfmt, ts, Level::Info, "a b=c");
         assert_eq!(l, "ts=2026-12-02T08:35:01.123Z level=info msg=a b=c\n");
-        let l = line(Format::Logfmt, 0.0, Level::Warn, "x");
-        assert_eq!(l, "ts=1970-01-01T00:00:00.000Z level=warn msg=x\n");
     }
 
     #[test]
     fn json_lines_are_one_object_each() {
         let msg = "alert X{gpu=\"0\"} firing -> resolved value=1\n\tnext\\ \u{1}";
-        let l = line(Format::Json, 1_796_200_501.5, Level::Error, msg);
+        let l = line(Format::Json, "2026-12-02T08:35:01.500Z", Level::Error, msg);
         assert_eq!(l.matches('\n').count(), 1, "{l}");
         assert!(l.ends_with("}\n"), "{l}");
         #[derive(nanoserde::DeJson)]

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         }
         Err(e) => return fail(&e.to_string(), 2),
     };
-    gpu_exporter::logger::init(config.log_level, config.log_format);
+    gpu_exporter::init_logger(config.log_level, config.log_format);
     #[cfg(feature = "deliberate-panic")]
     if std::env::var_os("GPU_EXPORTER_DELIBERATE_PANIC").is_some() {
         panic!("deliberate panic, as GPU_EXPORTER_DELIBERATE_PANIC asks");

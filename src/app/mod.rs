@@ -318,3 +318,9 @@ fn url(scheme: &str, addr: SocketAddr, path: &str) -> String {
         SocketAddr::V4(a) => format!("{scheme}://{a}{path}"),
     }
 }
+
+/// Logs to stderr from now on as `--log.level` and `--log.format` say,
+/// each line stamped with the time now.
+pub fn init_logger(level: log::LevelFilter, format: crate::logger::Format) {
+    crate::logger::init(level, format, crate::base::time::now_rfc3339);
+}

@@ -72,6 +72,11 @@ pub fn unix_from_civil(
     Some(secs as f64 + frac)
 }
 
+/// Now as RFC 3339 UTC with milliseconds: the logger's `ts`.
+pub fn now_rfc3339() -> String {
+    rfc3339(unix_now())
+}
+
 /// Unix seconds as RFC 3339 UTC with milliseconds.
 pub fn rfc3339(t: f64) -> String {
     let ms = (t * 1000.0).round() as i64;
