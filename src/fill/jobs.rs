@@ -14,7 +14,9 @@
 //!   (empty lines aside: longer than [`MAX_JOB_ID`] bytes, control
 //!   characters, not UTF-8) or more than [`MAX_JOBS`] of them, or naming
 //!   no GPU of the fleet, is skipped and logged once; again only once it
-//!   changes (path, size, mtime and inode). The others still apply;
+//!   changes (path, size, mtime and inode). The others still apply.
+//!   Other names are never read, and only the first [`ODD_NAMES_LOGGED`]
+//!   are logged, then one line that there are more;
 //! - at most [`MAX_FILES`] files are read per collection, and at most
 //!   [`MAX_ENTRIES`] names looked at;
 //! - a missing or unreadable directory is logged once and changes nothing.
@@ -24,7 +26,7 @@ use crate::snapshot::Gpu;
 use std::collections::HashSet;
 use std::fs;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A job file holds a few ids; anything near this is not one.
 pub const MAX_FILE_BYTES: u64 = 64 * 1024;
@@ -96,9 +98,15 @@ fn read(mut file: fs::File, len: u64) -> Result<Vec<String>, String> {
 pub struct JobMapping {
     dir: PathBuf,
     files: Files<Vec<String>>,
-    /// Names that are no job file's, logged once each.
+    /// Names that are no job file's, logged once each, the first
+    /// [`ODD_NAMES_LOGGED`] of them; then one line says there are more.
     odd_names: HashSet<String>,
+    said_more: bool,
 }
+
+/// How many names that are no job file's are logged one by one: a
+/// directory of junk must not flood the log.
+pub const ODD_NAMES_LOGGED: usize = 8;
 
 impl JobMapping {
     pub fn new(dir: PathBuf) -> JobMapping {
@@ -106,7 +114,24 @@ impl JobMapping {
             dir,
             files: Files::default(),
             odd_names: HashSet::new(),
+            said_more: false,
         }
+    }
+
+    fn odd(&mut self, name: &str, path: &Path, problems: &mut Vec<String>) {
+        if self.odd_names.contains(name) || self.said_more {
+            return;
+        }
+        if self.odd_names.len() == ODD_NAMES_LOGGED {
+            self.said_more = true;
+            problems.push(format!(
+                "{:?}: more names that are not a GPU index or GPU.GI; skipped, and no longer logged",
+                self.dir
+            ));
+            return;
+        }
+        self.odd_names.insert(name.to_string());
+        problems.push(format!("{path:?}: not a GPU index or GPU.GI; skipped"));
     }
 
     /// Lays each file's jobs on its GPU or MIG instance; the problems
@@ -130,12 +155,7 @@ impl JobMapping {
                 continue;
             }
             let Some((index, gi)) = target(&name) else {
-                if self.odd_names.len() < MAX_FILES && self.odd_names.insert(name.to_string()) {
-                    problems.push(format!(
-                        "{:?}: not a GPU index or GPU.GI; skipped",
-                        entry.path()
-                    ));
-                }
+                self.odd(&name, &entry.path(), &mut problems);
                 continue;
             };
             let path = entry.path();
@@ -251,6 +271,31 @@ mod tests {
         let problems = m.apply(&mut gpus);
         assert_eq!(problems.len(), 1);
         assert!(m.apply(&mut gpus).is_empty());
+    }
+
+    /// Junk names neither take the file budget nor flood the log.
+    #[test]
+    fn a_directory_of_junk_names_logs_a_few_and_still_reads_the_job_file() {
+        let dir =
+            std::env::temp_dir().join(format!("gpu-exporter-jobs-junk-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        for i in 0..5_000 {
+            fs::write(dir.join(format!("junk-{i}")), b"1\n").unwrap();
+        }
+        fs::write(dir.join("0"), b"4711\n").unwrap();
+        let mut gpus = vec![Gpu::default()];
+        let mut m = JobMapping::new(dir.clone());
+        let problems = m.apply(&mut gpus);
+        assert_eq!(gpus[0].readings.jobs, ["4711"]);
+        assert_eq!(problems.len(), ODD_NAMES_LOGGED + 1, "{problems:?}");
+        assert!(
+            problems.last().unwrap().contains("more names"),
+            "{problems:?}"
+        );
+        assert!(m.apply(&mut gpus).is_empty());
+        assert!(m.odd_names.len() <= ODD_NAMES_LOGGED);
+        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

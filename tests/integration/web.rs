@@ -457,7 +457,11 @@ fn a_rotated_certificate_is_served_without_restart() {
 /// Loads the web config at `config` as the binary does at start
 /// (`--print-rules` exits once it has): the exit code and stderr.
 fn load(config: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(BIN)
+    // Under a 16 MiB data limit (prlimit, util-linux): a file read whole
+    // or a YAML expansion that is not cut short aborts instead of exit 2.
+    let out = Command::new("prlimit")
+        .arg(format!("--data={LOAD_DATA_BYTES}"))
+        .arg(BIN)
         .args(args)
         .args(["--print-rules", "--web.config.file"])
         .arg(config)
@@ -467,9 +471,19 @@ fn load(config: &Path, args: &[&str]) -> (Option<i32>, String) {
     (out.status.code(), err)
 }
 
+/// The memory a config's load may take, at start and over a reload.
+const LOAD_DATA_BYTES: u64 = 16 << 20;
+
+/// The high-water mark of a running exporter, against the same bound.
+fn assert_bounded_hwm(e: &Exporter) {
+    let hwm = e.status_kib("VmHWM");
+    assert!(hwm <= LOAD_DATA_BYTES >> 10, "VmHWM {hwm} KiB");
+}
+
 /// A certificate, key or client CA that is a FIFO, a device, a directory
 /// or 200 MB: one line and exit code 2 at start; on reload one log line,
-/// the old configuration still serving, and later reloads still working.
+/// the old configuration still serving, and later reloads still working;
+/// none of them read into memory.
 #[test]
 fn odd_certificate_files_are_refused_at_start_and_on_reload() {
     let Some(dir) = tools() else { return };
@@ -506,9 +520,43 @@ fn odd_certificate_files_are_refused_at_start_and_on_reload() {
         e.wait_log(&line, Duration::from_secs(20));
         assert_eq!(curl(dir, &e, "/healthz", &[]).status, 200, "{}", e.log());
     }
+    assert_bounded_hwm(&e);
     std::fs::write(dir.join("web-odd-reload.yml"), format!("{TLS}\n")).unwrap();
     e.wait_log("reloaded (TLS)", Duration::from_secs(20));
     assert_eq!(curl(dir, &e, "/healthz", &[]).status, 200);
+}
+
+/// A 300 KB string aliased 1,000 and 5,000 times (300 MB and 1.5 GB of
+/// strings): exit code 2 with one line at start, and on reload one log
+/// line with the old configuration serving, in bounded memory.
+#[test]
+fn a_yaml_alias_bomb_by_bytes_is_refused_at_start_and_on_reload() {
+    let Some(dir) = tools() else { return };
+    let bomb = |n: usize| {
+        format!(
+            "a: &s {}\nb:\n{}",
+            "x".repeat(300_000),
+            "  - *s\n".repeat(n)
+        )
+    };
+    let why = "invalid YAML: expands past 1048576 bytes of strings";
+    for n in [1_000, 5_000] {
+        let config = web_config(dir, "web-bomb.yml", &bomb(n));
+        let (code, err) = load(&config, &[]);
+        assert_eq!(code, Some(2), "{n} aliases: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(why), "{err}");
+    }
+    let e = start(dir, "web-bomb-reload.yml", TLS, &[]);
+    for (i, n) in [1_000, 5_000].into_iter().enumerate() {
+        std::fs::write(dir.join("web-bomb-reload.yml"), bomb(n)).unwrap();
+        eventually(Duration::from_secs(20), || {
+            let seen = e.log().matches(why).count();
+            if seen > i { Ok(()) } else { Err(e.log()) }
+        });
+        assert_eq!(curl(dir, &e, "/healthz", &[]).status, 200, "{}", e.log());
+    }
+    assert_bounded_hwm(&e);
 }
 
 #[test]
