@@ -26,6 +26,7 @@ mod nvidia_real;
 #[path = "../support/pki.rs"]
 mod pki;
 mod prometheus;
+mod ranges;
 mod release;
 #[path = "../support/response.rs"]
 mod response;

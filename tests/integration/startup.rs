@@ -144,33 +144,6 @@ fn zero_gpus_with_a_loaded_driver_is_a_warning_not_unready() {
     assert_eq!(e.log().matches("the source reports no GPUs").count(), 1);
 }
 
-#[test]
-fn readings_outside_their_range_are_left_out_and_logged_once() {
-    // A temperature of all ones (NVML's "not available") and a utilization
-    // above 100 %.
-    let g = gpu(0, r#","utilization":{"gpu":250,"memory":1}"#)
-        .replace(r#""temperature":50"#, r#""temperature":4294967295"#);
-    let f = Fixture::new("bin-range", &fleet(&[g]));
-    let e = start(&nvml_args(&f));
-    std::thread::sleep(Duration::from_millis(800));
-    let body = e.metrics(None).body;
-    assert!(!body.contains("gpu_temperature_celsius{"), "{body}");
-    assert!(!body.contains("gpu_utilization_ratio{"), "{body}");
-    assert_eq!(value(&body, "gpu_sm_clock_hertz{gpu=\"0\""), Some(1.98e9));
-    let log = e.log();
-    assert_eq!(
-        log.matches("temperature answers NVML's").count(),
-        1,
-        "{log}"
-    );
-    assert_eq!(
-        log.matches("gpu_utilization_ratio reads 2.5, outside 0..=1")
-            .count(),
-        1,
-        "{log}"
-    );
-}
-
 /// Live children of `pid` named `comm`.
 fn children(pid: u32, comm: &str) -> Vec<u32> {
     processes()
