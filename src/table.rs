@@ -49,8 +49,9 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
     out
 }
 
-/// A line per GPU: readings, the Xid rate, its verdict. Returns the
-/// healthy ones.
+/// A line per GPU: readings, its paging Xid in the last 5 minutes (what
+/// GPUXidErrors reads: the increase of the `PAGE_XIDS` counters), its
+/// verdict. Returns the healthy ones.
 fn gpu_lines(out: &mut String, p: &Published, evaluator: &Evaluator) -> Vec<String> {
     let at = p.snapshot.at;
     let mut healthy = Vec::new();
@@ -70,7 +71,7 @@ fn gpu_lines(out: &mut String, p: &Published, evaluator: &Evaluator) -> Vec<Stri
             index: g.index,
             uuid: g.uuid.clone(),
         };
-        let xid_rate =
+        let xid_5m =
             evaluator.increase(Signal::CriticalXid, &subject, at, Duration::from_secs(300));
         let alerts: Vec<&str> = firing(p, &subject).map(|a| a.rule.name.as_str()).collect();
         let verdict = if alerts.is_empty() {
@@ -85,11 +86,11 @@ fn gpu_lines(out: &mut String, p: &Published, evaluator: &Evaluator) -> Vec<Stri
         };
         let _ = writeln!(
             out,
-            "gpu {}: temp={} clocks={} throttled={throttled:<3} xid_rate={:<2} largest_free={:<7}{verdict}",
+            "gpu {}: temp={} clocks={} throttled={throttled:<3} xid_5m={:<2} largest_free={:<7}{verdict}",
             g.index,
             show(r.temperature_celsius, 1.0, "C"),
             show(r.sm_clock_hertz, 1e6, "MHz"),
-            show(xid_rate, 1.0, ""),
+            show(xid_5m, 1.0, ""),
             show(r.largest_free_bytes, GIB, "GB"),
         );
     }
@@ -123,5 +124,60 @@ fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
             format!("-> {}", alerts.join(", "))
         };
         let _ = writeln!(out, "model {}: burn {}  {verdict}", m.name, burns.join(" "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alerts::defaults;
+    use crate::config::Collectors;
+    use crate::poller::Poller;
+    use crate::snapshot::Bounds;
+    use crate::source::sim::{EPOCH, Scenario, Sim};
+    use std::sync::Arc;
+
+    /// The table as `--once` prints it at `t0`: the past replayed, then
+    /// one collection judged.
+    fn seed_table(t0: f64) -> String {
+        let sim = Sim::new(Scenario::default_fleet(), t0);
+        let mut poller =
+            Poller::new(Box::new(sim), Duration::from_secs(1)).with_collectors(Collectors::DEFAULT);
+        let mut evaluator = Evaluator::new(defaults());
+        let mut past = poller.history(t0).expect("the simulator has a past");
+        for i in 0..past.steps.len() {
+            evaluator.eval(&past.snapshot(i));
+        }
+        let s = poller.collect_at(t0);
+        let bounds = Bounds::new(Duration::from_secs(1), Duration::from_secs(60));
+        evaluator.eval_at(&s, s.at, s.freshness(s.finished, bounds));
+        let p = Published {
+            snapshot: Arc::new(s),
+            alerts: Arc::new(evaluator.alerts()),
+            replay: None,
+        };
+        render(&p, &evaluator)
+    }
+
+    /// The simulator counts from its epoch, so its periodic Xid (every
+    /// 150 s) falls anywhere between two collections: the table is the
+    /// same whenever it is printed, years apart or a fraction of a second.
+    #[test]
+    fn the_seed_table_is_the_same_at_any_time() {
+        let grid = EPOCH + 200_000.0 * 150.0;
+        let first = seed_table(grid);
+        assert!(
+            first.contains("gpu 2: temp=70C clocks=1410MHz throttled=no  xid_5m=2 "),
+            "{first}"
+        );
+        for t0 in [
+            grid + 0.4,
+            grid + 37.5,
+            grid + 75.0,
+            grid + 149.9,
+            grid + 3.15e7,
+        ] {
+            assert_eq!(seed_table(t0), first, "at {t0}");
+        }
     }
 }

@@ -165,7 +165,8 @@ fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
     out.extend_from_slice(
         b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th><th>temp</th>\
           <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
-          <th>memory used / total</th><th>largest free</th><th>critical Xid</th><th>up</th>\
+          <th>memory used / total</th><th>largest free</th>\
+          <th title=\"the watched codes, that page or open a ticket, since the driver loaded\">Xid total</th><th>up</th>\
           <th>health</th><th>used by</th></tr>\n",
     );
     if gpus.is_empty() {

@@ -4,10 +4,10 @@ use std::net::TcpListener;
 
 const SEED_TABLE: &str = "\
 == scrape + alert evaluation ==
-gpu 0: temp=71C clocks=1410MHz throttled=no  xid_rate=0  largest_free=18GB   OK
-gpu 1: temp=88C clocks=1100MHz throttled=YES xid_rate=0  largest_free=16GB   -> GPUThrottling
-gpu 2: temp=70C clocks=1410MHz throttled=no  xid_rate=2  largest_free=15GB   -> GPUXidErrors
-gpu 3: temp=69C clocks=1410MHz throttled=no  xid_rate=0  largest_free=1GB    -> KVFragmentationRisk
+gpu 0: temp=71C clocks=1410MHz throttled=no  xid_5m=0  largest_free=18GB   OK
+gpu 1: temp=88C clocks=1100MHz throttled=YES xid_5m=0  largest_free=16GB   -> GPUThrottling
+gpu 2: temp=70C clocks=1410MHz throttled=no  xid_5m=2  largest_free=15GB   -> GPUXidErrors
+gpu 3: temp=69C clocks=1410MHz throttled=no  xid_5m=0  largest_free=1GB    -> KVFragmentationRisk
 
 alerts fired: GPUThrottling(gpu1), GPUXidErrors(gpu2), KVFragmentationRisk(gpu3)
 healthy gpu0 fired nothing.

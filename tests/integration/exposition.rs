@@ -28,20 +28,20 @@ fn seed_golden_lines() {
     ] {
         assert!(body.lines().any(|l| l == line), "missing {line:?}");
     }
-    // gpu2's Xid 79 counter is rising; the others have none.
-    let xid79 = |gpu: &str| {
+    // gpu2's Xid 48 (double-bit ECC) counter is rising; the others have none.
+    let xid48 = |gpu: &str| {
         body.lines()
             .find(|l| {
                 l.starts_with("gpu_xid_errors_total{")
                     && l.contains(&format!("gpu=\"{gpu}\""))
-                    && l.contains("xid=\"79\"")
+                    && l.contains("xid=\"48\"")
             })
             .and_then(|l| l.rsplit(' ').next())
             .and_then(|v| v.parse::<f64>().ok())
             .unwrap()
     };
-    assert!(xid79("2") >= 6.0);
-    assert_eq!(xid79("0"), 0.0);
+    assert!(xid48("2") >= 6.0);
+    assert_eq!(xid48("0"), 0.0);
     // No sentinel numbers.
     for l in body.lines().filter(|l| !l.starts_with('#')) {
         let v = l.rsplit(' ').next().unwrap();

@@ -225,6 +225,22 @@ fn first_value(body: &str) -> Option<f64> {
     rest.split('"').nth(1)?.parse().ok()
 }
 
+/// Waits (bounded) until Prometheus has scraped GPU 0 `n` times.
+fn scraped(prom: &mut Prometheus, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = query(prom, "count_over_time(gpu_up{gpu=\"0\"}[10m])");
+        if first_value(&body).is_some_and(|c| c >= n) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus never scraped {n} times: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// Xids counted before a restart and Xids in a rotated, truncated or
 /// rewritten kernel log are no new Xids: a real Prometheus scraping the
 /// exporter through all of it sees no increase and fires nothing.
@@ -265,21 +281,6 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
     let e = exporter();
     // The committed rule file: what --print-rules prints by default.
     let mut prom = Prometheus::start(listen);
-    // Waits (bounded) until Prometheus has scraped GPU 0 `n` times.
-    let scraped = |prom: &mut Prometheus, n: f64| {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let body = query(prom, "count_over_time(gpu_up{gpu=\"0\"}[10m])");
-            if first_value(&body).is_some_and(|c| c >= n) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "Prometheus never scraped {n} times: {body}"
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    };
     scraped(&mut prom, 3.0);
     // A new Xid after start, not critical: counted, pages nothing.
     let append = |text: &str| {
@@ -335,6 +336,93 @@ fn restarts_and_log_rotation_fire_nothing_new_in_prometheus() {
             .iter()
             .any(|(a, _)| a == "GPUXidErrors")
     );
+}
+
+/// A simulated fleet where every kind of counter moves, each below its
+/// alert's threshold: PCIe replays (60 in 10m against 80), NVLink errors
+/// (0.5/s summed against 1/s), Xid, throttle seconds and a model's TTFT.
+const MOVING_COUNTERS: &str = r#"{
+  "gpus": [
+    { "clock_events": ["sw_thermal_slowdown"], "xid": 48, "xid_every": "2s",
+      "health": { "pcie_replays_per_second": 0.1, "nvlink_errors_per_second": 0.5 } },
+    {}
+  ],
+  "models": [{ "name": "m", "requests_per_second": 40, "slow_fraction": 0.01 }]
+}"#;
+
+/// The simulator's counter families Prometheus has stored: every GPU
+/// one and the TTFT histogram's (the exporter's own restart with it).
+fn sim_counters(prom: &mut Prometheus) -> Vec<String> {
+    let (_, body) = prom
+        .get("/api/v1/label/__name__/values")
+        .expect("Prometheus answers");
+    body.split('"')
+        .filter(|n| {
+            (n.starts_with("gpu_") && n.ends_with("_total") && !n.starts_with("gpu_exporter_"))
+                || n.starts_with("llm_ttft_seconds_")
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// A real NVML counter lives in the driver: a killed and restarted
+/// exporter goes on from it. So does the simulator's, whose counters are a
+/// function of wall time: a real Prometheus scraping one address across a
+/// restart sees no counter go back and fires no rate alert.
+#[test]
+fn a_restarted_simulator_sends_no_counter_backwards() {
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let scenario = temp_file("moving-counters.json", MOVING_COUNTERS);
+    let listen = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let listen_s = listen.to_string();
+    let args = [
+        "--sim.scenario",
+        scenario.to_str().unwrap(),
+        "--web.listen-address",
+        &listen_s,
+    ];
+    let e = Exporter::start(&args);
+    let mut prom = Prometheus::start(listen);
+    scraped(&mut prom, 6.0);
+    drop(e);
+    let _restarted = Exporter::start(&args);
+    scraped(&mut prom, 12.0);
+
+    let families = sim_counters(&mut prom);
+    for f in [
+        "gpu_energy_joules_total",
+        "gpu_pcie_replay_errors_total",
+        "gpu_nvlink_errors_total",
+        "gpu_xid_errors_total",
+        "gpu_clocks_event_seconds_total",
+        "llm_ttft_seconds_bucket",
+    ] {
+        assert!(families.iter().any(|n| n == f), "{f} not in {families:?}");
+    }
+    let moved = query(
+        &mut prom,
+        "increase(gpu_pcie_replay_errors_total{gpu=\"0\"}[10m]) > 0",
+    );
+    assert!(first_value(&moved).is_some(), "{moved}");
+    let backwards: Vec<String> = families
+        .iter()
+        .filter(|f| {
+            let resets = query(&mut prom, &format!("sum(resets({f}[10m]))"));
+            first_value(&resets) != Some(0.0)
+        })
+        .cloned()
+        .collect();
+    assert!(backwards.is_empty(), "went back: {backwards:?}");
+    let alerts = query(
+        &mut prom,
+        "count_over_time(ALERTS{alertname=~\"GPUPCIeReplayErrors|GPUNVLinkErrors\"}[10m])",
+    );
+    assert!(alerts.contains("\"result\":[]"), "{alerts}");
 }
 
 /// The README's join of pods to GPU readings, read from the README.

@@ -2,6 +2,7 @@
 //! fans, media engines, pipes and modes. Healthy by default; a GPU's
 //! `health` object sets it at the origin, an incident's changes it.
 
+use super::Counter;
 use crate::snapshot::{Health, MAX_FANS};
 
 /// A GPU's `health` object, or an incident's; every field is optional.
@@ -46,10 +47,10 @@ pub(super) struct HealthState {
     pages_double_bit: f64,
     width: f64,
     replay_rate: f64,
-    replays: f64,
+    replays: Counter,
     links_active: f64,
     nvlink_rate: f64,
-    nvlink_errors: f64,
+    nvlink_errors: Counter,
     recovery: f64,
     fans: Vec<f64>,
 }
@@ -64,10 +65,10 @@ impl Default for HealthState {
             pages_double_bit: 0.0,
             width: PCIE_LANES,
             replay_rate: 0.0,
-            replays: 0.0,
+            replays: Counter::default(),
             links_active: NVLINKS,
             nvlink_rate: 0.0,
-            nvlink_errors: 0.0,
+            nvlink_errors: Counter::default(),
             recovery: 0.0,
             fans: Vec::new(),
         }
@@ -140,17 +141,19 @@ impl HealthState {
         }
     }
 
-    pub(super) fn advance(&mut self, dt: f64) {
-        self.replays += self.replay_rate * dt;
-        self.nvlink_errors += self.nvlink_rate * dt;
+    /// From `t` on, its counters grow at their rates times `on` (0 while
+    /// the GPU is lost).
+    pub(super) fn set_rates(&mut self, t: f64, on: f64) {
+        self.replays.set_rate(t, self.replay_rate * on);
+        self.nvlink_errors.set_rate(t, self.nvlink_rate * on);
     }
 
-    pub(super) fn replays(&self) -> f64 {
-        self.replays.floor()
+    pub(super) fn replays(&self, at: f64) -> f64 {
+        self.replays.at(at).floor()
     }
 
-    /// The readings, for a GPU whose SMs are `sm_active` busy.
-    pub(super) fn readings(&self, sm_active: f64) -> Health {
+    /// The readings at `at`, for a GPU whose SMs are `sm_active` busy.
+    pub(super) fn readings(&self, sm_active: f64, at: f64) -> Health {
         let pages = self.pages_pending.is_some();
         let rows = |v: f64| (!pages).then_some(v);
         let mut fans = [None; MAX_FANS];
@@ -158,7 +161,7 @@ impl HealthState {
             *f = Some(pc / 100.0);
         }
         // A flaky link shows CRC errors, each answered by a replay.
-        let errors = (self.nvlink_errors / 2.0).floor();
+        let errors = (self.nvlink_errors.at(at) / 2.0).floor();
         Health {
             remapped_rows: [rows(0.0), rows(self.rows_uncorrectable)],
             row_remap_pending: rows(0.0).map(|_| self.remap_pending),
@@ -203,8 +206,10 @@ mod tests {
 
     #[test]
     fn incidents_change_health() {
+        // An incident at `t`, read 10 s later.
+        let t = super::super::EPOCH + 1000.0;
         let mut h = HealthState::default();
-        let healthy = h.readings(0.5);
+        let healthy = h.readings(0.5, t);
         assert_eq!(healthy.row_remap_pending, Some(false));
         assert_eq!(healthy.retired_pages, [None; 2]);
         assert_eq!(healthy.fan_speed_ratios, [None; MAX_FANS]);
@@ -214,8 +219,8 @@ mod tests {
             fans_percent: Some(vec![38.0, 120.0]),
             ..Default::default()
         });
-        h.advance(10.0);
-        let r = h.readings(0.5);
+        h.set_rates(t, 1.0);
+        let r = h.readings(0.5, t + 10.0);
         assert_eq!(r.remapped_rows, [Some(0.0), Some(1.0)]);
         assert_eq!(
             r.nvlink_errors,
@@ -226,7 +231,7 @@ mod tests {
             retired_pages_pending: Some(true),
             ..Default::default()
         });
-        let r = h.readings(0.5);
+        let r = h.readings(0.5, t + 10.0);
         assert_eq!(r.remapped_rows, [None; 2]);
         assert_eq!(r.retired_pages, [Some(0.0), Some(1.0)]);
         for (bad, field) in [

@@ -1,10 +1,13 @@
 //! The simulated fleet: deterministic, with scripted incidents and its own
 //! clock. Its default is the seed lab's four GPUs (`scenarios/default.json`).
 //!
-//! Time: `t0` is when serving starts. The poller replays
-//! [`Source::history_seconds`] of the past through the alert evaluator
-//! before serving, so `for` durations and windows have filled by the first
-//! scrape. Incidents are scripted at offsets from `t0`.
+//! Time: a counter is a function of wall time since [`EPOCH`], as a real
+//! one lives in the driver: a restarted exporter goes on from where the
+//! last one was, and no counter goes back. `t0` is when serving starts.
+//! The poller replays [`Source::history_seconds`] of the past through the
+//! alert evaluator before serving, so `for` durations and windows have
+//! filled by the first scrape. Incidents are scripted at offsets from `t0`,
+//! so what they add to a counter starts again with each run.
 
 mod health;
 mod scenario;
@@ -27,9 +30,47 @@ type TimedXid = (f64, u32);
 /// default rule's window plus its `for`, the 3-day SLO window included.
 pub const HISTORY_SECONDS: f64 = 3.0 * 86_400.0 + 3600.0;
 
-/// Periodic Xids start this long before serving, so the demo shows a
-/// rising counter rather than thousands of errors.
-const XID_LEAD_SECONDS: f64 = 15.0 * 60.0;
+/// 2026-01-01T00:00:00Z, when the simulated driver loaded: its counters
+/// count from here.
+pub const EPOCH: f64 = 1_767_225_600.0;
+
+/// A counter growing at a rate that incidents change: its value when the
+/// rate last changed, and since when. Read in closed form, never summed
+/// step by step, so that every run reads the same value at the same time
+/// (to the bit), however many collections it made on the way.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Counter {
+    base: f64,
+    since: f64,
+    rate: f64,
+}
+
+impl Default for Counter {
+    fn default() -> Counter {
+        Counter {
+            base: 0.0,
+            since: EPOCH,
+            rate: 0.0,
+        }
+    }
+}
+
+impl Counter {
+    /// Its value at `t`; 0 before [`EPOCH`]. Monotonic in `t`: rounding a
+    /// product or a sum never reverses an order.
+    pub(super) fn at(&self, t: f64) -> f64 {
+        self.base + self.rate * (t - self.since).max(0.0)
+    }
+
+    /// From `t` on it grows at `rate` (per second, at least 0).
+    pub(super) fn set_rate(&mut self, t: f64, rate: f64) {
+        if rate != self.rate {
+            self.base = self.at(t);
+            self.since = t.max(self.since);
+            self.rate = rate;
+        }
+    }
+}
 
 /// Where a good request's TTFT falls (cumulative, for bounds up to the
 /// SLO's 0.3 s) and where a slow one's does (for bounds above it).
@@ -37,10 +78,11 @@ const GOOD_SHAPE: [f64; 4] = [0.15, 0.55, 0.9, 1.0];
 const SLOW_SHAPE: [f64; 6] = [0.45, 0.8, 0.95, 0.99, 1.0, 1.0];
 
 impl ModelState {
-    fn advance(&mut self, dt: f64) {
-        let (good, slow) = (self.rps * dt * (1.0 - self.slow), self.rps * dt * self.slow);
+    /// From `t` on, requests arrive at its `rps`, `slow` of them slow.
+    fn set_rates(&mut self, t: f64) {
+        let (good, slow) = (self.rps * (1.0 - self.slow), self.rps * self.slow);
         for (i, b) in self.buckets.iter_mut().enumerate() {
-            *b += match (
+            let rate = match (
                 GOOD_SHAPE.get(i),
                 SLOW_SHAPE.get(i.wrapping_sub(GOOD_SHAPE.len())),
             ) {
@@ -48,25 +90,41 @@ impl ModelState {
                 (None, Some(s)) => good + slow * s,
                 (None, None) => good + slow,
             };
+            b.set_rate(t, rate);
         }
-        self.sum += good * 0.12 + slow * 0.9;
+        self.sum.set_rate(t, good * 0.12 + slow * 0.9);
     }
 
-    fn model(&self) -> Model {
+    fn model(&self, at: f64) -> Model {
         Model {
             name: self.name.clone(),
             ttft_seconds: Histogram {
                 buckets: TTFT_BUCKETS
                     .iter()
                     .zip(self.buckets)
-                    .map(|(&le, n)| (le, n.floor()))
+                    .map(|(&le, n)| (le, n.at(at).floor()))
                     .collect(),
-                sum: (self.sum * 1000.0).round() / 1000.0,
+                sum: (self.sum.at(at) * 1000.0).round() / 1000.0,
             },
             good_within: Some(TTFT_SLO_SECONDS),
             endpoint: None,
             stale: false,
         }
+    }
+}
+
+impl GpuState {
+    /// From `t` on, its counters grow as it stands: not at all while lost.
+    fn set_rates(&mut self, t: f64) {
+        let on = if self.lost { 0.0 } else { 1.0 };
+        self.energy.set_rate(t, self.power * on);
+        self.pcie.set_rate(t, self.pcie_rate * on);
+        self.nvlink.set_rate(t, self.nvlink_rate * on);
+        for (i, s) in self.event_seconds.iter_mut().enumerate() {
+            let held = self.events & (1 << i) != 0;
+            s.set_rate(t, if held { on } else { 0.0 });
+        }
+        self.health.set_rates(t, on);
     }
 }
 
@@ -78,7 +136,7 @@ pub struct Sim {
     models: Vec<ModelState>,
     /// Unix time serving starts; incidents count from here.
     t0: f64,
-    /// Unix time of the previous collection.
+    /// Unix time of the latest collection: the clock never goes back.
     last: Option<f64>,
     next_incident: usize,
     failing_until: f64,
@@ -86,9 +144,17 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(scenario: Scenario, t0: f64) -> Sim {
+        let mut gpus = scenario.gpus.clone();
+        for g in &mut gpus {
+            g.set_rates(EPOCH);
+        }
+        let mut models = scenario.models.clone();
+        for m in &mut models {
+            m.set_rates(EPOCH);
+        }
         Sim {
-            gpus: scenario.gpus.clone(),
-            models: scenario.models.clone(),
+            gpus,
+            models,
             scenario,
             t0,
             last: None,
@@ -97,29 +163,18 @@ impl Sim {
         }
     }
 
-    fn xid_origin(&self) -> f64 {
-        self.t0 - XID_LEAD_SECONDS
+    /// The clock: the latest time collected, or `t0` before any.
+    fn now(&self) -> f64 {
+        self.last.unwrap_or(self.t0)
     }
 
+    /// Moves the clock to `at` (never back), through the incidents due.
     fn advance(&mut self, at: f64) {
-        let dt = self.last.map_or(0.0, |last| (at - last).max(0.0));
-        self.last = Some(at.max(self.last.unwrap_or(at)));
-        for g in self.gpus.iter_mut().filter(|g| !g.lost) {
-            g.energy += g.power * dt;
-            g.pcie += g.pcie_rate * dt;
-            g.nvlink += g.nvlink_rate * dt;
-            g.health.advance(dt);
-            for (i, s) in g.event_seconds.iter_mut().enumerate() {
-                if g.events & (1 << i) != 0 {
-                    *s += dt;
-                }
-            }
-        }
-        for m in &mut self.models {
-            m.advance(dt);
-        }
+        let at = at.max(self.last.unwrap_or(at));
+        self.last = Some(at);
         while let Some(inc) = self.scenario.incidents.get(self.next_incident) {
-            if self.t0 + inc.at > at {
+            let t = self.t0 + inc.at;
+            if t > at {
                 break;
             }
             self.next_incident += 1;
@@ -128,8 +183,11 @@ impl Sim {
                     log::warn!("sim: scenario incident: this collection hangs for {d:?}");
                     std::thread::sleep(*d);
                 }
-                Action::Fail(d) => self.failing_until = self.t0 + inc.at + d,
-                Action::Slow(i, slow) => self.models[*i].slow = *slow,
+                Action::Fail(d) => self.failing_until = t + d,
+                Action::Slow(i, slow) => {
+                    self.models[*i].slow = *slow;
+                    self.models[*i].set_rates(t);
+                }
                 Action::Gpu(i, c) => {
                     let g = &mut self.gpus[*i];
                     g.events = c.events.unwrap_or(g.events);
@@ -144,33 +202,31 @@ impl Sim {
                     g.lost = c.lost.unwrap_or(g.lost);
                     if let Some((code, n)) = c.xid {
                         if n > 0 {
-                            g.xid_incident = Some((self.t0 + inc.at, code));
+                            g.xid_incident = Some((t, code));
                         }
                         match g.xid_once.iter_mut().find(|(c, _)| *c == code) {
                             Some((_, count)) => *count += n,
                             None => g.xid_once.push((code, n)),
                         }
                     }
+                    g.set_rates(t);
                 }
             }
         }
     }
 
-    /// A GPU's Xid counts at `at`, and the latest Xid, periodic or an
-    /// incident's: its time and code.
-    fn xids(&self, g: &GpuState, at: f64) -> (Vec<(u32, u64)>, Option<TimedXid>) {
-        let periodic = g.periodic_xid.map(|(code, every)| {
-            (
-                code,
-                ((at - self.xid_origin()) / every).floor().max(0.0) as u64,
-            )
-        });
+    /// A GPU's Xid counts at `at`, and the latest Xid, periodic (one
+    /// every so often since [`EPOCH`]) or an incident's: its time and code.
+    fn xids(g: &GpuState, at: f64) -> (Vec<(u32, u64)>, Option<TimedXid>) {
+        let periodic = g
+            .periodic_xid
+            .map(|(code, every)| (code, ((at - EPOCH) / every).floor().max(0.0) as u64));
         let xids = xid_errors(g.xid_once.iter().chain(periodic.iter()).copied());
         let last = g
             .periodic_xid
             .zip(periodic)
             .filter(|&(_, (_, n))| n > 0)
-            .map(|((code, every), (_, n))| (self.xid_origin() + n as f64 * every, code))
+            .map(|((code, every), (_, n))| (EPOCH + n as f64 * every, code))
             .into_iter()
             .chain(g.xid_incident)
             .max_by(|a, b| a.0.total_cmp(&b.0));
@@ -197,7 +253,7 @@ impl Sim {
             gpu.readings.jobs = g.users.jobs.clone();
             return gpu;
         }
-        let (xids, last_xid) = self.xids(g, at);
+        let (xids, last_xid) = Sim::xids(g, at);
         gpu.readings = Readings {
             temperature_celsius: Some(g.temp),
             memory_temperature_celsius: Some(g.mem_temp),
@@ -225,18 +281,18 @@ impl Sim {
             xid_last_code: Some(last_code(last_xid.map(|(_, c)| c))),
             ecc_corrected_total: Some(0.0),
             ecc_uncorrected_total: Some(0.0),
-            energy_joules_total: Some(g.energy.round()),
+            energy_joules_total: Some(g.energy.at(at).round()),
             pcie_bytes_total: Some(TxRx {
-                tx: g.pcie.round(),
-                rx: (g.pcie * 0.8).round(),
+                tx: g.pcie.at(at).round(),
+                rx: (g.pcie.at(at) * 0.8).round(),
             }),
-            pcie_replay_errors_total: Some(g.health.replays()),
+            pcie_replay_errors_total: Some(g.health.replays(at)),
             nvlink_bytes_total: Some(TxRx {
-                tx: g.nvlink.round(),
-                rx: g.nvlink.round(),
+                tx: g.nvlink.at(at).round(),
+                rx: g.nvlink.at(at).round(),
             }),
-            clocks_event_seconds_total: g.event_seconds.map(Some),
-            health: g.health.readings(g.sm_active),
+            clocks_event_seconds_total: g.event_seconds.map(|s| Some(s.at(at))),
+            health: g.health.readings(g.sm_active, at),
             processes: g.users.processes.clone(),
             pods: g.users.pods.clone(),
             jobs: g.users.jobs.clone(),
@@ -257,16 +313,18 @@ impl Source for Sim {
                 "simulated collection failure (scenario incident)".into(),
             ));
         }
+        let now = self.now();
         Ok(self
             .gpus
             .iter()
             .enumerate()
-            .map(|(i, g)| self.gpu(i, g, at))
+            .map(|(i, g)| self.gpu(i, g, now))
             .collect())
     }
 
     fn models(&self) -> Vec<Model> {
-        self.models.iter().map(ModelState::model).collect()
+        let now = self.now();
+        self.models.iter().map(|m| m.model(now)).collect()
     }
 
     fn history_seconds(&self) -> f64 {
@@ -316,12 +374,97 @@ mod tests {
         assert_eq!(xid(&b[0]), 0.0);
         // GPU 2's periodic Xid is the last code; the others read 0.
         let code = |g: &Gpu| g.readings.xid_last_code;
-        assert_eq!((code(&b[2]), code(&b[0])), (Some(79.0), Some(0.0)));
+        assert_eq!((code(&b[2]), code(&b[0])), (Some(48.0), Some(0.0)));
         let e = |g: &Gpu| g.readings.energy_joules_total.unwrap();
         assert_eq!(e(&b[0]) - e(&a[0]), 520.0 * 300.0);
         let thermal = |g: &Gpu| g.readings.clocks_event_seconds_total[6].unwrap();
         assert_eq!(thermal(&b[1]) - thermal(&a[1]), 300.0);
         assert_eq!(thermal(&b[0]), 0.0);
+    }
+
+    /// Every kind of counter moving from the origin: energy, bytes, event
+    /// seconds, health, a periodic Xid and a model's TTFT.
+    const MOVING: &str = r#"{"gpus":[
+        {"clock_events":["sw_thermal_slowdown"],"xid":48,"xid_every":"7s",
+         "health":{"pcie_replays_per_second":0.3,"nvlink_errors_per_second":1.7}},
+        {"power_watts":613.7,"pcie_bytes_per_second":3.3e9}],
+        "models":[{"name":"m","requests_per_second":41,"slow_fraction":0.013}]}"#;
+
+    /// Collects `sim` every `step` seconds from `from` to before `to`.
+    fn run(sim: &mut Sim, from: f64, to: f64, step: f64) {
+        for i in 0..=((to - from) / step) as u64 {
+            let at = from + i as f64 * step;
+            if at < to {
+                sim.collect(at).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn a_restart_goes_on_from_the_same_counters() {
+        let s = Scenario::parse(MOVING).unwrap();
+        // One started an hour ago and collected every 15 s since, with a
+        // replay's coarse steps before that; one starts a minute ago.
+        let mut early = Sim::new(s.clone(), T0 - 3600.0);
+        run(&mut early, T0 - 3600.0 - HISTORY_SECONDS, T0 - 3600.0, 60.0);
+        run(&mut early, T0 - 3600.0, T0, 15.0);
+        let mut late = Sim::new(s, T0 - 60.0);
+        run(&mut late, T0 - 60.0, T0, 1.0);
+        for at in [T0 + 0.25, T0 + 86_400.7] {
+            let (a, b) = (early.collect(at).unwrap(), late.collect(at).unwrap());
+            assert_eq!(a, b, "{at}");
+            assert_eq!(early.models(), late.models(), "{at}");
+            // They count from the epoch, not from either start.
+            let since = at - EPOCH;
+            let (r0, r1) = (&a[0].readings, &a[1].readings);
+            assert_eq!(r1.energy_joules_total, Some((613.7 * since).round()));
+            assert_eq!(r0.pcie_replay_errors_total, Some((0.3 * since).floor()));
+            assert_eq!(r0.xid_total(&[48]), Some((since / 7.0).floor()));
+        }
+    }
+
+    /// The counts of a GPU and of the models, in one list.
+    fn counts(g: &Gpu, models: &[Model]) -> Vec<f64> {
+        let r = &g.readings;
+        let (pcie, nvlink) = (r.pcie_bytes_total.unwrap(), r.nvlink_bytes_total.unwrap());
+        let mut v = vec![
+            r.energy_joules_total.unwrap(),
+            pcie.tx,
+            pcie.rx,
+            r.pcie_replay_errors_total.unwrap(),
+            nvlink.tx,
+            r.health.nvlink_errors[0].unwrap(),
+            r.critical_xid_total().unwrap(),
+        ];
+        for m in models {
+            v.extend(m.ttft_seconds.buckets.iter().map(|&(_, n)| n));
+        }
+        v
+    }
+
+    #[test]
+    fn counts_stay_whole_and_never_go_back() {
+        // Two years on, NVLink's bytes are past 2^53, where doubles are
+        // integers 512 apart.
+        let t0 = EPOCH + 2.0 * 365.0 * 86_400.0;
+        let mut sim = Sim::new(Scenario::parse(MOVING).unwrap(), t0);
+        let mut last: Option<Vec<f64>> = None;
+        for i in 0..3000 {
+            let g = sim.collect(t0 + f64::from(i) * 0.37).unwrap();
+            let now = counts(&g[0], &sim.models());
+            assert!(now.iter().all(|n| n.fract() == 0.0), "{now:?}");
+            assert!(now[4] > 2f64.powi(53), "{now:?}");
+            if let Some(last) = &last {
+                assert!(
+                    last.iter().zip(&now).all(|(a, b)| a <= b),
+                    "{last:?} {now:?}"
+                );
+            }
+            last = Some(now);
+        }
+        // Asked about the past, the clock stays where it was.
+        let before = counts(&sim.collect(t0).unwrap()[0], &sim.models());
+        assert_eq!(Some(before), last);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Scenario files: the fleet at its origin and the incident script, read
 //! and checked field by field; every error names the field.
 
+use super::Counter;
 use super::health::{self, HealthSpec, HealthState};
 use super::users::{self, Users};
 use crate::base::json;
@@ -134,14 +135,14 @@ pub(super) struct GpuState {
     pub(super) pcie_rate: f64,
     pub(super) nvlink_rate: f64,
     pub(super) periodic_xid: Option<(u32, f64)>,
-    // Counters, advanced with the clock.
+    // Counters: the incidents' Xid since `t0`, the rest since the epoch.
     pub(super) xid_once: Vec<(u32, u64)>,
     /// When the latest incident Xid came, and its code.
     pub(super) xid_incident: Option<super::TimedXid>,
-    pub(super) energy: f64,
-    pub(super) pcie: f64,
-    pub(super) nvlink: f64,
-    pub(super) event_seconds: [f64; 9],
+    pub(super) energy: Counter,
+    pub(super) pcie: Counter,
+    pub(super) nvlink: Counter,
+    pub(super) event_seconds: [Counter; 9],
     pub(super) health: HealthState,
     pub(super) users: Users,
 }
@@ -151,9 +152,9 @@ pub(super) struct ModelState {
     pub(super) name: String,
     pub(super) rps: f64,
     pub(super) slow: f64,
-    /// Requests at or below each of [`TTFT_BUCKETS`], accumulated.
-    pub(super) buckets: [f64; TTFT_BUCKETS.len()],
-    pub(super) sum: f64,
+    /// Requests at or below each of [`TTFT_BUCKETS`], since the epoch.
+    pub(super) buckets: [Counter; TTFT_BUCKETS.len()],
+    pub(super) sum: Counter,
 }
 /// What an incident does.
 #[derive(Clone, Debug, PartialEq)]
@@ -426,10 +427,10 @@ fn gpu_state(g: &GpuSpec) -> Result<GpuState, String> {
         periodic_xid,
         xid_once: Vec::new(),
         xid_incident: None,
-        energy: 0.0,
-        pcie: 0.0,
-        nvlink: 0.0,
-        event_seconds: [0.0; 9],
+        energy: Counter::default(),
+        pcie: Counter::default(),
+        nvlink: Counter::default(),
+        event_seconds: [Counter::default(); 9],
         health,
         users: users::check(&g.pods, &g.processes, &g.jobs, total)?,
     })
@@ -455,8 +456,8 @@ fn model_state(m: &ModelSpec) -> Result<ModelState, String> {
             (0.0, 1e6),
         )?,
         slow: check("slow_fraction", m.slow_fraction, 0.0002, (0.0, 1.0))?,
-        buckets: [0.0; TTFT_BUCKETS.len()],
-        sum: 0.0,
+        buckets: [Counter::default(); TTFT_BUCKETS.len()],
+        sum: Counter::default(),
     })
 }
 fn incident(s: &IncidentSpec, gpus: usize, models: &[ModelState]) -> Result<Incident, String> {
