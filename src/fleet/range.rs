@@ -157,6 +157,25 @@ mod tests {
         assert_eq!(rejected["gpu_fan_speed_ratio"], 1);
     }
 
+    /// A byte counter may pass 2^63 (NVML counts NVLink in KiB); the
+    /// all-ones KiB sentinel may not.
+    #[test]
+    fn byte_counters_run_past_two_to_the_63() {
+        let mut r = Readings {
+            nvlink_bytes_total: Some(TxRx { tx: 1e19, rx: 1e21 }),
+            pcie_bytes_total: Some(TxRx {
+                tx: u64::MAX as f64 * 1024.0,
+                rx: 1.0,
+            }),
+            ..Readings::default()
+        };
+        let (mut noted, mut rejected) = (Noted::default(), Rejected::new());
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        assert_eq!(r.nvlink_bytes_total, Some(TxRx { tx: 1e19, rx: 1e21 }));
+        assert_eq!(r.pcie_bytes_total, None);
+        assert_eq!(rejected["gpu_pcie_bytes"], 1);
+    }
+
     /// The values independent doubles found passing (issue 23): each is
     /// left out and counted.
     #[test]

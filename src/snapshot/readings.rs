@@ -561,7 +561,7 @@ pub static GPU_READINGS: [Reading; 30] = [
         })
         .from("N M")
         .by("direction")
-        .within(COUNT),
+        .within(BYTE_COUNT),
     PCIE_REPLAYS
         .reads(one!(pcie_replay_errors_total))
         .from("N M")
@@ -578,7 +578,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     })
     .from("N M")
     .by("direction")
-    .within(COUNT),
+    .within(BYTE_COUNT),
     family(
         "gpu_clocks_event_seconds",
         Counter,

@@ -140,6 +140,13 @@ pub const COUNT: Range = Range {
     min: 0.0,
     max: 9.2e18,
 };
+/// Byte counters: NVML counts NVLink traffic in KiB, so a GPU can pass
+/// 2^63 bytes (four months at 900 GB/s) before any sentinel; an all-ones
+/// 64-bit KiB count (1.9e22 bytes) is still out.
+pub const BYTE_COUNT: Range = Range {
+    min: 0.0,
+    max: 9.44e21,
+};
 /// Memory repairs (rows remapped, pages retired) over a board's life: a
 /// GPU has spare rows for some thousands of banks, never four billion.
 pub const REPAIRS: Range = Range {
