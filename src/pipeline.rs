@@ -306,9 +306,4 @@ impl Source for Pipeline {
     fn skip_to(&mut self, at: f64) {
         self.inner.skip_to(at);
     }
-
-    fn forget(&mut self) {
-        self.fleet.forget();
-        self.inner.forget();
-    }
 }

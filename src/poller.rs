@@ -349,13 +349,11 @@ impl Poller {
     }
 
     fn reload(&mut self, r: Reload, latest: &Latest, work: &SyncSender<Work>) {
-        match r.source {
-            Some(source) => {
-                self.source = source;
-                self.last_good = None;
-            }
-            // Lost GPUs are forgotten.
-            None => self.source.forget(),
+        // A new source (the simulator's scenario) starts afresh; a real
+        // one keeps its fleet memory, lost GPUs and their counts with it.
+        if let Some(source) = r.source {
+            self.source = source;
+            self.last_good = None;
         }
         let n = r.rules.len();
         self.start(r.rules, false, latest, work);

@@ -121,11 +121,6 @@ impl Fleet {
         Fleet::default()
     }
 
-    /// Forgets every GPU (a SIGHUP reload): lost ones are no longer served.
-    pub fn forget(&mut self) {
-        *self = Fleet::new();
-    }
-
     /// Gives each GPU of a collection its remembered identity and `gpu`
     /// index, adds the known GPUs the source no longer lists as lost, and
     /// drops lost GPUs never seen up. Sorted by index.
@@ -374,10 +369,6 @@ mod tests {
         assert_eq!(b.readings.temperature_celsius, None);
         assert_eq!(b.readings.energy_joules_total, Some(100.0));
         assert_eq!(b.readings.xid_errors, Some(vec![(79, 1)]));
-        // Forgotten on reload.
-        f.forget();
-        let out = run(&mut f, vec![gpu(0, "GPU-a", "00000000:18:00.0")]);
-        assert_eq!(summary(&out), [(0, "GPU-a", true)]);
     }
 
     #[test]

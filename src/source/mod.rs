@@ -71,8 +71,4 @@ pub trait Source: Send {
     /// Moves the source's clock to `at` as a collection would, reading
     /// nothing: the simulator steps through the past its replay copy reads.
     fn skip_to(&mut self, _at: f64) {}
-
-    /// A SIGHUP reload: forget what the source remembers of GPUs it no
-    /// longer sees (the fleet memory's lost GPUs).
-    fn forget(&mut self) {}
 }

@@ -68,6 +68,18 @@ fn the_xid_79_that_comes_with_a_loss_is_served_and_pages() {
         }
     });
     assert!(!firing_for(&e, "GPUXidErrors", "0"));
+    // A SIGHUP keeps the lost GPU and its Xid 79.
+    e.signal("HUP");
+    e.wait_log("reloaded: ", Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(600));
+    let body = e.metrics(None).body;
+    assert_eq!(
+        value(&body, &format!("gpu_up{{gpu=\"1\",uuid=\"{UUID1}\"}}")),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(value(&body, &xid79).is_some_and(|n| n >= 1.0), "{body}");
+    assert!(!e.log().contains("never read"), "{}", e.log());
 }
 
 #[test]
@@ -174,12 +186,20 @@ fn under_smi_a_gpu_that_vanishes_is_lost_and_pages_and_survivors_keep_their_inde
             false => Err(e.get("/alerts", &[]).body),
         }
     });
-    // SIGHUP forgets it.
+    // A SIGHUP (the rules reloaded) keeps it lost, and paging.
     e.signal("HUP");
+    e.wait_log("reloaded: ", Duration::from_secs(10));
     let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
-        !b.contains("uuid=\"GPU-b\"")
+        value(b, "gpu_temperature_celsius{gpu=\"2\",uuid=\"GPU-c\"}") == Some(43.0)
     });
-    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(2.0));
+    assert_eq!(value(&body, "gpu_up{gpu=\"1\",uuid=\"GPU-b\"}"), Some(0.0));
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(3.0));
+    crate::common::eventually(Duration::from_secs(20), || {
+        match firing_for(&e, "GPULost", "1") {
+            true => Ok(()),
+            false => Err(e.get("/alerts", &[]).body),
+        }
+    });
 }
 
 #[test]
