@@ -19,7 +19,7 @@ use crate::fill::kmsg::{KernelLogXid, check_path};
 use crate::fill::workload::WorkloadStats;
 use crate::fleet::Fleet;
 use crate::snapshot::{Gpu, Kubelet, Model, Timings};
-use crate::source::host;
+use crate::source::host::{self, PciBus};
 use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
 use crate::source::smi::Smi;
@@ -113,16 +113,20 @@ impl Plan {
                 }
             }
         };
-        let fillers = if inner.kind() == SourceKind::Sim {
+        let (fillers, bus) = if inner.kind() == SourceKind::Sim {
             log::warn!("source sim: serving a SIMULATED fleet, not real GPUs");
-            Vec::new()
+            (Vec::new(), None)
         } else {
-            self.fillers
+            (
+                self.fillers,
+                Some(PciBus::new(config.sysfs.clone(), config.procfs.clone())),
+            )
         };
         Box::new(Pipeline {
             inner,
             fleet: Fleet::new(),
             fillers,
+            bus,
             timings: Timings::default(),
         })
     }
@@ -245,6 +249,9 @@ struct Pipeline {
     inner: Box<dyn Source>,
     fleet: Fleet,
     fillers: Vec<Owned>,
+    /// The GPUs on the PCI bus, for a real source: those it does not list
+    /// are served lost.
+    bus: Option<PciBus>,
     /// The source's timings of the last collection, with the fillers'.
     timings: Timings,
 }
@@ -258,6 +265,9 @@ impl Source for Pipeline {
         let mut gpus = self.inner.collect(at)?;
         self.timings = self.inner.timings();
         self.fleet.identify(&mut gpus);
+        if let Some(bus) = &mut self.bus {
+            self.fleet.on_bus(bus.functions(), &mut gpus);
+        }
         // Real sources collect at wall-clock time, which file ages need.
         for (c, f) in &mut self.fillers {
             let started = Instant::now();
@@ -299,6 +309,7 @@ impl Source for Pipeline {
             inner,
             fleet: Fleet::new(),
             fillers: Vec::new(),
+            bus: None,
             timings: Timings::default(),
         }))
     }

@@ -241,9 +241,19 @@ pub static FLAGS: &[Flag] = &[
         "--path.sysfs",
         "PATH",
         "/sys",
-        "where sysfs is mounted: --source auto looks there for NVIDIA PCI functions (an unbound one is a GPU whose driver is not loaded)",
+        "where sysfs is mounted: --source auto looks there for NVIDIA PCI functions (an unbound one is a GPU whose driver is not loaded), and a GPU there that the source does not list is served lost",
         |c, v| {
             c.sysfs = v.into();
+            Ok(())
+        },
+    ),
+    set(
+        "--path.procfs",
+        "PATH",
+        "/proc",
+        "where procfs is mounted: a GPU on the PCI bus counts only if driver/nvidia/gpus lists it, where that exists (a container sees only its own GPUs there)",
+        |c, v| {
+            c.procfs = v.into();
             Ok(())
         },
     ),

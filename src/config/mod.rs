@@ -136,6 +136,9 @@ pub struct Config {
     pub smi_path: PathBuf,
     /// Where sysfs is mounted: `auto` looks for NVIDIA PCI functions there.
     pub sysfs: PathBuf,
+    /// Where procfs is mounted: `driver/nvidia/gpus` lists the GPUs this
+    /// container (or host) was given.
+    pub procfs: PathBuf,
     /// `--smi.timeout`.
     pub smi_timeout: Duration,
     /// `--xid.kmsg`. `None`: /dev/kmsg when readable; `Some("")`: off.
@@ -219,6 +222,7 @@ impl Default for Config {
             nvml_library: None,
             smi_path: PathBuf::from("nvidia-smi"),
             sysfs: PathBuf::from("/sys"),
+            procfs: PathBuf::from("/proc"),
             smi_timeout: Duration::from_secs(5),
             xid_kmsg: None,
             workload_dir: None,

@@ -8,8 +8,9 @@
 //! - **Lost GPUs.** A GPU seen before and missing now (gone from the
 //!   source's list, or reported lost by UUID or bus id) is served with
 //!   `up == false`, its identity and its counters, until the exporter
-//!   restarts or a SIGHUP reload ([`Fleet::forget`]). A GPU lost before it
-//!   was ever read has no identity to serve: it is left out and logged once.
+//!   restarts. A GPU lost before it was ever read has no identity to serve:
+//!   it is left out and logged once, unless it is on the PCI bus
+//!   ([`Fleet::on_bus`]), which names it by its bus id.
 //! - **Counters** never go backwards (see [`counters`]).
 //! - **Ranges.** Readings outside their family's physical range are left
 //!   out (see [`range`]).
@@ -76,7 +77,9 @@ impl Known {
     }
 
     fn matches(&self, g: &Gpu, bus: Option<&str>) -> bool {
-        if !g.uuid.is_empty() {
+        // A GPU known only from the PCI bus has no UUID yet: its bus id
+        // names it when the source first lists it.
+        if !g.uuid.is_empty() && !self.uuid.is_empty() {
             return self.uuid.eq_ignore_ascii_case(&g.uuid);
         }
         if let Some(bus) = bus {
@@ -202,6 +205,47 @@ impl Fleet {
         *gpus = out;
     }
 
+    /// After [`Fleet::identify`]: an NVIDIA GPU on the PCI bus (`functions`,
+    /// the kernel's addresses) that the source does not list and the fleet
+    /// does not know is remembered by its bus id alone and served lost from
+    /// now on: a GPU that fell off before the exporter started, or whose
+    /// driver failed to take it, is no longer simply absent. Skipped while
+    /// a GPU the source lists has no bus id to compare.
+    pub fn on_bus(&mut self, functions: &[String], gpus: &mut Vec<Gpu>) {
+        if gpus
+            .iter()
+            .any(|g| g.up && normalize_bus_id(&g.pci_bus_id).is_none())
+        {
+            return;
+        }
+        let mut added = false;
+        for f in functions {
+            let Some(bus) = normalize_bus_id(f) else {
+                continue;
+            };
+            if self.known.len() >= MAX_GPUS
+                || self.known.iter().any(|k| k.bus.as_deref() == Some(&bus))
+            {
+                continue;
+            }
+            let index = self.known.iter().map(|k| k.index + 1).max().unwrap_or(0);
+            log::warn!(
+                "fleet: NVIDIA GPU {bus} is on the PCI bus but the source does not list it (fallen off, or its driver failed to take it): served as lost, gpu=\"{index}\""
+            );
+            let mut g = Gpu {
+                pci_bus_id: bus.clone(),
+                ..Gpu::default()
+            };
+            self.known.push(Known::new(index, &g, Some(bus)));
+            remember(&mut g, &self.known[self.known.len() - 1]);
+            gpus.push(g);
+            added = true;
+        }
+        if added {
+            sort_by_index(gpus);
+        }
+    }
+
     /// At most [`MAX_MIG`] MIG instances per GPU, and compute instances
     /// per MIG instance.
     fn bound_mig(&mut self, gpus: &mut [Gpu]) {
@@ -321,6 +365,36 @@ mod tests {
         f.identify(&mut gpus);
         f.settle(&mut gpus);
         gpus
+    }
+
+    /// A GPU only the PCI bus shows is lost by its bus id, and is the same
+    /// GPU, at the same index, once the source lists it.
+    #[test]
+    fn a_gpu_only_the_bus_shows_is_lost_until_the_source_lists_it() {
+        let mut f = Fleet::new();
+        let bus = ["0000:18:00.0".to_string(), "0000:9b:00.0".to_string()];
+        let mut out = vec![gpu(0, "GPU-a", "00000000:18:00.0")];
+        f.identify(&mut out);
+        f.on_bus(&bus, &mut out);
+        assert_eq!(summary(&out), [(0, "GPU-a", true), (1, "", false)]);
+        assert_eq!(out[1].pci_bus_id, "00000000:9B:00.0");
+        // Served lost on the next collections without another look.
+        let out = run(&mut f, vec![gpu(0, "GPU-a", "00000000:18:00.0")]);
+        assert_eq!(summary(&out), [(0, "GPU-a", true), (1, "", false)]);
+        // Its driver takes it: the same gpu index, now with its UUID.
+        let mut out = vec![
+            gpu(0, "GPU-a", "00000000:18:00.0"),
+            gpu(1, "GPU-b", "00000000:9B:00.0"),
+        ];
+        f.identify(&mut out);
+        f.on_bus(&bus, &mut out);
+        assert_eq!(summary(&out), [(0, "GPU-a", true), (1, "GPU-b", true)]);
+        // A listed GPU without a bus id: no comparison is possible.
+        let mut f = Fleet::new();
+        let mut out = vec![gpu(0, "GPU-a", "")];
+        f.identify(&mut out);
+        f.on_bus(&bus, &mut out);
+        assert_eq!(summary(&out), [(0, "GPU-a", true)]);
     }
 
     fn summary(gpus: &[Gpu]) -> Vec<(u32, &str, bool)> {

@@ -3,8 +3,11 @@
 //! simulator. The traces are device nodes (`/dev/nvidia*`) and NVIDIA
 //! display or 3D PCI functions in sysfs that no other driver holds
 //! (`vfio-pci` passes a GPU through to a VM; that GPU is not this host's).
+//! The same functions, looked at again while serving ([`PciBus`]), name
+//! the GPUs a real source should list.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// PCI vendor id of NVIDIA.
 const NVIDIA: &str = "0x10de";
@@ -30,9 +33,20 @@ fn device_node(dev: &Path) -> Option<String> {
 }
 
 fn gpu_function(sysfs: &Path) -> Option<String> {
+    let first = gpu_functions(sysfs).into_iter().next()?;
+    Some(format!("NVIDIA PCI function {first}"))
+}
+
+/// The host's NVIDIA GPUs on the PCI bus, by the kernel's address
+/// (`0000:9b:00.0`), sorted: display and 3D functions unbound or bound to
+/// nvidia, not those another driver holds.
+pub fn gpu_functions(sysfs: &Path) -> Vec<String> {
     let devices = sysfs.join("bus/pci/devices");
-    let mut found: Vec<String> = std::fs::read_dir(&devices)
-        .ok()?
+    let Ok(entries) = std::fs::read_dir(&devices) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = entries
+        .take(MAX_PCI_FUNCTIONS)
         .filter_map(|e| {
             let e = e.ok()?;
             let read = |f: &str| std::fs::read_to_string(e.path().join(f)).ok();
@@ -50,8 +64,58 @@ fn gpu_function(sysfs: &Path) -> Option<String> {
         })
         .collect();
     found.sort();
-    let first = found.first()?;
-    Some(format!("NVIDIA PCI function {first}"))
+    found
+}
+
+/// The GPUs the driver shows this process, by the kernel's address, from
+/// `driver/nvidia/gpus/<address>/`: the NVIDIA container toolkit mounts
+/// only a container's own GPUs there, while sysfs shows every GPU of the
+/// host. `None` where the driver has no such directory (not loaded).
+fn driver_gpus(procfs: &Path) -> Option<Vec<String>> {
+    let dir = std::fs::read_dir(procfs.join("driver/nvidia/gpus")).ok()?;
+    Some(
+        dir.take(MAX_PCI_FUNCTIONS)
+            .filter_map(|e| Some(e.ok()?.file_name().to_str()?.to_ascii_lowercase()))
+            .collect(),
+    )
+}
+
+/// PCI functions looked at: a large server has a few hundred.
+const MAX_PCI_FUNCTIONS: usize = 4096;
+
+/// The GPUs on the bus, looked at again every [`PciBus::EVERY`], not on
+/// every collection: a GPU that falls off stays on the bus, and the
+/// source names that one lost already.
+pub struct PciBus {
+    sysfs: PathBuf,
+    procfs: PathBuf,
+    functions: Vec<String>,
+    next: Option<Instant>,
+}
+
+impl PciBus {
+    const EVERY: Duration = Duration::from_secs(30);
+
+    pub fn new(sysfs: PathBuf, procfs: PathBuf) -> PciBus {
+        PciBus {
+            sysfs,
+            procfs,
+            functions: Vec::new(),
+            next: None,
+        }
+    }
+
+    pub fn functions(&mut self) -> &[String] {
+        let now = Instant::now();
+        if self.next.is_none_or(|next| now >= next) {
+            self.functions = gpu_functions(&self.sysfs);
+            if let Some(given) = driver_gpus(&self.procfs) {
+                self.functions.retain(|f| given.contains(f));
+            }
+            self.next = Some(now + Self::EVERY);
+        }
+        &self.functions
+    }
 }
 
 #[cfg(test)]

@@ -258,3 +258,118 @@ fn under_smi_a_failure_is_quoted_in_nvidia_smis_own_words() {
     // Never a CSV header in the message.
     assert!(!r.contains("index, uuid"));
 }
+
+/// A made-up sysfs (and procfs) tree: one PCI function per `(address,
+/// vendor, class, driver)`, and `driver/nvidia/gpus/<address>` for each of
+/// `given` when it is `Some`.
+fn pci_tree(
+    tag: &str,
+    functions: &[(&str, &str, &str, Option<&str>)],
+    given: Option<&[&str]>,
+) -> (String, String) {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("pci-{tag}"));
+    let _ = std::fs::remove_dir_all(&root);
+    let (sysfs, procfs) = (root.join("sys"), root.join("proc"));
+    for (address, vendor, class, driver) in functions {
+        let f = sysfs.join("bus/pci/devices").join(address);
+        std::fs::create_dir_all(&f).unwrap();
+        std::fs::write(f.join("vendor"), format!("{vendor}\n")).unwrap();
+        std::fs::write(f.join("class"), format!("{class}\n")).unwrap();
+        if let Some(d) = driver {
+            let target = sysfs.join("bus/pci/drivers").join(d);
+            std::fs::create_dir_all(&target).unwrap();
+            std::os::unix::fs::symlink(&target, f.join("driver")).unwrap();
+        }
+    }
+    std::fs::create_dir_all(&procfs).unwrap();
+    for address in given.unwrap_or_default() {
+        std::fs::create_dir_all(procfs.join("driver/nvidia/gpus").join(address)).unwrap();
+    }
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    (s(&sysfs), s(&procfs))
+}
+
+/// A GPU on the PCI bus that NVML does not list (fallen off before the
+/// exporter started, or its driver failed to take it) is served lost by
+/// its bus id and pages; one passed through to a VM (vfio-pci) or another
+/// vendor's is not ours; in a container, only the GPUs the driver's proc
+/// directory lists count.
+#[test]
+fn a_gpu_on_the_bus_that_nvml_does_not_list_is_served_lost() {
+    let functions = [
+        ("0000:18:00.0", "0x10de", "0x030200", Some("nvidia")),
+        ("0000:19:00.0", "0x10de", "0x030200", Some("nvidia")),
+        ("0000:9b:00.0", "0x10de", "0x030200", Some("nvidia")),
+        ("0000:9c:00.0", "0x10de", "0x030200", Some("vfio-pci")),
+        ("0000:03:00.0", "0x8086", "0x030000", Some("i915")),
+    ];
+    let f = Fixture::new("bin-on-bus", &fleet(&[gpu(0, ""), gpu(1, "")]));
+    let with = |sysfs: &str, procfs: &str| {
+        let rules = temp_file(
+            "on-bus-rules.json",
+            r#"{ "rules": [ { "name": "GPULost", "for": "1s" } ] }"#,
+        );
+        let mut args = nvml_args(&f);
+        args.extend(
+            [
+                "--path.sysfs",
+                sysfs,
+                "--path.procfs",
+                procfs,
+                "--rules.file",
+                rules.to_str().unwrap(),
+            ]
+            .map(String::from),
+        );
+        start(&args)
+    };
+    // The host: the driver lists all three of its GPUs, NVML only two.
+    let (sysfs, procfs) = pci_tree(
+        "host",
+        &functions,
+        Some(&["0000:18:00.0", "0000:19:00.0", "0000:9b:00.0"]),
+    );
+    let e = with(&sysfs, &procfs);
+    let body = e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        b.contains("gpu_up{gpu=\"2\"")
+    });
+    assert_eq!(
+        value(&body, "gpu_up{gpu=\"2\",uuid=\"\"}"),
+        Some(0.0),
+        "{body}"
+    );
+    assert!(
+        body.contains("gpu_info{gpu=\"2\",uuid=\"\",model=\"\",pci_bus_id=\"00000000:9B:00.0\""),
+        "{body}"
+    );
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
+    assert_eq!(value(&body, "gpu_up{gpu=\"1\""), Some(1.0));
+    assert!(
+        !body.contains("gpu_up{gpu=\"3\""),
+        "the VM's GPU is not ours: {body}"
+    );
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(3.0));
+    e.wait_log(
+        "NVIDIA GPU 00000000:9B:00.0 is on the PCI bus but the source does not list it",
+        Duration::from_secs(5),
+    );
+    crate::common::eventually(Duration::from_secs(20), || {
+        match firing_for(&e, "GPULost", "2") {
+            true => Ok(()),
+            false => Err(e.get("/alerts", &[]).body),
+        }
+    });
+    drop(e);
+    // A container given two GPUs sees the host's sysfs, but its proc
+    // directory lists only its own: nothing is lost.
+    let (sysfs, procfs) = pci_tree(
+        "container",
+        &functions,
+        Some(&["0000:18:00.0", "0000:19:00.0"]),
+    );
+    let e = with(&sysfs, &procfs);
+    std::thread::sleep(Duration::from_millis(800));
+    let body = e.metrics(None).body;
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(2.0), "{body}");
+    assert!(!body.contains("gpu_up{gpu=\"2\""), "{body}");
+}
