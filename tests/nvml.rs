@@ -759,10 +759,19 @@ fn processes_and_minor_numbers() {
         ]
     );
     // Under MIG, per MIG device: the parent's own list is not read, and
-    // the compute instances of one GPU instance add up to one list.
+    // the compute instances of one GPU instance make one list, each
+    // process on the compute instance it runs on (5120 on both).
     assert!(gpus[1].readings.processes.is_empty());
+    let on = |pid, ci, used| GpuProcess {
+        compute_instance: Some(ci),
+        ..p(pid, Some(used))
+    };
     assert_eq!(
         gpus[1].mig[0].readings.processes,
-        [p(5120, Some(4194304.0)), p(5121, Some(3145728.0))]
+        [
+            on(5120, 0, 2097152.0),
+            on(5121, 1, 3145728.0),
+            on(5120, 1, 4194304.0)
+        ]
     );
 }

@@ -54,6 +54,9 @@ pub(super) fn render(w: &mut Writer, snapshot: &Snapshot, gpus: &[Gpu], on: Coll
                 Some(pid) => w.num_label("pid", pid),
                 None => w.label("pid", "other"),
             }
+            if let Some(ci) = p.compute_instance {
+                w.num_label("mig_compute_instance", ci);
+            }
             if !p.container_id.is_empty() {
                 w.label("container_id", &p.container_id);
             }

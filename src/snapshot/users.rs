@@ -21,13 +21,19 @@ pub struct GpuProcess {
     /// empty where unknown.
     pub container_id: String,
     pub pod_uid: String,
+    /// The MIG compute instance it runs on; `None` on a whole GPU, or
+    /// where the source cannot tell.
+    pub compute_instance: Option<u32>,
 }
 
-/// Adds process `pid` to a GPU's list. One listed twice (compute and
-/// graphics, or on two compute instances of one GPU instance) is kept
-/// once, with the larger of its figures.
-pub fn add_process(list: &mut Vec<GpuProcess>, pid: u32, used: Option<f64>) {
-    match list.iter_mut().find(|q| q.pid == Some(pid)) {
+/// Adds process `pid`, on MIG compute instance `ci` if any, to a GPU's
+/// list. One listed twice on one compute instance (compute and graphics)
+/// is kept once, with the larger of its figures.
+pub fn add_process(list: &mut Vec<GpuProcess>, pid: u32, ci: Option<u32>, used: Option<f64>) {
+    match list
+        .iter_mut()
+        .find(|q| q.pid == Some(pid) && q.compute_instance == ci)
+    {
         Some(q) => {
             q.used_bytes = match (q.used_bytes, used) {
                 (Some(a), Some(b)) => Some(a.max(b)),
@@ -37,6 +43,7 @@ pub fn add_process(list: &mut Vec<GpuProcess>, pid: u32, used: Option<f64>) {
         None => list.push(GpuProcess {
             pid: Some(pid),
             used_bytes: used,
+            compute_instance: ci,
             ..GpuProcess::default()
         }),
     }

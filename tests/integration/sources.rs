@@ -451,6 +451,81 @@ fn mig_instances_get_their_own_series() {
     check_metrics(&body);
 }
 
+/// Two compute instances in one GPU instance: `gpu_mig_info` has a row
+/// for each, and a process series names its compute instance, so every
+/// process joins exactly one MIG device (its `mig_uuid`).
+#[test]
+fn two_compute_instances_of_one_gpu_instance_join_their_processes() {
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-ci-parent","bus_id":"00000000:18:00.0",
+        "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
+        "mig":[
+          {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-ci0","gpu_instance_id":2,"compute_instance_id":0,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960},
+           "processes":[{"pid":5120,"used_bytes":2097152}]},
+          {"name":"NVIDIA H100 80GB HBM3 MIG 1c.3g.40gb","uuid":"MIG-ci1","gpu_instance_id":2,"compute_instance_id":1,
+           "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960},
+           "processes":[{"pid":5121,"used_bytes":3145728},{"pid":5120,"used_bytes":4194304}]}
+        ]}"#;
+    let f = Fixture::new("bin-mig-ci", &fleet(&[mig.to_string()]));
+    let mut args = nvml_args(&f);
+    args.push("--collector.processes".into());
+    let e = start(&args);
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        b.contains("gpu_process_memory_used_bytes{")
+    });
+    let samples = |family: &str| -> Vec<&str> {
+        body.lines()
+            .filter(|l| l.starts_with(&format!("{family}{{")))
+            .collect()
+    };
+    // One row per compute instance: (mig_instance, compute instance) -> mig_uuid.
+    let devices: Vec<(&str, &str, &str)> = samples("gpu_mig_info")
+        .into_iter()
+        .map(|l| {
+            let get = |n| label(l, n).unwrap_or_else(|| panic!("{n} in {l}"));
+            (
+                get("mig_instance"),
+                get("mig_compute_instance"),
+                get("mig_uuid"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        devices,
+        [("2", "0", "MIG-ci0"), ("2", "1", "MIG-ci1")],
+        "{body}"
+    );
+    // Each process series joins one device, and no two series share labels.
+    let processes = samples("gpu_process_memory_used_bytes");
+    let mut joined: Vec<(&str, &str, f64)> = processes
+        .iter()
+        .map(|l| {
+            let key = (
+                label(l, "mig_instance").unwrap(),
+                label(l, "mig_compute_instance").unwrap(),
+            );
+            let device = devices
+                .iter()
+                .filter(|d| (d.0, d.1) == key)
+                .map(|d| d.2)
+                .collect::<Vec<_>>();
+            assert_eq!(device.len(), 1, "{l}");
+            let used: f64 = l.rsplit(' ').next().unwrap().parse().unwrap();
+            (label(l, "pid").unwrap(), device[0], used)
+        })
+        .collect();
+    joined.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    assert_eq!(
+        joined,
+        [
+            ("5120", "MIG-ci0", 2097152.0),
+            ("5120", "MIG-ci1", 4194304.0),
+            ("5121", "MIG-ci1", 3145728.0)
+        ]
+    );
+    check_metrics(&body);
+}
+
 /// A label's value in a sample line.
 pub fn label<'a>(line: &'a str, name: &str) -> Option<&'a str> {
     let start = line.find(&format!("{name}=\""))? + name.len() + 2;

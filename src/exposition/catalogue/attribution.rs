@@ -29,7 +29,7 @@ pub static JOB_INFO: Family = family(
 pub static PROCESS_MEMORY: Family = family(
     "gpu_process_memory_used_bytes",
     Gauge,
-    "GPU memory a process uses, by host PID: the largest few per GPU, the rest summed as pid=\"other\". container_id and pod_uid where the host's PIDs are visible.",
+    "GPU memory a process uses, by host PID: the largest few per GPU, the rest summed as pid=\"other\". container_id and pod_uid where the host's PIDs are visible; on MIG, mig_compute_instance where NVML names it.",
 )
 .of(Collector::Processes);
 pub static KUBELET_LAST_SUCCESS: Family = family(

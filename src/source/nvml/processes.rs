@@ -9,14 +9,15 @@ use super::ffi::Device;
 use super::probe::Probe;
 use crate::snapshot::{GpuProcess, add_process};
 
-/// Adds the processes on `d` to `out`, merging by PID.
-pub(super) fn read(d: Device<'_>, p: &mut Probe, out: &mut Vec<GpuProcess>) {
+/// Adds the processes on `d` (MIG compute instance `ci`, if it is one) to
+/// `out`, merging by PID.
+pub(super) fn read(d: Device<'_>, ci: Option<u32>, p: &mut Probe, out: &mut Vec<GpuProcess>) {
     for (what, graphics) in [("compute processes", false), ("graphics processes", true)] {
         let Some(list) = p.get(what, || d.running_processes(graphics)) else {
             continue;
         };
         for (pid, used) in list {
-            add_process(out, pid, used.map(|b| b as f64));
+            add_process(out, pid, ci, used.map(|b| b as f64));
         }
     }
 }

@@ -140,7 +140,7 @@ pub(super) fn read_gpu(
         read_mig(d, &mut p, lib, gpm_slots, gpm_supported)
     } else {
         // Under MIG, processes are listed per MIG device.
-        p.section(Processes, |p| processes::read(d, p, &mut r.processes));
+        p.section(Processes, |p| processes::read(d, None, p, &mut r.processes));
         Vec::new()
     };
 
@@ -405,13 +405,14 @@ pub(super) fn read_mig(
             id: p.get("compute instance id", || m.compute_instance_id()),
             uuid: uuid.clone(),
         };
+        let ci = compute.id;
         if let Some(gi) = out
             .iter_mut()
             .find(|g| g.gpu_instance_id == gpu_instance_id)
         {
             gi.compute.push(compute);
             p.section(Processes, |p| {
-                processes::read(m, p, &mut gi.readings.processes)
+                processes::read(m, ci, p, &mut gi.readings.processes)
             });
             continue;
         }
@@ -426,7 +427,7 @@ pub(super) fn read_mig(
             set_memory(&mut readings, p.value("mig memory", || m.memory()))
         });
         p.section(Processes, |p| {
-            processes::read(m, p, &mut readings.processes)
+            processes::read(m, ci, p, &mut readings.processes)
         });
         p.section(Gpm, |p| {
             let slot = gpm_slots

@@ -115,6 +115,7 @@ pub(super) fn check(
             used_bytes: used,
             container_id: id("container_id", &p.container_id)?,
             pod_uid: id("pod_uid", &p.pod_uid)?,
+            compute_instance: None,
         });
     }
     for (i, j) in jobs.iter().flatten().enumerate() {

@@ -105,7 +105,7 @@ pub fn attach(apps: Vec<App>, gpus: &mut [Gpu]) {
             None => &mut g.readings.processes,
         };
         if let Some(pid) = p.pid {
-            add_process(list, pid, p.used_bytes);
+            add_process(list, pid, None, p.used_bytes);
         }
     }
 }
