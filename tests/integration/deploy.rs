@@ -1387,6 +1387,14 @@ pub struct Prometheus {
     dir: TempDir,
 }
 
+/// A loopback address free now, for a server a test starts next.
+pub fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
 impl Prometheus {
     /// Prometheus scraping `target` every second with the committed rules.
     pub fn start(target: SocketAddr) -> Prometheus {
@@ -1415,10 +1423,7 @@ impl Prometheus {
         );
         std::fs::write(dir.0.join("prometheus.yml"), config).unwrap();
         // Free now; a race for it shows as Prometheus exiting, reported below.
-        let addr = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
+        let addr = free_addr();
         let log = std::fs::File::create(dir.0.join("log")).unwrap();
         let child = Command::new("prometheus")
             .arg(format!(

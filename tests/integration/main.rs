@@ -2,6 +2,7 @@
 //! loopback ports and talks to it over real sockets.
 
 mod abuse;
+mod alertmanager;
 mod arm64;
 mod cli;
 mod collectors;

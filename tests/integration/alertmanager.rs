@@ -1,0 +1,194 @@
+//! The shipped inhibitions in a real Alertmanager, fed by a real
+//! Prometheus that scrapes the exporter and evaluates the shipped rules:
+//! the alerts carry exactly the labels Prometheus gives them, so an
+//! `equal:` that names a label one side lacks shows here as a page that is
+//! not muted (absent on both sides compares equal, which is why `cluster`
+//! is harmless). All on loopback, every wait bounded.
+
+use crate::common::{Exporter, eventually, have};
+use crate::deploy::{Prometheus, TempDir, free_addr};
+use crate::prometheus::http_get;
+use nanoserde::DeJson;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// GPU 0 has failed a row remap and logs Xid 48 (which pages); GPU 1 only
+/// logs Xid 48. The simulator's Xid counts follow wall time, so each
+/// scrape sees them grow and `increase()` holds without waiting for a
+/// single event to land between two scrapes.
+const SCENARIO: &str = r#"{"gpus":[
+  {"xid":48,"xid_every":"2s","health":{"row_remap_failed":true}},
+  {"xid":48,"xid_every":"2s"}
+]}"#;
+
+const RULES: &str = "deploy/prometheus/gpu-exporter-rules.yml";
+const CONFIG: &str = "deploy/alertmanager/alertmanager.yml";
+
+/// An Alertmanager on a free loopback port, without gossip; killed (and
+/// its data removed) on drop.
+struct Alertmanager {
+    child: Child,
+    addr: SocketAddr,
+    dir: TempDir,
+}
+
+impl Alertmanager {
+    fn start(config: &Path) -> Alertmanager {
+        let dir = TempDir::new("alertmanager");
+        // Free now; a race for it shows as Alertmanager exiting, reported
+        // on the first query.
+        let addr = free_addr();
+        let log = std::fs::File::create(dir.0.join("log")).unwrap();
+        let child = Command::new("prometheus-alertmanager")
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!("--storage.path={}", dir.0.join("data").display()))
+            .arg(format!("--web.listen-address={addr}"))
+            .arg("--cluster.listen-address=")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("spawn prometheus-alertmanager");
+        Alertmanager { child, addr, dir }
+    }
+
+    /// What `/api/v2/alerts` holds now; empty while not answering.
+    fn alerts(&mut self) -> Vec<AmAlert> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            let log = std::fs::read_to_string(self.dir.0.join("log")).unwrap_or_default();
+            panic!("alertmanager exited ({status}):\n{log}");
+        }
+        let Some(body) = http_get(&self.addr.to_string(), "/api/v2/alerts") else {
+            return Vec::new();
+        };
+        Vec::<AmAlert>::deserialize_json(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+    }
+
+    /// The `gpu` labels of the GPUXidErrors alerts `amtool alert query`
+    /// lists with `filter` (`--active` or `--inhibited`), sorted.
+    fn amtool_xid_gpus(&self, filter: &str) -> Vec<String> {
+        let out = Command::new("amtool")
+            .arg(format!("--alertmanager.url=http://{}", self.addr))
+            .args(["alert", "query", "--output=json", filter])
+            .arg("alertname=GPUXidErrors")
+            .output()
+            .unwrap();
+        let body = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "amtool: {body}{out:?}");
+        let alerts =
+            Vec::<AmAlert>::deserialize_json(&body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        let mut gpus: Vec<String> = alerts.iter().map(|a| label(a, "gpu").to_string()).collect();
+        gpus.sort();
+        gpus
+    }
+}
+
+impl Drop for Alertmanager {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[derive(DeJson, Debug)]
+struct AmAlert {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    fingerprint: String,
+    status: AmStatus,
+}
+
+#[derive(DeJson, Debug)]
+struct AmStatus {
+    state: String,
+    #[nserde(rename = "inhibitedBy")]
+    inhibited_by: Vec<String>,
+}
+
+fn label<'a>(a: &'a AmAlert, name: &str) -> &'a str {
+    a.labels.get(name).map_or("", String::as_str)
+}
+
+fn find<'a>(alerts: &'a [AmAlert], name: &str, gpu: &str) -> Option<&'a AmAlert> {
+    alerts
+        .iter()
+        .find(|a| label(a, "alertname") == name && label(a, "gpu") == gpu)
+}
+
+#[test]
+fn a_remap_failure_mutes_that_gpus_xid_page_in_alertmanager() {
+    if !have("prometheus", &["--version"])
+        || !have("prometheus-alertmanager", &["--version"])
+        || !have("amtool", &["--version"])
+    {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The shipped file as it is: its webhooks point at a port nobody
+    // listens on, and a failed delivery does not stop an inhibition.
+    let mut am = Alertmanager::start(&root.join(CONFIG));
+    let e = Exporter::on_scenario("am-inhibit.json", SCENARIO, &[]);
+    // The shipped rules as they are: GPUXidErrors and GPURowRemapFailure
+    // have no `for:`, so nothing needs shortening.
+    let _prom = Prometheus::with_config(
+        &format!("prometheus-am-{}", am.addr.port()),
+        &format!(
+            "rule_files:\n  - '{}'\n\
+             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}']\n\
+             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
+            root.join(RULES).display(),
+            e.addr,
+            am.addr
+        ),
+    );
+
+    let alerts = eventually(Duration::from_secs(90), || {
+        let alerts = am.alerts();
+        let all = [
+            ("GPUXidErrors", "0"),
+            ("GPUXidErrors", "1"),
+            ("GPURowRemapFailure", "0"),
+        ];
+        match all.iter().all(|(n, g)| find(&alerts, n, g).is_some()) {
+            true => Ok(alerts),
+            false => Err(format!("Alertmanager holds {alerts:#?}")),
+        }
+    });
+    let remap = find(&alerts, "GPURowRemapFailure", "0").unwrap();
+    let muted = find(&alerts, "GPUXidErrors", "0").unwrap();
+    let paged = find(&alerts, "GPUXidErrors", "1").unwrap();
+    assert_eq!(
+        (muted.status.state.as_str(), &muted.status.inhibited_by),
+        ("suppressed", &vec![remap.fingerprint.clone()]),
+        "GPU 0's Xid page, muted by its remap failure: {alerts:#?}"
+    );
+    for page in [remap, paged] {
+        assert_eq!(
+            (page.status.state.as_str(), page.status.inhibited_by.len()),
+            ("active", 0),
+            "{page:#?}"
+        );
+    }
+    // The same verdicts through amtool.
+    assert_eq!(am.amtool_xid_gpus("--inhibited"), ["0"]);
+    assert_eq!(am.amtool_xid_gpus("--active"), ["1"]);
+
+    for a in &alerts {
+        let name = label(a, "alertname");
+        // Only a fleet rule, which says so, aggregates `instance` away.
+        let fleet = a
+            .annotations
+            .get("scope")
+            .is_some_and(|s| s.starts_with("fleet:"));
+        if !fleet {
+            assert_ne!(label(a, "instance"), "", "{name} has no instance: {a:#?}");
+        }
+        if a.labels.contains_key("gpu") || a.labels.contains_key("uuid") {
+            for l in ["instance", "gpu", "uuid"] {
+                assert_ne!(label(a, l), "", "{name} about a GPU has no {l}: {a:#?}");
+            }
+        }
+    }
+}
