@@ -192,3 +192,104 @@ fn what_is_not_a_kernel_log_is_refused_with_one_line() {
         assert!(err.contains("--xid.kmsg") && err.contains(kind), "{err}");
     }
 }
+
+/// The two GPUs the fake nvidia-smi lists, GPU 0 on the bus the Xid name.
+const SMI_CSV: &str = "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-a, 00000000:9B:00.0, 40\n1, GPU-b, 00000000:9C:00.0, 41\n";
+
+/// A `dmesg -T` Xid line logged at Unix time `t` on a host whose `TZ` is
+/// `tz`: glibc's `date` prints the stamp, so the zone's offset is its
+/// reading of the file, not ours.
+fn dmesg_t(tz: &str, t: u64, code: u32) -> String {
+    let out = Command::new("date")
+        .env("TZ", tz)
+        .args([&format!("--date=@{t}"), "+%a %b %e %H:%M:%S %Y"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "date: {out:?}");
+    let stamp = String::from_utf8(out.stdout).unwrap();
+    format!(
+        "[{}] NVRM: Xid (PCI:0000:9b:00): {code}, pid=1, name=x, Ch 00000008\n",
+        stamp.trim_end()
+    )
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[test]
+fn dmesg_t_stamps_are_read_in_the_hosts_time_zone() {
+    let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tz");
+    let bad = zones.join("../SOURCES.md");
+    // (TZ for the exporter, TZ the stamps are printed in, name.)
+    let cases = [
+        (
+            format!(":{}", zones.join("Etc-GMT+5").display()),
+            None,
+            "utc-5",
+        ),
+        (
+            zones.join("Asia-Tokyo").display().to_string(),
+            None,
+            "utc+9",
+        ),
+        // Not a zone file: one warning, stamps read as UTC.
+        (format!(":{}", bad.display()), Some("UTC0"), "bad"),
+    ];
+    for (tz, printed_in, name) in &cases {
+        let printed_in = printed_in.map_or(tz.as_str(), |p| p);
+        let d = dir(&format!("kmsg-tz-{name}"));
+        let log = d.0.join("dmesg.log");
+        std::fs::write(&log, dmesg_t(printed_in, unix_now() - 3600, 79)).unwrap();
+        let smi = crate::sources::fake_smi(&format!("tz-{name}"), SMI_CSV);
+        let mut cmd = Command::new(BIN);
+        cmd.env("TZ", tz);
+        let e = Exporter::serving(
+            cmd,
+            &[
+                "--source",
+                "smi",
+                "--smi.path",
+                smi.to_str().unwrap(),
+                "--xid.kmsg",
+                log.to_str().unwrap(),
+                "--collect.interval",
+                "200ms",
+            ],
+        );
+        e.wait_first_collection();
+        // Appended after start: one logged two hours ago (before start),
+        // then three a minute from now.
+        let t = unix_now() + 60;
+        let lines = [(t - 7260, 48), (t, 79), (t, 79), (t + 1, 13)];
+        append(
+            &log,
+            &lines
+                .map(|(at, code)| dmesg_t(printed_in, at, code))
+                .concat(),
+        );
+        let series =
+            |x: u32| format!("gpu_xid_errors_total{{gpu=\"0\",uuid=\"GPU-a\",xid=\"{x}\"}}");
+        e.wait_for("/metrics", Duration::from_secs(20), |b| {
+            value(b, &series(13)) == Some(1.0)
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        let body = e.metrics(None).body;
+        let last = "gpu_xid_last_timestamp_seconds{gpu=\"0\",uuid=\"GPU-a\"}";
+        assert_eq!(
+            (
+                value(&body, &series(79)),
+                value(&body, &series(48)),
+                value(&body, &series(13)),
+                value(&body, last)
+            ),
+            (Some(2.0), Some(0.0), Some(1.0), Some((t + 1) as f64)),
+            "{name}"
+        );
+        let warnings = e.log().lines().filter(|l| l.contains("time zone")).count();
+        assert_eq!(warnings, usize::from(*name == "bad"), "{name}: {}", e.log());
+    }
+}
