@@ -18,6 +18,13 @@ pub const MAX_JSON_BYTES: u64 = 1024 * 1024;
 /// The text of the regular file at `path`, at most `limit` bytes of UTF-8.
 /// The error is one line, without the path (the caller names the file).
 pub fn read_config(path: &Path, limit: u64) -> Result<String, String> {
+    String::from_utf8(read_bytes(path, limit)?)
+        .map_err(|e| format!("not UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
+}
+
+/// The bytes of the regular file at `path`, at most `limit` of them, as
+/// [`read_config`] reads them (binary files: a time zone's TZif).
+pub fn read_bytes(path: &Path, limit: u64) -> Result<Vec<u8>, String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
@@ -41,7 +48,7 @@ pub fn read_config(path: &Path, limit: u64) -> Result<String, String> {
 
 /// Reads at most `limit` bytes of `file`, whose size was `len` when
 /// stated; one that grew past `limit` since is refused too.
-fn read_bounded(file: File, len: u64, limit: u64) -> Result<String, String> {
+fn read_bounded(file: File, len: u64, limit: u64) -> Result<Vec<u8>, String> {
     let too_big = |n: u64| format!("{n} bytes, over the limit of {limit}");
     if len > limit {
         return Err(too_big(len));
@@ -53,8 +60,7 @@ fn read_bounded(file: File, len: u64, limit: u64) -> Result<String, String> {
     if bytes.len() as u64 > limit {
         return Err(too_big(bytes.len() as u64));
     }
-    String::from_utf8(bytes)
-        .map_err(|e| format!("not UTF-8 (at byte {})", e.utf8_error().valid_up_to()))
+    Ok(bytes)
 }
 
 #[cfg(test)]

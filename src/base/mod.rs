@@ -1,7 +1,7 @@
 //! The ground floor: helpers any module may use, which use nothing of the
-//! crate's own. Time and durations, number spelling, the strict JSON pass,
-//! reading the files flags name, units, PCI bus ids, quiet logs and rate
-//! limits.
+//! crate's own. Time and durations, the time zone, number spelling, the
+//! strict JSON pass, reading the files flags name, units, PCI bus ids, quiet
+//! logs and rate limits.
 
 pub mod file;
 pub mod json;
@@ -13,6 +13,7 @@ pub mod rate;
 #[cfg(test)]
 pub mod readme;
 pub mod time;
+pub mod tz;
 pub mod units;
 
 /// A test fixture under `tests/fixtures/<dir>/`, built into the test.

@@ -50,9 +50,34 @@ pub fn format_duration(d: Duration) -> String {
     format!("{ms}ms")
 }
 
-/// Unix seconds of a UTC civil time (Howard Hinnant's days_from_civil);
-/// `None` outside the years 1970 to 9999 or for a month or day out of
-/// range. The caller checks the time of day.
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// days_from_civil); the caller checks the ranges.
+pub fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = year - i64::from(month <= 2);
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = i64::from((month + 9) % 12);
+    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Year, month and day of a day since 1970-01-01 (Howard Hinnant's
+/// civil_from_days).
+pub fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m as u32, d as u32)
+}
+
+/// Unix seconds of a UTC civil time; `None` outside the years 1970 to 9999
+/// or for a month or day out of range. The caller checks the time of day.
 pub fn unix_from_civil(
     (year, month, day): (u32, u32, u32),
     (h, m, s): (u32, u32, u32),
@@ -61,13 +86,7 @@ pub fn unix_from_civil(
     if !(1970..=9999).contains(&year) || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return None;
     }
-    let y = i64::from(year) - i64::from(month <= 2);
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = i64::from((month + 9) % 12);
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = days_from_civil(i64::from(year), month, day);
     let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
     Some(secs as f64 + frac)
 }
@@ -82,16 +101,7 @@ pub fn rfc3339(t: f64) -> String {
     let ms = (t * 1000.0).round() as i64;
     let (secs, ms) = (ms.div_euclid(1000), ms.rem_euclid(1000));
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
         rem / 3600,

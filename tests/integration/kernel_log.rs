@@ -192,3 +192,162 @@ fn what_is_not_a_kernel_log_is_refused_with_one_line() {
         assert!(err.contains("--xid.kmsg") && err.contains(kind), "{err}");
     }
 }
+
+/// The two GPUs the fake nvidia-smi lists, GPU 0 on the bus the Xid name.
+const SMI_CSV: &str = "index, uuid, pci.bus_id, temperature.gpu\n0, GPU-a, 00000000:9B:00.0, 40\n1, GPU-b, 00000000:9C:00.0, 41\n";
+
+/// `cmd` running the exporter on a fake nvidia-smi listing [`SMI_CSV`],
+/// Xid from `log`, once its first collection is published.
+fn smi_exporter(cmd: Command, name: &str, log: &Path) -> Exporter {
+    let smi = crate::sources::fake_smi(name, SMI_CSV);
+    let e = Exporter::serving(
+        cmd,
+        &[
+            "--source",
+            "smi",
+            "--smi.path",
+            smi.to_str().unwrap(),
+            "--xid.kmsg",
+            log.to_str().unwrap(),
+            "--collect.interval",
+            "200ms",
+        ],
+    );
+    e.wait_first_collection();
+    e
+}
+
+/// A `dmesg -T` Xid line logged at Unix time `t` on a host whose `TZ` is
+/// `tz`: glibc's `date` prints the stamp, so the zone's offset is its
+/// reading of the file, not ours.
+fn dmesg_t(tz: &str, t: u64, code: u32) -> String {
+    let out = Command::new("date")
+        .env("TZ", tz)
+        .args([&format!("--date=@{t}"), "+%a %b %e %H:%M:%S %Y"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "date: {out:?}");
+    let stamp = String::from_utf8(out.stdout).unwrap();
+    format!(
+        "[{}] NVRM: Xid (PCI:0000:9b:00): {code}, pid=1, name=x, Ch 00000008\n",
+        stamp.trim_end()
+    )
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+#[test]
+fn dmesg_t_stamps_are_read_in_the_hosts_time_zone() {
+    let zones = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tz");
+    let bad = zones.join("../SOURCES.md");
+    // (TZ for the exporter, TZ the stamps are printed in, name.)
+    let cases = [
+        (
+            format!(":{}", zones.join("Etc-GMT+5").display()),
+            None,
+            "utc-5",
+        ),
+        (
+            zones.join("Asia-Tokyo").display().to_string(),
+            None,
+            "utc+9",
+        ),
+        // Not a zone file: one warning, stamps read as UTC.
+        (format!(":{}", bad.display()), Some("UTC0"), "bad"),
+    ];
+    for (tz, printed_in, name) in &cases {
+        let printed_in = printed_in.map_or(tz.as_str(), |p| p);
+        let d = dir(&format!("kmsg-tz-{name}"));
+        let log = d.0.join("dmesg.log");
+        std::fs::write(&log, dmesg_t(printed_in, unix_now() - 3600, 79)).unwrap();
+        let mut cmd = Command::new(BIN);
+        cmd.env("TZ", tz);
+        let e = smi_exporter(cmd, &format!("tz-{name}"), &log);
+        // Appended after start: one logged two hours ago (before start),
+        // then three a minute from now.
+        let t = unix_now() + 60;
+        let lines = [(t - 7260, 48), (t, 79), (t, 79), (t + 1, 13)];
+        append(
+            &log,
+            &lines
+                .map(|(at, code)| dmesg_t(printed_in, at, code))
+                .concat(),
+        );
+        let series =
+            |x: u32| format!("gpu_xid_errors_total{{gpu=\"0\",uuid=\"GPU-a\",xid=\"{x}\"}}");
+        e.wait_for("/metrics", Duration::from_secs(20), |b| {
+            value(b, &series(13)) == Some(1.0)
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        let body = e.metrics(None).body;
+        let last = "gpu_xid_last_timestamp_seconds{gpu=\"0\",uuid=\"GPU-a\"}";
+        assert_eq!(
+            (
+                value(&body, &series(79)),
+                value(&body, &series(48)),
+                value(&body, &series(13)),
+                value(&body, last)
+            ),
+            (Some(2.0), Some(0.0), Some(1.0), Some((t + 1) as f64)),
+            "{name}"
+        );
+        let warnings = e.log().lines().filter(|l| l.contains("time zone")).count();
+        assert_eq!(warnings, usize::from(*name == "bad"), "{name}: {}", e.log());
+    }
+}
+
+/// A kern.log line that is not an Xid, stamped `t` seconds after boot; its
+/// last 64 bytes are the same whatever the stamp.
+fn noise(t: f64) -> String {
+    format!(
+        "Sep 23 18:37:03 node kernel: [{t:>13.6}] pcieport 0000:00:01.1: pciehp: Slot(0): Link Down, padding to a hundred bytes\n"
+    )
+}
+
+#[test]
+fn a_truncated_log_regrown_past_the_offset_loses_no_xid() {
+    let d = dir("kmsg-regrow");
+    let log = d.0.join("kern.log");
+    std::fs::write(
+        &log,
+        (0..60)
+            .map(|i| noise(10.0 + f64::from(i)))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let e = smi_exporter(Command::new(BIN), "regrow", &log);
+    let series = |x: u32| format!("gpu_xid_errors_total{{gpu=\"0\",uuid=\"GPU-a\",xid=\"{x}\"}}");
+    let t = crate::common::uptime() + 100.0;
+    append(&log, &format!("{}{}", xid(t, 79), noise(t + 1.0)));
+    e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        value(b, &series(79)) == Some(1.0)
+    });
+    // logrotate's copytruncate, and 44 Xid logged before the next read,
+    // the line that ends at the old offset with the same 64 bytes before
+    // it as the line read there (another stamp), then one more Xid.
+    let offset = std::fs::metadata(&log).unwrap().len() as usize;
+    let xids: String = (0..44).map(|i| xid(t + 10.0 + f64::from(i), 79)).collect();
+    let last = noise(t + 60.0);
+    let head = "Sep 23 18:38:03 node kernel: ";
+    let pad = offset - xids.len() - last.len() - head.len() - 1;
+    let regrown = format!("{xids}{head}{}\n{last}", "x".repeat(pad));
+    assert_eq!(regrown.len(), offset);
+    let old = std::fs::read(&log).unwrap();
+    assert_eq!(regrown.as_bytes()[offset - 64..], old[offset - 64..]);
+    std::fs::write(&log, format!("{regrown}{}", xid(t + 61.0, 13))).unwrap();
+    e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        value(b, &series(13)) == Some(1.0)
+    });
+    // Several collections on: exactly the 45 and the 1.
+    std::thread::sleep(Duration::from_secs(2));
+    let body = e.metrics(None).body;
+    assert_eq!(
+        (value(&body, &series(79)), value(&body, &series(13))),
+        (Some(45.0), Some(1.0))
+    );
+}

@@ -1,6 +1,7 @@
 //! Xid counts per GPU and code, from kernel log lines, each counted once.
 
 use super::line::{Stamp, Xid, normalize_bus_id, parse_xid, split_line};
+use crate::base::tz::Zone;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -32,7 +33,7 @@ struct Recent {
 
 fn kind(s: Stamp) -> (usize, f64) {
     match s {
-        Stamp::Unix(t) => (0, t),
+        Stamp::Unix(t) | Stamp::Local(t) => (0, t),
         Stamp::Monotonic(m) => (1, m),
     }
 }
@@ -110,6 +111,8 @@ pub struct XidCounter {
     last_code: BTreeMap<String, u32>,
     last_seq: Option<u64>,
     boot_time: Option<f64>,
+    /// The zone `dmesg -T` stamps are read in.
+    zone: Zone,
     /// Unix time and uptime (seconds since boot) of the exporter's start.
     start: Option<(f64, Option<f64>)>,
     recent: Recent,
@@ -134,6 +137,12 @@ impl XidCounter {
     /// [`boot_time`]: crate::base::time::boot_time
     pub fn set_boot_time(&mut self, unix: f64) {
         self.boot_time = Some(unix).filter(|t| t.is_finite());
+    }
+
+    /// The host's time zone, which `dmesg -T` stamps are in (UTC until
+    /// set).
+    pub fn set_zone(&mut self, zone: Zone) {
+        self.zone = zone;
     }
 
     /// The exporter's start, as Unix time and seconds since boot: records
@@ -172,7 +181,11 @@ impl XidCounter {
             self.last_seq = Some(seq);
         }
         let xid = parse_xid(line.message)?;
-        let time = match line.stamp {
+        let stamp = match line.stamp {
+            Some(Stamp::Local(l)) => Some(Stamp::Unix(self.zone.to_unix(l))),
+            s => s,
+        };
+        let time = match stamp {
             Some(Stamp::Unix(t)) => Some(t),
             Some(Stamp::Monotonic(m)) if record => self.boot_time.map(|b| b + m),
             _ => None,
@@ -181,17 +194,17 @@ impl XidCounter {
             let last = self.last.entry(xid.bus_id.clone()).or_insert(t);
             *last = last.max(t);
         }
-        let before_start = mode == Mode::Scan || self.stamped_before_start(line.stamp);
+        let before_start = mode == Mode::Scan || self.stamped_before_start(stamp);
         let again = if record {
             false
         } else {
             let hash = hash_of(text.trim_end_matches(['\n', '\r']));
-            let seen = self.recent.seen(hash, line.stamp);
-            if self.rereading && line.stamp.is_some_and(|s| self.recent.past(s)) {
+            let seen = self.recent.seen(hash, stamp);
+            if self.rereading && stamp.is_some_and(|s| self.recent.past(s)) {
                 self.rereading = false;
             }
             let again = self.rereading && seen;
-            self.recent.insert(hash, line.stamp);
+            self.recent.insert(hash, stamp);
             again
         };
         if again {
@@ -286,6 +299,14 @@ pub(super) mod tests {
     use crate::snapshot::xid_errors;
 
     pub(crate) const DMESG_T: &str = fixture!("kmsg", "xid_dmesg-T_xid119-gsp-timeout_gpud.log");
+    const TOKYO: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tz/Asia-Tokyo"
+    ));
+    const GMT5: &[u8] = include_bytes!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/tz/Etc-GMT+5"
+    ));
     pub(crate) const DECODE_ISO: &str =
         fixture!("kmsg", "xid_dmesg-decode-iso_xid13-43_gpud_excerpt.log");
     pub(crate) const NO_XID: &str = fixture!(
@@ -381,8 +402,16 @@ pub(super) mod tests {
         assert_eq!(c.counts("00000000:9B:00.0"), [(119, 5)]);
         assert_eq!(c.total(), 5);
         assert_eq!(c.bus_ids(), ["00000000:9B:00.0"]);
-        // [Sun Feb 23 16:30:13 2025], read as UTC.
+        // [Sun Feb 23 16:30:13 2025], in UTC until a zone is set.
         assert_eq!(c.last_timestamp("0000:9b:00"), Some(1_740_328_213.0));
+        // Local time in Tokyo (UTC+9) and at UTC-5: 9 hours earlier, 5 later.
+        for (zone, hours) in [(TOKYO, -9.0), (GMT5, 5.0)] {
+            let mut c = XidCounter::new();
+            c.set_zone(crate::base::tz::parse_tzif(zone).unwrap());
+            c.feed_text(DMESG_T);
+            let expect = 1_740_328_213.0 + hours * 3600.0;
+            assert_eq!(c.last_timestamp("0000:9b:00"), Some(expect));
+        }
     }
 
     #[test]

@@ -6,10 +6,13 @@
 //! - Rotation is noticed by the path naming another file (device and
 //!   inode): the rest of the old one is read, then the new one from its
 //!   start. Truncation (logrotate's copytruncate) is a size below the
-//!   offset; a rewrite in place (`dmesg > file`) is the bytes just before
-//!   the offset no longer being those read: both are read again from the
-//!   start. Either way the counter is told ([`XidCounter::reread`]), so
-//!   lines seen before are not counted again.
+//!   offset. A rewrite in place (`dmesg > file`), or a truncation the file
+//!   has regrown past between two reads, is the file no longer holding
+//!   what was read: its first [`HEAD`] bytes, or the last whole line read
+//!   (its stamp included) with what follows it up to the offset, are not
+//!   those read ([`Proof`]). Any of these is read again from the start,
+//!   and the counter told ([`XidCounter::reread`]), so lines seen before
+//!   are not counted again.
 //! - What the file held when the exporter started is [`Mode::Scan`]: from
 //!   before start.
 //! - A last line without its newline is counted once: when its newline
@@ -28,8 +31,10 @@ pub const MAX_LINE: usize = 8 * 1024;
 /// Most bytes read in one call, so that a huge backlog is read over
 /// several collections rather than holding one.
 pub const MAX_BYTES_PER_READ: u64 = 256 << 20;
-/// Bytes before the offset remembered to notice a rewrite in place.
-const TAIL: usize = 64;
+/// Bytes at the file's start checked to notice a rewrite in place.
+const HEAD: u64 = 4096;
+/// Most bytes before the offset checked: the last line read, cut to this.
+const LAST: u64 = 2 * MAX_LINE as u64;
 /// Reads with the size unchanged before a last line without its newline
 /// counts.
 const UNCHANGED_READS: u32 = 2;
@@ -43,8 +48,11 @@ struct Open {
     id: Identity,
     /// Bytes read so far.
     offset: u64,
-    /// The last bytes read (at most [`TAIL`]).
-    tail: Vec<u8>,
+    /// Where the line being read starts, and the last whole line before it.
+    line_start: u64,
+    last_line: u64,
+    /// What was read, to check it is still there.
+    proof: Option<Proof>,
     /// Bytes below this offset are from before start.
     scan_until: u64,
     /// A line still without its newline.
@@ -133,33 +141,13 @@ impl Follower {
                     0
                 }
             };
-            self.open = Some(Open {
-                file,
-                id,
-                offset: 0,
-                tail: Vec::new(),
-                scan_until,
-                pending: Vec::new(),
-                pending_counted: false,
-                unchanged: 0,
-                last_size: m.len(),
-            });
+            self.open = Some(Open::at_start(file, id, scan_until, m.len()));
         } else if let Some(o) = &mut self.open {
             let size = meta.len();
-            if size < o.offset || !o.tail_matches() {
+            if size < o.offset || !o.still_holds() {
                 // Truncated or rewritten: from the start again.
                 counter.reread();
-                *o = Open {
-                    file: o.file.try_clone()?,
-                    id: o.id,
-                    offset: 0,
-                    tail: Vec::new(),
-                    scan_until: 0,
-                    pending: Vec::new(),
-                    pending_counted: false,
-                    unchanged: 0,
-                    last_size: size,
-                };
+                *o = Open::at_start(o.file.try_clone()?, o.id, 0, size);
             }
         }
         lines += self.read_open(counter)?;
@@ -185,6 +173,7 @@ impl Follower {
         let mut read_now = 0u64;
         loop {
             if read_now >= MAX_BYTES_PER_READ {
+                o.proof = Proof::of(&o.file, o.offset, o.last_line);
                 return Ok(lines);
             }
             let n = match o.file.read(&mut self.buf) {
@@ -196,6 +185,9 @@ impl Follower {
             read_now += n as u64;
             o.unchanged = 0;
             lines += o.take(&self.buf[..n], counter);
+        }
+        if read_now > 0 {
+            o.proof = Proof::of(&o.file, o.offset, o.last_line);
         }
         if !o.pending.is_empty() && !o.pending_counted && o.unchanged >= UNCHANGED_READS {
             // A last line without its newline, unchanged for two reads.
@@ -221,6 +213,23 @@ impl Follower {
 }
 
 impl Open {
+    /// `file`, to be read from its start.
+    fn at_start(file: File, id: Identity, scan_until: u64, size: u64) -> Open {
+        Open {
+            file,
+            id,
+            offset: 0,
+            line_start: 0,
+            last_line: 0,
+            proof: None,
+            scan_until,
+            pending: Vec::new(),
+            pending_counted: false,
+            unchanged: 0,
+            last_size: size,
+        }
+    }
+
     /// How a line ending at byte `end` is taken.
     fn mode_at(&self, end: u64) -> Mode {
         if end <= self.scan_until {
@@ -230,28 +239,16 @@ impl Open {
         }
     }
 
-    /// Whether the bytes just before the offset are still those read.
-    fn tail_matches(&self) -> bool {
-        if self.tail.is_empty() {
-            return true;
-        }
-        let mut now = vec![0u8; self.tail.len()];
-        let at = self.offset - self.tail.len() as u64;
-        matches!(self.file.read_exact_at(&mut now, at), Ok(())) && now == self.tail
+    /// Whether the file still holds what was read up to the offset.
+    fn still_holds(&self) -> bool {
+        self.proof
+            .is_none_or(|p| Proof::of(&self.file, self.offset, self.last_line) == Some(p))
     }
 
     /// Takes `bytes`, read at the offset, line by line; the lines fed.
     fn take(&mut self, bytes: &[u8], counter: &mut XidCounter) -> usize {
         let start = self.offset;
         self.offset += bytes.len() as u64;
-        let keep = bytes.len().min(TAIL);
-        if keep == TAIL {
-            self.tail.clear();
-        } else {
-            let drop = (self.tail.len() + keep).saturating_sub(TAIL);
-            self.tail.drain(..drop);
-        }
-        self.tail.extend_from_slice(&bytes[bytes.len() - keep..]);
 
         let mut lines = 0;
         let mut rest = bytes;
@@ -259,6 +256,7 @@ impl Open {
         while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
             let (line, after) = (&rest[..nl], &rest[nl + 1..]);
             at += nl as u64 + 1;
+            (self.last_line, self.line_start) = (self.line_start, at);
             if self.pending_counted {
                 // The rest of a line counted before its newline came.
                 self.pending_counted = false;
@@ -286,6 +284,36 @@ impl Open {
         self.pending
             .extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
+}
+
+/// Evidence that a file still holds what was read up to an offset, much
+/// stronger than a few bytes before it, which a truncated log regrown with
+/// other lines can match by chance: hashes of its first [`HEAD`] bytes and
+/// of the bytes from the last whole line read (its stamp included, at most
+/// [`LAST`]) to the offset. Checking reads at most 20 KiB.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Proof {
+    head: u64,
+    last: u64,
+}
+
+impl Proof {
+    fn of(file: &File, offset: u64, last_line: u64) -> Option<Proof> {
+        let from = last_line.max(offset.saturating_sub(LAST));
+        Some(Proof {
+            head: digest(file, 0, offset.min(HEAD))?,
+            last: digest(file, from, offset - from)?,
+        })
+    }
+}
+
+fn digest(file: &File, at: u64, len: u64) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut bytes = vec![0u8; usize::try_from(len).ok()?];
+    file.read_exact_at(&mut bytes, at).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(h.finish())
 }
 
 fn feed(counter: &mut XidCounter, line: &[u8], mode: Mode) {
@@ -420,6 +448,40 @@ mod tests {
         assert_eq!(c.counts("0000:9b:00"), [(13, 1), (48, 2), (79, 2)]);
         assert_eq!(f.read_into(&mut c).unwrap(), 0);
         assert_eq!(c.counts("0000:9b:00"), [(13, 1), (48, 2), (79, 2)]);
+    }
+
+    #[test]
+    fn a_truncation_regrown_past_the_offset_is_read_again() {
+        let noise = |t: u32| {
+            format!(
+                "[{t}.000000] pcieport 0000:00:01.1: pciehp: Slot(0): Link Down, padding to a hundred bytes\n"
+            )
+        };
+        let t = Temp::new("regrow");
+        t.append(&(10..50).map(noise).collect::<String>());
+        let mut f = Follower::new(t.log());
+        let mut c = started();
+        f.read_into(&mut c).unwrap();
+        t.append(&format!("{}{}", xid(150, 79), noise(151)));
+        f.read_into(&mut c).unwrap();
+        assert_eq!(c.counts("0000:9b:00"), [(79, 1)]);
+        let offset = std::fs::metadata(t.log()).unwrap().len() as usize;
+        // Truncated and regrown between two reads: 44 new Xid, then a line
+        // ending at the old offset with the same 64 bytes before it (the
+        // same message, another stamp), then one more.
+        let xids: String = (200..244).map(|s| xid(s, 79)).collect();
+        let stamp = "[244.000000] ";
+        let pad = offset - xids.len() - noise(250).len() - stamp.len() - 1;
+        let regrown = format!("{xids}{stamp}{}\n{}", "x".repeat(pad), noise(250));
+        assert_eq!(regrown.len(), offset);
+        let old = std::fs::read(t.log()).unwrap();
+        assert_eq!(regrown.as_bytes()[offset - 64..], old[offset - 64..]);
+        std::fs::write(t.log(), format!("{regrown}{}", xid(251, 13))).unwrap();
+        f.read_into(&mut c).unwrap();
+        assert_eq!(c.counts("0000:9b:00"), [(13, 1), (79, 45)]);
+        // Read on without a change: nothing again.
+        assert_eq!(f.read_into(&mut c).unwrap(), 0);
+        assert_eq!(c.counts("0000:9b:00"), [(13, 1), (79, 45)]);
     }
 
     #[test]

@@ -10,8 +10,11 @@ use crate::base::time::unix_from_civil;
 pub enum Stamp {
     /// Seconds since boot: `/dev/kmsg` records and `[ 1234.567890]`.
     Monotonic(f64),
-    /// Unix seconds: `dmesg -T` (read as UTC) and `--time-format=iso`.
+    /// Unix seconds: `--time-format=iso`, which names its zone.
     Unix(f64),
+    /// Seconds since 1970-01-01 in the host's local time, no zone named:
+    /// `dmesg -T`. [`crate::base::tz::Zone::to_unix`] makes it Unix time.
+    Local(f64),
 }
 
 /// One kernel log line taken apart.
@@ -132,8 +135,7 @@ fn monotonic(s: &str) -> Option<Stamp> {
     s.parse::<f64>().ok().map(Stamp::Monotonic)
 }
 
-/// `Mon Jan  1 00:00:00 2024` (`dmesg -T`), read as UTC: dmesg prints local
-/// time without a zone, and servers mostly run in UTC.
+/// `Mon Jan  1 00:00:00 2024` (`dmesg -T`): local time without a zone.
 fn ctime(s: &str) -> Option<Stamp> {
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -148,7 +150,7 @@ fn ctime(s: &str) -> Option<Stamp> {
     let day = number(day, 2)?;
     let year = number(year, 4)?;
     let (h, m, sec) = clock(time)?;
-    unix_from_civil((year, month, day), (h, m, sec), 0.0).map(Stamp::Unix)
+    unix_from_civil((year, month, day), (h, m, sec), 0.0).map(Stamp::Local)
 }
 
 /// `2024-01-01T00:00:00,123456+00:00` (also `.` before the fraction and a
@@ -306,7 +308,7 @@ mod tests {
             (
                 format!("[Mon Jan  1 00:00:00 2024] {xid}"),
                 None,
-                Some(Stamp::Unix(1_704_067_200.0)),
+                Some(Stamp::Local(1_704_067_200.0)),
             ),
             (
                 format!("2024-01-01T00:00:00,000000+00:00 {xid}"),
@@ -331,7 +333,7 @@ mod tests {
             (
                 format!("kern  :err   : [Mon Jan  1 00:00:00 2024] {xid}"),
                 None,
-                Some(Stamp::Unix(1_704_067_200.0)),
+                Some(Stamp::Local(1_704_067_200.0)),
             ),
             (
                 format!("kern  :warn  : 2024-01-01T00:00:00,123456+00:00 {xid}"),

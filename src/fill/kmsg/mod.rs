@@ -9,7 +9,8 @@
 //! are not counted.
 //!
 //! Only Xid after the exporter started count (see [`XidCounter`]); those
-//! from before show in the GPU's last Xid time and one log line.
+//! from before show in the GPU's last Xid time and one log line. `dmesg -T`
+//! stamps are the host's local time, read in its zone ([`crate::base::tz`]).
 //!
 //! The parsing half ([`line`], [`counter`]) is pure and never panics, so
 //! fuzz targets can call it; [`KmsgReader`] does the I/O ([`follow`] for
@@ -207,6 +208,11 @@ impl KernelLogXid {
             counter.set_boot_time(boot);
         }
         counter.set_start(unix_now(), uptime());
+        let (zone, warning) = crate::base::tz::local();
+        if let Some(w) = warning {
+            log::warn!("xid: {w}");
+        }
+        counter.set_zone(zone);
         KernelLogXid {
             reader: KmsgReader::new(path),
             counter,
