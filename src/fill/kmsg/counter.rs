@@ -1,6 +1,7 @@
 //! Xid counts per GPU and code, from kernel log lines, each counted once.
 
 use super::line::{Stamp, Xid, normalize_bus_id, parse_xid, split_line};
+use crate::base::time::unix_now;
 use crate::base::tz::Zone;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, VecDeque};
@@ -64,14 +65,18 @@ impl Recent {
         }
     }
 
-    /// Whether a line read again was seen already.
-    fn seen(&self, hash: u64, stamp: Option<Stamp>) -> bool {
+    /// Whether a line read again was seen already. A wall-clock stamp
+    /// forgotten in the future of `now` says the clock stepped back: lines
+    /// logged since are older by their stamps and still new, so only their
+    /// hash tells.
+    fn seen(&self, hash: u64, stamp: Option<Stamp>, now: f64) -> bool {
         if self.contains(hash) {
             return true;
         }
         stamp.is_some_and(|s| {
             let (k, v) = kind(s);
-            self.forgotten[k].is_some_and(|f| v <= f)
+            let trusted = |f: f64| k == 1 || f <= now;
+            self.forgotten[k].is_some_and(|f| v <= f && trusted(f))
         })
     }
 
@@ -100,7 +105,9 @@ fn hash_of(s: &str) -> u64 {
 /// truncation or rewrite ([`XidCounter::reread`]) lines may come again:
 /// until one stamped after every Xid line remembered arrives, a line counts
 /// only if it is none of the last [`RECENT`] Xid lines (whole, stamp
-/// included) nor older than them. Xids from before start are tallied
+/// included) nor older than them (where their wall-clock stamps are not
+/// in the future: after the clock steps back, only the hash tells). Xids
+/// from before start are tallied
 /// ([`XidCounter::before_start`]) and set the GPU's last Xid time, but are
 /// not counted.
 #[derive(Clone, Debug, Default)]
@@ -199,7 +206,7 @@ impl XidCounter {
             false
         } else {
             let hash = hash_of(text.trim_end_matches(['\n', '\r']));
-            let seen = self.recent.seen(hash, stamp);
+            let seen = self.recent.seen(hash, stamp, unix_now());
             if self.rereading && stamp.is_some_and(|s| self.recent.past(s)) {
                 self.rereading = false;
             }
@@ -550,6 +557,37 @@ pub(super) mod tests {
         }
         assert_eq!(c.total(), total);
         assert!(c.feed(&line(n), Mode::Follow).is_some());
+    }
+
+    /// The clock stepped back after a day of Xid stamped in what is now
+    /// the future: a rotation's new file, stamped now, is not taken for
+    /// the forgotten past.
+    #[test]
+    fn after_a_clock_step_back_a_new_files_lines_count() {
+        let now = unix_now();
+        let line = |t: f64, code: u32| {
+            format!(
+                "{} NVRM: Xid (PCI:0000:9b:00): {code}, pid=1",
+                crate::base::time::rfc3339(t)
+            )
+        };
+        let mut c = XidCounter::new();
+        c.set_start(now - 86_400.0, None);
+        for i in 0..RECENT + 10 {
+            assert!(
+                c.feed(&line(now + 3600.0 + i as f64, 13), Mode::Follow)
+                    .is_some()
+            );
+        }
+        c.reread();
+        for i in 0..5 {
+            assert!(
+                c.feed(&line(now - 60.0 + i as f64, 79), Mode::Follow)
+                    .is_some(),
+                "{i}"
+            );
+        }
+        assert_eq!(c.counts("0000:9b:00"), [(13, RECENT as u64 + 10), (79, 5)]);
     }
 
     #[test]
