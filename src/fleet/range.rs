@@ -92,6 +92,27 @@ pub fn check(
         }
     }
     within_total(r, &mut c);
+    lanes(r, &mut c);
+}
+
+/// A PCIe link has 1, 2, 4, 8, 16 or 32 lanes; the range already holds
+/// 1 to 32, so what is left is the powers of two.
+fn lanes(r: &mut Readings, c: &mut Check) {
+    let h = &mut r.health;
+    for (family, v) in [
+        ("gpu_pcie_link_width", &mut h.pcie_link_width),
+        ("gpu_pcie_link_width_max", &mut h.pcie_link_width_max),
+    ] {
+        if let Some(x) = *v
+            && !(x >= 1.0 && x.fract() == 0.0 && (x as u32).is_power_of_two())
+        {
+            *v = None;
+            c.reject(
+                family,
+                &format!("{x}, not a PCIe link width (1, 2, 4, 8, 16 or 32)"),
+            );
+        }
+    }
 }
 
 /// Memory a GPU cannot hold: more used, free or reserved than its total,
@@ -155,6 +176,23 @@ mod tests {
         assert!(TEMPERATURE_CELSIUS.holds(-40.0) && TEMPERATURE_CELSIUS.holds(150.0));
         assert_eq!(rejected["gpu_temperature_celsius"], 1);
         assert_eq!(rejected["gpu_fan_speed_ratio"], 1);
+    }
+
+    #[test]
+    fn a_link_width_is_a_power_of_two() {
+        let mut r = Readings::default();
+        r.health.pcie_link_width = Some(12.0);
+        r.health.pcie_link_width_max = Some(16.0);
+        let (mut noted, mut rejected) = (Noted::default(), Rejected::new());
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        assert_eq!(
+            (r.health.pcie_link_width, r.health.pcie_link_width_max),
+            (None, Some(16.0))
+        );
+        assert_eq!(rejected["gpu_pcie_link_width"], 1);
+        r.health.pcie_link_width = Some(3.0);
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        assert_eq!(rejected["gpu_pcie_link_width"], 2);
     }
 
     /// A byte counter may pass 2^63 (NVML counts NVLink in KiB); the
