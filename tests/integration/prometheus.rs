@@ -442,7 +442,7 @@ fn readme_join() -> String {
 
 /// Each series of a Prometheus instant-query answer as (its labels as
 /// `k="v"` text, its value).
-fn series(body: &str) -> Vec<(String, f64)> {
+pub fn series(body: &str) -> Vec<(String, f64)> {
     body.split(r#"{"metric":{"#)
         .skip(1)
         .map(|s| {

@@ -524,6 +524,44 @@ fn two_compute_instances_of_one_gpu_instance_join_their_processes() {
         ]
     );
     check_metrics(&body);
+    // And the README's join, in a real Prometheus.
+    if !crate::common::have("prometheus", &["--version"]) {
+        return;
+    }
+    use crate::deploy::{Prometheus, urlencode};
+    let mut prom = Prometheus::start(e.addr);
+    let join = "gpu_process_memory_used_bytes * on (uuid, mig_instance, mig_compute_instance) group_left (mig_uuid) gpu_mig_info";
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(readme.contains(join), "the README gives {join}");
+    let got = crate::common::eventually(Duration::from_secs(45), || {
+        match prom.get(&format!("/api/v1/query?query={}", urlencode(join))) {
+            Some((200, body)) if crate::prometheus::series(&body).len() == 3 => {
+                Ok(crate::prometheus::series(&body))
+            }
+            other => Err(format!("{other:?}")),
+        }
+    });
+    let mut seen: Vec<(String, f64)> = got
+        .iter()
+        .map(|(labels, v)| {
+            let uuid = labels
+                .split(r#""mig_uuid":""#)
+                .nth(1)
+                .and_then(|s| s.split('"').next());
+            (uuid.unwrap_or_else(|| panic!("{labels}")).to_string(), *v)
+        })
+        .collect();
+    seen.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert_eq!(
+        seen,
+        [
+            ("MIG-ci0".to_string(), 2097152.0),
+            ("MIG-ci1".to_string(), 3145728.0),
+            ("MIG-ci1".to_string(), 4194304.0)
+        ]
+    );
 }
 
 /// A label's value in a sample line.
