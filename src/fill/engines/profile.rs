@@ -209,7 +209,13 @@ struct Series {
 /// One histogram of series that share their bounds.
 fn sum(all: impl Iterator<Item = Series>) -> Read {
     let mut total = Histogram::default();
+    // A count or sum no engine can have (negative, NaN, infinite): what a
+    // broken exporter or a mangled body says, never a verdict.
+    let count = |v: f64| v.is_finite() && v >= 0.0;
     for (i, mut s) in all.enumerate() {
+        if !s.buckets.iter().all(|b| count(b.1)) || !count(s.sum) {
+            return Err("a series has a negative, NaN or infinite count or sum".into());
+        }
         s.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
         if s.buckets
             .windows(2)
@@ -353,6 +359,19 @@ nv_inference_first_response_histogram_ms_sum{model=\"t\",version=\"1\"} 700
             read(Engine::Vllm, &body)["m"],
             Err("a series has no +Inf bucket".into())
         );
+        // Counts out of range: NaN passes every comparison of the order
+        // check, so it is refused on its own.
+        let bad = "a series has a negative, NaN or infinite count or sum";
+        for (from, to) in [
+            ("model_name=\"m\"} 3.0", "model_name=\"m\"} NaN"),
+            ("model_name=\"m\"} 3.0", "model_name=\"m\"} -3.0"),
+            ("model_name=\"m\"} 2.5", "model_name=\"m\"} +Inf"),
+            ("model_name=\"m\"} 1.5", "model_name=\"m\"} -1.5"),
+        ] {
+            let body = VLLM.replacen(from, to, 1);
+            assert_ne!(body, VLLM);
+            assert_eq!(read(Engine::Vllm, &body)["m"], Err(bad.into()), "{to}");
+        }
     }
 
     #[test]
