@@ -55,8 +55,8 @@ fn units_are_dcgm_exporters_beside_our_own() {
     assert!((t - o).abs() <= 1.0, "energy {t} mJ vs {o}");
     assert_labels(&body, "hostname");
     assert!(body.contains(",device=\"nvidia0\","), "device label");
-    // The sim's GPU 2 has a periodic Xid 79; the others none, so 0.
-    for (g, want) in [("0", 0.0), ("2", 79.0)] {
+    // The sim's GPU 2 has a periodic Xid 48; the others none, so 0.
+    for (g, want) in [("0", 0.0), ("2", 48.0)] {
         for n in ["DCGM_FI_DEV_XID_ERRORS", "gpu_xid_last_code"] {
             assert_eq!(
                 value(&body, &format!("{n}{{gpu=\"{g}\",")),
@@ -381,13 +381,13 @@ fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
     ));
     assert_eq!(hot.len(), 1, "{hot:?}");
     assert!(hot[0].0.contains(r#""gpu":"1""#), "{hot:?}");
-    // Xid, as dcgm-exporter users write it: GPU 2 (a periodic Xid 79)
+    // Xid, as dcgm-exporter users write it: GPU 2 (a periodic Xid 48)
     // fires, from the drop-in and from the recording rules alike.
     for job in ["dcgm", "native"] {
         let xid = query(&format!("DCGM_FI_DEV_XID_ERRORS{{job=\"{job}\"}} != 0"));
         assert_eq!(xid.len(), 1, "{job}: {xid:?}");
         assert!(
-            xid[0].0.contains(r#""gpu":"2""#) && xid[0].1 == 79.0,
+            xid[0].0.contains(r#""gpu":"2""#) && xid[0].1 == 48.0,
             "{xid:?}"
         );
     }

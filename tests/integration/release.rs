@@ -20,7 +20,9 @@ const MIB: u64 = 1024 * 1024;
 /// `cargo auditable` where it is installed, as `deploy/release.sh` builds).
 const MAX_BINARY_BYTES: u64 = MIB * 275 / 100;
 /// A build without default features: no web config, TLS or basic auth.
-const MAX_BINARY_WITHOUT_TLS_BYTES: u64 = MIB * 3 / 2;
+/// 1.55 MiB: it was 1.5 until reading `dmesg -T` stamps in the host's time
+/// zone (TZif and POSIX rules, `base::tz`) took 10 KB past it.
+const MAX_BINARY_WITHOUT_TLS_BYTES: u64 = MIB * 155 / 100;
 
 #[test]
 fn the_release_binary_is_within_its_ceiling() {
@@ -30,7 +32,7 @@ fn the_release_binary_is_within_its_ceiling() {
 }
 
 #[test]
-fn the_release_binary_without_default_features_is_within_1_5_mib() {
+fn the_release_binary_without_default_features_is_within_1_55_mib() {
     let size = std::fs::metadata(release_binary_without_tls())
         .unwrap()
         .len();
