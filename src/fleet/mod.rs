@@ -228,7 +228,7 @@ impl Fleet {
             {
                 continue;
             }
-            let index = self.known.iter().map(|k| k.index + 1).max().unwrap_or(0);
+            let index = self.next_index();
             log::warn!(
                 "fleet: NVIDIA GPU {bus} is on the PCI bus but the source does not list it (fallen off, or its driver failed to take it): served as lost, gpu=\"{index}\""
             );
@@ -300,6 +300,11 @@ impl Fleet {
         if self.known.iter().all(|k| k.index != wanted) {
             return wanted;
         }
+        self.next_index()
+    }
+
+    /// The index after every known GPU's.
+    fn next_index(&self) -> u32 {
         self.known.iter().map(|k| k.index + 1).max().unwrap_or(0)
     }
 }
