@@ -77,6 +77,8 @@ impl Plan {
         let nvml = || {
             let options = nvml::Options {
                 collectors: config.reads(),
+                deadline: config.interval,
+                max_late: config.max_stale,
                 ..nvml::Options::default()
             };
             Nvml::new(self.library.clone(), options)

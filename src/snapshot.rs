@@ -223,6 +223,9 @@ pub struct Gpu {
     pub up: bool,
     pub readings: Readings,
     pub mig: Vec<MigInstance>,
+    /// Collections whose deadline came while this GPU's read was still
+    /// out (NVML): they served its last finished read.
+    pub reads_late: u64,
 }
 
 /// The exporter's own process, read from /proc by the poller.

@@ -472,24 +472,61 @@ fn an_old_driver_without_newer_symbols_still_reports() {
 }
 
 #[test]
-fn a_hung_call_delays_the_collection_but_it_completes() {
-    let text = full_fleet(2).replacen(
+fn a_slow_gpu_is_served_late_from_its_last_read_and_holds_back_no_other() {
+    // Every power call on GPU 1 takes 1.5 s; a collection waits 0.3 s.
+    let mut gpus: Vec<_> = (0..2).map(|i| Spec { i }.json()).collect();
+    gpus[1] = gpus[1].replacen(
         '{',
-        r#"{"hang":{"call":"nvmlDeviceGetPowerUsage","ms":1500},"#,
+        r#"{"slow":{"call":"nvmlDeviceGetPowerUsage","ms":1500},"#,
         1,
     );
-    let f = Fixture::new("hang", &text);
-    let mut nvml = f.open();
+    let f = Fixture::new("slow", &scenario(&gpus));
+    let mut nvml = f.open_with(Options {
+        event_wait: Duration::from_millis(50),
+        deadline: Duration::from_millis(300),
+        max_late: Duration::from_millis(1000),
+        ..Options::default()
+    });
     let started = Instant::now();
-    let gpus = collect(&mut nvml);
-    assert!(started.elapsed() >= Duration::from_millis(1500));
-    Spec { i: 0 }.check(&gpus[0]);
-    Spec { i: 1 }.check(&gpus[1]);
-    // It hung once; the next collection is quick.
-    let started = Instant::now();
-    let gpus = collect(&mut nvml);
+    let at = |ms: u64| started + Duration::from_millis(ms);
+    let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
+
+    // GPU 1 has no read ended: left out; GPU 0 is served at the deadline.
+    let first = collect(&mut nvml);
     assert!(started.elapsed() < Duration::from_millis(1500));
-    assert_eq!(gpus.len(), 2);
+    assert_eq!(first.len(), 1, "{first:?}");
+    Spec { i: 0 }.check(&first[0]);
+    assert_eq!(first[0].reads_late, 0);
+
+    // Its first read ended: served fresh, one late collection counted.
+    sleep_until(at(1700));
+    let second = collect(&mut nvml);
+    assert_eq!(second.len(), 2);
+    Spec { i: 1 }.check(&second[1]);
+    assert_eq!((second[0].reads_late, second[1].reads_late), (0, 1));
+
+    // Asked again, late again: the same readings, counted.
+    let third = collect(&mut nvml);
+    assert_eq!(third[1].readings, second[1].readings);
+    assert_eq!(third[1].reads_late, 2);
+    assert_eq!(third[0].reads_late, 0);
+
+    // Still out, and its last read is older than max_late: its readings
+    // withheld, the GPU itself still served (up, named), and the Xid
+    // counts, which its events bring and not its read.
+    sleep_until(at(2900));
+    let fourth = collect(&mut nvml);
+    let g = &fourth[1];
+    assert!(g.up && g.uuid == Spec { i: 1 }.uuid(), "{g:?}");
+    let xids = Readings {
+        xid_errors: g.readings.xid_errors.clone(),
+        xid_last_code: g.readings.xid_last_code,
+        ..Readings::default()
+    };
+    assert!(xids.xid_errors.is_some());
+    assert_eq!(g.readings, xids);
+    assert_eq!(g.reads_late, 3);
+    Spec { i: 0 }.check(&fourth[0]);
 }
 
 #[test]

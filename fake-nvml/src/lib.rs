@@ -62,6 +62,10 @@
 //! nvmlDeviceGetRemappedRows, the fan calls, the JPEG and OFA utilization
 //! calls and nvmlDeviceGetGpuMaxPcieLinkGeneration.
 //!
+//! A GPU's `"slow": { "call": "nvmlDeviceGetPowerUsage", "ms": 6000 }`
+//! sleeps every call of that name on it (and its MIG devices), as a GPU
+//! whose getter is slow while the others answer.
+//!
 //! Failure scripts (issue 11): `"init_hang_ms": 5000` makes the first
 //! `nvmlInit*` of the process sleep that long before answering, as a
 //! driver that hangs at boot; a GPU's `"reset_after_collections": n`
@@ -175,6 +179,8 @@ mod scenario {
         pub pcie_replay: Option<u32>,
         pub lost_after_collections: Option<u64>,
         pub lost_after_ms: Option<u64>,
+        /// Every call of this name on this GPU sleeps this long.
+        pub slow: Option<Hang>,
         pub mig: Option<Vec<Mig>>,
         pub events: Option<bool>,
         pub xids: Option<Vec<u64>>,
@@ -567,10 +573,29 @@ impl<'a> Target<'a> {
     }
 }
 
+/// Sleeps on every call of this name if the scenario makes it slow on
+/// this device's GPU; unlocked too.
+fn maybe_slow(call: &str, dev: Device) {
+    let ms = {
+        let state = lock();
+        let gpu = (dev.addr() >> 16).checked_sub(1);
+        let slow = state
+            .as_ref()
+            .zip(gpu)
+            .and_then(|(f, g)| f.scenario.gpus.get(g)?.slow.as_ref());
+        match slow {
+            Some(h) if h.call == call => h.ms,
+            _ => return,
+        }
+    };
+    std::thread::sleep(Duration::from_millis(ms));
+}
+
 /// Runs `f` on the GPU or MIG device behind `dev`, after the checks every
 /// device call shares: initialised, a known handle, not lost.
 fn on_device(call: &str, dev: Device, f: impl FnOnce(usize, Target) -> Result<(), Ret>) -> Ret {
     maybe_hang(call);
+    maybe_slow(call, dev);
     let state = lock();
     let Some(fake) = state.as_ref() else {
         return UNINITIALIZED;

@@ -90,6 +90,11 @@ pub static READINGS_REJECTED: Family = family(
     Counter,
     "Readings left out since start because a GPU cannot have them (out of range, a sentinel, more memory than the GPU has), by reading family. Logged once per GPU and family.",
 );
+pub static GPU_READS_LATE: Family = family(
+    "gpu_exporter_gpu_reads_late",
+    Counter,
+    "Collections that served a GPU's last readings because its read (NVML, a thread per GPU) had not ended within --collect.interval; left out until the first.",
+);
 pub static SNAPSHOT_AGE: Family = family(
     "gpu_exporter_snapshot_age_seconds",
     Gauge,

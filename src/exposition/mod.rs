@@ -20,9 +20,9 @@ use crate::snapshot::{Freshness, Gpu, Model, Snapshot};
 use attribution::copies;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
-    COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED, HTTP_EVICTED,
-    HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, READINGS_REJECTED, SNAPSHOT_AGE,
-    SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
+    COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED,
+    HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, READINGS_REJECTED,
+    SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
@@ -211,6 +211,7 @@ impl Scrape<'_> {
         w.scalar(&COLLECT_STALLED, flag(fresh.stalled));
         w.scalar(&READINGS_HIDDEN, flag(fresh.hidden));
         rejected(&mut w, &snapshot.rejected);
+        reads_late(&mut w, gpus);
         let age = now
             .saturating_duration_since(snapshot.published)
             .as_secs_f64();
@@ -264,6 +265,20 @@ fn rejected(w: &mut Writer, counts: &[(&'static str, u64)]) {
         w.name(&READINGS_REJECTED);
         w.open_label("reading", reading);
         w.value(*n as f64);
+    }
+}
+
+/// `gpu_exporter_gpu_reads_late_total`, for the GPUs that were late.
+fn reads_late(w: &mut Writer, gpus: &[Gpu]) {
+    let mut late = gpus.iter().filter(|g| g.reads_late > 0).peekable();
+    if late.peek().is_none() {
+        return;
+    }
+    w.head(&GPU_READS_LATE);
+    for g in late {
+        w.name(&GPU_READS_LATE);
+        w.gpu_labels(g.index, &g.uuid);
+        w.value(g.reads_late as f64);
     }
 }
 

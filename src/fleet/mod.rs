@@ -9,7 +9,8 @@
 //!   source's list, or reported lost by UUID or bus id) is served with
 //!   `up == false`, its identity and its counters, until the exporter
 //!   restarts. A GPU lost before it was ever read has no identity to serve:
-//!   it is left out and logged once, unless it is on the PCI bus
+//!   it is left out and logged once, unless the source still names it (a
+//!   UUID answered before the loss) or it is on the PCI bus
 //!   ([`Fleet::on_bus`]), which names it by its bus id.
 //! - **Counters** never go backwards (see [`counters`]).
 //! - **Ranges.** Readings outside their family's physical range are left
@@ -160,7 +161,9 @@ impl Fleet {
                     remember(&mut g, k);
                     out.push(g);
                 }
-                None if g.up && self.known.len() >= MAX_GPUS => {
+                // A lost GPU the source still names (it answered its UUID
+                // before it fell off) has an identity too.
+                None if (g.up || !g.uuid.is_empty()) && self.known.len() >= MAX_GPUS => {
                     if self.over.first(g.uuid.clone()) {
                         log::warn!(
                             "fleet: GPU {} left out: {MAX_GPUS} GPUs are served at most",
@@ -168,7 +171,7 @@ impl Fleet {
                         );
                     }
                 }
-                None if g.up => {
+                None if g.up || !g.uuid.is_empty() => {
                     let index = self.free_index(g.index);
                     if index != g.index {
                         log::warn!(

@@ -114,6 +114,24 @@ fn a_gpu_lost_before_it_was_read_gets_no_empty_labels() {
     assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
 }
 
+#[test]
+fn a_gpu_lost_during_its_first_read_is_served_lost_under_the_uuid_it_gave() {
+    // GPU 1 answers its UUID, then falls off the bus during a 1.5 s call.
+    let falls = r#","slow":{"call":"nvmlDeviceGetPowerUsage","ms":1500},"lost_after_ms":500"#;
+    let f = Fixture::new("bin-lost-in-read", &fleet(&[gpu(0, ""), gpu(1, falls)]));
+    let e = start(&nvml_args(&f));
+    let up1 = format!("gpu_up{{gpu=\"1\",uuid=\"{UUID1}\"}}");
+    let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
+        value(b, &up1) == Some(0.0)
+    });
+    assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
+    assert!(
+        !body.contains("gpu_temperature_celsius{gpu=\"1\""),
+        "{body}"
+    );
+    assert!(!e.log().contains("never read"), "{}", e.log());
+}
+
 const SMI_HEADER: &str = "index, uuid, pci.bus_id, temperature.gpu\n";
 
 fn rows(rows: &[(u32, &str, u32, u32)]) -> String {

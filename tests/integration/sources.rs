@@ -101,26 +101,57 @@ fn a_driver_that_is_not_loaded_never_stops_the_server() {
 
 #[test]
 fn a_hung_or_lost_gpu_leaves_metrics_answering() {
-    let gpus = [gpu(0, ""), gpu(1, r#","lost_after_collections":3"#)];
-    let text = fleet(&gpus).replacen(
-        '{',
-        r#"{"hang":{"call":"nvmlDeviceGetPowerUsage","ms":4000},"#,
-        1,
-    );
-    let f = Fixture::new("bin-hang", &text);
+    // GPU 0 hangs 4 s in every power call; GPU 1 is lost after 3.
+    let hang = r#","slow":{"call":"nvmlDeviceGetPowerUsage","ms":4000}"#;
+    let gpus = [gpu(0, hang), gpu(1, r#","lost_after_collections":3"#)];
+    let f = Fixture::new("bin-hang", &fleet(&gpus));
     let e = start(&nvml_args(&f));
-    // The first collection hangs in NVML: scrapes answer at once anyway.
+    // A read hangs in NVML: scrapes answer at once anyway.
     let t = Instant::now();
     let body = e.metrics(None).body;
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(body.contains("gpu_exporter_snapshot_age_seconds"));
-    // After the hang, GPU 1 is lost; GPU 0 keeps reporting.
+    // GPU 1 is lost; GPU 0 keeps reporting, once its first read ends.
     let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
-        value(b, "gpu_up{gpu=\"1\"") == Some(0.0)
+        value(b, "gpu_up{gpu=\"1\"") == Some(0.0) && value(b, "gpu_up{gpu=\"0\"") == Some(1.0)
     });
     assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
     assert!(body.contains("gpu_temperature_celsius{gpu=\"0\""));
     assert!(!body.contains("gpu_temperature_celsius{gpu=\"1\""));
+}
+
+#[test]
+fn one_slow_gpu_ages_its_own_readings_and_readiness_holds() {
+    // Every power call on GPU 1 takes 2 s, past the stall limit (three
+    // 200 ms intervals and a second): the collection must not wait for it.
+    let slow = r#","slow":{"call":"nvmlDeviceGetPowerUsage","ms":2000}"#;
+    let f = Fixture::new("bin-slow", &fleet(&[gpu(0, ""), gpu(1, slow)]));
+    let e = start(&nvml_args(&f));
+    let late = |b: &str| value(b, "gpu_exporter_gpu_reads_late_total{gpu=\"1\"");
+    let body = e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        late(b).is_some_and(|n| n >= 3.0)
+    });
+    // Served from its last read; GPU 0 was never late.
+    assert_eq!(value(&body, "gpu_power_usage_watts{gpu=\"1\""), Some(350.0));
+    assert!(!body.contains("gpu_exporter_gpu_reads_late_total{gpu=\"0\""));
+    // Readiness holds and nothing stalls while GPU 1 stays slow (bounded:
+    // 4 s, each check 10 ms apart at least).
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut checks = 0;
+    while Instant::now() < until {
+        assert_eq!(e.get("/readyz", &[]).status, 200, "after {checks} checks");
+        let b = e.metrics(None).body;
+        assert_eq!(value(&b, "gpu_exporter_collect_stalled"), Some(0.0), "{b}");
+        assert_eq!(value(&b, "gpu_up{gpu=\"1\""), Some(1.0));
+        checks += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(checks >= 10, "{checks}");
+    // Still counted: it stayed slow.
+    assert!(late(&e.metrics(None).body) > late(&body), "{body}");
+    let log = e.log();
+    let line = "GPU 1: a read took longer than 200ms";
+    assert_eq!(log.matches(line).count(), 1, "{log}");
 }
 
 #[test]

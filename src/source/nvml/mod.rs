@@ -45,6 +45,13 @@
 //! one `nvmlDeviceGetFieldValues` call per GPU; a field NVML refuses, e.g.
 //! on a GPU without NVLink, stays `None`.
 //!
+//! Each GPU is read on a thread of its own (`readers.rs`), and a
+//! collection waits for them at most `Options::deadline`: a GPU whose read
+//! is still out then is served with its last finished read and counted in
+//! `reads_late`, its readings withheld once that read is older than
+//! `Options::max_late`. One slow GPU ages its own readings, not the
+//! collection's.
+//!
 //! Collectors: each one's calls are made only when it is on (`Options`),
 //! and timed; a failed call (NOT_SUPPORTED aside) marks its collector
 //! failed. Where GPM gives PCIe traffic, the PCIe counter adds it instead
@@ -60,17 +67,17 @@ mod health;
 mod probe;
 mod processes;
 mod read;
+mod readers;
 mod xid;
 
 use super::{Source, SourceError};
 use crate::base::quiet::Noted;
 use crate::config::{Collector, Collectors, SourceKind};
-use crate::snapshot::{Gpu, Timings};
+use crate::snapshot::{Gpu, Readings, Timings};
 use ffi::{Library, OpenError};
 #[cfg(feature = "internals")]
 pub use ffi::{SYMBOLS, missing_symbols};
-use gpm::GpmSlot;
-use read::{PcieCounter, read_gpu};
+use readers::{Read, Readers};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -94,6 +101,10 @@ pub struct Options {
     pub event_wait: Duration,
     /// The collectors whose calls are made; the others' never are.
     pub collectors: Collectors,
+    /// How long a collection waits for the GPUs' reads.
+    pub deadline: Duration,
+    /// How old a late GPU's last read may be and still be served.
+    pub max_late: Duration,
 }
 
 impl Default for Options {
@@ -103,6 +114,8 @@ impl Default for Options {
             retry_max: Duration::from_secs(60),
             event_wait: Duration::from_millis(1000),
             collectors: Collectors::DEFAULT,
+            deadline: Duration::from_secs(1),
+            max_late: Duration::from_secs(60),
         }
     }
 }
@@ -115,8 +128,10 @@ pub struct Nvml {
     uuids: HashMap<u32, String>,
     /// (GPU, reading) pairs that answered NVML's "not available" sentinel.
     sentinels: Noted<(String, &'static str)>,
-    /// PCIe byte counters by UUID.
-    pcie: HashMap<String, PcieCounter>,
+    /// A thread per GPU index, reading it.
+    readers: Readers,
+    /// Late collections by GPU index.
+    late: HashMap<u32, u64>,
     /// Xid counts by UUID, written by the Xid thread.
     xids: Arc<Mutex<HashMap<String, XidCounts>>>,
     /// How each collector fared in the last collection.
@@ -140,8 +155,6 @@ struct Session {
     driver_version: String,
     /// Set up by the first collection of the session.
     xid: Option<XidWatch>,
-    /// GPM samples by GPU or MIG UUID.
-    gpm: HashMap<String, GpmSlot>,
 }
 
 impl Nvml {
@@ -173,7 +186,8 @@ impl Nvml {
             },
             uuids: HashMap::new(),
             sentinels: Noted::default(),
-            pcie: HashMap::new(),
+            readers: Readers::default(),
+            late: HashMap::new(),
             xids: Arc::new(Mutex::new(HashMap::new())),
             timings: Timings::default(),
             found: false,
@@ -212,7 +226,6 @@ impl Nvml {
                     lib: Arc::new(lib),
                     driver_version,
                     xid: None,
-                    gpm: HashMap::new(),
                 });
                 Ok(())
             }
@@ -233,6 +246,7 @@ impl Nvml {
         // The poller logs the failure, quietly; the wait is detail.
         log::debug!("source nvml: {reason}; retrying in {delay:?}");
         let error = SourceError(self.retrying(&reason));
+        self.readers.forget();
         self.state = State::Down {
             reason,
             next_try: Instant::now() + delay,
@@ -307,6 +321,49 @@ impl Nvml {
     }
 }
 
+impl Nvml {
+    /// The GPU at `index` as this collection serves it: a fresh read, its
+    /// timings and sentinels taken in; or, late, its last read (readings
+    /// withheld once older than `max_late`), counted; `None` for a GPU
+    /// late with no read ended yet.
+    fn settle(&mut self, index: u32, fresh: Option<Read>) -> Option<Gpu> {
+        let count = self.late.entry(index).or_default();
+        let read = match fresh {
+            Some(read) => read,
+            None => {
+                *count += 1;
+                if *count == 1 {
+                    log::warn!(
+                        "source nvml: GPU {index}: a read took longer than {:?}; it is served from its last read while one is out, counted in gpu_exporter_gpu_reads_late_total (logged once per GPU)",
+                        self.options.deadline
+                    );
+                }
+                let (at, mut gpu) = self.readers.last(index).cloned()?;
+                if at.elapsed() > self.options.max_late {
+                    gpu.readings = Readings::default();
+                    gpu.mig
+                        .iter_mut()
+                        .for_each(|m| m.readings = Readings::default());
+                }
+                gpu.reads_late = *count;
+                return Some(gpu);
+            }
+        };
+        let mut gpu = read.gpu;
+        gpu.reads_late = *count;
+        self.timings.merge(&read.timings);
+        for what in read.sentinels {
+            if self.sentinels.first((gpu.uuid.clone(), what)) {
+                log::warn!(
+                    "source nvml: GPU {}: {what} answers NVML's \"not available\" (all ones); left out (logged once per GPU and reading)",
+                    gpu.uuid
+                );
+            }
+        }
+        Some(gpu)
+    }
+}
+
 impl Source for Nvml {
     fn kind(&self) -> SourceKind {
         SourceKind::Nvml
@@ -333,46 +390,32 @@ impl Source for Nvml {
                 return Err(self.go_down(format!("nvmlDeviceGetCount_v2: {e}")));
             }
         };
-        let devices: Vec<_> = (0..count).map(|i| (i, lib.device(i))).collect();
         let on = self.options.collectors;
         if session.xid.is_none() && on.has(Collector::Xid) {
+            let devices: Vec<_> = (0..count).map(|i| (i, lib.device(i))).collect();
             session.xid = Some(watch_xids(&lib, &devices, &self.xids, &self.options));
         }
+        // Taken out of the session: settling the reads needs all of self.
+        let watched = session.xid.as_ref().map(|w| w.watched.clone());
+        let watched = |uuid: &str| watched.as_ref().is_some_and(|w| w.contains(uuid));
+        let driver_version = session.driver_version.clone();
+        let deadline = Instant::now() + self.options.deadline;
         self.timings = Timings::default();
-        let mut gpus = Vec::with_capacity(devices.len());
-        for (index, device) in devices {
-            let mut sentinels = Vec::new();
-            let mut gpu = read_gpu(
-                index,
-                device,
-                &lib,
-                on,
-                &mut self.pcie,
-                &mut session.gpm,
-                &mut self.timings,
-                &mut sentinels,
-            );
-            for what in sentinels {
-                if self.sentinels.first((gpu.uuid.clone(), what)) {
-                    log::warn!(
-                        "source nvml: GPU {}: {what} answers NVML's \"not available\" (all ones); left out (logged once per GPU and reading)",
-                        gpu.uuid
-                    );
-                }
-            }
-            if gpu.up {
+        let mut gpus = Vec::with_capacity(count as usize);
+        for (index, outcome) in (0..).zip(self.readers.read(count, &lib, on, deadline)) {
+            let Some(mut gpu) = self.settle(index, outcome) else {
+                continue;
+            };
+            if !gpu.uuid.is_empty() {
                 self.uuids.insert(index, gpu.uuid.clone());
             } else if let Some(uuid) = self.uuids.get(&index) {
                 gpu.uuid.clone_from(uuid);
             }
-            let watched = session
-                .xid
-                .as_ref()
-                .is_some_and(|w| w.watched.contains(&gpu.uuid));
             if !gpu.uuid.is_empty() {
+                let watched = watched(&gpu.uuid);
                 attach_xids(&self.xids, &mut gpu, watched);
             }
-            gpu.driver_version = session.driver_version.clone();
+            gpu.driver_version.clone_from(&driver_version);
             gpus.push(gpu);
         }
         self.add_gone(&mut gpus);

@@ -146,21 +146,25 @@ pub(super) fn read_gpu(
 
     timings.merge(&p.timings);
     sentinels.append(&mut p.sentinels);
-    if p.lost {
-        return down(Error::GPU_IS_LOST);
-    }
-    Gpu {
+    let identity = Gpu {
         index,
         uuid,
         model,
         pci_bus_id,
-        driver_version: String::new(),
+        minor,
+        up: !p.lost,
+        ..Gpu::default()
+    };
+    // Lost during the read: only the identity it answered first is kept.
+    if p.lost {
+        return identity;
+    }
+    Gpu {
         vbios_version,
         inforom_version,
-        minor,
-        up: true,
         readings: r,
         mig,
+        ..identity
     }
 }
 

@@ -246,6 +246,7 @@ impl Sim {
             up: !g.lost,
             readings: Readings::default(),
             mig: Vec::new(),
+            reads_late: 0,
         };
         if g.lost {
             // Its readings are gone; who held it is still known.

@@ -487,6 +487,7 @@ impl Row {
             up: true,
             readings,
             mig: Vec::new(),
+            reads_late: 0,
         };
         Ok((key, gpu))
     }
