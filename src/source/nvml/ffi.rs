@@ -422,6 +422,8 @@ const ESRCH: i32 = 3;
 unsafe extern "C" {
     fn prctl(option: c_int, ...) -> c_int;
     fn getppid() -> c_int;
+    #[cfg(target_env = "gnu")]
+    fn mallopt(param: c_int, value: c_int) -> c_int;
 }
 
 /// Has every child `cmd` starts receive SIGKILL when the thread that
@@ -449,6 +451,24 @@ pub fn die_with_parent(cmd: &mut std::process::Command) {
             Ok(())
         })
     };
+}
+
+/// glibc's `mallopt` parameter for the most malloc arenas.
+#[cfg(target_env = "gnu")]
+const M_ARENA_MAX: c_int = -8;
+
+/// One malloc arena for every thread (glibc; musl has one anyway). Each
+/// thread that allocates otherwise gets an arena of its own, and what it
+/// frees no other thread reuses: 1.3 MiB more peak RSS at 64 GPUs under a
+/// flood. The threads allocate little and seldom, so they hardly contend.
+/// Called before the exporter's threads start, so that they share it.
+pub fn one_malloc_arena() {
+    // SAFETY: mallopt takes two ints and only sets a malloc parameter,
+    // under malloc's own lock.
+    #[cfg(target_env = "gnu")]
+    unsafe {
+        mallopt(M_ARENA_MAX, 1);
+    }
 }
 
 /// Why [`Library::open`] failed.

@@ -292,6 +292,11 @@ pub fn check_library(library: Option<&Path>) -> Result<PathBuf, String> {
     }
 }
 
+/// One malloc arena for every thread: see `ffi::one_malloc_arena`.
+pub fn one_malloc_arena() {
+    ffi::one_malloc_arena();
+}
+
 /// Makes a child started by `cmd` die with the exporter (SIGKILL when the
 /// thread that started it ends), so an nvidia-smi never outlives it.
 pub fn die_with_parent(cmd: &mut std::process::Command) {
