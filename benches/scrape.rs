@@ -14,6 +14,7 @@
 use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::http::cache::{Cache, Families};
+use gpu_exporter::internals::snapshot::Freshness;
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -120,7 +121,7 @@ fn bench_gzip() {
         // deflated once per snapshot, the exporter's own families rendered
         // and deflated per scrape into the same gzip member.
         let shared = std::sync::Arc::new(snapshot(gpus));
-        let key = || Families::new(&shared, false, Format::Text, Collectors::ALL);
+        let key = || Families::new(&shared, Freshness::default(), Format::Text, Collectors::ALL);
         let mut out = Vec::new();
         let per_scrape_cached = median(iters, || {
             out.clear();

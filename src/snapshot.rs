@@ -399,6 +399,25 @@ impl Snapshot {
         self.error.is_none()
     }
 
+    /// The models served while `fresh` holds, and where the first is in
+    /// `models`: every one; while the GPUs' readings are withheld, only
+    /// those read from engines (the poller appends them after the
+    /// source's), whose reader never waits on the GPUs and which a failing
+    /// collection still takes fresh; none while the collection is stalled
+    /// too, as they are then as old as the snapshot.
+    pub fn served_models(&self, fresh: Freshness) -> (usize, &[Model]) {
+        let from = match (fresh.hidden, fresh.stalled) {
+            (false, _) => 0,
+            (true, false) => self
+                .models
+                .iter()
+                .position(|m| m.endpoint.is_some())
+                .unwrap_or(self.models.len()),
+            (true, true) => self.models.len(),
+        };
+        (from, &self.models[from..])
+    }
+
     /// How its readings stand at `now` (see [`Freshness`]).
     pub fn freshness(&self, now: Instant, bounds: Bounds) -> Freshness {
         let since = |t: Instant| now.saturating_duration_since(t);
@@ -448,13 +467,39 @@ pub struct Freshness {
     /// failed collection, `gpu_exporter_collect_success 0`.
     pub stalled: bool,
     /// Collections fail or stall and the last good readings are older than
-    /// [`Bounds::max_stale`]: the GPUs' and models' series are withheld.
+    /// [`Bounds::max_stale`]: the GPUs' series are withheld, and the models'
+    /// but for the engines' (see [`Snapshot::served_models`]).
     pub hidden: bool,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn withheld_readings_keep_the_engines_models_until_a_stall() {
+        let model = |name: &str, endpoint| Model {
+            name: name.into(),
+            ttft_seconds: Histogram::default(),
+            good_within: None,
+            endpoint,
+            stale: false,
+        };
+        let mut s = Snapshot::empty(SourceKind::Sim);
+        s.models = vec![model("sim", None), model("vllm", Some(0))];
+        let names = |fresh: Freshness| {
+            let (from, models) = s.served_models(fresh);
+            (
+                from,
+                models.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(),
+            )
+        };
+        let fresh = |hidden, stalled| Freshness { stalled, hidden };
+        assert_eq!(names(fresh(false, false)), (0, vec!["sim", "vllm"]));
+        assert_eq!(names(fresh(false, true)), (0, vec!["sim", "vllm"]));
+        assert_eq!(names(fresh(true, false)), (1, vec!["vllm"]));
+        assert_eq!(names(fresh(true, true)), (2, vec![]));
+    }
 
     #[test]
     fn xid_errors_hold_every_critical_code_and_every_code_seen() {

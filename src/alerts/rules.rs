@@ -262,9 +262,9 @@ impl Signal {
             Signal::CollectSuccess => f(Who::Exporter, flag(snap.success() && !fresh.stalled)),
             Signal::CollectStalled => f(Who::Exporter, flag(fresh.stalled)),
             Signal::ReadingsHidden => f(Who::Exporter, flag(fresh.hidden)),
-            _ if fresh.hidden => {}
             Signal::Requests | Signal::GoodRequests | Signal::EngineUp => {
-                for (i, m) in snap.models.iter().enumerate() {
+                let (from, models) = snap.served_models(fresh);
+                for (i, m) in (from..).zip(models) {
                     // A held model's counts are no new samples.
                     let v = match self {
                         Signal::EngineUp => m.endpoint.map(|_| flag(!m.stale)),
@@ -277,6 +277,7 @@ impl Signal {
                     }
                 }
             }
+            _ if fresh.hidden => {}
             _ => {
                 for (i, g) in snap.gpus.iter().enumerate() {
                     if let Some(v) = self.of_gpu(g.up, &g.readings) {

@@ -119,7 +119,8 @@ impl Scrape<'_> {
     /// The first part of [`Scrape::render`]: every family that depends on the
     /// snapshot alone (the GPUs', MIG instances', attribution, models'), so
     /// that a gzipped scrape can compress it once per snapshot. With the
-    /// readings withheld, nothing.
+    /// readings withheld, only the engines' models (see
+    /// [`Snapshot::served_models`]).
     pub fn render_families(&self, out: &mut Vec<u8>) {
         let Scrape {
             snapshot,
@@ -127,13 +128,13 @@ impl Scrape<'_> {
             only,
             ..
         } = *self;
-        let hidden = self.fresh.hidden;
         let mut w = writer(out, format);
         let on = snapshot.collectors.and(only);
-        let (gpus, models) = match hidden {
-            true => (&[][..], &[][..]),
-            false => (&snapshot.gpus[..], &snapshot.models[..]),
+        let gpus = match self.fresh.hidden {
+            true => &[][..],
+            false => &snapshot.gpus[..],
         };
+        let (_, models) = snapshot.served_models(self.fresh);
         let pod_labels = snapshot.kubernetes.pod_labels;
 
         if !gpus.is_empty() && on.has(Collector::Info) {

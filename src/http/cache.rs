@@ -14,7 +14,7 @@ use super::gzip::{Gzip, HEADER, stored, trailer};
 use super::reply::Shared;
 use crate::config::Collectors;
 use crate::exposition::Format;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Freshness, Snapshot};
 use miniz_oxide::deflate::core::TDEFLFlush;
 use std::sync::{Arc, Weak};
 use std::time::Instant;
@@ -26,17 +26,22 @@ pub struct Families {
     snapshot: Weak<Snapshot>,
     /// The snapshot's `finished`.
     of: Instant,
-    hidden: bool,
+    fresh: Freshness,
     format: Format,
     only: Collectors,
 }
 
 impl Families {
-    pub fn new(snapshot: &Arc<Snapshot>, hidden: bool, format: Format, only: Collectors) -> Self {
+    pub fn new(
+        snapshot: &Arc<Snapshot>,
+        fresh: Freshness,
+        format: Format,
+        only: Collectors,
+    ) -> Self {
         Families {
             snapshot: Arc::downgrade(snapshot),
             of: snapshot.finished,
-            hidden,
+            fresh,
             format,
             only,
         }
@@ -46,7 +51,7 @@ impl Families {
 impl PartialEq for Families {
     fn eq(&self, o: &Families) -> bool {
         Weak::ptr_eq(&self.snapshot, &o.snapshot)
-            && (self.hidden, self.format, self.only) == (o.hidden, o.format, o.only)
+            && (self.fresh, self.format, self.only) == (o.fresh, o.format, o.only)
     }
 }
 
@@ -186,7 +191,11 @@ mod tests {
     }
 
     fn key(snapshot: &Arc<Snapshot>, hidden: bool, format: Format) -> Families {
-        Families::new(snapshot, hidden, format, Collectors::ALL)
+        let fresh = Freshness {
+            hidden,
+            stalled: false,
+        };
+        Families::new(snapshot, fresh, format, Collectors::ALL)
     }
 
     fn snapshot() -> Arc<Snapshot> {

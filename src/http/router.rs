@@ -311,7 +311,7 @@ fn metrics(
         scrape.render(body);
         return Response::ok(format.content_type());
     };
-    let key = Families::new(s, scrape.fresh.hidden, format, only);
+    let key = Families::new(s, scrape.fresh, format, only);
     let families = |out: &mut Vec<u8>| scrape.render_families(out);
     let own = |out: &mut Vec<u8>| scrape.render_own(out);
     let (shared, gzipped) = match gzip {

@@ -75,9 +75,7 @@ pub fn render(
 
     gpus(p, fresh.hidden, out);
     alerts(p, runbook_base, out);
-    if !fresh.hidden {
-        models(p, out);
-    }
+    models(p, fresh, out);
 
     out.extend_from_slice(b"<p><a href=\"");
     html_escape(out, telemetry_path);
@@ -492,8 +490,8 @@ fn duration(out: &mut Vec<u8>, secs: f64) {
     }
 }
 
-fn models(p: &Published, out: &mut Vec<u8>) {
-    let models = &p.snapshot.models;
+fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
+    let (_, models) = p.snapshot.served_models(fresh);
     if models.is_empty() {
         return;
     }

@@ -108,6 +108,7 @@ def main():
     a.add_argument("--observe", nargs="*", default=[])
     a.add_argument("--lifetime", type=float, default=120)
     a.add_argument("--model", default=MODEL)
+    a.add_argument("--port", type=int, default=0)
     args = a.parse_args()
     MODEL = args.model
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
@@ -133,7 +134,7 @@ def main():
         start("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")])
         return [body()]
 
-    server = make_server("127.0.0.1", 0, app, handler_class=Quiet)
+    server = make_server("127.0.0.1", args.port, app, handler_class=Quiet)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     print(f"PORT {server.server_port}", flush=True)
     time.sleep(args.lifetime)

@@ -327,6 +327,71 @@ fn a_burning_engine_model_pages_and_a_healthy_one_stays_quiet_and_a_dead_engine_
     assert_eq!(held, Some(0.0), "{metrics}");
 }
 
+#[test]
+fn a_blind_gpu_source_hides_the_gpus_not_the_engines_burn() {
+    if !python_ready() {
+        return;
+    }
+    // NVML fails every collection after the first: past a 1 s max-stale
+    // the GPUs' readings are withheld. Only then does the engine start,
+    // and burn: its page must come all the same.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = crate::sources::fleet(&[crate::sources::gpu(0, "")]).replacen(
+        '{',
+        r#"{"count_error":{"after_collections":1,"code":999},"#,
+        1,
+    );
+    let f = crate::sources::fake_nvml::Fixture::new("bin-blind-engines", &text);
+    let rules = crate::common::temp_file("engine-burn-blind.json", SHORT_BURN);
+    let mut args = crate::sources::nvml_args(&f);
+    args.extend(
+        [
+            "--collect.max-stale",
+            "1s",
+            "--engine.interval",
+            "200ms",
+            "--engine.endpoint",
+            &url,
+            "--rules.file",
+            rules.to_str().unwrap(),
+        ]
+        .map(String::from),
+    );
+    let e = crate::sources::start(&args);
+    e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        value(b, "gpu_up{gpu=\"0\"") == Some(1.0)
+    });
+    // The second collection fails; NVML then never initialises again.
+    f.set_scenario(r#"{"init_error":9,"gpus":[]}"#);
+    e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        value(b, "gpu_exporter_readings_hidden") == Some(1.0)
+    });
+    let burns = |b: &str| {
+        crate::prometheus::firing(b).contains(&("TTFTBudgetBurn".into(), "burning".into()))
+    };
+    assert!(!burns(&e.get("/alerts", &[]).body));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
+    let child = Command::new("python3")
+        .arg(script)
+        .args(["--engine", "vllm", "--mode", "grow", "--model", "burning"])
+        .args(["--lifetime", "120", "--port", &port.to_string()])
+        .args(["--observe", "600:5"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the engine double");
+    let _double = ported(child);
+    e.wait_for("/alerts", Duration::from_secs(40), burns);
+    let metrics = e.get("/metrics", &[]).body;
+    assert_eq!(value(&metrics, "gpu_exporter_readings_hidden"), Some(1.0));
+    assert!(!metrics.contains("gpu_temperature_celsius"), "{metrics}");
+    let page = e.get("/", &[]).body;
+    assert!(page.contains("<td>burning</td><td>vllm at "), "{page}");
+}
+
 /// A double of `engine` serving `model`, recording the `observe` mix
 /// again every 100 ms.
 fn growing(engine: &str, model: &str, observe: &[&str]) -> Double {
