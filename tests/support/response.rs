@@ -10,6 +10,9 @@ use std::net::TcpStream;
 /// The most a response head may take.
 const MAX_HEAD: usize = 16 * 1024;
 
+/// The longest a response head may stop part way.
+const STUCK_HEAD: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Reads one response into `buf` (cleared first): its head and, unless
 /// `head_only` (a HEAD request), its `Content-Length` of body. Returns the
 /// head's length, its blank line included. The head is found by peeking,
@@ -17,6 +20,8 @@ const MAX_HEAD: usize = 16 * 1024;
 pub fn read_response_into(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool) -> usize {
     buf.clear();
     buf.resize(MAX_HEAD, 0);
+    // A peek of a partial head returns at once: wait for more, bounded.
+    let (mut seen, mut since) = (0, std::time::Instant::now());
     let head_len = loop {
         let n = match s.peek(buf) {
             // A stop and continue of this process interrupts a read with a
@@ -30,7 +35,14 @@ pub fn read_response_into(s: &mut TcpStream, buf: &mut Vec<u8>, head_only: bool)
         }
         assert!(n < MAX_HEAD, "a response head over {MAX_HEAD} bytes");
         // Part of a head: the rest is on its way.
-        std::thread::yield_now();
+        if n > seen {
+            (seen, since) = (n, std::time::Instant::now());
+            std::thread::yield_now();
+        } else {
+            let stuck = since.elapsed();
+            assert!(stuck < STUCK_HEAD, "{n} bytes of a head for {stuck:?}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     };
     let head = std::str::from_utf8(&buf[..head_len]).expect("an ASCII response head");
     assert!(head.starts_with("HTTP/1.1 "), "not a response: {head:?}");
