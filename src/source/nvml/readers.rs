@@ -9,6 +9,10 @@
 //! Each thread keeps its GPU's state between reads: the PCIe counter
 //! (across sessions) and the GPM samples (of the session that took them,
 //! let go when it ends).
+//!
+//! The threads and the collection meet on one board under a mutex (a
+//! slot per reader, the reads that ended), not on channels: std's
+//! channels cost 35 KB of binary for their two message types.
 
 use super::ffi::Library;
 use super::gpm::GpmSlot;
@@ -16,18 +20,8 @@ use super::read::{PcieCounter, read_gpu};
 use crate::config::Collectors;
 use crate::snapshot::{Gpu, Timings};
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender, channel};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
-
-enum Ask {
-    Read {
-        lib: Arc<Library>,
-        on: Collectors,
-    },
-    /// The session ended: drop what was taken with its library.
-    Forget,
-}
 
 /// One finished read.
 pub(super) struct Read {
@@ -39,32 +33,46 @@ pub(super) struct Read {
     pub(super) sentinels: Vec<&'static str>,
 }
 
+/// What one reader thread is asked, by index on the board.
+struct Slot {
+    /// The thread this slot belongs to; another one here ends it.
+    serial: u64,
+    /// A read asked for and not yet taken.
+    read: Option<(Arc<Library>, Collectors)>,
+    /// The session ended: drop what was taken with its library, after
+    /// the read out (if any).
+    forget: bool,
+}
+
+#[derive(Default)]
+struct Board {
+    /// A thread whose slot is gone or taken by another serial ends.
+    slots: Vec<Slot>,
+    /// Reads that ended and the collection has not taken.
+    done: Vec<Read>,
+}
+
+/// The board; the threads wait on the first condvar, the collection on
+/// the second.
+type Cell = Arc<(Mutex<Board>, Condvar, Condvar)>;
+
+fn lock(cell: &Cell) -> MutexGuard<'_, Board> {
+    cell.0.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct Reader {
     serial: u64,
-    ask: Sender<Ask>,
     /// A read was asked for and has not ended.
     out: bool,
     /// The last read that ended, and when.
     last: Option<(Instant, Gpu)>,
 }
 
+#[derive(Default)]
 pub(super) struct Readers {
     readers: Vec<Reader>,
     serials: u64,
-    done: Sender<Read>,
-    reads: Receiver<Read>,
-}
-
-impl Default for Readers {
-    fn default() -> Readers {
-        let (done, reads) = channel();
-        Readers {
-            readers: Vec::new(),
-            serials: 0,
-            done,
-            reads,
-        }
-    }
+    board: Cell,
 }
 
 impl Readers {
@@ -78,52 +86,64 @@ impl Readers {
         on: Collectors,
         deadline: Instant,
     ) -> Vec<Option<Read>> {
+        let count = count as usize;
+        let mut board = lock(&self.board);
         // Readers past the count end once their read does.
-        self.readers.truncate(count as usize);
-        while self.readers.len() < count as usize {
+        self.readers.truncate(count);
+        board.slots.truncate(count);
+        while self.readers.len() < count {
             let index = self.readers.len() as u32;
             let serial = self.serials;
             self.serials += 1;
-            let (ask, asks) = channel();
-            let done = self.done.clone();
+            let cell = self.board.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("nvml-gpu{index}"))
-                .spawn(move || run(serial, index, &asks, &done));
+                .spawn(move || run(serial, index, &cell));
             if let Err(e) = spawned {
                 log::warn!("source nvml: GPU {index}: no reader thread: {e}");
             }
+            board.slots.push(Slot {
+                serial,
+                read: None,
+                forget: false,
+            });
             self.readers.push(Reader {
                 serial,
-                ask,
                 out: false,
                 last: None,
             });
         }
-        let mut fresh: Vec<Option<Read>> = (0..count).map(|_| None).collect();
-        for r in &mut self.readers {
+        for (r, slot) in self.readers.iter_mut().zip(&mut board.slots) {
             if !r.out {
-                let lib = lib.clone();
-                r.out = r.ask.send(Ask::Read { lib, on }).is_ok();
+                slot.read = Some((lib.clone(), on));
+                r.out = true;
             }
         }
-        while self.readers.iter().any(|r| r.out) {
+        self.board.1.notify_all();
+        let mut fresh: Vec<Option<Read>> = (0..count).map(|_| None).collect();
+        loop {
+            for read in board.done.drain(..) {
+                let i = read.index as usize;
+                let Some(r) = self.readers.get_mut(i) else {
+                    continue;
+                };
+                if r.serial == read.serial {
+                    r.out = false;
+                    r.last = Some((Instant::now(), read.gpu.clone()));
+                    fresh[i] = Some(read);
+                }
+            }
             let wait = deadline.saturating_duration_since(Instant::now());
-            let read = match self.reads.recv_timeout(wait) {
-                Ok(read) => read,
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
-            };
-            let Some(r) = self.readers.get_mut(read.index as usize) else {
-                continue;
-            };
-            if r.serial != read.serial {
-                continue;
+            if wait.is_zero() || !self.readers.iter().any(|r| r.out) {
+                return fresh;
             }
-            r.out = false;
-            r.last = Some((Instant::now(), read.gpu.clone()));
-            let i = read.index as usize;
-            fresh[i] = Some(read);
+            board = self
+                .board
+                .2
+                .wait_timeout(board, wait)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
         }
-        fresh
     }
 
     /// The last read of GPU `index` that ended, and when.
@@ -134,24 +154,73 @@ impl Readers {
     /// The session ended: every reader lets go of its samples, once its
     /// read out (if any) ends.
     pub(super) fn forget(&mut self) {
-        for r in &self.readers {
-            let _ = r.ask.send(Ask::Forget);
+        let mut board = lock(&self.board);
+        for (r, slot) in self.readers.iter_mut().zip(&mut board.slots) {
+            // A read not yet taken is of the session that ended.
+            if slot.read.take().is_some() {
+                r.out = false;
+            }
+            slot.forget = true;
         }
+        self.board.1.notify_all();
     }
 }
 
-/// A reader thread: reads its GPU on each ask until the collection side
-/// is gone.
-fn run(serial: u64, index: u32, asks: &Receiver<Ask>, done: &Sender<Read>) {
+impl Drop for Readers {
+    /// Every thread ends, once its read out (if any) does.
+    fn drop(&mut self) {
+        lock(&self.board).slots.clear();
+        self.board.1.notify_all();
+    }
+}
+
+/// What a reader thread does next.
+enum Next {
+    Read(Arc<Library>, Collectors),
+    Forget,
+    End,
+}
+
+/// Hands in the read that ended, if any, and waits for this reader's next
+/// ask. Both under one lock, so that a session's end comes before any read
+/// of the next.
+fn next(serial: u64, index: u32, cell: &Cell, ended: Option<Read>) -> Next {
+    let mut board = lock(cell);
+    if let Some(read) = ended {
+        board.done.push(read);
+        cell.2.notify_one();
+    }
+    loop {
+        let Some(slot) = board.slots.get_mut(index as usize) else {
+            return Next::End;
+        };
+        if slot.serial != serial {
+            return Next::End;
+        }
+        if slot.forget {
+            slot.forget = false;
+            return Next::Forget;
+        }
+        if let Some((lib, on)) = slot.read.take() {
+            return Next::Read(lib, on);
+        }
+        board = cell.1.wait(board).unwrap_or_else(|e| e.into_inner());
+    }
+}
+
+/// A reader thread: reads its GPU on each ask until its slot is gone.
+fn run(serial: u64, index: u32, cell: &Cell) {
     let mut pcie: HashMap<String, PcieCounter> = HashMap::new();
     let mut gpm: HashMap<String, GpmSlot> = HashMap::new();
-    for ask in asks {
-        let (lib, on) = match ask {
-            Ask::Read { lib, on } => (lib, on),
-            Ask::Forget => {
+    let mut ended = None;
+    loop {
+        let (lib, on) = match next(serial, index, cell, ended.take()) {
+            Next::Read(lib, on) => (lib, on),
+            Next::Forget => {
                 gpm.clear();
                 continue;
             }
+            Next::End => return,
         };
         let mut timings = Timings::default();
         let mut sentinels = Vec::new();
@@ -165,15 +234,13 @@ fn run(serial: u64, index: u32, asks: &Receiver<Ask>, done: &Sender<Read>) {
             &mut timings,
             &mut sentinels,
         );
-        let read = Read {
+        drop(lib);
+        ended = Some(Read {
             serial,
             index,
             gpu,
             timings,
             sentinels,
-        };
-        if done.send(read).is_err() {
-            return;
-        }
+        });
     }
 }
