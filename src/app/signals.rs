@@ -38,15 +38,18 @@ pub fn serve_until_stopped(
 ) -> u8 {
     let ex = LocalExecutor::new();
     smol::block_on(ex.run(async {
-        let stop = async {
+        // A task of its own, polled only when a signal arrives: awaited in
+        // the main future, its pipe would be read on every wake-up of the
+        // HTTP thread, a syscall per request.
+        let mut stop = ex.spawn(async move {
             loop {
                 match signals.next().await {
                     Some(Ok(Signal::Hup)) => reload(),
-                    Some(Ok(sig)) => return sig,
-                    Some(Err(_)) | None => return Signal::Term,
+                    Some(Ok(sig)) => return (sig, signals),
+                    Some(Err(_)) | None => return (Signal::Term, signals),
                 }
             }
-        };
+        });
         let serving = async {
             let all = listeners.into_iter().map(|l| (l, false));
             let all = all.chain(probes.map(|l| (l, true)));
@@ -57,9 +60,14 @@ pub fn serve_until_stopped(
                 others.or(accept).boxed_local()
             })
             .await;
-            Signal::Term
+            (Signal::Term, None)
         };
-        let sig = serving.or(stop).await;
+        let (sig, signals) = serving
+            .or(async {
+                let (sig, signals) = (&mut stop).await;
+                (sig, Some(signals))
+            })
+            .await;
         // The listener is closed now. Finish what is in flight, but exit
         // within the grace period whatever the clients do; a second signal
         // exits at once.
@@ -82,6 +90,11 @@ pub fn serve_until_stopped(
             0
         };
         let again = async {
+            // The stop task still has the signals when serving ended first.
+            let mut signals = match signals {
+                Some(signals) => signals,
+                None => stop.await.1,
+            };
             loop {
                 if let Some(Ok(s)) = signals.next().await
                     && s != Signal::Hup
