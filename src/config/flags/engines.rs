@@ -27,6 +27,16 @@ pub(super) const FLAGS: &[Flag] = &[
         },
     ),
     set(
+        "--engine.config",
+        "FILE",
+        "",
+        "more endpoints and the TTFT SLO's settings, per model too, JSON: a regular file of at most 1 MiB, its endpoints read beside the flags' and its threshold over --engine.ttft-threshold; re-read on SIGHUP, a bad file keeping the old (see Serving SLOs from your engines)",
+        |c, v| {
+            c.engines.file = Some(v.into());
+            Ok(())
+        },
+    ),
+    set(
         "--engine.interval",
         "DUR",
         "5s",
