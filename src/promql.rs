@@ -531,4 +531,37 @@ mod tests {
         }
         assert!(custom.promql("gpu").contains("ratio_rate90s / 0.01 > 2"));
     }
+
+    /// A model's own threshold and objective select it by name, quotes and
+    /// backslashes escaped; the rest keep the defaults.
+    #[test]
+    fn per_model_settings_select_their_model() {
+        let name = "o'k\"x\\y";
+        let own = [(name.to_string(), 0.5)];
+        let (good, _) = requests("5m", 0.3, &own);
+        let at = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name="o'k\"x\\y",le=~"0.5"}[5m])"#;
+        assert!(good.contains(at), "{good}");
+        let rest = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name!="o'k\"x\\y",le=~"0.3"}[5m])"#;
+        assert!(good.contains(rest), "{good}");
+        assert!(
+            good.contains(r#"{model!="o'k\"x\\y",le=~"100|100.0"}"#),
+            "{good}"
+        );
+        let burn = Rule {
+            objectives: vec![(name.to_string(), 0.99)],
+            ..defaults()
+                .into_iter()
+                .find(|r| r.name == "TTFTBudgetBurnSlow")
+                .unwrap()
+        };
+        assert_eq!(
+            burn.promql("gpu"),
+            r#"((model_name:llm_ttft_slo_errors:ratio_rate3d{model_name="o'k\"x\\y"} / 0.01 > 1 and model_name:llm_ttft_slo_errors:ratio_rate6h{model_name="o'k\"x\\y"} / 0.01 > 1)) or ((model_name:llm_ttft_slo_errors:ratio_rate3d{model_name!="o'k\"x\\y"} / 0.001 > 1 and model_name:llm_ttft_slo_errors:ratio_rate6h{model_name!="o'k\"x\\y"} / 0.001 > 1))"#
+        );
+        let p = Printing {
+            thresholds: &own,
+            ..printing()
+        };
+        assert!(rule_file(&[burn], &p).contains(r#"{model_name="o''k\"x\\y",le=~"0.5"}"#));
+    }
 }

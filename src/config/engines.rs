@@ -4,7 +4,7 @@
 
 use super::MAX_NAME;
 use super::values::timeout;
-use crate::base::json;
+use crate::base::json::{self, Value};
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -139,62 +139,30 @@ impl Default for Engines {
 /// The most models one `--engine.config` names.
 pub const MAX_MODELS: usize = 64;
 
-#[allow(clippy::question_mark)] // in nanoserde's derived code
-mod shape {
-    use crate::base::json::json_struct;
-
-    json_struct! {
-        pub struct EngineFile {
-            pub endpoints: Option<Vec<EndpointSpec>>,
-            pub ttft_threshold: Option<String>,
-            pub models: Option<Vec<ModelSpec>>,
-        }
-    }
-
-    json_struct! {
-        pub struct EndpointSpec {
-            pub url: String,
-            pub engine: Option<String>,
-        }
-    }
-
-    json_struct! {
-        pub struct ModelSpec {
-            pub name: String,
-            pub ttft_threshold: Option<String>,
-            pub objective: Option<f64>,
-        }
-    }
-}
-
-/// `flags` with the `--engine.config` file's `json` laid over: its
+/// `flags` with the `--engine.config` file's `text` laid over: its
 /// endpoints after the flags' (together at most [`MAX_ENDPOINTS`], none
 /// twice), its `ttft_threshold` for the flag's, its models' settings. The
-/// error names the field, as the rules file's do.
-pub fn with_file(flags: &Engines, json: &str) -> Result<Engines, String> {
-    let file: shape::EngineFile = json::read(json)?;
+/// error names the field, as the rules file's do. Read from the strict
+/// pass's tree, every key known: a derived reader would cost the binary
+/// about 12 KB.
+pub fn with_file(flags: &Engines, text: &str) -> Result<Engines, String> {
+    let doc =
+        json::parse(text).map_err(|e| format!("{}: not valid JSON", json::position(text, e.at)))?;
     let mut e = flags.clone();
-    for (i, spec) in file.endpoints.iter().flatten().enumerate() {
-        let at = |m: String| format!("endpoints[{i}].{m}");
-        let engine = match &spec.engine {
-            Some(name) => Some(engine_named(name).map_err(|m| at(format!("engine: {m}")))?),
-            None => None,
-        };
-        let ep = endpoint(engine, &spec.url).map_err(|m| at(format!("url: {m}")))?;
-        if e.endpoints.iter().any(|o| o.url == ep.url) {
-            return Err(at(format!("url: {:?} is given twice", ep.url)));
+    let mut models = Vec::new();
+    for (key, v) in object(doc, "", &["endpoints", "ttft_threshold", "models"])? {
+        match key.as_str() {
+            "endpoints" => {
+                for (i, v) in array(v, &key)?.into_iter().enumerate() {
+                    add_endpoint(&mut e, v, &format!("endpoints[{i}]"))?;
+                }
+            }
+            "ttft_threshold" => {
+                e.ttft_threshold = seconds(&string(v, &key)?).map_err(|m| format!("{key}: {m}"))?
+            }
+            _ => models = array(v, &key)?,
         }
-        if e.endpoints.len() == MAX_ENDPOINTS {
-            return Err(format!(
-                "endpoints: more than {MAX_ENDPOINTS} with --engine.endpoint's"
-            ));
-        }
-        e.endpoints.push(ep);
     }
-    if let Some(v) = &file.ttft_threshold {
-        e.ttft_threshold = seconds(v).map_err(|m| format!("ttft_threshold: {m}"))?;
-    }
-    let models = file.models.unwrap_or_default();
     if models.len() > MAX_MODELS {
         return Err(format!(
             "models: {} models; at most {MAX_MODELS}",
@@ -202,11 +170,76 @@ pub fn with_file(flags: &Engines, json: &str) -> Result<Engines, String> {
         ));
     }
     e.models = Vec::with_capacity(models.len());
-    for (i, m) in models.into_iter().enumerate() {
-        let slo = model(m, &e.models).map_err(|m| format!("models[{i}].{m}"))?;
+    for (i, v) in models.into_iter().enumerate() {
+        let slo = model(v, &format!("models[{i}]"), &e.models)?;
         e.models.push(slo);
     }
     Ok(e)
+}
+
+/// `at.key`, or `key` at the top.
+fn field(at: &str, key: &str) -> String {
+    match at {
+        "" => key.to_string(),
+        _ => format!("{at}.{key}"),
+    }
+}
+
+/// The members of the object `v`, each key one of `known`, and once.
+fn object<'a>(v: Value<'a>, at: &str, known: &[&str]) -> Result<Vec<(String, Value<'a>)>, String> {
+    let Value::Object(members) = v else {
+        let what = if at.is_empty() { "the file" } else { at };
+        return Err(format!("{what}: expected an object"));
+    };
+    for (i, (k, _)) in members.iter().enumerate() {
+        if !known.contains(&k.as_str()) {
+            return Err(format!("{}: unknown field", field(at, &json::shown(k))));
+        }
+        if members[..i].iter().any(|(o, _)| o == k) {
+            return Err(format!("{}: given twice", field(at, k)));
+        }
+    }
+    Ok(members)
+}
+
+fn array<'a>(v: Value<'a>, at: &str) -> Result<Vec<Value<'a>>, String> {
+    match v {
+        Value::Array(items) => Ok(items),
+        _ => Err(format!("{at}: expected an array")),
+    }
+}
+
+fn string(v: Value, at: &str) -> Result<String, String> {
+    match v {
+        Value::String(s) => Ok(s),
+        _ => Err(format!("{at}: expected a string")),
+    }
+}
+
+/// One endpoint of the file, added to `e`'s.
+fn add_endpoint(e: &mut Engines, v: Value, at: &str) -> Result<(), String> {
+    let (mut url, mut engine) = (None, None);
+    for (key, v) in object(v, at, &["url", "engine"])? {
+        let at = field(at, &key);
+        let s = string(v, &at)?;
+        match key.as_str() {
+            "url" => url = Some(s),
+            _ => engine = Some(engine_named(&s).map_err(|m| format!("{at}: {m}"))?),
+        }
+    }
+    let at = field(at, "url");
+    let url = url.ok_or_else(|| format!("{at}: missing"))?;
+    let ep = endpoint(engine, &url).map_err(|m| format!("{at}: {m}"))?;
+    if e.endpoints.iter().any(|o| o.url == ep.url) {
+        return Err(format!("{at}: {:?} is given twice", ep.url));
+    }
+    if e.endpoints.len() == MAX_ENDPOINTS {
+        return Err(format!(
+            "endpoints: more than {MAX_ENDPOINTS} with --engine.endpoint's"
+        ));
+    }
+    e.endpoints.push(ep);
+    Ok(())
 }
 
 /// A threshold: a duration above 0, in seconds.
@@ -215,32 +248,45 @@ fn seconds(v: &str) -> Result<f64, String> {
 }
 
 /// One model's settings, checked against those before it.
-fn model(m: shape::ModelSpec, before: &[ModelSlo]) -> Result<ModelSlo, String> {
-    let name = m.name;
+fn model(v: Value, at: &str, before: &[ModelSlo]) -> Result<ModelSlo, String> {
+    let mut m = ModelSlo {
+        name: String::new(),
+        ttft_threshold: None,
+        objective: None,
+    };
+    let mut named = false;
+    for (key, v) in object(v, at, &["name", "ttft_threshold", "objective"])? {
+        let at = field(at, &key);
+        match (key.as_str(), v) {
+            ("objective", Value::Number(n)) => {
+                let o: f64 = n.parse().unwrap_or(f64::NAN);
+                if !(o > 0.0 && o < 1.0) {
+                    return Err(format!("{at}: {n} is not between 0 and 1 (0.999 is 99.9%)"));
+                }
+                m.objective = Some(o);
+            }
+            ("objective", _) => return Err(format!("{at}: expected a number")),
+            ("name", v) => (m.name, named) = (string(v, &at)?, true),
+            (_, v) => {
+                let s = string(v, &at)?;
+                m.ttft_threshold = Some(seconds(&s).map_err(|e| format!("{at}: {e}"))?);
+            }
+        }
+    }
+    let at = field(at, "name");
+    let name = &m.name;
+    if !named {
+        return Err(format!("{at}: missing"));
+    }
     if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
         return Err(format!(
-            "name: {name:?} must be 1 to {MAX_NAME} bytes without control characters"
+            "{at}: {name:?} must be 1 to {MAX_NAME} bytes without control characters"
         ));
     }
-    if before.iter().any(|o| o.name == name) {
-        return Err(format!("name: {name:?} is given twice"));
+    if before.iter().any(|o| o.name == *name) {
+        return Err(format!("{at}: {name:?} is given twice"));
     }
-    let ttft_threshold = match &m.ttft_threshold {
-        Some(v) => Some(seconds(v).map_err(|e| format!("ttft_threshold: {e}"))?),
-        None => None,
-    };
-    if let Some(o) = m.objective
-        && !(o > 0.0 && o < 1.0)
-    {
-        return Err(format!(
-            "objective: {o} is not between 0 and 1 (0.999 is 99.9%)"
-        ));
-    }
-    Ok(ModelSlo {
-        name,
-        ttft_threshold,
-        objective: m.objective,
-    })
+    Ok(m)
 }
 
 /// The engine a flag or file names.
@@ -421,7 +467,22 @@ mod tests {
             (r#"{"models": [{"objective": 0.9}]}"#, "name: missing"),
             (&models, "models: 65 models; at most 64"),
             ("[", "not valid JSON"),
-            (r#"{"ttft_threshold": 5}"#, "expected string"),
+            (
+                r#"{"ttft_threshold": 5}"#,
+                "ttft_threshold: expected a string",
+            ),
+            (
+                r#"{"models": [{"name": "X", "objective": "high"}]}"#,
+                "models[0].objective: expected a number",
+            ),
+            (r#"{"models": {}}"#, "models: expected an array"),
+            (
+                r#"{"endpoints": [{"engine": "vllm"}]}"#,
+                "endpoints[0].url: missing",
+            ),
+            (r#"{"models": [], "models": []}"#, "models: given twice"),
+            ("[]", "the file: expected an object"),
+            (r#"{"endpoints": [1]}"#, "endpoints[0]: expected an object"),
         ] {
             let e = with_file(&flags, json).unwrap_err();
             assert!(e.contains(says), "{json}: {e}");

@@ -5,6 +5,7 @@ use crate::config::Config;
 use crate::config::collectors::Collector;
 
 /// One flag.
+#[derive(Clone, Copy)]
 pub struct Flag {
     /// `--web.listen-address`.
     pub name: &'static str,
@@ -20,6 +21,7 @@ pub struct Flag {
 }
 
 /// What a flag does when given.
+#[derive(Clone, Copy)]
 pub(super) enum Action {
     /// Takes a value; the error is about the value, without the flag.
     Set(fn(&mut Config, &str) -> Result<(), String>),
