@@ -373,6 +373,7 @@ pub fn check_rules_json(data: &[u8]) {
         max_stale: std::time::Duration::from_secs(60),
         job: "gpu-exporter",
         ttft_threshold: 0.3,
+        thresholds: &[],
     };
     let yaml = promql::rule_file(&rules, &printing);
     assert!(yaml.starts_with("# Generated"), "{yaml:?}");

@@ -185,21 +185,38 @@ impl Rule {
                 // The value is the burn rate itself, as the exporter reports
                 // it: the error ratio over the budget. 1 − 0.999 is spelled
                 // 0.001, not 0.0010000000000000009.
-                let budget = num(format!("{:.12e}", 1.0 - objective)
-                    .parse()
-                    .unwrap_or(f64::NAN));
-                let pairs: Vec<String> = windows
-                    .iter()
-                    .map(|b| {
-                        let f = num(b.factor);
-                        format!(
-                            "({} / {budget} > {f} and {} / {budget} > {f})",
-                            error_ratio(b.long),
-                            error_ratio(b.short)
-                        )
-                    })
+                let pairs = |sel: &str, objective: f64| {
+                    let budget = num(format!("{:.12e}", 1.0 - objective)
+                        .parse()
+                        .unwrap_or(f64::NAN));
+                    let pairs: Vec<String> = windows
+                        .iter()
+                        .map(|b| {
+                            let f = num(b.factor);
+                            format!(
+                                "({}{sel} / {budget} > {f} and {}{sel} / {budget} > {f})",
+                                error_ratio(b.long),
+                                error_ratio(b.short)
+                            )
+                        })
+                        .collect();
+                    pairs.join(" or ")
+                };
+                if self.objectives.is_empty() {
+                    return pairs("", *objective);
+                }
+                // A model with its own objective is judged by it; the
+                // rest by the rule's.
+                let own = self.objectives.iter();
+                let mut parts: Vec<String> = own
+                    .map(|(m, o)| format!("({})", pairs(&selector("model_name", "=", m), *o)))
                     .collect();
-                pairs.join(" or ")
+                let rest: Vec<String> = (self.objectives.iter())
+                    .map(|(m, _)| format!("model_name!=\"{}\"", escaped(m)))
+                    .collect();
+                let rest = format!("{{{}}}", rest.join(","));
+                parts.push(format!("({})", pairs(&rest, *objective)));
+                parts.join(" or ")
             }
             Expr::DriverVersionSkew => cmp(format!(
                 "count(count by (driver_version) ({}))",
@@ -213,6 +230,16 @@ impl Rule {
             ),
         }
     }
+}
+
+/// A label value as a PromQL string's insides.
+fn escaped(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// `{label="value"}` with `op` (`=`, `!=`).
+fn selector(label: &str, op: &str, value: &str) -> String {
+    format!("{{{label}{op}\"{}\"}}", escaped(value))
 }
 
 /// A YAML single-quoted scalar.
@@ -232,8 +259,11 @@ pub struct Printing<'a> {
     pub max_stale: Duration,
     /// The job Prometheus scrapes the exporters under.
     pub job: &'a str,
-    /// `--engine.ttft-threshold`, for the rules over the engines' series.
+    /// `--engine.ttft-threshold` or `--engine.config`'s, for the rules
+    /// over the engines' series.
     pub ttft_threshold: f64,
+    /// The models with a threshold of their own (`--engine.config`).
+    pub thresholds: &'a [(String, f64)],
 }
 
 /// A bound as a regex of its spellings: prometheus_client writes `100.0`
@@ -248,8 +278,9 @@ fn le(v: f64) -> String {
 /// The good and the total requests' rates over `w` (`5m`), by model, from
 /// the simulator's `llm_ttft_seconds` and every engine's own TTFT
 /// histogram, as the exporter judges them: at the threshold where it is a
-/// bound, else at the engine's default bound below it.
-fn requests(w: &str, threshold: f64) -> (String, String) {
+/// bound, else at the engine's default bound below it; the models of
+/// `own` at their own thresholds, the rest at `threshold`.
+fn requests(w: &str, threshold: f64, own: &[(String, f64)]) -> (String, String) {
     let mut good = vec![format!("rate({}[{w}])", Signal::GoodRequests.series())];
     let mut total = vec![format!("rate({}[{w}])", Signal::Requests.series())];
     let mut seen: Vec<&str> = Vec::new();
@@ -259,13 +290,24 @@ fn requests(w: &str, threshold: f64) -> (String, String) {
                 continue;
             }
             seen.push(name);
-            let t = threshold * p.per_second;
-            let at = |v: f64| format!("rate({name}_bucket{{{}}}[{w}])", le(v));
-            let below = p.defaults.iter().copied().rfind(|&b| b < t);
-            let g = match below {
-                Some(b) => format!("({} or ({} unless ignoring (le) {}))", at(t), at(b), at(t)),
-                None => at(t),
+            let l = p.model_label;
+            let judged = |threshold: f64, sel: &str| {
+                let t = threshold * p.per_second;
+                let at = |v: f64| format!("rate({name}_bucket{{{sel}{}}}[{w}])", le(v));
+                let below = p.defaults.iter().copied().rfind(|&b| b < t);
+                match below {
+                    Some(b) => format!("({} or ({} unless ignoring (le) {}))", at(t), at(b), at(t)),
+                    None => at(t),
+                }
             };
+            let mut g: Vec<String> = (own.iter())
+                .map(|(m, t)| judged(*t, &format!("{l}=\"{}\",", escaped(m))))
+                .collect();
+            let rest: String = (own.iter())
+                .map(|(m, _)| format!("{l}!=\"{}\",", escaped(m)))
+                .collect();
+            g.push(judged(threshold, &rest));
+            let g = g.join(" or ");
             let c = format!("rate({name}_count[{w}])");
             let named = |e: String| match p.model_label {
                 "model_name" => e,
@@ -296,10 +338,10 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
     );
     y.push_str("groups:\n  - name: gpu-exporter-slo\n    rules:\n");
     let _ = writeln!(y, "      - record: model_name:llm_goodput_requests:rate5m");
-    let (good, _) = requests("5m", p.ttft_threshold);
+    let (good, _) = requests("5m", p.ttft_threshold, p.thresholds);
     let _ = writeln!(y, "        expr: {}", quoted(&good));
     for w in recorded_windows(rules) {
-        let (good, total) = requests(&format_duration(w), p.ttft_threshold);
+        let (good, total) = requests(&format_duration(w), p.ttft_threshold, p.thresholds);
         let expr = format!("1 - ({good} / {total})");
         let _ = writeln!(y, "      - record: {}", error_ratio(w));
         let _ = writeln!(y, "        expr: {}", quoted(&expr));
@@ -371,6 +413,7 @@ mod tests {
             max_stale: Duration::from_secs(60),
             job: "gpu",
             ttft_threshold: 0.3,
+            thresholds: &[],
         }
     }
 
@@ -487,5 +530,38 @@ mod tests {
             assert!(file.contains(&record), "{w}: {file}");
         }
         assert!(custom.promql("gpu").contains("ratio_rate90s / 0.01 > 2"));
+    }
+
+    /// A model's own threshold and objective select it by name, quotes and
+    /// backslashes escaped; the rest keep the defaults.
+    #[test]
+    fn per_model_settings_select_their_model() {
+        let name = "o'k\"x\\y";
+        let own = [(name.to_string(), 0.5)];
+        let (good, _) = requests("5m", 0.3, &own);
+        let at = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name="o'k\"x\\y",le=~"0.5"}[5m])"#;
+        assert!(good.contains(at), "{good}");
+        let rest = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name!="o'k\"x\\y",le=~"0.3"}[5m])"#;
+        assert!(good.contains(rest), "{good}");
+        assert!(
+            good.contains(r#"{model!="o'k\"x\\y",le=~"100|100.0"}"#),
+            "{good}"
+        );
+        let burn = Rule {
+            objectives: vec![(name.to_string(), 0.99)],
+            ..defaults()
+                .into_iter()
+                .find(|r| r.name == "TTFTBudgetBurnSlow")
+                .unwrap()
+        };
+        assert_eq!(
+            burn.promql("gpu"),
+            r#"((model_name:llm_ttft_slo_errors:ratio_rate3d{model_name="o'k\"x\\y"} / 0.01 > 1 and model_name:llm_ttft_slo_errors:ratio_rate6h{model_name="o'k\"x\\y"} / 0.01 > 1)) or ((model_name:llm_ttft_slo_errors:ratio_rate3d{model_name!="o'k\"x\\y"} / 0.001 > 1 and model_name:llm_ttft_slo_errors:ratio_rate6h{model_name!="o'k\"x\\y"} / 0.001 > 1))"#
+        );
+        let p = Printing {
+            thresholds: &own,
+            ..printing()
+        };
+        assert!(rule_file(&[burn], &p).contains(r#"{model_name="o''k\"x\\y",le=~"0.5"}"#));
     }
 }

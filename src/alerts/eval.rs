@@ -276,7 +276,14 @@ impl Evaluator {
                 }
             }
             Expr::BurnRate { objective, windows } => {
-                let budget = 1.0 - objective;
+                // A model's own objective replaces the rule's.
+                let budgets: Vec<f64> = (self.subjects.list.iter())
+                    .map(|s| match s {
+                        Subject::Model(name) => rule.objectives.iter().find(|o| o.0 == *name),
+                        _ => None,
+                    })
+                    .map(|o| 1.0 - o.map_or(*objective, |o| o.1))
+                    .collect();
                 let mut best: Vec<(f64, bool)> = vec![(f64::NAN, false); n];
                 for b in windows {
                     let burn = |me: &mut Self, w| {
@@ -285,7 +292,8 @@ impl Evaluator {
                         total
                             .iter()
                             .zip(good)
-                            .map(|(&t, &g)| {
+                            .zip(&budgets)
+                            .map(|((&t, &g), budget)| {
                                 if t > 0.0 {
                                     (1.0 - g / t) / budget
                                 } else {
@@ -642,9 +650,9 @@ mod tests {
         s
     }
 
-    #[test]
-    fn a_held_model_keeps_its_burn_verdict_and_says_its_engine_is_down() {
-        let burn = Rule::new(
+    /// A page at 14.4x a 99.9% budget over 20 s and 5 s.
+    fn burn_rule() -> Rule {
+        Rule::new(
             "B",
             Expr::BurnRate {
                 objective: 0.999,
@@ -659,7 +667,12 @@ mod tests {
             Duration::ZERO,
             Severity::Page,
             "",
-        );
+        )
+    }
+
+    #[test]
+    fn a_held_model_keeps_its_burn_verdict_and_says_its_engine_is_down() {
+        let burn = burn_rule();
         let down = Rule::new(
             "D",
             Expr::Gauge(Signal::EngineUp),
@@ -701,5 +714,27 @@ mod tests {
             e.eval(&model_snap(t as f64, 10.0 * t as f64, 0.0, true));
         }
         assert_eq!(names(&e), ["D"]);
+    }
+
+    /// A model's own objective replaces the rule's for it alone: 2% slow
+    /// burns a 99.9% budget 20 times over, a 99% one only twice.
+    #[test]
+    fn a_models_own_objective_replaces_the_rules() {
+        let burn = Rule {
+            objectives: vec![("n".into(), 0.99)],
+            ..burn_rule()
+        };
+        let mut e = Evaluator::new(vec![burn]);
+        for t in 0..30 {
+            let mut s = model_snap(t as f64, 100.0 * t as f64, 98.0 * t as f64, false);
+            let mut n = s.models[0].clone();
+            n.name = "n".into();
+            s.models.push(n);
+            e.eval(&s);
+        }
+        let firing: Vec<(Subject, f64)> = (e.alerts().into_iter())
+            .map(|a| (a.subject, (a.value * 1e6).round() / 1e6))
+            .collect();
+        assert_eq!(firing, [(Subject::Model("m".into()), 20.0)]);
     }
 }

@@ -164,6 +164,7 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             .clone()
             .or_else(|| base.map(|b| b.runbook.clone()))
             .unwrap_or_else(|| CUSTOM_RUNBOOK.into()),
+        objectives: Vec::new(),
     }
     .spell())
 }

@@ -429,6 +429,9 @@ pub struct Rule {
     pub summary: String,
     /// The runbook's file name without `.md`; the rule's name by default.
     pub runbook: String,
+    /// A burn-rate rule's models with an objective of their own
+    /// (`--engine.config`), each replacing the rule's for that model.
+    pub objectives: Vec<(String, f64)>,
 }
 
 impl Rule {
@@ -453,6 +456,7 @@ impl Rule {
             summary_template: summary.into(),
             summary: String::new(),
             runbook: name.into(),
+            objectives: Vec::new(),
         }
         .spell()
     }
@@ -572,6 +576,18 @@ pub fn cover_failures(rules: Vec<Rule>, max_stale: Duration) -> Vec<Rule> {
             },
         )
         .collect()
+}
+
+/// Every burn-rate rule of `rules` with the models' own objectives
+/// (`--engine.config`): a model's replaces the rule's objective for it, in
+/// process and in the printed rules.
+pub fn with_objectives(mut rules: Vec<Rule>, objectives: &[(String, f64)]) -> Vec<Rule> {
+    for r in &mut rules {
+        if matches!(r.expr, Expr::BurnRate { .. }) {
+            r.objectives = objectives.to_vec();
+        }
+    }
+    rules
 }
 
 pub(super) const MIN: Duration = Duration::from_secs(60);

@@ -5,7 +5,9 @@
 use crate::alerts::{self, Rule};
 use crate::base::file::{MAX_JSON_BYTES, read_config};
 use crate::base::time::unix_now;
+use crate::config::engines::{self, Engines};
 use crate::config::{Config, ConfigError};
+use crate::fill::engines::watch::Retune;
 use crate::poller::Reload;
 use crate::source::Source;
 use crate::source::sim::{Scenario, Sim};
@@ -30,9 +32,21 @@ pub fn scenario(config: &Config) -> Result<Scenario, ConfigError> {
         .map_err(|e| ConfigError(format!("--sim.scenario {}: {e}", path.display())))
 }
 
+/// The `--engine.*` flags with `--engine.config` laid over.
+pub fn engines(config: &Config) -> Result<Engines, ConfigError> {
+    let flags = &config.engines;
+    let Some(path) = &flags.file else {
+        return Ok(flags.clone());
+    };
+    let text = read_json("--engine.config", path)?;
+    engines::with_file(flags, &text)
+        .map_err(|e| ConfigError(format!("--engine.config {}: {e}", path.display())))
+}
+
 /// The default rules with `--rules.file` merged in, pages made to
-/// survive failures (`rules::cover_failures`).
-pub fn rules(config: &Config) -> Result<Vec<Rule>, ConfigError> {
+/// survive failures (`rules::cover_failures`), the burn rules with the
+/// models' own objectives (`engines`).
+pub fn rules(config: &Config, engines: &Engines) -> Result<Vec<Rule>, ConfigError> {
     let rules = match &config.rules_file {
         None => alerts::defaults(),
         Some(path) => {
@@ -41,28 +55,39 @@ pub fn rules(config: &Config) -> Result<Vec<Rule>, ConfigError> {
                 .map_err(|e| ConfigError(format!("--rules.file {}: {e}", path.display())))?
         }
     };
-    Ok(alerts::rules::cover_failures(rules, config.max_stale))
+    let rules = alerts::rules::cover_failures(rules, config.max_stale);
+    Ok(alerts::rules::with_objectives(rules, &engines.objectives()))
 }
 
-/// SIGHUP: re-reads the rules file and, for the simulator, the scenario,
-/// and hands them to the poller. A bad file keeps the old ones.
-fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>) {
-    let read = || -> Result<Reload, ConfigError> {
-        let rules = rules(config)?;
+/// SIGHUP: re-reads the rules file, `--engine.config` and, for the
+/// simulator, the scenario, and hands them to the poller and the engine
+/// reader. A bad file keeps the old ones, all of them.
+fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>, retune: Option<&Retune>) {
+    let read = || -> Result<(Reload, Engines), ConfigError> {
+        let engines = engines(config)?;
+        let rules = rules(config, &engines)?;
         let source = if simulated {
             Some(Box::new(Sim::new(scenario(config)?, unix_now())) as Box<dyn Source>)
         } else {
             None
         };
-        Ok(Reload { rules, source })
+        Ok((Reload { rules, source }, engines))
     };
     match read() {
-        Ok(r) => {
+        Ok((r, engines)) => {
             log::info!(
-                "SIGHUP: reloading the rules{}",
+                "SIGHUP: reloading the rules{}{}",
+                if config.engines.file.is_some() {
+                    ", the engine config"
+                } else {
+                    ""
+                },
                 if simulated { " and the scenario" } else { "" }
             );
             let _ = to.send(r);
+            if let Some(retune) = retune {
+                retune.set(engines);
+            }
         }
         Err(e) => log::error!("SIGHUP: reload failed, keeping the old configuration: {e}"),
     }
@@ -77,11 +102,13 @@ pub const RELOAD_SPACING: std::time::Duration = std::time::Duration::from_secs(1
 /// reload or the spacing after it make one more reload, not one each, so
 /// a burst of any spacing never keeps the poller replaying the
 /// simulator's history. `simulated`: whether the simulator serves, known
-/// once the poller has built the source.
+/// once the poller has built the source; `retune`: the engine reader's,
+/// where it runs.
 pub fn reloader(
     config: Config,
     simulated: Arc<AtomicBool>,
     to: mpsc::Sender<Reload>,
+    retune: Option<Retune>,
 ) -> std::io::Result<mpsc::Sender<()>> {
     let (hups, rx) = mpsc::channel::<()>();
     std::thread::Builder::new()
@@ -90,7 +117,12 @@ pub fn reloader(
             while rx.recv().is_ok() {
                 while rx.try_recv().is_ok() {}
                 let started = std::time::Instant::now();
-                reload(&config, simulated.load(Ordering::Relaxed), &to);
+                reload(
+                    &config,
+                    simulated.load(Ordering::Relaxed),
+                    &to,
+                    retune.as_ref(),
+                );
                 std::thread::sleep(RELOAD_SPACING.saturating_sub(started.elapsed()));
             }
         })?;

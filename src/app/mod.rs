@@ -9,6 +9,7 @@ use crate::alerts;
 use crate::base::time::unix_now;
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::fill::engines::Watch;
+use crate::fill::engines::watch::Retune;
 use crate::http::{self, Server};
 use crate::judge::{self, Judge};
 use crate::poller::{self, Latest, Poller, Published};
@@ -57,14 +58,16 @@ pub fn run(config: Config) -> Result<u8, Error> {
         tls: web.as_ref().is_some_and(|(_, l)| l.tls.is_some()),
         ..config
     };
-    let rules = load::rules(&config)?;
+    let engines = load::engines(&config)?;
+    let rules = load::rules(&config, &engines)?;
     if config.print_rules {
         let printing = promql::Printing {
             runbook_base: &config.printed_runbook_base(),
             stable_runbooks: config.runbook_base.is_some(),
             max_stale: config.max_stale,
             job: &config.scrape_job,
-            ttft_threshold: config.engines.ttft_threshold,
+            ttft_threshold: engines.ttft_threshold,
+            thresholds: &engines.thresholds(),
         };
         print!("{}", promql::rule_file(&rules, &printing));
         return Ok(0);
@@ -99,7 +102,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
         reloads: reload_rx,
         work,
     };
-    start_poller(plan, &config, rules, threads)?;
+    let retune = start_poller(plan, &config, rules, threads, engines)?;
     let shared = Arc::new(http::guard::Shared::default());
     #[cfg(feature = "tls")]
     let web_hups = start_web_watcher(web, &config, &shared)?;
@@ -107,7 +110,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
     let web_hups: Option<mpsc::Sender<()>> = None;
 
     let server = server(&config, latest, bounds, shared);
-    let hups = load::reloader(config, simulated, reloads)
+    let hups = load::reloader(config, simulated, reloads, retune)
         .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
     Ok(signals::serve_until_stopped(
         signals,
@@ -151,18 +154,21 @@ struct Threads {
 }
 
 /// The poller's thread: it builds the source (`auto` decides there), then
-/// collects.
+/// collects, with the engine reader's models (`engines`), whose handle
+/// for SIGHUP it returns.
 fn start_poller(
     plan: pipeline::Plan,
     config: &Config,
     rules: Vec<alerts::Rule>,
     t: Threads,
-) -> Result<(), Error> {
+    engines: crate::config::engines::Engines,
+) -> Result<Option<Retune>, Error> {
     let (interval, collectors) = (config.interval, config.collectors);
     let pod_labels = config.kubernetes.pod_labels;
     let dcgm = config.dcgm.clone();
-    let engines = Watch::start(config.engines.clone())
+    let engines = Watch::start(engines)
         .map_err(|e| Error::Runtime(format!("cannot start the engine reader thread: {e}")))?;
+    let retune = engines.as_ref().map(Watch::retune);
     std::thread::Builder::new()
         .name("poller".into())
         .spawn(move || {
@@ -176,7 +182,7 @@ fn start_poller(
                 .with_engines(engines)
                 .run(rules, t.latest, t.reloads, t.work)
         })
-        .map(drop)
+        .map(|_| retune)
         .map_err(|e| Error::Runtime(format!("cannot start the poller thread: {e}")))
 }
 

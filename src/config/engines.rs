@@ -1,7 +1,12 @@
 //! The inference engines to read on the node (`--engine.*`): each
-//! endpoint's URL and, where the operator names it, its engine.
+//! endpoint's URL and, where the operator names it, its engine, and the
+//! SLO settings, from the flags and the `--engine.config` file.
 
+use super::MAX_NAME;
+use super::values::timeout;
+use crate::base::json::{self, Value};
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// An engine whose `/metrics` we can read for the TTFT SLO.
@@ -73,9 +78,49 @@ pub struct Engines {
     pub interval: Duration,
     /// `--engine.timeout`: one read, connecting included.
     pub timeout: Duration,
-    /// `--engine.ttft-threshold`: a request is good when its first token
-    /// came within this many seconds.
+    /// `--engine.ttft-threshold`, or the file's `ttft_threshold`: a
+    /// request is good when its first token came within this many seconds.
     pub ttft_threshold: f64,
+    /// `--engine.config`: more endpoints and the SLO settings, read at
+    /// start and again on SIGHUP.
+    pub file: Option<PathBuf>,
+    /// The file's per-model settings, each model once.
+    pub models: Vec<ModelSlo>,
+}
+
+/// One model's SLO settings from `--engine.config`; each replaces the
+/// default for that model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelSlo {
+    /// The model, as its engine labels it (`model_name`, Triton's `model`).
+    pub name: String,
+    /// Its TTFT threshold in seconds; `None`: [`Engines::ttft_threshold`].
+    pub ttft_threshold: Option<f64>,
+    /// Its objective (0.99: 99% good); `None`: the burn rules' own.
+    pub objective: Option<f64>,
+}
+
+impl Engines {
+    /// The TTFT threshold `model` is judged at, in seconds.
+    pub fn threshold(&self, model: &str) -> f64 {
+        let own = self.models.iter().find(|m| m.name == model);
+        own.and_then(|m| m.ttft_threshold)
+            .unwrap_or(self.ttft_threshold)
+    }
+
+    /// The models with a threshold of their own, with it.
+    pub fn thresholds(&self) -> Vec<(String, f64)> {
+        let own = self.models.iter();
+        own.filter_map(|m| Some((m.name.clone(), m.ttft_threshold?)))
+            .collect()
+    }
+
+    /// The models with an objective of their own, with it.
+    pub fn objectives(&self) -> Vec<(String, f64)> {
+        let own = self.models.iter();
+        own.filter_map(|m| Some((m.name.clone(), m.objective?)))
+            .collect()
+    }
 }
 
 impl Default for Engines {
@@ -85,26 +130,187 @@ impl Default for Engines {
             interval: Duration::from_secs(5),
             timeout: Duration::from_secs(2),
             ttft_threshold: 0.3,
+            file: None,
+            models: Vec::new(),
         }
     }
 }
 
+/// The most models one `--engine.config` names.
+pub const MAX_MODELS: usize = 64;
+
+/// `flags` with the `--engine.config` file's `text` laid over: its
+/// endpoints after the flags' (together at most [`MAX_ENDPOINTS`], none
+/// twice), its `ttft_threshold` for the flag's, its models' settings. The
+/// error names the field, as the rules file's do. Read from the strict
+/// pass's tree, every key known: a derived reader would cost the binary
+/// about 12 KB.
+pub fn with_file(flags: &Engines, text: &str) -> Result<Engines, String> {
+    let doc =
+        json::parse(text).map_err(|e| format!("{}: not valid JSON", json::position(text, e.at)))?;
+    let mut e = flags.clone();
+    let mut models = Vec::new();
+    for (key, v) in object(doc, "", &["endpoints", "ttft_threshold", "models"])? {
+        match key.as_str() {
+            "endpoints" => {
+                for (i, v) in array(v, &key)?.into_iter().enumerate() {
+                    add_endpoint(&mut e, v, &format!("endpoints[{i}]"))?;
+                }
+            }
+            "ttft_threshold" => {
+                e.ttft_threshold = seconds(&string(v, &key)?).map_err(|m| format!("{key}: {m}"))?
+            }
+            _ => models = array(v, &key)?,
+        }
+    }
+    if models.len() > MAX_MODELS {
+        return Err(format!(
+            "models: {} models; at most {MAX_MODELS}",
+            models.len()
+        ));
+    }
+    e.models = Vec::with_capacity(models.len());
+    for (i, v) in models.into_iter().enumerate() {
+        let slo = model(v, &format!("models[{i}]"), &e.models)?;
+        e.models.push(slo);
+    }
+    Ok(e)
+}
+
+/// `at.key`, or `key` at the top.
+fn field(at: &str, key: &str) -> String {
+    match at {
+        "" => key.to_string(),
+        _ => format!("{at}.{key}"),
+    }
+}
+
+/// The members of the object `v`, each key one of `known`, and once.
+fn object<'a>(v: Value<'a>, at: &str, known: &[&str]) -> Result<Vec<(String, Value<'a>)>, String> {
+    let Value::Object(members) = v else {
+        let what = if at.is_empty() { "the file" } else { at };
+        return Err(format!("{what}: expected an object"));
+    };
+    for (i, (k, _)) in members.iter().enumerate() {
+        if !known.contains(&k.as_str()) {
+            return Err(format!("{}: unknown field", field(at, &json::shown(k))));
+        }
+        if members[..i].iter().any(|(o, _)| o == k) {
+            return Err(format!("{}: given twice", field(at, k)));
+        }
+    }
+    Ok(members)
+}
+
+fn array<'a>(v: Value<'a>, at: &str) -> Result<Vec<Value<'a>>, String> {
+    match v {
+        Value::Array(items) => Ok(items),
+        _ => Err(format!("{at}: expected an array")),
+    }
+}
+
+fn string(v: Value, at: &str) -> Result<String, String> {
+    match v {
+        Value::String(s) => Ok(s),
+        _ => Err(format!("{at}: expected a string")),
+    }
+}
+
+/// One endpoint of the file, added to `e`'s.
+fn add_endpoint(e: &mut Engines, v: Value, at: &str) -> Result<(), String> {
+    let (mut url, mut engine) = (None, None);
+    for (key, v) in object(v, at, &["url", "engine"])? {
+        let at = field(at, &key);
+        let s = string(v, &at)?;
+        match key.as_str() {
+            "url" => url = Some(s),
+            _ => engine = Some(engine_named(&s).map_err(|m| format!("{at}: {m}"))?),
+        }
+    }
+    let at = field(at, "url");
+    let url = url.ok_or_else(|| format!("{at}: missing"))?;
+    let ep = endpoint(engine, &url).map_err(|m| format!("{at}: {m}"))?;
+    if e.endpoints.iter().any(|o| o.url == ep.url) {
+        return Err(format!("{at}: {:?} is given twice", ep.url));
+    }
+    if e.endpoints.len() == MAX_ENDPOINTS {
+        return Err(format!(
+            "endpoints: more than {MAX_ENDPOINTS} with --engine.endpoint's"
+        ));
+    }
+    e.endpoints.push(ep);
+    Ok(())
+}
+
+/// A threshold: a duration above 0, in seconds.
+fn seconds(v: &str) -> Result<f64, String> {
+    Ok(timeout(v)?.as_secs_f64())
+}
+
+/// One model's settings, checked against those before it.
+fn model(v: Value, at: &str, before: &[ModelSlo]) -> Result<ModelSlo, String> {
+    let mut m = ModelSlo {
+        name: String::new(),
+        ttft_threshold: None,
+        objective: None,
+    };
+    let mut named = false;
+    for (key, v) in object(v, at, &["name", "ttft_threshold", "objective"])? {
+        let at = field(at, &key);
+        match (key.as_str(), v) {
+            ("objective", Value::Number(n)) => {
+                let o: f64 = n.parse().unwrap_or(f64::NAN);
+                if !(o > 0.0 && o < 1.0) {
+                    return Err(format!("{at}: {n} is not between 0 and 1 (0.999 is 99.9%)"));
+                }
+                m.objective = Some(o);
+            }
+            ("objective", _) => return Err(format!("{at}: expected a number")),
+            ("name", v) => (m.name, named) = (string(v, &at)?, true),
+            (_, v) => {
+                let s = string(v, &at)?;
+                m.ttft_threshold = Some(seconds(&s).map_err(|e| format!("{at}: {e}"))?);
+            }
+        }
+    }
+    let at = field(at, "name");
+    let name = &m.name;
+    if !named {
+        return Err(format!("{at}: missing"));
+    }
+    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
+        return Err(format!(
+            "{at}: {name:?} must be 1 to {MAX_NAME} bytes without control characters"
+        ));
+    }
+    if before.iter().any(|o| o.name == *name) {
+        return Err(format!("{at}: {name:?} is given twice"));
+    }
+    Ok(m)
+}
+
+/// The engine a flag or file names.
+fn engine_named(name: &str) -> Result<Engine, String> {
+    let e = Engine::ALL.into_iter().find(|e| e.name() == name);
+    e.ok_or_else(|| {
+        let names: Vec<_> = Engine::ALL.iter().map(|e| e.name()).collect();
+        format!(
+            "{name:?} is no engine we read (one of {})",
+            names.join(", ")
+        )
+    })
+}
+
 /// Parses one `--engine.endpoint` value.
 pub fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
-    let (engine, url) = match v.split_once('=') {
-        Some((name, url)) if !name.contains('/') => {
-            let e = Engine::ALL.into_iter().find(|e| e.name() == name);
-            let names: Vec<_> = Engine::ALL.iter().map(|e| e.name()).collect();
-            let e = e.ok_or_else(|| {
-                format!(
-                    "{name:?} is no engine we read (one of {})",
-                    names.join(", ")
-                )
-            })?;
-            (Some(e), url)
-        }
-        _ => (None, v),
-    };
+    match v.split_once('=') {
+        Some((name, url)) if !name.contains('/') => endpoint(Some(engine_named(name)?), url),
+        _ => endpoint(None, v),
+    }
+}
+
+/// An endpoint's URL, checked, with the engine named, if one is.
+fn endpoint(engine: Option<Engine>, url: &str) -> Result<Endpoint, String> {
     let Some(rest) = url.strip_prefix("http://") else {
         return Err(format!(
             "{url:?}: only http:// URLs (an engine on the node, read over loopback or the pod network)"
@@ -158,6 +364,130 @@ mod tests {
         assert_eq!(parse_endpoint("http://h:9").unwrap().path, "/metrics");
         let e = parse_endpoint("http://h:1/m?a=b=c").unwrap();
         assert_eq!((e.engine, e.path.as_str()), (None, "/m?a=b=c"));
+    }
+
+    #[test]
+    fn the_file_adds_endpoints_and_sets_the_slo() {
+        let flags = Engines {
+            endpoints: vec![parse_endpoint("http://h:1/metrics").unwrap()],
+            ..Engines::default()
+        };
+        let json = r#"{"endpoints": [{"url": "http://h:2/v1/metrics", "engine": "nim"},
+            {"url": "http://h:3/metrics"}], "ttft_threshold": "250ms",
+            "models": [{"name": "a/X", "ttft_threshold": "500ms", "objective": 0.99},
+            {"name": "Y", "objective": 0.9}]}"#;
+        let e = with_file(&flags, json).unwrap();
+        let urls: Vec<_> = e
+            .endpoints
+            .iter()
+            .map(|e| (e.url.as_str(), e.engine))
+            .collect();
+        assert_eq!(
+            urls,
+            [
+                ("http://h:1/metrics", None),
+                ("http://h:2/v1/metrics", Some(Engine::Nim)),
+                ("http://h:3/metrics", None)
+            ]
+        );
+        assert_eq!(e.ttft_threshold, 0.25);
+        assert_eq!(
+            (e.threshold("a/X"), e.threshold("Y"), e.threshold("Z")),
+            (0.5, 0.25, 0.25)
+        );
+        assert_eq!(e.thresholds(), [("a/X".to_string(), 0.5)]);
+        assert_eq!(
+            e.objectives(),
+            [("a/X".to_string(), 0.99), ("Y".to_string(), 0.9)]
+        );
+        // An empty file changes nothing.
+        assert_eq!(with_file(&flags, "{}").unwrap(), flags);
+    }
+
+    #[test]
+    fn a_bad_file_says_which_field_and_why() {
+        let flags = Engines {
+            endpoints: vec![parse_endpoint("http://h:1/metrics").unwrap()],
+            ..Engines::default()
+        };
+        let many: Vec<String> = (2..=17)
+            .map(|p| format!(r#"{{"url": "http://h:{p}/metrics"}}"#))
+            .collect();
+        let many = format!(r#"{{"endpoints": [{}]}}"#, many.join(","));
+        let models: Vec<String> = (0..=MAX_MODELS)
+            .map(|i| format!(r#"{{"name": "m{i}"}}"#))
+            .collect();
+        let models = format!(r#"{{"models": [{}]}}"#, models.join(","));
+        for (json, says) in [
+            (r#"{"endpoint": []}"#, "endpoint: unknown field"),
+            (
+                r#"{"models": [{"name": "X", "slo": 1}]}"#,
+                "models[0].slo: unknown field",
+            ),
+            (
+                r#"{"endpoints": [{"url": "https://h:2/m"}]}"#,
+                "endpoints[0].url: \"https://h:2/m\": only http://",
+            ),
+            (
+                r#"{"endpoints": [{"url": "http://h:2"}, {"url": "http://h:1/metrics"}]}"#,
+                "endpoints[1].url: \"http://h:1/metrics\" is given twice",
+            ),
+            (
+                r#"{"endpoints": [{"url": "http://h:2", "engine": "tgi"}]}"#,
+                "endpoints[0].engine: \"tgi\" is no engine",
+            ),
+            (&many, "endpoints: more than 16"),
+            (r#"{"ttft_threshold": "fast"}"#, "ttft_threshold: "),
+            (
+                r#"{"ttft_threshold": "0s"}"#,
+                "ttft_threshold: must be above 0",
+            ),
+            (
+                r#"{"models": [{"name": "X", "ttft_threshold": "1 s"}]}"#,
+                "models[0].ttft_threshold: ",
+            ),
+            (
+                r#"{"models": [{"name": "X", "objective": 1}]}"#,
+                "models[0].objective: 1 is not between 0 and 1",
+            ),
+            (
+                r#"{"models": [{"name": "X", "objective": 0}]}"#,
+                "models[0].objective: 0 is not",
+            ),
+            (
+                r#"{"models": [{"name": "X", "objective": -0.5}]}"#,
+                "models[0].objective",
+            ),
+            (
+                r#"{"models": [{"name": "X"}, {"name": "X"}]}"#,
+                "models[1].name: \"X\" is given twice",
+            ),
+            (r#"{"models": [{"name": ""}]}"#, "models[0].name"),
+            (r#"{"models": [{"name": "a\nb"}]}"#, "models[0].name"),
+            (r#"{"models": [{"objective": 0.9}]}"#, "name: missing"),
+            (&models, "models: 65 models; at most 64"),
+            ("[", "not valid JSON"),
+            (
+                r#"{"ttft_threshold": 5}"#,
+                "ttft_threshold: expected a string",
+            ),
+            (
+                r#"{"models": [{"name": "X", "objective": "high"}]}"#,
+                "models[0].objective: expected a number",
+            ),
+            (r#"{"models": {}}"#, "models: expected an array"),
+            (
+                r#"{"endpoints": [{"engine": "vllm"}]}"#,
+                "endpoints[0].url: missing",
+            ),
+            (r#"{"models": [], "models": []}"#, "models: given twice"),
+            ("[]", "the file: expected an object"),
+            (r#"{"endpoints": [1]}"#, "endpoints[0]: expected an object"),
+        ] {
+            let e = with_file(&flags, json).unwrap_err();
+            assert!(e.contains(says), "{json}: {e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ mod flags;
 mod values;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
-pub use flags::{FLAGS, Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, parse_args, usage};
+pub use flags::{Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, flags, parse_args, usage};
 pub use values::Listen;
 
 use std::fmt;

@@ -231,6 +231,19 @@ fn engines_that_hang_answer_garbage_or_50_mb_never_delay_a_scrape() {
 
 #[test]
 fn bad_engine_flags_are_one_line_and_exit_2() {
+    let file = |name: &str, json: &str| {
+        let path = crate::common::temp_file(name, json);
+        path.to_str().unwrap().to_string()
+    };
+    let unknown = file("engines-unknown.json", r#"{"endpoint": []}"#);
+    let twice = file(
+        "engines-twice.json",
+        r#"{"endpoints": [{"url": "http://a:1/m"}]}"#,
+    );
+    let objective = file(
+        "engines-objective.json",
+        r#"{"models": [{"name": "m", "objective": 1.5}]}"#,
+    );
     for (args, says) in [
         (
             &["--engine.endpoint", "tgi=http://127.0.0.1:1/metrics"][..],
@@ -250,6 +263,31 @@ fn bad_engine_flags_are_one_line_and_exit_2() {
             "given twice",
         ),
         (&["--engine.ttft-threshold", "0s"][..], "above 0"),
+        (
+            &["--engine.config", "/nonexistent/engines.json"][..],
+            "--engine.config /nonexistent/engines.json: ",
+        ),
+        (
+            &["--engine.config", &unknown][..],
+            "engines-unknown.json: endpoint: unknown field",
+        ),
+        (
+            &[
+                "--engine.endpoint",
+                "http://a:1/m",
+                "--engine.config",
+                &twice,
+            ][..],
+            "engines-twice.json: endpoints[0].url: \"http://a:1/m\" is given twice",
+        ),
+        (
+            &["--engine.config", &objective][..],
+            "engines-objective.json: models[0].objective: 1.5 is not between 0 and 1",
+        ),
+        (
+            &["--print-rules", "--engine.config", &objective][..],
+            "models[0].objective",
+        ),
     ] {
         let out = crate::common::run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
@@ -499,3 +537,116 @@ const DIFF_RULES: &str = r#"{ "rules": [
   { "name": "TTFTBudgetBurnSlow", "for": "2s",
     "windows": [{ "long": "16s", "short": "6s", "factor": 20 }] }
 ] }"#;
+
+/// `--engine.config` on SIGHUP: an endpoint in both files keeps its state
+/// (its engine told once, its up and down said once, its error count
+/// going on), one gone drops out, a new one starts, a model's new
+/// threshold takes effect; a bad file keeps all of it.
+#[test]
+fn sighup_rereads_the_engine_config_keeping_each_kept_endpoints_state() {
+    if !python_ready() {
+        return;
+    }
+    let (a, b, d) = (
+        double("vllm", "steady"),
+        double("triton", "steady"),
+        double("sglang", "steady"),
+    );
+    // Nothing listens on port 1: connect errors, counted.
+    let c = "http://127.0.0.1:1/metrics";
+    let endpoints = |urls: &[&str]| -> String {
+        let e: Vec<String> = urls
+            .iter()
+            .map(|u| format!(r#"{{"url": "{u}"}}"#))
+            .collect();
+        e.join(", ")
+    };
+    let config = crate::common::temp_file(
+        "engines-hup.json",
+        &format!(r#"{{"endpoints": [{}]}}"#, endpoints(&[&a.url, &b.url, c])),
+    );
+    let e = Exporter::start(&[
+        "--engine.interval",
+        "100ms",
+        "--engine.config",
+        config.to_str().unwrap(),
+    ]);
+    let up = |b: &str, url: &str| endpoint_value(b, "gpu_exporter_engine_up", url, ",engine=");
+    let errors = |b: &str| {
+        endpoint_value(
+            b,
+            "gpu_exporter_engine_errors_total",
+            c,
+            ",reason=\"connect\"",
+        )
+        .unwrap_or(0.0)
+    };
+    let good_within = |b: &str, url: &str, model: &str| {
+        let more = format!(",model_name=\"{model}\"");
+        endpoint_value(
+            b,
+            "gpu_exporter_engine_ttft_good_within_seconds",
+            url,
+            &more,
+        )
+    };
+    let before = e.wait_for("/metrics", Duration::from_secs(30), |m| {
+        up(m, &a.url) == Some(1.0) && up(m, &b.url) == Some(1.0) && errors(m) >= 10.0
+    });
+    assert_eq!(good_within(&before, &a.url, "vllm"), Some(0.25));
+
+    // C first now, A's model at its own 500ms, B gone, D new.
+    std::fs::write(
+        &config,
+        format!(
+            r#"{{"endpoints": [{}], "models": [{{"name": "vllm", "ttft_threshold": "500ms"}}]}}"#,
+            endpoints(&[c, &a.url, &d.url])
+        ),
+    )
+    .unwrap();
+    let counted = errors(&e.get("/metrics", &[]).body);
+    e.signal("HUP");
+    let after = e.wait_for("/metrics", Duration::from_secs(30), |m| {
+        up(m, &d.url) == Some(1.0)
+            && !m.contains(&b.url)
+            && good_within(m, &a.url, "vllm") == Some(0.5)
+    });
+    check_metrics(&after);
+    assert!(
+        errors(&after) >= counted,
+        "C's errors went back: {counted} then {after}"
+    );
+    assert_eq!(up(&after, &a.url), Some(1.0));
+    let log = e.log();
+    for said in [
+        format!("engine at {}: told vllm by its metric names", a.url),
+        format!("vllm at {}: up", a.url),
+        format!("engine at {c}: down (connect"),
+    ] {
+        assert_eq!(log.matches(&said).count(), 1, "{said}: {log}");
+    }
+    assert!(
+        log.contains(&format!("{} is no longer read", b.url)),
+        "{log}"
+    );
+    assert!(
+        log.contains(&format!("reading {} from now on", d.url)),
+        "{log}"
+    );
+
+    // A bad file: one line, and the old endpoints and settings stay.
+    std::fs::write(&config, r#"{"endpoints": [{"url": "http://h"}]}"#).unwrap();
+    e.signal("HUP");
+    e.wait_log("reload failed", Duration::from_secs(10));
+    let log = e.log();
+    let line = log.lines().find(|l| l.contains("reload failed")).unwrap();
+    assert!(
+        line.contains("--engine.config ")
+            && line.contains("endpoints[0].url: \"http://h\": give the host and a port"),
+        "{line}"
+    );
+    let kept = e.metrics(None).body;
+    assert_eq!(up(&kept, &d.url), Some(1.0), "{kept}");
+    assert_eq!(good_within(&kept, &a.url, "vllm"), Some(0.5));
+    assert_eq!(e.get("/healthz", &[]).status, 200);
+}

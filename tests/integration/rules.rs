@@ -1,4 +1,4 @@
-use crate::common::{Exporter, have, run};
+use crate::common::{Exporter, have, run, temp_file};
 use std::path::Path;
 
 const RULE_FILE: &str = "deploy/prometheus/gpu-exporter-rules.yml";
@@ -271,4 +271,62 @@ fn alert_log_lines_name_the_workloads() {
             "{l}"
         );
     }
+}
+
+/// `--engine.config`'s per-model settings in the printed rules, run by
+/// promtool on vLLM's own series: v (the defaults: 0.3 s judged at 0.25,
+/// 99.9%) 3% slow pages at 30x; org/a, judged at its own 500ms (the 0.5
+/// bound), has no slow request; b, 99% its own objective, burns only 3x.
+/// At the defaults both would page as v does.
+#[test]
+fn per_model_slo_settings_reach_the_printed_rules() {
+    if !have("promtool", &["--version"]) {
+        return;
+    }
+    let config = temp_file(
+        "slo-engines.json",
+        r#"{"models": [{"name": "org/a", "ttft_threshold": "500ms"},
+                       {"name": "b", "objective": 0.99}]}"#,
+    );
+    let out = run(&["--print-rules", "--engine.config", config.to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::common::output_text(&out)
+    );
+    let rules = temp_file("slo-rules.yml", &String::from_utf8(out.stdout).unwrap());
+    let mut series = String::new();
+    for m in ["v", "org/a", "b"] {
+        for (suffix, values) in [
+            ("count{", "0+100x60"),
+            ("bucket{le=\"0.25\",", "0+97x60"),
+            ("bucket{le=\"0.5\",", "0+100x60"),
+        ] {
+            series += &format!(
+                "      - series: 'vllm:time_to_first_token_seconds_{suffix}model_name=\"{m}\",instance=\"node-a:9400\"}}'\n        values: '{values}'\n"
+            );
+        }
+    }
+    let test = format!(
+        "rule_files:\n  - {}\nevaluation_interval: 1m\ntests:\n  - interval: 1m\n    input_series:\n{series}    \
+         promql_expr_test:\n      - expr: 'round(model_name:llm_ttft_slo_errors:ratio_rate5m, 0.001)'\n        eval_time: 10m\n        exp_samples:\n          \
+         - labels: '{{model_name=\"v\"}}'\n            value: 0.03\n          \
+         - labels: '{{model_name=\"b\"}}'\n            value: 0.03\n          \
+         - labels: '{{model_name=\"org/a\"}}'\n            value: 0\n    \
+         alert_rule_test:\n      - eval_time: 10m\n        alertname: TTFTBudgetBurn\n        exp_alerts:\n          \
+         - exp_labels: {{severity: page, model_name: v}}\n            exp_annotations:\n              \
+         summary: v is burning its TTFT error budget fast (30.0x)\n              \
+         scope: 'fleet: this alert has no instance label; it is about every target of the job, not one node'\n              \
+         runbook: 'TTFTBudgetBurn.md: every gpu-exporter serves it at /docs/runbooks/TTFTBudgetBurn.md; --alerts.runbook-base-url makes this a link that needs no exporter up'\n",
+        rules.display()
+    );
+    let test = temp_file("slo-rules.test.yml", &test);
+    let out = std::process::Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&test)
+        .output()
+        .unwrap();
+    let text = crate::common::output_text(&out);
+    assert!(out.status.success() && text.contains("SUCCESS"), "{text}");
 }

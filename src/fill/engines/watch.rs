@@ -18,6 +18,8 @@ struct Shared {
     endpoints: Vec<EngineEndpoint>,
     /// The models of every endpoint that is up, in endpoint order.
     models: Vec<Model>,
+    /// New endpoints and settings (SIGHUP), taken at the next round.
+    next: Option<Engines>,
     stop: bool,
 }
 
@@ -33,32 +35,53 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Starts the thread; `None` without endpoints.
+    /// Starts the thread; `None` without endpoints or a file that may
+    /// name some.
     pub fn start(options: Engines) -> std::io::Result<Option<Watch>> {
-        if options.endpoints.is_empty() {
+        if options.endpoints.is_empty() && options.file.is_none() {
             return Ok(None);
         }
         let cell: Cell = Arc::default();
-        lock(&cell).endpoints = options
-            .endpoints
-            .iter()
-            .map(|e| EngineEndpoint {
-                url: e.url.clone(),
-                engine: e.engine,
-                ..EngineEndpoint::default()
-            })
-            .collect();
+        lock(&cell).endpoints = options.endpoints.iter().map(fresh).collect();
         let theirs = cell.clone();
         std::thread::Builder::new()
             .name("engine-read".into())
-            .spawn(move || run(&options, &theirs))?;
+            .spawn(move || run(options, &theirs))?;
         Ok(Some(Watch { cell }))
+    }
+
+    /// A handle that hands the thread new endpoints and settings.
+    pub fn retune(&self) -> Retune {
+        Retune(self.cell.clone())
     }
 
     /// Each endpoint's state and the models of those up, as last read.
     pub fn read(&self) -> (Vec<EngineEndpoint>, Vec<Model>) {
         let s = lock(&self.cell);
         (s.endpoints.clone(), s.models.clone())
+    }
+}
+
+/// Hands the engine reader new endpoints and settings (SIGHUP): they take
+/// effect at its next round. An endpoint in both keeps its state (up,
+/// error counts, the models last read); one gone drops out, a new one
+/// starts fresh.
+#[derive(Clone)]
+pub struct Retune(Cell);
+
+impl Retune {
+    /// Sets what the next round reads.
+    pub fn set(&self, options: Engines) {
+        lock(&self.0).next = Some(options);
+    }
+}
+
+/// An endpoint's state before its first read.
+fn fresh(e: &Endpoint) -> EngineEndpoint {
+    EngineEndpoint {
+        url: e.url.clone(),
+        engine: e.engine,
+        ..EngineEndpoint::default()
     }
 }
 
@@ -83,21 +106,54 @@ struct Memory {
     last: Vec<Model>,
 }
 
-fn run(options: &Engines, cell: &Cell) {
-    let mut memory: Vec<Memory> = options
-        .endpoints
-        .iter()
-        .map(|e| Memory {
+impl Memory {
+    fn new(e: &Endpoint) -> Memory {
+        Memory {
             engine: e.engine,
             said: None,
             judged: HashSet::new(),
             bad: HashSet::new(),
             past_cap: 0,
             last: Vec::new(),
-        })
+        }
+    }
+}
+
+/// Takes `next` for `options`: each endpoint in both (the same URL and
+/// engine named) keeps its memory and state, at its new place.
+fn retune(options: &mut Engines, memory: &mut Vec<Memory>, next: Engines, s: &mut Shared) {
+    let mut old: Vec<_> = (options.endpoints.drain(..))
+        .zip(memory.drain(..).zip(s.endpoints.drain(..)))
         .collect();
+    for (i, e) in next.endpoints.iter().enumerate() {
+        let (mut mem, state) = match old.iter().position(|(o, _)| o == e) {
+            Some(k) => old.swap_remove(k).1,
+            None => {
+                log::info!("--engine.config: reading {} from now on", e.url);
+                (Memory::new(e), fresh(e))
+            }
+        };
+        for m in &mut mem.last {
+            m.endpoint = Some(i);
+        }
+        memory.push(mem);
+        s.endpoints.push(state);
+    }
+    for (e, _) in old {
+        log::info!("--engine.config: {} is no longer read", e.url);
+    }
+    *options = next;
+}
+
+fn run(mut options: Engines, cell: &Cell) {
+    let mut memory: Vec<Memory> = options.endpoints.iter().map(Memory::new).collect();
     loop {
         let round = Instant::now();
+        let next = lock(cell).next.take();
+        if let Some(next) = next {
+            retune(&mut options, &mut memory, next, &mut lock(cell));
+        }
+        let options = &options;
         let mut models = Vec::new();
         for (i, (ep, mem)) in options.endpoints.iter().zip(&mut memory).enumerate() {
             let started = Instant::now();
@@ -238,7 +294,7 @@ fn read_one(
                 continue;
             }
         };
-        let (at, line) = judged_at(&h, options.ttft_threshold);
+        let (at, line) = judged_at(&h, options.threshold(&name));
         if let Some(line) = line
             && mem.judged.insert((name.clone(), at.map(f64::to_bits)))
         {
