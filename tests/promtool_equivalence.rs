@@ -230,6 +230,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
                 good_within: Some(0.3),
                 endpoint: None,
                 stale: false,
+                outcomes: None,
             });
             if x.name == "gpu_exporter_engine_model_up" {
                 m.endpoint = Some(0);

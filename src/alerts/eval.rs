@@ -275,13 +275,15 @@ impl Evaluator {
                     *o = compare(v / scale);
                 }
             }
-            Expr::BurnRate { objective, windows } => {
+            Expr::BurnRate { objective, windows }
+            | Expr::AvailabilityBurn { objective, windows } => {
+                let (total, good) = rule.expr.burn_signals();
                 let budget = 1.0 - objective;
                 let mut best: Vec<(f64, bool)> = vec![(f64::NAN, false); n];
                 for b in windows {
                     let burn = |me: &mut Self, w| {
-                        let total = me.range(Range::Increase(Signal::Requests, w)).clone();
-                        let good = me.range(Range::Increase(Signal::GoodRequests, w));
+                        let total = me.range(Range::Increase(total, w)).clone();
+                        let good = me.range(Range::Increase(good, w));
                         total
                             .iter()
                             .zip(good)
@@ -638,6 +640,7 @@ mod tests {
             good_within: Some(0.25),
             endpoint: Some(0),
             stale,
+            outcomes: None,
         }];
         s
     }

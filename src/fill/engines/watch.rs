@@ -8,7 +8,7 @@ use super::client::{Failure, fetch};
 use super::profile::{self, detect, judged_at, wanted};
 use crate::base::time::unix_now;
 use crate::config::engines::{Endpoint, Engine, Engines};
-use crate::snapshot::{EngineEndpoint, EngineError, Model};
+use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
 use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -166,6 +166,14 @@ fn add(models: &mut Vec<Model>, m: Model, url: &str) {
         x.1 += y.1;
     }
     a.sum += b.sum;
+    // A replica without failure counts leaves the sum without a verdict.
+    same.outcomes = match (same.outcomes, m.outcomes) {
+        (Some(x), Some(y)) => Some(Outcomes {
+            answered: x.answered + y.answered,
+            failed: x.failed + y.failed,
+        }),
+        _ => None,
+    };
     // Held while any replica is down: its part of the sum is frozen.
     same.stale |= m.stale;
 }
@@ -227,6 +235,7 @@ fn read_one(
         };
         log::warn!("{engine} at {}: no TTFT histogram{hint}", ep.url);
     }
+    let tallies = profile::outcomes(&parsed, &want, p);
     let mut models = Vec::new();
     for (name, h) in read {
         let h = match h {
@@ -248,12 +257,17 @@ fn read_one(
                 p.add_bound
             );
         }
+        let outcomes = tallies.get(&name).and_then(profile::Tally::outcomes);
+        if outcomes.is_none() && mem.bad.insert((name.clone(), p.no_failures.into())) {
+            log::info!("{engine} at {}: model {name:?}: {}", ep.url, p.no_failures);
+        }
         models.push(Model {
             name,
             ttft_seconds: h,
             good_within: at,
             endpoint: Some(index),
             stale: false,
+            outcomes,
         });
     }
     Ok(models)
