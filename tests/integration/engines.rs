@@ -499,3 +499,90 @@ const DIFF_RULES: &str = r#"{ "rules": [
   { "name": "TTFTBudgetBurnSlow", "for": "2s",
     "windows": [{ "long": "16s", "short": "6s", "factor": 20 }] }
 ] }"#;
+
+/// Availability windows in seconds; 1% of requests failed is a 10x burn
+/// at 99.9%: over the fast pair's 9.5, under the slow pair's 10.5.
+const AVAILABILITY_RULES: &str = r#"{ "rules": [
+  { "name": "EngineAvailabilityBurn", "for": "1s",
+    "windows": [{ "long": "6s", "short": "2s", "factor": 9.5 }] },
+  { "name": "EngineAvailabilityBurnSlow", "for": "1s",
+    "windows": [{ "long": "6s", "short": "2s", "factor": 10.5 }] }
+] }"#;
+
+/// A growing double that also counts requests by how they ended.
+fn ending(engine: &str, model: &str, outcomes: &[&str]) -> Double {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
+    let child = Command::new("python3")
+        .arg(script)
+        .args(["--engine", engine, "--mode", "grow", "--model", model])
+        .args(["--lifetime", "120", "--observe", "100:5", "--outcomes"])
+        .args(outcomes)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the engine double");
+    ported(child)
+}
+
+#[test]
+fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
+    if !python_ready() {
+        return;
+    }
+    let doubles = [
+        // 1% engine errors: 10x.
+        ending("vllm", "failing", &["stop:99", "error:1"]),
+        // Half the requests aborted by their clients, none failed.
+        ending("vllm", "aborting", &["stop:50", "abort:50"]),
+        // A v0-era vLLM counts no `error`: no availability verdict.
+        ending("vllm-v0", "unjudged", &["stop:90", "abort:10"]),
+        // SGLang's aborts are its failures (no label parts the client's):
+        // 2% is 20x.
+        ending("sglang", "sglang-aborting", &["stop:98", "abort:2"]),
+        // trtllm-serve: a 4xx is the client's, a 5xx the engine's: 1%.
+        ending(
+            "trtllm",
+            "trtllm-failing",
+            &["stop:99", "client_error:30", "error:1"],
+        ),
+        // NIM's failures: 3%.
+        ending("nim", "nim-failing", &["stop:97", "error:3"]),
+    ];
+    let rules = crate::common::temp_file("engine-availability.json", AVAILABILITY_RULES);
+    let mut args = vec!["--engine.interval", "200ms", "--rules.file"];
+    args.push(rules.to_str().unwrap());
+    let named: Vec<String> = doubles
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match i {
+            5 => format!("nim={}", d.url),
+            _ => d.url.clone(),
+        })
+        .collect();
+    for n in &named {
+        args.extend(["--engine.endpoint", n.as_str()]);
+    }
+    let e = Exporter::start(&args);
+    let want: BTreeSet<(String, String)> = [
+        ("EngineAvailabilityBurn", "failing"),
+        ("EngineAvailabilityBurn", "sglang-aborting"),
+        ("EngineAvailabilityBurnSlow", "sglang-aborting"),
+        ("EngineAvailabilityBurn", "trtllm-failing"),
+        ("EngineAvailabilityBurn", "nim-failing"),
+        ("EngineAvailabilityBurnSlow", "nim-failing"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    let availability = |b: &str| -> BTreeSet<(String, String)> {
+        crate::prometheus::firing(b)
+            .into_iter()
+            .filter(|(a, _)| a.starts_with("EngineAvailability"))
+            .collect()
+    };
+    e.wait_for("/alerts", Duration::from_secs(40), |b| {
+        availability(b) == want
+    });
+    // Held for a while: the verdicts are steady, not a passing state.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(availability(&e.get("/alerts", &[]).body), want);
+}
