@@ -434,6 +434,7 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         growing("vllm", "burning", &["600:5"]),
         growing("sglang", "healthy", &["100:5"]),
         growing("trtllm", "slowish", &["100:97", "270:3"]),
+        ending("vllm", "failing", &["stop:99", "error:1"]),
     ];
     let rules = crate::common::temp_file("engine-diff.json", DIFF_RULES);
     let rules = rules.to_str().unwrap();
@@ -466,13 +467,14 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     // Ours only for the engines' models: the simulator serves its own too.
     let engines_only = |f: BTreeSet<(String, String)>| -> BTreeSet<(String, String)> {
         f.into_iter()
-            .filter(|(_, who)| ["burning", "healthy", "slowish"].contains(&who.as_str()))
+            .filter(|(_, who)| ["burning", "healthy", "slowish", "failing"].contains(&who.as_str()))
             .collect()
     };
     let want: BTreeSet<(String, String)> = [
         ("TTFTBudgetBurn", "burning"),
         ("TTFTBudgetBurnSlow", "burning"),
         ("TTFTBudgetBurnSlow", "slowish"),
+        ("EngineAvailabilityBurn", "failing"),
     ]
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -492,8 +494,14 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
 }
 
 /// Windows in seconds; slowish (3% over 0.25 s, a 30x burn) holds the
-/// slow pair's factor of 20 but not the fast pair's 40.
+/// slow pair's factor of 20 but not the fast pair's 40; failing (1% engine
+/// errors, a 10x availability burn) the fast pair's 9.5 but not the slow
+/// pair's 20.
 const DIFF_RULES: &str = r#"{ "rules": [
+  { "name": "EngineAvailabilityBurn", "for": "2s",
+    "windows": [{ "long": "12s", "short": "4s", "factor": 9.5 }] },
+  { "name": "EngineAvailabilityBurnSlow", "for": "2s",
+    "windows": [{ "long": "16s", "short": "6s", "factor": 20 }] },
   { "name": "TTFTBudgetBurn", "for": "2s",
     "windows": [{ "long": "12s", "short": "4s", "factor": 40 }] },
   { "name": "TTFTBudgetBurnSlow", "for": "2s",
