@@ -594,3 +594,56 @@ fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
     std::thread::sleep(Duration::from_secs(3));
     assert_eq!(availability(&e.get("/alerts", &[]).body), want);
 }
+
+/// The endpoints of a round are read at once: four engines that hang
+/// (each read given up at the 1 s timeout) hold a round to about 1 s, not
+/// 4 s, so the answering engine beside them is read every second or so.
+#[test]
+fn hung_engines_do_not_hold_back_the_others_reads() {
+    if !python_ready() {
+        return;
+    }
+    let hung: Vec<Double> = (0..4).map(|_| double("vllm", "hang")).collect();
+    let good = double("sglang", "steady");
+    let mut args = vec!["--engine.interval", "100ms", "--engine.timeout", "1s"];
+    for d in &hung {
+        args.extend(["--engine.endpoint", d.url.as_str()]);
+    }
+    args.extend(["--engine.endpoint", good.url.as_str()]);
+    let e = Exporter::start(&args);
+    let success = |b: &str| {
+        endpoint_value(
+            b,
+            "gpu_exporter_engine_last_success_timestamp_seconds",
+            &good.url,
+            "}",
+        )
+    };
+    e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        success(b).is_some()
+    });
+    // Over 8 s one after another would read it at most 3 times (a round
+    // of 4 s); at once, about 8. Polled every 100 ms.
+    let mut seen = BTreeSet::new();
+    let end = std::time::Instant::now() + Duration::from_secs(8);
+    while std::time::Instant::now() < end {
+        if let Some(t) = success(&e.get("/metrics", &[]).body) {
+            seen.insert(t.to_bits());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(seen.len() >= 5, "{} reads in 8 s", seen.len());
+    let metrics = e.get("/metrics", &[]).body;
+    for d in &hung {
+        let timeouts = endpoint_value(
+            &metrics,
+            "gpu_exporter_engine_errors_total",
+            &d.url,
+            ",reason=\"timeout\"}",
+        );
+        assert!(
+            timeouts.is_some_and(|n| n >= 5.0),
+            "{timeouts:?}: {metrics}"
+        );
+    }
+}

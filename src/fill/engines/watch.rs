@@ -1,5 +1,6 @@
 //! The engine reader: a thread of its own (`engine-read`) reads every
-//! endpoint once per `--engine.interval`, each read within
+//! endpoint once per `--engine.interval` (all of a round at once, each on a
+//! scoped thread), each read within
 //! `--engine.timeout`, and publishes each endpoint's state and models. The
 //! poller takes the last published; no collection and no scrape ever
 //! waits on an engine.
@@ -98,33 +99,11 @@ fn run(options: &Engines, cell: &Cell) {
         .collect();
     loop {
         let round = Instant::now();
+        if !read_round(options, &mut memory, cell) {
+            return;
+        }
         let mut models = Vec::new();
-        for (i, (ep, mem)) in options.endpoints.iter().zip(&mut memory).enumerate() {
-            let started = Instant::now();
-            let outcome = read_one(ep, mem, options, i);
-            let took = started.elapsed().as_secs_f64();
-            let mut s = lock(cell);
-            if s.stop {
-                return;
-            }
-            let state = &mut s.endpoints[i];
-            state.duration = Some(took);
-            state.engine = mem.engine;
-            say(ep, mem, &outcome);
-            match outcome {
-                Ok(m) => {
-                    state.up = true;
-                    state.last_success = Some(unix_now());
-                    mem.last = m;
-                }
-                Err((reason, _)) => {
-                    state.up = false;
-                    state.errors[reason as usize] += 1;
-                    for m in &mut mem.last {
-                        m.stale = true;
-                    }
-                }
-            }
+        for (ep, mem) in options.endpoints.iter().zip(&memory) {
             for m in &mem.last {
                 add(&mut models, m.clone(), &ep.url);
             }
@@ -140,6 +119,68 @@ fn run(options: &Engines, cell: &Cell) {
             return;
         }
     }
+}
+
+/// Reads every endpoint once, each on a scoped thread of its own, so that a
+/// round takes the longest read, not their sum: one hung engine delays no
+/// other's. An endpoint whose thread cannot start is read here after the
+/// others. False once the watch is stopped.
+fn read_round(options: &Engines, memory: &mut [Memory], cell: &Cell) -> bool {
+    let eps = &options.endpoints;
+    let (mut going, inline) = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        let mut inline = Vec::new();
+        for (i, (ep, mem)) in eps.iter().zip(memory.iter_mut()).enumerate() {
+            let one = move || read_and_publish(ep, mem, options, i, cell);
+            let thread = std::thread::Builder::new().name("engine-read".into());
+            match (eps.len() > 1).then(|| thread.spawn_scoped(s, one)) {
+                Some(Ok(h)) => handles.push(h),
+                _ => inline.push(i),
+            }
+        }
+        let going = handles.into_iter().all(|h| h.join().unwrap_or(true));
+        (going, inline)
+    });
+    for i in inline {
+        going &= read_and_publish(&eps[i], &mut memory[i], options, i, cell);
+    }
+    going
+}
+
+/// Reads endpoint `i` and publishes its state; false once stopped.
+fn read_and_publish(
+    ep: &Endpoint,
+    mem: &mut Memory,
+    options: &Engines,
+    i: usize,
+    cell: &Cell,
+) -> bool {
+    let started = Instant::now();
+    let outcome = read_one(ep, mem, options, i);
+    let took = started.elapsed().as_secs_f64();
+    let mut s = lock(cell);
+    if s.stop {
+        return false;
+    }
+    let state = &mut s.endpoints[i];
+    state.duration = Some(took);
+    state.engine = mem.engine;
+    say(ep, mem, &outcome);
+    match outcome {
+        Ok(m) => {
+            state.up = true;
+            state.last_success = Some(unix_now());
+            mem.last = m;
+        }
+        Err((reason, _)) => {
+            state.up = false;
+            state.errors[reason as usize] += 1;
+            for m in &mut mem.last {
+                m.stale = true;
+            }
+        }
+    }
+    true
 }
 
 /// Adds `m` to the node's models: one model served by two endpoints (two
