@@ -24,6 +24,8 @@ use crate::snapshot::{
 use std::fmt::Write;
 use std::time::Duration;
 
+pub mod availability;
+
 /// The windows the SLI error ratio is always recorded over, for the
 /// dashboard; the burn-rate rules' own windows are recorded too.
 pub const SLI_WINDOWS: [u64; 7] = [300, 1800, 3600, 7200, 21_600, 86_400, 259_200];
@@ -34,7 +36,7 @@ pub const SLI_WINDOWS: [u64; 7] = [300, 1800, 3600, 7200, 21_600, 86_400, 259_20
 pub fn recorded_windows(rules: &[Rule]) -> Vec<Duration> {
     let mut w: Vec<Duration> = SLI_WINDOWS.map(Duration::from_secs).to_vec();
     for r in rules {
-        if let Expr::BurnRate { windows, .. } = &r.expr {
+        if let Expr::BurnRate { windows, .. } | Expr::AvailabilityBurn { windows, .. } = &r.expr {
             w.extend(windows.iter().flat_map(|b| [b.long, b.short]));
         }
     }
@@ -133,6 +135,7 @@ impl Signal {
     fn by(self) -> &'static str {
         match self {
             Signal::Requests | Signal::GoodRequests | Signal::EngineUp => "model_name",
+            Signal::AnsweredRequests | Signal::ServedRequests => "model_name",
             _ => NODE_GPU,
         }
     }
@@ -155,6 +158,15 @@ impl Signal {
             Signal::Requests => format!("{}_count", TTFT.name),
             Signal::GoodRequests => {
                 format!("{}_bucket{{le=\"{}\"}}", TTFT.name, num(TTFT_SLO_SECONDS))
+            }
+            // Every engine's counters as the reader sums them: an instant
+            // vector by model.
+            Signal::AnsweredRequests | Signal::ServedRequests => {
+                let (failed, answered) = availability::requests(&|s| s);
+                match self {
+                    Signal::AnsweredRequests => answered,
+                    _ => format!("({answered} - {failed})"),
+                }
             }
             // A counter without its series: empty, and a test fails.
             _ if self.is_counter() => String::new(),
@@ -181,7 +193,12 @@ impl Rule {
             &Expr::Increase(s, w) => cmp(range("increase", s, w)),
             &Expr::Rate(s, w) => cmp(range("rate", s, w)),
             &Expr::Deriv(s, w) => cmp(format!("deriv({}[{}])", s.gauge(), format_duration(w))),
-            Expr::BurnRate { objective, windows } => {
+            Expr::BurnRate { objective, windows }
+            | Expr::AvailabilityBurn { objective, windows } => {
+                let ratio = match availability::reads(self) {
+                    true => availability::error_ratio,
+                    false => error_ratio,
+                };
                 // The value is the burn rate itself, as the exporter reports
                 // it: the error ratio over the budget. 1 − 0.999 is spelled
                 // 0.001, not 0.0010000000000000009.
@@ -195,8 +212,8 @@ impl Rule {
                             let f = num(b.factor);
                             format!(
                                 "({}{sel} / {budget} > {f} and {}{sel} / {budget} > {f})",
-                                error_ratio(b.long),
-                                error_ratio(b.short)
+                                ratio(b.long),
+                                ratio(b.short)
                             )
                         })
                         .collect();
@@ -346,6 +363,7 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
         let _ = writeln!(y, "      - record: {}", error_ratio(w));
         let _ = writeln!(y, "        expr: {}", quoted(&expr));
     }
+    availability::records(&mut y, &recorded_windows(rules));
     y.push_str("  - name: gpu-exporter\n    rules:\n");
     for r in rules {
         let _ = writeln!(y, "      - alert: {}", r.name);
@@ -499,7 +517,9 @@ mod tests {
                 "ExporterAbsent",
                 "DriverVersionSkew",
                 "TTFTBudgetBurn",
-                "TTFTBudgetBurnSlow"
+                "TTFTBudgetBurnSlow",
+                "EngineAvailabilityBurn",
+                "EngineAvailabilityBurnSlow"
             ]
         );
     }

@@ -285,6 +285,9 @@ pub struct Model {
     /// the last good one, held so that its verdicts are neither resolved
     /// nor invented while it is down.
     pub stale: bool,
+    /// Its engine's request outcomes, where the engine counts failures
+    /// (see `fill::engines::profile`); `None`: no availability verdict.
+    pub outcomes: Option<Outcomes>,
 }
 
 impl Model {
@@ -484,6 +487,7 @@ mod tests {
             good_within: None,
             endpoint,
             stale: false,
+            outcomes: None,
         };
         let mut s = Snapshot::empty(SourceKind::Sim);
         s.models = vec![model("sim", None), model("vllm", Some(0))];

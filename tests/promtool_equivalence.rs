@@ -199,6 +199,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
     s.error = None;
     let mut gpus: BTreeMap<u32, Gpu> = BTreeMap::new();
     let mut models: BTreeMap<String, Model> = BTreeMap::new();
+    let mut tallies: BTreeMap<String, profile::Tally> = BTreeMap::new();
     for x in series {
         let Some(v) = x.values.get(k).copied().flatten() else {
             continue;
@@ -230,10 +231,26 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
                 good_within: Some(0.3),
                 endpoint: None,
                 stale: false,
+                outcomes: None,
             });
             if x.name == "gpu_exporter_engine_model_up" {
                 m.endpoint = Some(0);
                 m.stale = v == 0.0;
+                continue;
+            }
+            // An engine's request counter, counted as its reader counts it.
+            if let Some(p) = profile::all()
+                .iter()
+                .find(|p| p.outcomes.iter().any(|o| o.counter == x.name))
+            {
+                let labels: Vec<(String, String)> = x
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                let t = tallies.entry(model.clone()).or_default();
+                t.add(p, &x.name, &labels, v);
+                m.endpoint = Some(0);
                 continue;
             }
             // The simulator's histogram, or an engine's by its profile.
@@ -287,6 +304,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
     s.gpus = gpus.into_values().collect();
     // An engine's model is judged as the reader judges it.
     for m in models.values_mut().filter(|m| m.endpoint.is_some()) {
+        m.outcomes = tallies.get(&m.name).and_then(profile::Tally::outcomes);
         m.good_within = profile::judged_at(&m.ttft_seconds, 0.3).0;
     }
     s.models = models.into_values().collect();

@@ -6,6 +6,10 @@
 use super::rules::{BurnWindow, Cmp, Expr, HOUR, MIN, Rule, Severity, Signal, TTFT_OBJECTIVE};
 use std::time::Duration;
 
+/// The availability SLO: of the requests an engine answers (a client's
+/// abort is none), the share it must not fail.
+pub const AVAILABILITY_OBJECTIVE: f64 = 0.999;
+
 /// The built-in rules, in the order the README lists them.
 pub fn defaults() -> Vec<Rule> {
     let burn = |long, short, factor| BurnWindow {
@@ -180,6 +184,33 @@ pub fn defaults() -> Vec<Rule> {
                 15 * MIN,
                 Severity::Ticket,
                 "{{ $labels.model_name }} is spending its TTFT error budget faster than it earns it ({{ printf \"%.1f\" $value }}x)",
+            )
+        },
+        rule(
+            "EngineAvailabilityBurn",
+            Expr::AvailabilityBurn {
+                objective: AVAILABILITY_OBJECTIVE,
+                windows: vec![burn(HOUR, 5 * MIN, 14.4), burn(6 * HOUR, 30 * MIN, 6.0)],
+            },
+            Cmp::Above,
+            0.0,
+            2 * MIN,
+            Severity::Page,
+            "{{ $labels.model_name }}'s engine is failing requests fast enough to burn its availability budget ({{ printf \"%.1f\" $value }}x)",
+        ),
+        Rule {
+            runbook: "EngineAvailabilityBurn".into(),
+            ..rule(
+                "EngineAvailabilityBurnSlow",
+                Expr::AvailabilityBurn {
+                    objective: AVAILABILITY_OBJECTIVE,
+                    windows: vec![burn(72 * HOUR, 6 * HOUR, 1.0)],
+                },
+                Cmp::Above,
+                0.0,
+                15 * MIN,
+                Severity::Ticket,
+                "{{ $labels.model_name }}'s engine is failing requests faster than its availability budget earns ({{ printf \"%.1f\" $value }}x)",
             )
         },
     ];

@@ -275,7 +275,9 @@ impl Evaluator {
                     *o = compare(v / scale);
                 }
             }
-            Expr::BurnRate { objective, windows } => {
+            Expr::BurnRate { objective, windows }
+            | Expr::AvailabilityBurn { objective, windows } => {
+                let (total, good) = rule.expr.burn_signals();
                 // A model's own objective replaces the rule's.
                 let budgets: Vec<f64> = (self.subjects.list.iter())
                     .map(|s| match s {
@@ -287,8 +289,8 @@ impl Evaluator {
                 let mut best: Vec<(f64, bool)> = vec![(f64::NAN, false); n];
                 for b in windows {
                     let burn = |me: &mut Self, w| {
-                        let total = me.range(Range::Increase(Signal::Requests, w)).clone();
-                        let good = me.range(Range::Increase(Signal::GoodRequests, w));
+                        let total = me.range(Range::Increase(total, w)).clone();
+                        let good = me.range(Range::Increase(good, w));
                         total
                             .iter()
                             .zip(good)
@@ -646,6 +648,7 @@ mod tests {
             good_within: Some(0.25),
             endpoint: Some(0),
             stale,
+            outcomes: None,
         }];
         s
     }

@@ -126,7 +126,7 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
         }
         (Some(t), _, _) => t,
         (None, Some(b), _) => b.threshold,
-        (None, None, Expr::BurnRate { .. }) => 0.0,
+        (None, None, Expr::BurnRate { .. } | Expr::AvailabilityBurn { .. }) => 0.0,
         (None, None, _) => return Err("threshold: missing for a new rule".into()),
     };
     let severity = match spec.severity.as_deref() {
@@ -264,13 +264,17 @@ fn expr(spec: &RuleSpec, base: Option<&Rule>) -> Result<Expr, String> {
             }
         }
         "burn_rate" => burn_rate(spec, base)?,
+        "availability_burn" => match burn_rate(spec, base)? {
+            Expr::BurnRate { objective, windows } => Expr::AvailabilityBurn { objective, windows },
+            other => other,
+        },
         "driver_version_skew" => Expr::DriverVersionSkew,
         "exporter_down" => Expr::ExporterDown,
         "job_absent" => Expr::JobAbsent,
         "gpu_count_dropped" => Expr::GpuCountDropped,
         other => {
             return Err(format!(
-                "kind: unknown kind {other:?} (expected gauge, increase, rate, deriv or burn_rate)"
+                "kind: unknown kind {other:?} (expected gauge, increase, rate, deriv, burn_rate or availability_burn)"
             ));
         }
     })
@@ -279,7 +283,9 @@ fn expr(spec: &RuleSpec, base: Option<&Rule>) -> Result<Expr, String> {
 /// A `burn_rate` expression: its objective and window pairs.
 fn burn_rate(spec: &RuleSpec, base: Option<&Rule>) -> Result<Expr, String> {
     let (base_objective, base_windows) = match base.map(|b| &b.expr) {
-        Some(Expr::BurnRate { objective, windows }) => (Some(*objective), Some(windows.clone())),
+        Some(
+            Expr::BurnRate { objective, windows } | Expr::AvailabilityBurn { objective, windows },
+        ) => (Some(*objective), Some(windows.clone())),
         _ => (None, None),
     };
     let objective = spec

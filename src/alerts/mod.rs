@@ -10,6 +10,7 @@ mod health;
 pub mod history;
 pub mod inhibit;
 pub mod rules;
+mod signals;
 pub mod summary;
 
 pub use alert::{Alert, State};

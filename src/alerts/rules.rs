@@ -71,6 +71,11 @@ pub enum Signal {
     /// 1 while the engine serving a model answers its reads, 0 while the
     /// model's counts are held from its last good read.
     EngineUp,
+    /// Requests served or failed by the engine, per model (a counter; a
+    /// client's abort is neither).
+    AnsweredRequests,
+    /// Of those, the requests served (a counter).
+    ServedRequests,
     /// 1 once a row remap failed.
     RowRemapFailed,
     /// 1 while a row remap waits for a reset.
@@ -99,65 +104,6 @@ pub enum Signal {
 pub const BUSY_SM_ACTIVE: f64 = 0.1;
 
 impl Signal {
-    pub const ALL: [Signal; 25] = [
-        Signal::Throttled,
-        Signal::CriticalXid,
-        Signal::RecordedXid,
-        Signal::EccUncorrected,
-        Signal::LargestFreeRatio,
-        Signal::Up,
-        Signal::AllocatorAllocated,
-        Signal::Temperature,
-        Signal::CollectSuccess,
-        Signal::CollectStalled,
-        Signal::ReadingsHidden,
-        Signal::Requests,
-        Signal::GoodRequests,
-        Signal::EngineUp,
-        Signal::RowRemapFailed,
-        Signal::RowRemapPending,
-        Signal::RetiredPagesPending,
-        Signal::PcieLinkWidthRatio,
-        Signal::NvlinkErrors,
-        Signal::NvlinkDownWhileBusy,
-        Signal::PcieReplays,
-        Signal::MemoryTemperature,
-        Signal::MemoryTemperatureHeadroom,
-        Signal::RecoveryAction,
-        Signal::RecoveryReset,
-    ];
-
-    /// Its name in rule files.
-    pub fn name(self) -> &'static str {
-        match self {
-            Signal::Throttled => "throttled",
-            Signal::CriticalXid => "critical_xid",
-            Signal::RecordedXid => "recorded_xid",
-            Signal::EccUncorrected => "ecc_uncorrected",
-            Signal::LargestFreeRatio => "largest_free_ratio",
-            Signal::Up => "up",
-            Signal::AllocatorAllocated => "allocator_allocated",
-            Signal::Temperature => "temperature",
-            Signal::CollectSuccess => "collect_success",
-            Signal::CollectStalled => "collect_stalled",
-            Signal::ReadingsHidden => "readings_hidden",
-            Signal::Requests => "requests",
-            Signal::GoodRequests => "good_requests",
-            Signal::EngineUp => "engine_up",
-            Signal::RowRemapFailed => "row_remap_failed",
-            Signal::RowRemapPending => "row_remap_pending",
-            Signal::RetiredPagesPending => "retired_pages_pending",
-            Signal::PcieLinkWidthRatio => "pcie_link_width_ratio",
-            Signal::NvlinkErrors => "nvlink_errors",
-            Signal::NvlinkDownWhileBusy => "nvlink_down_while_busy",
-            Signal::PcieReplays => "pcie_replays",
-            Signal::MemoryTemperature => "memory_temperature",
-            Signal::MemoryTemperatureHeadroom => "memory_temperature_headroom",
-            Signal::RecoveryAction => "recovery_action",
-            Signal::RecoveryReset => "recovery_reset",
-        }
-    }
-
     pub fn is_counter(self) -> bool {
         matches!(
             self,
@@ -166,6 +112,8 @@ impl Signal {
                 | Signal::EccUncorrected
                 | Signal::Requests
                 | Signal::GoodRequests
+                | Signal::AnsweredRequests
+                | Signal::ServedRequests
                 | Signal::NvlinkErrors
                 | Signal::PcieReplays
         )
@@ -188,6 +136,7 @@ impl Signal {
                 Collectors::NONE
             }
             Signal::Requests | Signal::GoodRequests | Signal::EngineUp => one(Models),
+            Signal::AnsweredRequests | Signal::ServedRequests => one(Models),
             Signal::RowRemapFailed | Signal::RowRemapPending | Signal::RetiredPagesPending => {
                 one(Remap)
             }
@@ -244,7 +193,9 @@ impl Signal {
             | Signal::ReadingsHidden
             | Signal::Requests
             | Signal::GoodRequests
-            | Signal::EngineUp => None,
+            | Signal::EngineUp
+            | Signal::AnsweredRequests
+            | Signal::ServedRequests => None,
         }
     }
 
@@ -262,7 +213,11 @@ impl Signal {
             Signal::CollectSuccess => f(Who::Exporter, flag(snap.success() && !fresh.stalled)),
             Signal::CollectStalled => f(Who::Exporter, flag(fresh.stalled)),
             Signal::ReadingsHidden => f(Who::Exporter, flag(fresh.hidden)),
-            Signal::Requests | Signal::GoodRequests | Signal::EngineUp => {
+            Signal::Requests
+            | Signal::GoodRequests
+            | Signal::EngineUp
+            | Signal::AnsweredRequests
+            | Signal::ServedRequests => {
                 let (from, models) = snap.served_models(fresh);
                 for (i, m) in (from..).zip(models) {
                     // A held model's counts are no new samples.
@@ -270,6 +225,8 @@ impl Signal {
                         Signal::EngineUp => m.endpoint.map(|_| flag(!m.stale)),
                         _ if m.stale => None,
                         Signal::Requests => Some(m.ttft_seconds.count()),
+                        Signal::AnsweredRequests => m.outcomes.map(|o| o.answered),
+                        Signal::ServedRequests => m.outcomes.map(|o| o.answered - o.failed),
                         _ => m.good(),
                     };
                     if let Some(v) = v {
@@ -323,6 +280,12 @@ pub enum Expr {
         objective: f64,
         windows: Vec<BurnWindow>,
     },
+    /// The engines' availability SLO burning, as [`Expr::BurnRate`] but
+    /// over the requests the engine failed of those it answered.
+    AvailabilityBurn {
+        objective: f64,
+        windows: Vec<BurnWindow>,
+    },
     /// Across the fleet, more than one driver version. Only Prometheus
     /// sees the fleet, so only the printed rule file evaluates it.
     DriverVersionSkew,
@@ -341,11 +304,14 @@ impl Expr {
     pub fn windows(&self) -> Vec<(Signal, Duration)> {
         match self {
             Expr::Increase(s, w) | Expr::Rate(s, w) | Expr::Deriv(s, w) => vec![(*s, *w)],
-            Expr::BurnRate { windows, .. } => windows
-                .iter()
-                .flat_map(|b| [b.long, b.short])
-                .flat_map(|w| [(Signal::Requests, w), (Signal::GoodRequests, w)])
-                .collect(),
+            Expr::BurnRate { windows, .. } | Expr::AvailabilityBurn { windows, .. } => {
+                let (total, good) = self.burn_signals();
+                windows
+                    .iter()
+                    .flat_map(|b| [b.long, b.short])
+                    .flat_map(|w| [(total, w), (good, w)])
+                    .collect()
+            }
             _ => Vec::new(),
         }
     }
@@ -358,10 +324,19 @@ impl Expr {
             Expr::Rate(..) => "rate",
             Expr::Deriv(..) => "deriv",
             Expr::BurnRate { .. } => "burn_rate",
+            Expr::AvailabilityBurn { .. } => "availability_burn",
             Expr::DriverVersionSkew => "driver_version_skew",
             Expr::ExporterDown => "exporter_down",
             Expr::JobAbsent => "job_absent",
             Expr::GpuCountDropped => "gpu_count_dropped",
+        }
+    }
+
+    /// A burn rate's total and good requests.
+    pub fn burn_signals(&self) -> (Signal, Signal) {
+        match self {
+            Expr::AvailabilityBurn { .. } => (Signal::AnsweredRequests, Signal::ServedRequests),
+            _ => (Signal::Requests, Signal::GoodRequests),
         }
     }
 
@@ -484,7 +459,7 @@ impl Rule {
             Expr::Gauge(s) | Expr::Increase(s, _) | Expr::Rate(s, _) | Expr::Deriv(s, _) => {
                 s.needs()
             }
-            Expr::BurnRate { .. } => Signal::Requests.needs(),
+            Expr::BurnRate { .. } | Expr::AvailabilityBurn { .. } => Signal::Requests.needs(),
             Expr::DriverVersionSkew | Expr::GpuCountDropped => Signal::Up.needs(),
             Expr::ExporterDown | Expr::JobAbsent => Collectors::NONE,
         }
@@ -502,6 +477,8 @@ impl Rule {
                     | Signal::Requests
                     | Signal::GoodRequests
                     | Signal::EngineUp
+                    | Signal::AnsweredRequests
+                    | Signal::ServedRequests
             )
         })
     }
@@ -531,7 +508,10 @@ impl Rule {
     pub fn fleet(&self) -> bool {
         matches!(
             self.expr,
-            Expr::DriverVersionSkew | Expr::JobAbsent | Expr::BurnRate { .. }
+            Expr::DriverVersionSkew
+                | Expr::JobAbsent
+                | Expr::BurnRate { .. }
+                | Expr::AvailabilityBurn { .. }
         )
     }
 

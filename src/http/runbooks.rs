@@ -14,6 +14,7 @@ macro_rules! runbooks {
 runbooks![
     "CustomRule.md",
     "DriverVersionSkew.md",
+    "EngineAvailabilityBurn.md",
     "EngineDown.md",
     "ExporterCollectFailing.md",
     "ExporterDown.md",

@@ -59,3 +59,14 @@ pub struct EngineEndpoint {
     /// Failed reads since start, by [`EngineError`] (its discriminant).
     pub errors: [u64; EngineError::ALL.len()],
 }
+
+/// One model's requests by outcome, as its engine counts them (counters):
+/// those that count toward availability and, of them, those that failed
+/// it. A client's abort is in neither (see `fill::engines::profile`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Outcomes {
+    /// Requests judged: served and failed.
+    pub answered: f64,
+    /// Requests the engine failed.
+    pub failed: f64,
+}

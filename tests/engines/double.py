@@ -6,13 +6,17 @@ Triton uses prometheus-cpp, whose text the double writes by hand.
 
   double.py --engine vllm|vllm-v0|sglang|trtllm|nim|triton|vllm-custom
             [--mode steady|grow|hang|garbage|huge] [--observe MS:N ...]
-            [--model NAME]
+            [--model NAME] [--outcomes REASON:N ...]
 
 It serves on 127.0.0.1 at a port of its own and prints `PORT <n>` once
 listening. `--observe 100:97 270:2 600:1` records 97 requests at 100 ms,
 2 at 270 ms and 1 at 600 ms before serving; the counts never change after,
 so what an exporter reads is exact; `--mode grow` records them again every
-100 ms, a steady flow of that mix. It exits after --lifetime seconds."""
+100 ms, a steady flow of that mix. `--outcomes stop:99 error:1` counts
+requests by how they ended, with each engine's own counters (vLLM's
+finished_reason, SGLang's aborted of all, trtllm-serve's 5xx errors, NIM's
+failures, Triton's failure reasons), once and again with each grow. It exits
+after --lifetime seconds."""
 import argparse, sys, threading, time
 from wsgiref.simple_server import make_server, WSGIRequestHandler
 from prometheus_client import CollectorRegistry, Counter, Histogram, Gauge
@@ -47,35 +51,63 @@ def registry(engine, observations):
         children = [ttft.labels(MODEL, "0"), ttft.labels(MODEL, "1")]
         for r in ("stop", "length", "abort", "error", "repetition"):
             ok.labels(MODEL, "0", r)
+        count = lambda reason, n: ok.labels(MODEL, "0", reason).inc(n)
     elif engine == "vllm-v0":
         ttft = Histogram("vllm:time_to_first_token_seconds", "TTFT", ["model_name"],
                          buckets=VLLM_V0_TTFT, registry=reg)
         Gauge("vllm:gpu_cache_usage_perc", "KV", ["model_name"], registry=reg).labels(MODEL).set(0.4)
+        # v0: stop, length, abort; no `error` reason.
+        ok = Counter("vllm:request_success", "Finished requests", ["model_name", "finished_reason"],
+                     registry=reg)
+        count = lambda reason, n: ok.labels(MODEL, reason).inc(n)
         children = [ttft.labels(MODEL)]
     elif engine == "sglang":
         labels = ["model_name", "engine_type", "is_streaming"]
         ttft = Histogram("sglang:time_to_first_token_seconds", "TTFT", labels,
                          buckets=SGLANG_TTFT, registry=reg)
-        Counter("sglang:num_requests", "Requests", labels, registry=reg).labels(MODEL, "unified", "true")
+        total = Counter("sglang:num_requests", "Requests", labels, registry=reg)
+        total.labels(MODEL, "unified", "true")
+        aborted = Counter("sglang:num_aborted_requests", "Aborted", ["model_name", "engine_type"],
+                          registry=reg)
+        aborted.labels(MODEL, "unified")
+
+        def count(reason, n):
+            total.labels(MODEL, "unified", "true").inc(n)
+            if reason in ("abort", "error"):
+                aborted.labels(MODEL, "unified").inc(n)
         children = [ttft.labels(MODEL, "unified", "true"), ttft.labels(MODEL, "unified", "false")]
     elif engine == "trtllm":
         labels = ["model_name", "engine_type"]
         ttft = Histogram("trtllm_time_to_first_token_seconds", "TTFT", labels,
                          buckets=VLLM_TTFT, registry=reg)
+        ok = Counter("trtllm_request_success", "Finished", labels + ["finished_reason"], registry=reg)
+        err = Counter("trtllm_request_error", "Errors", labels + ["http_code"], registry=reg)
+
+        def count(reason, n):
+            if reason == "error":
+                err.labels(MODEL, "pytorch", "500").inc(n)
+            elif reason == "client_error":
+                err.labels(MODEL, "pytorch", "400").inc(n)
+            else:
+                ok.labels(MODEL, "pytorch", reason).inc(n)
         children = [ttft.labels(MODEL, "pytorch")]
     elif engine == "nim":
         ttft = Histogram("time_to_first_token_seconds", "TTFT", ["model_name"],
                          buckets=VLLM_V0_TTFT, registry=reg)
-        Counter("request_success", "Requests", ["model_name"], registry=reg).labels(MODEL)
+        ok = Counter("request_success", "Requests", ["model_name"], registry=reg)
+        ok.labels(MODEL)
+        failed = Counter("request_failure", "Failed", ["model_name"], registry=reg)
+        count = lambda reason, n: (failed if reason == "error" else ok).labels(MODEL).inc(n)
         children = [ttft.labels(MODEL)]
     else:
         raise SystemExit(f"no prometheus_client profile for {engine}")
     observe(children, observations)
-    return (lambda: generate_latest(reg)), children
+    return (lambda: generate_latest(reg)), children, count
 
 
-def triton(observations):
+def triton(observations, outcomes):
     """prometheus-cpp's text for Triton with histogram_latencies=true."""
+    failed = {r: sum(n for o, n in outcomes if o == r) for r in ("REJECTED", "CANCELED", "BACKEND", "OTHER")}
     counts = [sum(n for ms, n in observations if ms <= b) for b in TRITON_TTFT_MS]
     total = sum(n for _, n in observations)
     total_ms = sum(ms * n for ms, n in observations)
@@ -83,6 +115,12 @@ def triton(observations):
         "# HELP nv_inference_request_success Number of successful inference requests, all batch sizes",
         "# TYPE nv_inference_request_success counter",
         f'nv_inference_request_success{{model="{MODEL}",version="1"}} {total}',
+        "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes",
+        "# TYPE nv_inference_request_failure counter",
+    ]
+    lines += [f'nv_inference_request_failure{{model="{MODEL}",reason="{r}",version="1"}} {n}'
+              for r, n in failed.items()]
+    lines += [
         "# HELP nv_inference_first_response_histogram_ms Duration from request to first response in milliseconds",
         "# TYPE nv_inference_first_response_histogram_ms histogram",
     ]
@@ -92,7 +130,7 @@ def triton(observations):
               for b, c in zip(TRITON_TTFT_MS, counts)]
     lines.append(f'nv_inference_first_response_histogram_ms_bucket{{model="{MODEL}",version="1",le="+Inf"}} {total}')
     body = ("\n".join(lines) + "\n").encode()
-    return (lambda: body), []
+    return (lambda: body), [], None
 
 
 class Quiet(WSGIRequestHandler):
@@ -109,15 +147,30 @@ def main():
     a.add_argument("--lifetime", type=float, default=120)
     a.add_argument("--model", default=MODEL)
     a.add_argument("--port", type=int, default=0)
+    a.add_argument("--outcomes", nargs="*", default=[])
     args = a.parse_args()
     MODEL = args.model
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
-    body, children = triton(obs) if args.engine == "triton" else registry(args.engine, obs)
+    outcomes = [(o.split(":")[0], int(o.split(":")[1])) for o in args.outcomes]
+    if args.engine == "triton":
+        body, children, count = triton(obs, outcomes)
+    else:
+        body, children, count = registry(args.engine, obs)
+    lock = threading.Lock()
+
+    def tick():
+        with lock:
+            observe(children, obs)
+            for reason, n in outcomes if count else []:
+                count(reason, n)
+    tick_outcomes = lambda: [count(r, n) for r, n in outcomes] if count else None
+    with lock:
+        tick_outcomes()
     if args.mode == "grow":
         def flow():
             while True:
                 time.sleep(0.1)
-                observe(children, obs)
+                tick()
         threading.Thread(target=flow, daemon=True).start()
 
     def app(environ, start):
@@ -132,7 +185,8 @@ def main():
             line = b"vllm:padding_total{model_name=\"m\"} 1\n"
             return (line * 26000 for _ in range(50))
         start("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")])
-        return [body()]
+        with lock:
+            return [body()]
 
     server = make_server("127.0.0.1", args.port, app, handler_class=Quiet)
     threading.Thread(target=server.serve_forever, daemon=True).start()

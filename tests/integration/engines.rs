@@ -472,6 +472,7 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         growing("vllm", "burning", &["600:5"]),
         growing("sglang", "healthy", &["100:5"]),
         growing("trtllm", "slowish", &["100:97", "270:3"]),
+        ending("vllm", "failing", &["stop:99", "error:1"]),
     ];
     let rules = crate::common::temp_file("engine-diff.json", DIFF_RULES);
     let rules = rules.to_str().unwrap();
@@ -504,13 +505,14 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     // Ours only for the engines' models: the simulator serves its own too.
     let engines_only = |f: BTreeSet<(String, String)>| -> BTreeSet<(String, String)> {
         f.into_iter()
-            .filter(|(_, who)| ["burning", "healthy", "slowish"].contains(&who.as_str()))
+            .filter(|(_, who)| ["burning", "healthy", "slowish", "failing"].contains(&who.as_str()))
             .collect()
     };
     let want: BTreeSet<(String, String)> = [
         ("TTFTBudgetBurn", "burning"),
         ("TTFTBudgetBurnSlow", "burning"),
         ("TTFTBudgetBurnSlow", "slowish"),
+        ("EngineAvailabilityBurn", "failing"),
     ]
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -530,8 +532,14 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
 }
 
 /// Windows in seconds; slowish (3% over 0.25 s, a 30x burn) holds the
-/// slow pair's factor of 20 but not the fast pair's 40.
+/// slow pair's factor of 20 but not the fast pair's 40; failing (1% engine
+/// errors, a 10x availability burn) the fast pair's 9.5 but not the slow
+/// pair's 20.
 const DIFF_RULES: &str = r#"{ "rules": [
+  { "name": "EngineAvailabilityBurn", "for": "2s",
+    "windows": [{ "long": "12s", "short": "4s", "factor": 9.5 }] },
+  { "name": "EngineAvailabilityBurnSlow", "for": "2s",
+    "windows": [{ "long": "16s", "short": "6s", "factor": 20 }] },
   { "name": "TTFTBudgetBurn", "for": "2s",
     "windows": [{ "long": "12s", "short": "4s", "factor": 40 }] },
   { "name": "TTFTBudgetBurnSlow", "for": "2s",
@@ -649,4 +657,144 @@ fn sighup_rereads_the_engine_config_keeping_each_kept_endpoints_state() {
     assert_eq!(up(&kept, &d.url), Some(1.0), "{kept}");
     assert_eq!(good_within(&kept, &a.url, "vllm"), Some(0.5));
     assert_eq!(e.get("/healthz", &[]).status, 200);
+}
+
+/// Availability windows in seconds; 1% of requests failed is a 10x burn
+/// at 99.9%: over the fast pair's 9.5, under the slow pair's 10.5.
+const AVAILABILITY_RULES: &str = r#"{ "rules": [
+  { "name": "EngineAvailabilityBurn", "for": "1s",
+    "windows": [{ "long": "6s", "short": "2s", "factor": 9.5 }] },
+  { "name": "EngineAvailabilityBurnSlow", "for": "1s",
+    "windows": [{ "long": "6s", "short": "2s", "factor": 10.5 }] }
+] }"#;
+
+/// A growing double that also counts requests by how they ended.
+fn ending(engine: &str, model: &str, outcomes: &[&str]) -> Double {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
+    let child = Command::new("python3")
+        .arg(script)
+        .args(["--engine", engine, "--mode", "grow", "--model", model])
+        .args(["--lifetime", "120", "--observe", "100:5", "--outcomes"])
+        .args(outcomes)
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the engine double");
+    ported(child)
+}
+
+#[test]
+fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
+    if !python_ready() {
+        return;
+    }
+    let doubles = [
+        // 1% engine errors: 10x.
+        ending("vllm", "failing", &["stop:99", "error:1"]),
+        // Half the requests aborted by their clients, none failed.
+        ending("vllm", "aborting", &["stop:50", "abort:50"]),
+        // A v0-era vLLM counts no `error`: no availability verdict.
+        ending("vllm-v0", "unjudged", &["stop:90", "abort:10"]),
+        // SGLang's aborts are its failures (no label parts the client's):
+        // 2% is 20x.
+        ending("sglang", "sglang-aborting", &["stop:98", "abort:2"]),
+        // trtllm-serve: a 4xx is the client's, a 5xx the engine's: 1%.
+        ending(
+            "trtllm",
+            "trtllm-failing",
+            &["stop:99", "client_error:30", "error:1"],
+        ),
+        // NIM's failures: 3%.
+        ending("nim", "nim-failing", &["stop:97", "error:3"]),
+    ];
+    let rules = crate::common::temp_file("engine-availability.json", AVAILABILITY_RULES);
+    let mut args = vec!["--engine.interval", "200ms", "--rules.file"];
+    args.push(rules.to_str().unwrap());
+    let named: Vec<String> = doubles
+        .iter()
+        .enumerate()
+        .map(|(i, d)| match i {
+            5 => format!("nim={}", d.url),
+            _ => d.url.clone(),
+        })
+        .collect();
+    for n in &named {
+        args.extend(["--engine.endpoint", n.as_str()]);
+    }
+    let e = Exporter::start(&args);
+    let want: BTreeSet<(String, String)> = [
+        ("EngineAvailabilityBurn", "failing"),
+        ("EngineAvailabilityBurn", "sglang-aborting"),
+        ("EngineAvailabilityBurnSlow", "sglang-aborting"),
+        ("EngineAvailabilityBurn", "trtllm-failing"),
+        ("EngineAvailabilityBurn", "nim-failing"),
+        ("EngineAvailabilityBurnSlow", "nim-failing"),
+    ]
+    .iter()
+    .map(|(a, b)| (a.to_string(), b.to_string()))
+    .collect();
+    let availability = |b: &str| -> BTreeSet<(String, String)> {
+        crate::prometheus::firing(b)
+            .into_iter()
+            .filter(|(a, _)| a.starts_with("EngineAvailability"))
+            .collect()
+    };
+    e.wait_for("/alerts", Duration::from_secs(40), |b| {
+        availability(b) == want
+    });
+    // Held for a while: the verdicts are steady, not a passing state.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(availability(&e.get("/alerts", &[]).body), want);
+}
+
+/// The endpoints of a round are read at once: four engines that hang
+/// (each read given up at the 1 s timeout) hold a round to about 1 s, not
+/// 4 s, so the answering engine beside them is read every second or so.
+#[test]
+fn hung_engines_do_not_hold_back_the_others_reads() {
+    if !python_ready() {
+        return;
+    }
+    let hung: Vec<Double> = (0..4).map(|_| double("vllm", "hang")).collect();
+    let good = double("sglang", "steady");
+    let mut args = vec!["--engine.interval", "100ms", "--engine.timeout", "1s"];
+    for d in &hung {
+        args.extend(["--engine.endpoint", d.url.as_str()]);
+    }
+    args.extend(["--engine.endpoint", good.url.as_str()]);
+    let e = Exporter::start(&args);
+    let success = |b: &str| {
+        endpoint_value(
+            b,
+            "gpu_exporter_engine_last_success_timestamp_seconds",
+            &good.url,
+            "}",
+        )
+    };
+    e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        success(b).is_some()
+    });
+    // Over 8 s one after another would read it at most 3 times (a round
+    // of 4 s); at once, about 8. Polled every 100 ms.
+    let mut seen = BTreeSet::new();
+    let end = std::time::Instant::now() + Duration::from_secs(8);
+    while std::time::Instant::now() < end {
+        if let Some(t) = success(&e.get("/metrics", &[]).body) {
+            seen.insert(t.to_bits());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(seen.len() >= 5, "{} reads in 8 s", seen.len());
+    let metrics = e.get("/metrics", &[]).body;
+    for d in &hung {
+        let timeouts = endpoint_value(
+            &metrics,
+            "gpu_exporter_engine_errors_total",
+            &d.url,
+            ",reason=\"timeout\"}",
+        );
+        assert!(
+            timeouts.is_some_and(|n| n >= 5.0),
+            "{timeouts:?}: {metrics}"
+        );
+    }
 }

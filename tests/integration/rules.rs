@@ -83,6 +83,8 @@ fn every_rule_has_a_runbook() {
         "DriverVersionSkew",
         "TTFTBudgetBurn",
         "TTFTBudgetBurnSlow",
+        "EngineAvailabilityBurn",
+        "EngineAvailabilityBurnSlow",
     ];
     for &(name, block) in &blocks {
         let scope = annotation(block, "scope");

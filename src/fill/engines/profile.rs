@@ -4,7 +4,7 @@
 
 use super::text::{Parsed, Part, Wanted};
 use crate::config::engines::Engine;
-use crate::snapshot::Histogram;
+use crate::snapshot::{Histogram, Outcomes};
 use std::collections::BTreeMap;
 
 /// One engine's TTFT facts.
@@ -21,6 +21,83 @@ pub struct Profile {
     pub add_bound: &'static str,
     /// The TTFT histogram's default bounds, in its unit (ENGINES.md).
     pub defaults: &'static [f64],
+    /// The request counters that decide availability; none where the
+    /// engine counts no failure.
+    pub outcomes: &'static [Outcome],
+    /// Why a model has no availability verdict when no failure counter
+    /// of it is read.
+    pub no_failures: &'static str,
+}
+
+/// What a request counter's series count toward availability.
+///
+/// The rule: a request the engine failed (an engine error, a 5xx, a
+/// rejection) counts against availability; one the client gave up on (an
+/// abort, a cancel) counts neither way and leaves the total; the rest
+/// were served. Per engine (ENGINES.md):
+/// - vLLM: `request_success_total` by `finished_reason`: `error` failed,
+///   `abort` left out, the rest served. `error` exists from 0.14 (all
+///   reasons pre-created): an older vLLM gets no verdict.
+/// - SGLang: `num_aborted_requests_total` of `num_requests_total` failed.
+///   No label parts a client's abort from the engine's own (its errors,
+///   validation and out-of-memory included, are aborts), so every abort
+///   counts against availability: the strict reading.
+/// - trtllm-serve: `request_error_total` with a 5xx `http_code` failed
+///   (a 4xx is the client's), `request_success_total` but `abort` served.
+///   The unprefixed early releases have no error counter: no verdict.
+/// - NIM: `request_failure_total` failed, `request_success_total` served
+///   (closed source: its failures are not parted by cause).
+/// - Triton: `nv_inference_request_failure` but `reason="CANCELED"` (the
+///   client's) failed, REJECTED, BACKEND and OTHER (and a failure of a
+///   build before `reason`) included; `nv_inference_request_success` served.
+pub struct Outcome {
+    pub counter: &'static str,
+    pub role: Role,
+    pub keep: Keep,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Requests served.
+    Served,
+    /// Requests failed.
+    Failed,
+    /// Requests served and failed together (SGLang's total).
+    Answered,
+}
+
+/// Which series of a counter count.
+#[derive(Clone, Copy, Debug)]
+pub enum Keep {
+    All,
+    /// Those with the label at this value.
+    Is(&'static str, &'static str),
+    /// Those without the label at any of these values.
+    Not(&'static str, &'static [&'static str]),
+    /// Those with the label at a 5xx status code.
+    ServerError(&'static str),
+}
+
+impl Keep {
+    pub fn keeps(self, labels: &[(String, String)]) -> bool {
+        let get = |l: &str| labels.iter().find(|(k, _)| k == l).map(|(_, v)| v.as_str());
+        match self {
+            Keep::All => true,
+            Keep::Is(l, v) => get(l) == Some(v),
+            Keep::Not(l, vs) => get(l).is_none_or(|v| !vs.contains(&v)),
+            Keep::ServerError(l) => get(l).is_some_and(|v| v.len() == 3 && v.starts_with('5')),
+        }
+    }
+
+    /// As a PromQL label matcher, without braces; empty for all.
+    pub fn matcher(self) -> String {
+        match self {
+            Keep::All => String::new(),
+            Keep::Is(l, v) => format!("{l}=\"{v}\""),
+            Keep::Not(l, vs) => format!("{l}!~\"{}\"", vs.join("|")),
+            Keep::ServerError(l) => format!("{l}=~\"5..\""),
+        }
+    }
 }
 
 const VLLM_TTFT: [f64; 22] = [
@@ -52,6 +129,19 @@ static PROFILES: [Profile; 5] = [
         model_label: "model_name",
         add_bound: "vLLM >= 0.32: --custom-histogram-buckets '{\"time_to_first_token\":[...]}'",
         defaults: &VLLM_TTFT,
+        outcomes: &[
+            Outcome {
+                counter: "vllm:request_success_total",
+                role: Role::Failed,
+                keep: Keep::Is("finished_reason", "error"),
+            },
+            Outcome {
+                counter: "vllm:request_success_total",
+                role: Role::Served,
+                keep: Keep::Not("finished_reason", &["abort", "error"]),
+            },
+        ],
+        no_failures: "no finished_reason=\"error\" series (vLLM before 0.14 counts no engine error), so no availability verdict",
     },
     Profile {
         engine: Engine::Sglang,
@@ -60,6 +150,19 @@ static PROFILES: [Profile; 5] = [
         model_label: "model_name",
         add_bound: "SGLang >= 0.4.9: --bucket-time-to-first-token",
         defaults: &SGLANG_TTFT,
+        outcomes: &[
+            Outcome {
+                counter: "sglang:num_aborted_requests_total",
+                role: Role::Failed,
+                keep: Keep::All,
+            },
+            Outcome {
+                counter: "sglang:num_requests_total",
+                role: Role::Answered,
+                keep: Keep::All,
+            },
+        ],
+        no_failures: "no sglang:num_aborted_requests_total, so no availability verdict",
     },
     Profile {
         engine: Engine::Trtllm,
@@ -71,6 +174,19 @@ static PROFILES: [Profile; 5] = [
         model_label: "model_name",
         add_bound: "trtllm-serve: the LLM-API option prometheus_metrics_config.time_to_first_token_buckets",
         defaults: &VLLM_TTFT,
+        outcomes: &[
+            Outcome {
+                counter: "trtllm_request_error_total",
+                role: Role::Failed,
+                keep: Keep::ServerError("http_code"),
+            },
+            Outcome {
+                counter: "trtllm_request_success_total",
+                role: Role::Served,
+                keep: Keep::Not("finished_reason", &["abort"]),
+            },
+        ],
+        no_failures: "no 5xx in trtllm_request_error_total yet (early unprefixed releases count no error), so no availability verdict",
     },
     Profile {
         engine: Engine::Nim,
@@ -80,6 +196,19 @@ static PROFILES: [Profile; 5] = [
         add_bound: "NIM documents no way to change its buckets",
         // Its capture shows the first 16; the bounds around 0.3 s agree.
         defaults: &VLLM_TTFT,
+        outcomes: &[
+            Outcome {
+                counter: "request_failure_total",
+                role: Role::Failed,
+                keep: Keep::All,
+            },
+            Outcome {
+                counter: "request_success_total",
+                role: Role::Served,
+                keep: Keep::All,
+            },
+        ],
+        no_failures: "no request_failure_total, so no availability verdict",
     },
     Profile {
         engine: Engine::Triton,
@@ -88,6 +217,19 @@ static PROFILES: [Profile; 5] = [
         model_label: "model",
         add_bound: "Triton: model_metrics.metric_control[].histogram_options.buckets in the model's config.pbtxt",
         defaults: &[100.0, 500.0, 2000.0, 5000.0],
+        outcomes: &[
+            Outcome {
+                counter: "nv_inference_request_failure",
+                role: Role::Failed,
+                keep: Keep::Not("reason", &["CANCELED"]),
+            },
+            Outcome {
+                counter: "nv_inference_request_success",
+                role: Role::Served,
+                keep: Keep::All,
+            },
+        ],
+        no_failures: "no nv_inference_request_failure, so no availability verdict",
     },
 ];
 
@@ -115,9 +257,19 @@ pub fn wanted(engine: Option<Engine>) -> Wanted {
             }
         }
     }
+    let mut counters: Vec<String> = Vec::new();
+    for o in PROFILES
+        .iter()
+        .filter(|p| engine.is_none_or(|e| e == p.engine))
+        .flat_map(|p| p.outcomes)
+    {
+        if !counters.iter().any(|c| c == o.counter) {
+            counters.push(o.counter.to_string());
+        }
+    }
     Wanted {
         histograms,
-        counters: Vec::new(),
+        counters,
         prefixes: PREFIXES.iter().map(|(p, _)| p.to_string()).collect(),
     }
 }
@@ -134,7 +286,12 @@ pub fn detect(parsed: &Parsed, wanted: &Wanted) -> Result<Engine, String> {
         .histograms
         .iter()
         .position(|h| h == "time_to_first_token_seconds")
-        .is_some_and(|i| parsed.samples.iter().any(|s| s.family == i));
+        .is_some_and(|i| {
+            parsed
+                .samples
+                .iter()
+                .any(|s| s.family == i && s.part != Part::Counter)
+        });
     match (&seen[..], unprefixed) {
         ([(_, Some(e))], _) => Ok(*e),
         ([(p, None)], _) => Err(format!(
@@ -167,13 +324,21 @@ pub type Read = Result<Histogram, String>;
 pub fn models(parsed: &Parsed, wanted: &Wanted, p: &Profile) -> (BTreeMap<String, Read>, usize) {
     let Some(family) = p.ttft.iter().find_map(|name| {
         let i = wanted.histograms.iter().position(|h| h == name)?;
-        parsed.samples.iter().any(|s| s.family == i).then_some(i)
+        parsed
+            .samples
+            .iter()
+            .any(|s| s.family == i && s.part != Part::Counter)
+            .then_some(i)
     }) else {
         return (BTreeMap::new(), 0);
     };
     // Each series' buckets and sum, by model and then its other labels.
     let mut series: BTreeMap<String, BTreeMap<Vec<(String, String)>, Series>> = BTreeMap::new();
-    for s in parsed.samples.iter().filter(|s| s.family == family) {
+    for s in parsed
+        .samples
+        .iter()
+        .filter(|s| s.family == family && s.part != Part::Counter)
+    {
         let Some(model) = s.labels.iter().find(|(k, _)| k == p.model_label) else {
             continue;
         };
@@ -244,6 +409,75 @@ fn sum(all: impl Iterator<Item = Series>) -> Read {
         total.sum += s.sum;
     }
     Ok(total)
+}
+
+/// One model's request counters summed by [`Role`], series by series.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tally {
+    served: f64,
+    failed: f64,
+    answered: f64,
+    /// Whether a failure series and a total (served or answered) were read.
+    failures: bool,
+    totals: bool,
+    /// Whether the total is a counter of its own ([`Role::Answered`]).
+    answers: bool,
+    /// A count no engine can have (negative, NaN, infinite) was read.
+    broken: bool,
+}
+
+impl Tally {
+    /// Adds one sample of `counter` with `labels`, as `p` counts it.
+    pub fn add(&mut self, p: &Profile, counter: &str, labels: &[(String, String)], v: f64) {
+        for o in p
+            .outcomes
+            .iter()
+            .filter(|o| o.counter == counter && o.keep.keeps(labels))
+        {
+            self.broken |= !(v.is_finite() && v >= 0.0);
+            match o.role {
+                Role::Served => self.served += v,
+                Role::Failed => self.failed += v,
+                Role::Answered => {
+                    self.answered += v;
+                    self.answers = true;
+                }
+            }
+            match o.role {
+                Role::Failed => self.failures = true,
+                _ => self.totals = true,
+            }
+        }
+    }
+
+    /// The outcomes, where both a failure counter and a total were read.
+    pub fn outcomes(&self) -> Option<Outcomes> {
+        (self.failures && self.totals && !self.broken).then_some(Outcomes {
+            // SGLang's total counts its aborts already.
+            answered: match self.answers {
+                true => self.answered,
+                false => self.served + self.failed,
+            },
+            failed: self.failed,
+        })
+    }
+}
+
+/// Each model's request outcomes in `parsed`, by model name.
+pub fn outcomes(parsed: &Parsed, wanted: &Wanted, p: &Profile) -> BTreeMap<String, Tally> {
+    let mut out: BTreeMap<String, Tally> = BTreeMap::new();
+    for s in parsed.samples.iter().filter(|s| s.part == Part::Counter) {
+        let Some((_, model)) = s.labels.iter().find(|(k, _)| k == p.model_label) else {
+            continue;
+        };
+        let counter = &wanted.counters[s.family];
+        if p.outcomes.iter().any(|o| o.counter == counter) {
+            out.entry(model.clone())
+                .or_default()
+                .add(p, counter, &s.labels, s.value);
+        }
+    }
+    out
 }
 
 /// The bound a request is judged good at for `threshold` seconds: the
@@ -329,6 +563,39 @@ vllm:request_success_total{engine=\"0\",finished_reason=\"stop\",model_name=\"m\
             line.unwrap()
                 .ends_with("no bound at or below it, so no TTFT verdict")
         );
+    }
+
+    #[test]
+    fn outcomes_count_engine_errors_not_client_aborts() {
+        let tally = |engine: Engine, body: &str| {
+            let w = wanted(Some(engine));
+            let t = outcomes(&parse(body.as_bytes(), &w), &w, profile(engine));
+            t.get("m").and_then(Tally::outcomes)
+        };
+        let vllm = "vllm:request_success_total{finished_reason=\"stop\",model_name=\"m\"} 90\n\
+                    vllm:request_success_total{finished_reason=\"length\",model_name=\"m\"} 5\n\
+                    vllm:request_success_total{finished_reason=\"abort\",model_name=\"m\"} 400\n";
+        // Before 0.14 there is no `error` reason: no verdict.
+        assert_eq!(tally(Engine::Vllm, vllm), None);
+        let vllm = format!(
+            "{vllm}vllm:request_success_total{{finished_reason=\"error\",model_name=\"m\"}} 5\n"
+        );
+        let o = |answered, failed| Some(Outcomes { answered, failed });
+        assert_eq!(tally(Engine::Vllm, &vllm), o(100.0, 5.0));
+        let sglang = "sglang:num_requests_total{model_name=\"m\",is_streaming=\"true\"} 60\n\
+                      sglang:num_requests_total{model_name=\"m\",is_streaming=\"false\"} 40\n\
+                      sglang:num_aborted_requests_total{model_name=\"m\"} 2\n";
+        assert_eq!(tally(Engine::Sglang, sglang), o(100.0, 2.0));
+        let triton = "nv_inference_request_success{model=\"m\",version=\"1\"} 97\n\
+                      nv_inference_request_failure{model=\"m\",version=\"1\",reason=\"CANCELED\"} 50\n\
+                      nv_inference_request_failure{model=\"m\",version=\"1\",reason=\"BACKEND\"} 3\n";
+        assert_eq!(tally(Engine::Triton, triton), o(100.0, 3.0));
+        let trtllm = "trtllm_request_success_total{model_name=\"m\",finished_reason=\"stop\"} 98\n\
+                      trtllm_request_error_total{model_name=\"m\",http_code=\"400\"} 9\n\
+                      trtllm_request_error_total{model_name=\"m\",http_code=\"503\"} 2\n";
+        assert_eq!(tally(Engine::Trtllm, trtllm), o(100.0, 2.0));
+        let broken = triton.replace("} 3", "} NaN");
+        assert_eq!(tally(Engine::Triton, &broken), None);
     }
 
     #[test]

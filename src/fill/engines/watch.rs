@@ -1,5 +1,6 @@
 //! The engine reader: a thread of its own (`engine-read`) reads every
-//! endpoint once per `--engine.interval`, each read within
+//! endpoint once per `--engine.interval` (all of a round at once, each on a
+//! scoped thread), each read within
 //! `--engine.timeout`, and publishes each endpoint's state and models. The
 //! poller takes the last published; no collection and no scrape ever
 //! waits on an engine.
@@ -8,7 +9,7 @@ use super::client::{Failure, fetch};
 use super::profile::{self, detect, judged_at, wanted};
 use crate::base::time::unix_now;
 use crate::config::engines::{Endpoint, Engine, Engines};
-use crate::snapshot::{EngineEndpoint, EngineError, Model};
+use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
 use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
@@ -154,33 +155,11 @@ fn run(mut options: Engines, cell: &Cell) {
             retune(&mut options, &mut memory, next, &mut lock(cell));
         }
         let options = &options;
+        if !read_round(options, &mut memory, cell) {
+            return;
+        }
         let mut models = Vec::new();
-        for (i, (ep, mem)) in options.endpoints.iter().zip(&mut memory).enumerate() {
-            let started = Instant::now();
-            let outcome = read_one(ep, mem, options, i);
-            let took = started.elapsed().as_secs_f64();
-            let mut s = lock(cell);
-            if s.stop {
-                return;
-            }
-            let state = &mut s.endpoints[i];
-            state.duration = Some(took);
-            state.engine = mem.engine;
-            say(ep, mem, &outcome);
-            match outcome {
-                Ok(m) => {
-                    state.up = true;
-                    state.last_success = Some(unix_now());
-                    mem.last = m;
-                }
-                Err((reason, _)) => {
-                    state.up = false;
-                    state.errors[reason as usize] += 1;
-                    for m in &mut mem.last {
-                        m.stale = true;
-                    }
-                }
-            }
+        for (ep, mem) in options.endpoints.iter().zip(&memory) {
             for m in &mem.last {
                 add(&mut models, m.clone(), &ep.url);
             }
@@ -196,6 +175,68 @@ fn run(mut options: Engines, cell: &Cell) {
             return;
         }
     }
+}
+
+/// Reads every endpoint once, each on a scoped thread of its own, so that a
+/// round takes the longest read, not their sum: one hung engine delays no
+/// other's. An endpoint whose thread cannot start is read here after the
+/// others. False once the watch is stopped.
+fn read_round(options: &Engines, memory: &mut [Memory], cell: &Cell) -> bool {
+    let eps = &options.endpoints;
+    let (mut going, inline) = std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        let mut inline = Vec::new();
+        for (i, (ep, mem)) in eps.iter().zip(memory.iter_mut()).enumerate() {
+            let one = move || read_and_publish(ep, mem, options, i, cell);
+            let thread = std::thread::Builder::new().name("engine-read".into());
+            match (eps.len() > 1).then(|| thread.spawn_scoped(s, one)) {
+                Some(Ok(h)) => handles.push(h),
+                _ => inline.push(i),
+            }
+        }
+        let going = handles.into_iter().all(|h| h.join().unwrap_or(true));
+        (going, inline)
+    });
+    for i in inline {
+        going &= read_and_publish(&eps[i], &mut memory[i], options, i, cell);
+    }
+    going
+}
+
+/// Reads endpoint `i` and publishes its state; false once stopped.
+fn read_and_publish(
+    ep: &Endpoint,
+    mem: &mut Memory,
+    options: &Engines,
+    i: usize,
+    cell: &Cell,
+) -> bool {
+    let started = Instant::now();
+    let outcome = read_one(ep, mem, options, i);
+    let took = started.elapsed().as_secs_f64();
+    let mut s = lock(cell);
+    if s.stop {
+        return false;
+    }
+    let state = &mut s.endpoints[i];
+    state.duration = Some(took);
+    state.engine = mem.engine;
+    say(ep, mem, &outcome);
+    match outcome {
+        Ok(m) => {
+            state.up = true;
+            state.last_success = Some(unix_now());
+            mem.last = m;
+        }
+        Err((reason, _)) => {
+            state.up = false;
+            state.errors[reason as usize] += 1;
+            for m in &mut mem.last {
+                m.stale = true;
+            }
+        }
+    }
+    true
 }
 
 /// Adds `m` to the node's models: one model served by two endpoints (two
@@ -222,6 +263,14 @@ fn add(models: &mut Vec<Model>, m: Model, url: &str) {
         x.1 += y.1;
     }
     a.sum += b.sum;
+    // A replica without failure counts leaves the sum without a verdict.
+    same.outcomes = match (same.outcomes, m.outcomes) {
+        (Some(x), Some(y)) => Some(Outcomes {
+            answered: x.answered + y.answered,
+            failed: x.failed + y.failed,
+        }),
+        _ => None,
+    };
     // Held while any replica is down: its part of the sum is frozen.
     same.stale |= m.stale;
 }
@@ -283,6 +332,7 @@ fn read_one(
         };
         log::warn!("{engine} at {}: no TTFT histogram{hint}", ep.url);
     }
+    let tallies = profile::outcomes(&parsed, &want, p);
     let mut models = Vec::new();
     for (name, h) in read {
         let h = match h {
@@ -304,12 +354,17 @@ fn read_one(
                 p.add_bound
             );
         }
+        let outcomes = tallies.get(&name).and_then(profile::Tally::outcomes);
+        if outcomes.is_none() && mem.bad.insert((name.clone(), p.no_failures.into())) {
+            log::info!("{engine} at {}: model {name:?}: {}", ep.url, p.no_failures);
+        }
         models.push(Model {
             name,
             ttft_seconds: h,
             good_within: at,
             endpoint: Some(index),
             stale: false,
+            outcomes,
         });
     }
     Ok(models)

@@ -109,6 +109,7 @@ impl ModelState {
             good_within: Some(TTFT_SLO_SECONDS),
             endpoint: None,
             stale: false,
+            outcomes: None,
         }
     }
 }
