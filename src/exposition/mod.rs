@@ -7,6 +7,7 @@ pub mod catalogue;
 mod dcgm;
 mod engines;
 mod format;
+mod line;
 pub mod reason;
 mod writer;
 
@@ -387,6 +388,7 @@ fn family_series(
     pod_labels: bool,
 ) {
     let mut headed = false;
+    let mut line = line::Line::new();
     each_target(gpus, |t, r| {
         if only.is_some_and(|gpu| gpu != t.mig.is_none()) {
             return;
@@ -397,6 +399,9 @@ fn family_series(
                 headed = true;
             }
             for pod in copies(r, pod_labels) {
+                if pod.is_none() && w.line(&mut line, fam, t, extra, v) {
+                    continue;
+                }
                 w.name(fam);
                 w.target(t);
                 w.pod(pod);

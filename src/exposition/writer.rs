@@ -3,7 +3,7 @@
 //! buffer.
 
 use super::catalogue::{Family, Kind};
-use crate::base::numbers::{write_f64, write_u64};
+use crate::base::numbers::{F64_MAX_LEN, spell_f64, write_u64};
 use crate::snapshot::{Gpu, MigInstance, Readings};
 
 /// A GPU or one of its MIG instances, numbered in render order.
@@ -152,12 +152,15 @@ impl Writer<'_> {
     /// always ends in a quote and a bare name never does.
     #[inline(always)]
     pub(super) fn value(&mut self, v: f64) {
-        if self.out.last() == Some(&b'"') {
-            self.out.push(b'}');
-        }
-        self.out.push(b' ');
-        write_f64(self.out, v);
-        self.out.push(b'\n');
+        // Spelled on the stack and copied once, brace and newline with it.
+        let mut line = [0u8; F64_MAX_LEN + 3];
+        let brace = usize::from(self.out.last() == Some(&b'"'));
+        line[..2].copy_from_slice(b"} ");
+        let mut number = [0u8; F64_MAX_LEN];
+        let n = spell_f64(v, &mut number);
+        line[2..2 + n].copy_from_slice(&number[..n]);
+        line[2 + n] = b'\n';
+        self.out.extend_from_slice(&line[1 - brace..3 + n]);
     }
 
     pub(super) fn scalar(&mut self, f: &Family, v: f64) {
