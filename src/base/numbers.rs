@@ -80,6 +80,11 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
 #[inline]
 pub fn spell_f64(v: f64, buf: &mut [u8]) -> usize {
     let buf = &mut buf[..F64_MAX_LEN];
+    // Most samples are 0 (counters that never counted, flags).
+    if v == 0.0 {
+        buf[0] = b'0';
+        return 1;
+    }
     /// Below 2^53 every integer is exact.
     const EXACT: f64 = 9_007_199_254_740_992.0;
     if v.is_nan() {

@@ -1,15 +1,19 @@
-//! A sample line spelled on the stack and copied into the output once:
-//! the family's name, the target's label set (copied from where it was
-//! first written), the extra labels and the value. Every piece is copied
-//! with fixed-size moves the compiler inlines, not a `memcpy` call and a
-//! capacity check per piece, which is most of what a line cost.
+//! Sample lines spelled on the stack and copied into the output a few
+//! kilobytes at a time: the family's name, the target's label set (copied
+//! from where it was first written), the extra labels and the value.
+//! Every piece is copied with fixed-size moves the compiler inlines, not a
+//! `memcpy` call and a capacity check per piece, which is most of what a
+//! line cost.
 
 use super::catalogue::{Extra, Family};
 use super::writer::{Target, Writer};
 use crate::base::numbers::{F64_MAX_LEN, digits_into, spell_f64};
 
+/// The lines held before they are copied out.
+const LINE: usize = 2048;
+
 /// The longest line spelled here; longer ones take the writer's path.
-const LINE: usize = 256;
+const MAX_LINE: usize = 256;
 
 /// Room for `,key="4294967295"` after the key.
 const NUM_LABEL: usize = 4 + 10;
@@ -25,6 +29,13 @@ impl Line {
             buf: [0; LINE],
             len: 0,
         }
+    }
+
+    /// Copies the lines held into `out`.
+    #[inline(always)]
+    pub(super) fn flush(&mut self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.buf[..self.len]);
+        self.len = 0;
     }
 
     /// Appends `src`; the caller has checked that it fits.
@@ -78,9 +89,10 @@ fn two<const N: usize>(dst: &mut [u8], src: &[u8]) {
 }
 
 impl Writer<'_> {
-    /// One sample of `fam` for target `t`, without pod labels, as one
-    /// copy; false (nothing written) before the target's label set is
-    /// written once, or for a line too long for [`Line`].
+    /// One sample of `fam` for target `t`, without pod labels, into
+    /// `line` (flushed first where full); false (nothing written) before
+    /// the target's label set is written once, or for a line too long.
+    /// The caller flushes `line` before writing to the output itself.
     #[inline(always)]
     pub(super) fn line(
         &mut self,
@@ -101,10 +113,12 @@ impl Writer<'_> {
             Extra::NumLabel(k, _, text) => k.len() + NUM_LABEL + text.len(),
         };
         let need = name.len() + suffix.len() + (end - start) + extra_len + F64_MAX_LEN + 3;
-        if end == start || need > LINE {
+        if end == start || need > MAX_LINE {
             return false;
         }
-        line.len = 0;
+        if line.len + need > LINE {
+            line.flush(self.out);
+        }
         line.put(name);
         line.put(suffix);
         line.put(&self.out[start..end]);
@@ -120,7 +134,6 @@ impl Writer<'_> {
         line.put(b"} ");
         line.len += spell_f64(v, &mut line.buf[line.len..]);
         line.put(b"\n");
-        self.out.extend_from_slice(&line.buf[..line.len]);
         true
     }
 }

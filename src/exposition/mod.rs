@@ -26,6 +26,7 @@ use catalogue::{
     SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use std::time::Instant;
+use line::Line;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
 
 /// A counter family of one series per `reason`, with its count.
@@ -137,6 +138,7 @@ impl Scrape<'_> {
         };
         let (_, models) = snapshot.served_models(self.fresh);
         let pod_labels = snapshot.kubernetes.pod_labels;
+        let mut line = Line::new();
 
         if !gpus.is_empty() && on.has(Collector::Info) {
             identity(&mut w, gpus, pod_labels);
@@ -148,7 +150,7 @@ impl Scrape<'_> {
             }
             // A MIG instance's memory has families of its own.
             let only = r.mig.as_ref().map(|_| true);
-            family_series(&mut w, gpus, fam, r.read.series, only, pod_labels);
+            family_series(&mut w, gpus, fam, r.read.series, only, pod_labels, &mut line);
         }
         for r in readings::all() {
             if let Some(fam) = r
@@ -156,7 +158,15 @@ impl Scrape<'_> {
                 .as_ref()
                 .filter(|f| f.collector.is_some_and(|c| on.has(c)))
             {
-                family_series(&mut w, gpus, fam, r.read.series, Some(false), pod_labels);
+                family_series(
+                    &mut w,
+                    gpus,
+                    fam,
+                    r.read.series,
+                    Some(false),
+                    pod_labels,
+                    &mut line,
+                );
             }
         }
         if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
@@ -386,9 +396,9 @@ fn family_series(
     series: Series,
     only: Option<bool>,
     pod_labels: bool,
+    line: &mut Line,
 ) {
     let mut headed = false;
-    let mut line = line::Line::new();
     each_target(gpus, |t, r| {
         if only.is_some_and(|gpu| gpu != t.mig.is_none()) {
             return;
@@ -399,9 +409,10 @@ fn family_series(
                 headed = true;
             }
             for pod in copies(r, pod_labels) {
-                if pod.is_none() && w.line(&mut line, fam, t, extra, v) {
+                if pod.is_none() && w.line(line, fam, t, extra, v) {
                     continue;
                 }
+                line.flush(w.out);
                 w.name(fam);
                 w.target(t);
                 w.pod(pod);
@@ -418,4 +429,5 @@ fn family_series(
             }
         })
     });
+    line.flush(w.out);
 }
