@@ -43,7 +43,7 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 
 /// Decimal digits of `n` at the start of `buf` (room for 20), returning
 /// how many: counted first, then spelled in place from the last.
-#[inline]
+#[inline(always)]
 pub fn digits_into(mut n: u64, buf: &mut [u8]) -> usize {
     let len = n.checked_ilog10().unwrap_or(0) as usize + 1;
     let buf = &mut buf[..len];
@@ -228,7 +228,13 @@ mod tests {
         let mut x = 9_007_199_254_740_992.0_f64;
         let mut n = 0;
         while x < 2e19 {
-            for v in [x, x.next_up(), (x / 1e12).round() * 1e12, (x / 1e16).round() * 1e16, -x] {
+            for v in [
+                x,
+                x.next_up(),
+                (x / 1e12).round() * 1e12,
+                (x / 1e16).round() * 1e16,
+                -x,
+            ] {
                 if v.abs() < 9_007_199_254_740_992.0 {
                     continue;
                 }
@@ -238,7 +244,15 @@ mod tests {
             x *= 1.000_37;
         }
         assert!(n > 10_000);
-        for v in [3.932928e18, 8.1936e16, 6.55488e16, 1e16, 1e19, 9.5e15, 1.8446744073709552e19] {
+        for v in [
+            3.932928e18,
+            8.1936e16,
+            6.55488e16,
+            1e16,
+            1e19,
+            9.5e15,
+            1.8446744073709552e19,
+        ] {
             assert_eq!(f(v), format!("{v:?}"), "{v:?}");
         }
     }

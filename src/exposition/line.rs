@@ -6,7 +6,7 @@
 //! line cost.
 
 use super::catalogue::{Extra, Family};
-use super::writer::{Target, Writer};
+use super::writer::{Target, Writer, head_kind};
 use crate::base::numbers::{F64_MAX_LEN, digits_into, spell_f64};
 
 /// The lines held before they are copied out.
@@ -89,6 +89,43 @@ fn two<const N: usize>(dst: &mut [u8], src: &[u8]) {
 }
 
 impl Writer<'_> {
+    /// [`Writer::head`] into `line`, where its help needs no escaping and
+    /// it fits; else flushed, then written by [`Writer::head`].
+    pub(super) fn line_head(&mut self, line: &mut Line, f: &Family) {
+        let (kind, suffix) = head_kind(f, self.om);
+        let (name, suffix, help) = (f.name.as_bytes(), suffix.as_bytes(), f.help.as_bytes());
+        let unit = f.unit.filter(|_| self.om).map_or(&[][..], str::as_bytes);
+        let need = 2 * (7 + name.len() + suffix.len() + 2) + help.len() + kind.len();
+        let need = need
+            + if unit.is_empty() {
+                0
+            } else {
+                9 + name.len() + unit.len()
+            };
+        if !f.plain_help || need > MAX_LINE * 2 {
+            line.flush(self.out);
+            return self.head(f);
+        }
+        if line.len + need > LINE {
+            line.flush(self.out);
+        }
+        for (start, rest) in [(b"# HELP ", help), (b"# TYPE ", kind.as_bytes())] {
+            line.put(start);
+            line.put(name);
+            line.put(suffix);
+            line.put(b" ");
+            line.put(rest);
+            line.put(b"\n");
+        }
+        if !unit.is_empty() {
+            line.put(b"# UNIT ");
+            line.put(name);
+            line.put(b" ");
+            line.put(unit);
+            line.put(b"\n");
+        }
+    }
+
     /// One sample of `fam` for target `t`, without pod labels, into
     /// `line` (flushed first where full); false (nothing written) before
     /// the target's label set is written once, or for a line too long.

@@ -25,8 +25,8 @@ use catalogue::{
     HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, READINGS_REJECTED,
     SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
-use std::time::Instant;
 use line::Line;
+use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
 
 /// A counter family of one series per `reason`, with its count.
@@ -150,7 +150,15 @@ impl Scrape<'_> {
             }
             // A MIG instance's memory has families of its own.
             let only = r.mig.as_ref().map(|_| true);
-            family_series(&mut w, gpus, fam, r.read.series, only, pod_labels, &mut line);
+            family_series(
+                &mut w,
+                gpus,
+                fam,
+                r.read.series,
+                only,
+                pod_labels,
+                &mut line,
+            );
         }
         for r in readings::all() {
             if let Some(fam) = r
@@ -405,7 +413,7 @@ fn family_series(
         }
         series(r, &mut |extra, v| {
             if !headed {
-                w.head(fam);
+                w.line_head(line, fam);
                 headed = true;
             }
             for pod in copies(r, pod_labels) {

@@ -54,14 +54,7 @@ impl Writer<'_> {
 
     /// HELP, TYPE and (OpenMetrics only) UNIT for a family.
     pub(super) fn head(&mut self, f: &Family) {
-        let (kind, suffix) = match (f.kind, self.om) {
-            (Kind::Gauge, _) => ("gauge", ""),
-            (Kind::Counter, true) => ("counter", ""),
-            (Kind::Counter, false) => ("counter", "_total"),
-            (Kind::Info, true) => ("info", ""),
-            (Kind::Info, false) => ("gauge", "_info"),
-            (Kind::Histogram, _) => ("histogram", ""),
-        };
+        let (kind, suffix) = head_kind(f, self.om);
         for (line, rest) in [("# HELP ", None), ("# TYPE ", Some(kind))] {
             self.put(line);
             self.put(f.name);
@@ -167,6 +160,20 @@ impl Writer<'_> {
         self.head(f);
         self.name(f);
         self.value(v);
+    }
+}
+
+/// The TYPE a family's head says and the suffix its HELP and TYPE lines
+/// add to its name, in 0.0.4 or (`om`) OpenMetrics.
+#[inline(always)]
+pub(super) fn head_kind(f: &Family, om: bool) -> (&'static str, &'static str) {
+    match (f.kind, om) {
+        (Kind::Gauge, _) => ("gauge", ""),
+        (Kind::Counter, true) => ("counter", ""),
+        (Kind::Counter, false) => ("counter", "_total"),
+        (Kind::Info, true) => ("info", ""),
+        (Kind::Info, false) => ("gauge", "_info"),
+        (Kind::Histogram, _) => ("histogram", ""),
     }
 }
 
