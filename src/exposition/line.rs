@@ -9,7 +9,7 @@ use super::catalogue::{Extra, Family};
 use super::writer::{Target, Writer, head_kind};
 use crate::base::numbers::{F64_MAX_LEN, digits_into, spell_f64};
 
-/// The lines held before they are copied out.
+/// The lines held before they are copied out, by default.
 const LINE: usize = 2048;
 
 /// The longest line spelled here; longer ones take the writer's path.
@@ -18,15 +18,15 @@ const MAX_LINE: usize = 256;
 /// Room for `,key="4294967295"` after the key.
 const NUM_LABEL: usize = 4 + 10;
 
-pub(super) struct Line {
-    buf: [u8; LINE],
+pub(super) struct Line<const N: usize = LINE> {
+    buf: [u8; N],
     len: usize,
 }
 
-impl Line {
-    pub(super) fn new() -> Line {
+impl<const N: usize> Line<N> {
+    pub(super) fn new() -> Line<N> {
         Line {
-            buf: [0; LINE],
+            buf: [0; N],
             len: 0,
         }
     }
@@ -43,6 +43,45 @@ impl Line {
     fn put(&mut self, src: &[u8]) {
         copy(&mut self.buf[self.len..], src);
         self.len += src.len();
+    }
+
+    /// A family's HELP, TYPE and (OpenMetrics only) UNIT lines, flushed
+    /// into `out` first where they do not fit after what it holds; false,
+    /// nothing written, where the help needs escaping or they would not
+    /// fit in an empty line.
+    pub(super) fn head(&mut self, f: &Family, om: bool, out: &mut Vec<u8>) -> bool {
+        let (kind, suffix) = head_kind(f, om);
+        let (name, suffix, help) = (f.name.as_bytes(), suffix.as_bytes(), f.help.as_bytes());
+        let unit = f.unit.filter(|_| om).map_or(&[][..], str::as_bytes);
+        let need = 2 * (7 + name.len() + suffix.len() + 2) + help.len() + kind.len();
+        let need = need
+            + if unit.is_empty() {
+                0
+            } else {
+                9 + name.len() + unit.len()
+            };
+        if !f.plain_help || need > N {
+            return false;
+        }
+        if self.len + need > N {
+            self.flush(out);
+        }
+        for (start, rest) in [(b"# HELP ", help), (b"# TYPE ", kind.as_bytes())] {
+            self.put(start);
+            self.put(name);
+            self.put(suffix);
+            self.put(b" ");
+            self.put(rest);
+            self.put(b"\n");
+        }
+        if !unit.is_empty() {
+            self.put(b"# UNIT ");
+            self.put(name);
+            self.put(b" ");
+            self.put(unit);
+            self.put(b"\n");
+        }
+        true
     }
 
     #[inline(always)]
@@ -89,40 +128,13 @@ fn two<const N: usize>(dst: &mut [u8], src: &[u8]) {
 }
 
 impl Writer<'_> {
-    /// [`Writer::head`] into `line`, where its help needs no escaping and
-    /// it fits; else flushed, then written by [`Writer::head`].
+    /// [`Writer::head`] into `line`, flushed first where full; where its
+    /// help needs escaping or it is too long, flushed and then written by
+    /// [`Writer::escaped_head`].
     pub(super) fn line_head(&mut self, line: &mut Line, f: &Family) {
-        let (kind, suffix) = head_kind(f, self.om);
-        let (name, suffix, help) = (f.name.as_bytes(), suffix.as_bytes(), f.help.as_bytes());
-        let unit = f.unit.filter(|_| self.om).map_or(&[][..], str::as_bytes);
-        let need = 2 * (7 + name.len() + suffix.len() + 2) + help.len() + kind.len();
-        let need = need
-            + if unit.is_empty() {
-                0
-            } else {
-                9 + name.len() + unit.len()
-            };
-        if !f.plain_help || need > MAX_LINE * 2 {
+        if !line.head(f, self.om, self.out) {
             line.flush(self.out);
-            return self.head(f);
-        }
-        if line.len + need > LINE {
-            line.flush(self.out);
-        }
-        for (start, rest) in [(b"# HELP ", help), (b"# TYPE ", kind.as_bytes())] {
-            line.put(start);
-            line.put(name);
-            line.put(suffix);
-            line.put(b" ");
-            line.put(rest);
-            line.put(b"\n");
-        }
-        if !unit.is_empty() {
-            line.put(b"# UNIT ");
-            line.put(name);
-            line.put(b" ");
-            line.put(unit);
-            line.put(b"\n");
+            self.escaped_head(f);
         }
     }
 

@@ -109,11 +109,15 @@ impl<'a> Scrape<'a> {
     }
 }
 
-fn writer(out: &mut Vec<u8>, format: Format) -> Writer<'_> {
+fn writer<'a>(
+    out: &'a mut Vec<u8>,
+    format: Format,
+    cached: &'a mut [(usize, usize)],
+) -> Writer<'a> {
     Writer {
         out,
         om: format == Format::OpenMetrics,
-        cached: [(0, 0); CACHED_TARGETS],
+        cached,
     }
 }
 
@@ -130,7 +134,8 @@ impl Scrape<'_> {
             only,
             ..
         } = *self;
-        let mut w = writer(out, format);
+        let mut cache = [(0, 0); CACHED_TARGETS];
+        let mut w = writer(out, format, &mut cache);
         let on = snapshot.collectors.and(only);
         let gpus = match self.fresh.hidden {
             true => &[][..],
@@ -190,7 +195,8 @@ impl Scrape<'_> {
         engines::own(&mut w, snapshot);
         // A writer of its own: its label sets are not the native ones.
         if let (Some(d), true) = (&snapshot.dcgm, on.has(Collector::Dcgm)) {
-            dcgm::render(&mut writer(out, format), d, gpus, pod_labels);
+            cache.fill((0, 0));
+            dcgm::render(&mut writer(out, format, &mut cache), d, gpus, pod_labels);
         }
     }
 
@@ -206,7 +212,7 @@ impl Scrape<'_> {
             only,
             now,
         } = *self;
-        let mut w = writer(out, format);
+        let mut w = writer(out, format, &mut []);
         let on = snapshot.collectors.and(only);
         let gpus = match fresh.hidden {
             true => &[][..],

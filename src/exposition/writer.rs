@@ -3,6 +3,7 @@
 //! buffer.
 
 use super::catalogue::{Family, Kind};
+use super::line::Line;
 use crate::base::numbers::{F64_MAX_LEN, spell_f64, write_u64};
 use crate::snapshot::{Gpu, MigInstance, Readings};
 
@@ -42,8 +43,9 @@ pub(super) struct Writer<'a> {
     pub(super) om: bool,
     /// Where each target's label set was first written in `out`: every
     /// later line of that target copies those bytes instead of spelling
-    /// and escaping them again. (0, 0) until then.
-    pub(super) cached: [(usize, usize); CACHED_TARGETS],
+    /// and escaping them again. (0, 0) until then; none where a writer
+    /// writes no target's (the exporter's own families).
+    pub(super) cached: &'a mut [(usize, usize)],
 }
 
 impl Writer<'_> {
@@ -52,8 +54,19 @@ impl Writer<'_> {
         self.out.extend_from_slice(s.as_bytes());
     }
 
-    /// HELP, TYPE and (OpenMetrics only) UNIT for a family.
+    /// HELP, TYPE and (OpenMetrics only) UNIT for a family: spelled on
+    /// the stack and copied once where its help needs no escaping.
     pub(super) fn head(&mut self, f: &Family) {
+        let mut line = Line::<512>::new();
+        if line.head(f, self.om, self.out) {
+            line.flush(self.out);
+        } else {
+            self.escaped_head(f);
+        }
+    }
+
+    /// [`Writer::head`] piece by piece, escaping the help.
+    pub(super) fn escaped_head(&mut self, f: &Family) {
         let (kind, suffix) = head_kind(f, self.om);
         for (line, rest) in [("# HELP ", None), ("# TYPE ", Some(kind))] {
             self.put(line);
@@ -225,7 +238,7 @@ mod tests {
             Writer {
                 out: &mut out,
                 om,
-                cached: [(0, 0); CACHED_TARGETS],
+                cached: &mut [],
             }
             .head(&f);
             let text = String::from_utf8(out).unwrap();
