@@ -43,7 +43,7 @@ const PAIRS: &[u8; 200] = b"0001020304050607080910111213141516171819\
 
 /// Decimal digits of `n` at the start of `buf` (room for 20), returning
 /// how many: counted first, then spelled in place from the last.
-#[inline(always)]
+#[inline]
 pub fn digits_into(mut n: u64, buf: &mut [u8]) -> usize {
     let len = n.checked_ilog10().unwrap_or(0) as usize + 1;
     let buf = &mut buf[..len];
