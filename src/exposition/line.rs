@@ -128,6 +128,17 @@ fn two<const N: usize>(dst: &mut [u8], src: &[u8]) {
 }
 
 impl Writer<'_> {
+    /// HELP, TYPE and (OpenMetrics only) UNIT for a family: spelled on
+    /// the stack and copied once where its help needs no escaping.
+    pub(super) fn head(&mut self, f: &Family) {
+        let mut line = Line::<512>::new();
+        if line.head(f, self.om, self.out) {
+            line.flush(self.out);
+        } else {
+            self.escaped_head(f);
+        }
+    }
+
     /// [`Writer::head`] into `line`, flushed first where full; where its
     /// help needs escaping or it is too long, flushed and then written by
     /// [`Writer::escaped_head`].

@@ -3,7 +3,6 @@
 //! buffer.
 
 use super::catalogue::{Family, Kind};
-use super::line::Line;
 use crate::base::numbers::{F64_MAX_LEN, spell_f64, write_u64};
 use crate::snapshot::{Gpu, MigInstance, Readings};
 
@@ -52,17 +51,6 @@ impl Writer<'_> {
     #[inline(always)]
     pub(super) fn put(&mut self, s: &str) {
         self.out.extend_from_slice(s.as_bytes());
-    }
-
-    /// HELP, TYPE and (OpenMetrics only) UNIT for a family: spelled on
-    /// the stack and copied once where its help needs no escaping.
-    pub(super) fn head(&mut self, f: &Family) {
-        let mut line = Line::<512>::new();
-        if line.head(f, self.om, self.out) {
-            line.flush(self.out);
-        } else {
-            self.escaped_head(f);
-        }
     }
 
     /// [`Writer::head`] piece by piece, escaping the help.
