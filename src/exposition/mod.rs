@@ -7,6 +7,7 @@ pub mod catalogue;
 mod dcgm;
 mod engines;
 mod format;
+mod line;
 pub mod reason;
 mod writer;
 
@@ -24,6 +25,7 @@ use catalogue::{
     HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, READINGS_REJECTED,
     SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
+use line::Line;
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
 
@@ -107,11 +109,15 @@ impl<'a> Scrape<'a> {
     }
 }
 
-fn writer(out: &mut Vec<u8>, format: Format) -> Writer<'_> {
+fn writer<'a>(
+    out: &'a mut Vec<u8>,
+    format: Format,
+    cached: &'a mut [(usize, usize)],
+) -> Writer<'a> {
     Writer {
         out,
         om: format == Format::OpenMetrics,
-        cached: [(0, 0); CACHED_TARGETS],
+        cached,
     }
 }
 
@@ -128,7 +134,8 @@ impl Scrape<'_> {
             only,
             ..
         } = *self;
-        let mut w = writer(out, format);
+        let mut cache = [(0, 0); CACHED_TARGETS];
+        let mut w = writer(out, format, &mut cache);
         let on = snapshot.collectors.and(only);
         let gpus = match self.fresh.hidden {
             true => &[][..],
@@ -136,6 +143,7 @@ impl Scrape<'_> {
         };
         let (_, models) = snapshot.served_models(self.fresh);
         let pod_labels = snapshot.kubernetes.pod_labels;
+        let mut line = Line::new();
 
         if !gpus.is_empty() && on.has(Collector::Info) {
             identity(&mut w, gpus, pod_labels);
@@ -147,7 +155,15 @@ impl Scrape<'_> {
             }
             // A MIG instance's memory has families of its own.
             let only = r.mig.as_ref().map(|_| true);
-            family_series(&mut w, gpus, fam, r.read.series, only, pod_labels);
+            family_series(
+                &mut w,
+                gpus,
+                fam,
+                r.read.series,
+                only,
+                pod_labels,
+                &mut line,
+            );
         }
         for r in readings::all() {
             if let Some(fam) = r
@@ -155,7 +171,15 @@ impl Scrape<'_> {
                 .as_ref()
                 .filter(|f| f.collector.is_some_and(|c| on.has(c)))
             {
-                family_series(&mut w, gpus, fam, r.read.series, Some(false), pod_labels);
+                family_series(
+                    &mut w,
+                    gpus,
+                    fam,
+                    r.read.series,
+                    Some(false),
+                    pod_labels,
+                    &mut line,
+                );
             }
         }
         if gpus.iter().any(|g| !g.mig.is_empty()) && on.has(Collector::Info) {
@@ -171,7 +195,8 @@ impl Scrape<'_> {
         engines::own(&mut w, snapshot);
         // A writer of its own: its label sets are not the native ones.
         if let (Some(d), true) = (&snapshot.dcgm, on.has(Collector::Dcgm)) {
-            dcgm::render(&mut writer(out, format), d, gpus, pod_labels);
+            cache.fill((0, 0));
+            dcgm::render(&mut writer(out, format, &mut cache), d, gpus, pod_labels);
         }
     }
 
@@ -187,7 +212,7 @@ impl Scrape<'_> {
             only,
             now,
         } = *self;
-        let mut w = writer(out, format);
+        let mut w = writer(out, format, &mut []);
         let on = snapshot.collectors.and(only);
         let gpus = match fresh.hidden {
             true => &[][..],
@@ -385,6 +410,7 @@ fn family_series(
     series: Series,
     only: Option<bool>,
     pod_labels: bool,
+    line: &mut Line,
 ) {
     let mut headed = false;
     each_target(gpus, |t, r| {
@@ -393,10 +419,14 @@ fn family_series(
         }
         series(r, &mut |extra, v| {
             if !headed {
-                w.head(fam);
+                w.line_head(line, fam);
                 headed = true;
             }
             for pod in copies(r, pod_labels) {
+                if pod.is_none() && w.line(line, fam, t, extra, v) {
+                    continue;
+                }
+                line.flush(w.out);
                 w.name(fam);
                 w.target(t);
                 w.pod(pod);
@@ -413,4 +443,5 @@ fn family_series(
             }
         })
     });
+    line.flush(w.out);
 }

@@ -3,7 +3,7 @@
 //! buffer.
 
 use super::catalogue::{Family, Kind};
-use crate::base::numbers::{write_f64, write_u64};
+use crate::base::numbers::{F64_MAX_LEN, spell_f64, write_u64};
 use crate::snapshot::{Gpu, MigInstance, Readings};
 
 /// A GPU or one of its MIG instances, numbered in render order.
@@ -42,8 +42,9 @@ pub(super) struct Writer<'a> {
     pub(super) om: bool,
     /// Where each target's label set was first written in `out`: every
     /// later line of that target copies those bytes instead of spelling
-    /// and escaping them again. (0, 0) until then.
-    pub(super) cached: [(usize, usize); CACHED_TARGETS],
+    /// and escaping them again. (0, 0) until then; none where a writer
+    /// writes no target's (the exporter's own families).
+    pub(super) cached: &'a mut [(usize, usize)],
 }
 
 impl Writer<'_> {
@@ -52,16 +53,9 @@ impl Writer<'_> {
         self.out.extend_from_slice(s.as_bytes());
     }
 
-    /// HELP, TYPE and (OpenMetrics only) UNIT for a family.
-    pub(super) fn head(&mut self, f: &Family) {
-        let (kind, suffix) = match (f.kind, self.om) {
-            (Kind::Gauge, _) => ("gauge", ""),
-            (Kind::Counter, true) => ("counter", ""),
-            (Kind::Counter, false) => ("counter", "_total"),
-            (Kind::Info, true) => ("info", ""),
-            (Kind::Info, false) => ("gauge", "_info"),
-            (Kind::Histogram, _) => ("histogram", ""),
-        };
+    /// [`Writer::head`] piece by piece, escaping the help.
+    pub(super) fn escaped_head(&mut self, f: &Family) {
+        let (kind, suffix) = head_kind(f, self.om);
         for (line, rest) in [("# HELP ", None), ("# TYPE ", Some(kind))] {
             self.put(line);
             self.put(f.name);
@@ -152,18 +146,35 @@ impl Writer<'_> {
     /// always ends in a quote and a bare name never does.
     #[inline(always)]
     pub(super) fn value(&mut self, v: f64) {
-        if self.out.last() == Some(&b'"') {
-            self.out.push(b'}');
-        }
-        self.out.push(b' ');
-        write_f64(self.out, v);
-        self.out.push(b'\n');
+        // Spelled on the stack and copied once, brace and newline with it.
+        let mut line = [0u8; F64_MAX_LEN + 3];
+        let brace = usize::from(self.out.last() == Some(&b'"'));
+        line[..2].copy_from_slice(b"} ");
+        let mut number = [0u8; F64_MAX_LEN];
+        let n = spell_f64(v, &mut number);
+        line[2..2 + n].copy_from_slice(&number[..n]);
+        line[2 + n] = b'\n';
+        self.out.extend_from_slice(&line[1 - brace..3 + n]);
     }
 
     pub(super) fn scalar(&mut self, f: &Family, v: f64) {
         self.head(f);
         self.name(f);
         self.value(v);
+    }
+}
+
+/// The TYPE a family's head says and the suffix its HELP and TYPE lines
+/// add to its name, in 0.0.4 or (`om`) OpenMetrics.
+#[inline(always)]
+pub(super) fn head_kind(f: &Family, om: bool) -> (&'static str, &'static str) {
+    match (f.kind, om) {
+        (Kind::Gauge, _) => ("gauge", ""),
+        (Kind::Counter, true) => ("counter", ""),
+        (Kind::Counter, false) => ("counter", "_total"),
+        (Kind::Info, true) => ("info", ""),
+        (Kind::Info, false) => ("gauge", "_info"),
+        (Kind::Histogram, _) => ("histogram", ""),
     }
 }
 
@@ -215,7 +226,7 @@ mod tests {
             Writer {
                 out: &mut out,
                 om,
-                cached: [(0, 0); CACHED_TARGETS],
+                cached: &mut [],
             }
             .head(&f);
             let text = String::from_utf8(out).unwrap();

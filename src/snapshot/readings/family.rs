@@ -29,7 +29,8 @@ pub struct Family {
 }
 
 impl Family {
-    fn suffix(&self) -> &'static str {
+    /// What its samples' names add to `name`: `_total`, `_info` or nothing.
+    pub fn suffix(&self) -> &'static str {
         match self.kind {
             Kind::Gauge | Kind::Histogram => "",
             Kind::Counter => "_total",
