@@ -5,6 +5,7 @@ use crate::alerts::rules::TTFT_OBJECTIVE;
 use crate::alerts::{Alert, Evaluator, Signal, State, Subject};
 use crate::base::units::GIB;
 use crate::poller::Published;
+use crate::snapshot::Model;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -97,14 +98,26 @@ fn gpu_lines(out: &mut String, p: &Published, evaluator: &Evaluator) -> Vec<Stri
     healthy
 }
 
+/// The SLO section's head, with the bound the models are judged at where
+/// they share one: an engine's may be below the threshold (its buckets),
+/// and a model may have its own (`--engine.config`).
+fn slo_header(models: &[Model]) -> String {
+    let mut bounds = models.iter().map(|m| m.good_within);
+    let first = bounds.next().flatten();
+    let within = match first {
+        Some(b) if bounds.all(|o| o == first) => format!("{}ms", (b * 1000.0).round()),
+        _ => "each model's bound".to_string(),
+    };
+    format!(
+        "\n== SLO: {}% of requests get their first token within {within} ==\n",
+        TTFT_OBJECTIVE * 100.0
+    )
+}
+
 /// A line per served model: its burn rates and firing alerts.
 fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
     let at = p.snapshot.at;
-    let _ = writeln!(
-        out,
-        "\n== SLO: {}% of requests get their first token within 300ms ==",
-        TTFT_OBJECTIVE * 100.0
-    );
+    out.push_str(&slo_header(&p.snapshot.models));
     for m in &p.snapshot.models {
         let subject = Subject::Model(m.name.clone());
         let burns: Vec<String> = WINDOWS
@@ -134,6 +147,7 @@ mod tests {
     use crate::config::Collectors;
     use crate::poller::Poller;
     use crate::snapshot::Bounds;
+    use crate::source::Source;
     use crate::source::sim::{EPOCH, Scenario, Sim};
     use std::sync::Arc;
 
@@ -179,5 +193,23 @@ mod tests {
         ] {
             assert_eq!(seed_table(t0), first, "at {t0}");
         }
+    }
+
+    #[test]
+    fn the_slo_head_names_the_bound_the_models_share() {
+        let t0 = EPOCH + 200_000.0 * 150.0;
+        let mut models = Sim::new(Scenario::default_fleet(), t0).models();
+        assert!(models.len() > 1);
+        let head = |m: &[Model]| slo_header(m);
+        assert!(
+            head(&models).contains("within 300ms =="),
+            "{}",
+            head(&models)
+        );
+        models[1].good_within = Some(0.25);
+        assert!(head(&models).contains("within each model's bound =="));
+        models.truncate(1);
+        models[0].good_within = None;
+        assert!(head(&models).contains("within each model's bound =="));
     }
 }
