@@ -14,8 +14,9 @@ use crate::exposition::catalogue::health::{
 };
 use crate::exposition::catalogue::{
     ALLOCATOR_ALLOCATED, ALLOCATOR_RESERVED, CLOCKS_EVENT_ACTIVE, COLLECT_STALLED, COLLECT_SUCCESS,
-    ECC_UNCORRECTED, GPU_INFO, GPU_UP, GPUS, LARGEST_FREE, MEMORY_TEMPERATURE, MEMORY_TOTAL,
-    MEMORY_USED, PCIE_REPLAYS, READINGS_HIDDEN, SM_ACTIVE, TEMPERATURE, TTFT, XID_ERRORS,
+    ECC_UNCORRECTED, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, LARGEST_FREE, MEMORY_TEMPERATURE,
+    MEMORY_TOTAL, MEMORY_USED, PCIE_REPLAYS, READINGS_HIDDEN, SM_ACTIVE, TEMPERATURE, TTFT,
+    XID_ERRORS,
 };
 use crate::fill::engines::profile;
 use crate::snapshot::{
@@ -155,6 +156,7 @@ impl Signal {
             Signal::EccUncorrected => ECC_UNCORRECTED.sample(),
             Signal::NvlinkErrors => NVLINK_ERRORS.sample(),
             Signal::PcieReplays => PCIE_REPLAYS.sample(),
+            Signal::ReadsLate => GPU_READS_LATE.sample(),
             Signal::Requests => format!("{}_count", TTFT.name),
             Signal::GoodRequests => {
                 format!("{}_bucket{{le=\"{}\"}}", TTFT.name, num(TTFT_SLO_SECONDS))

@@ -298,6 +298,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
             "gpu_pcie_replay_errors_total" => r.pcie_replay_errors_total = Some(v),
             "gpu_memory_temperature_celsius" => r.memory_temperature_celsius = Some(v),
             "gpu_up" => g.up = v == 1.0,
+            "gpu_exporter_gpu_reads_late_total" => g.reads_late = v as u64,
             name => health(&mut r.health, name, &label("error"), v),
         }
     }

@@ -93,6 +93,15 @@ pub fn defaults() -> Vec<Rule> {
             )
         },
         rule(
+            "GPUReadsLate",
+            Expr::Increase(Signal::ReadsLate, 15 * MIN),
+            Cmp::Above,
+            0.0,
+            Duration::ZERO,
+            Severity::Ticket,
+            "GPU {{ $labels.gpu }} NVML reads ran past the collection deadline in the last {window} ({{ printf \"%.1f\" $value }} more, extrapolated), so it was served from its last read",
+        ),
+        rule(
             "ExporterCollectFailing",
             Expr::Gauge(Signal::CollectSuccess),
             Cmp::Below,

@@ -91,6 +91,9 @@ pub enum Signal {
     NvlinkDownWhileBusy,
     /// PCIe replays (a counter).
     PcieReplays,
+    /// NVML reads that ran past a collection's deadline, so the GPU was
+    /// served from its last read (a counter; the exporter's own).
+    ReadsLate,
     MemoryTemperature,
     /// Degrees between the memory's slowdown temperature and its own.
     MemoryTemperatureHeadroom,
@@ -116,6 +119,7 @@ impl Signal {
                 | Signal::ServedRequests
                 | Signal::NvlinkErrors
                 | Signal::PcieReplays
+                | Signal::ReadsLate
         )
     }
 
@@ -132,9 +136,10 @@ impl Signal {
             Signal::AllocatorAllocated => one(Allocator),
             Signal::Temperature | Signal::MemoryTemperature => one(Temperature),
             Signal::MemoryTemperatureHeadroom => one(Temperature),
-            Signal::CollectSuccess | Signal::CollectStalled | Signal::ReadingsHidden => {
-                Collectors::NONE
-            }
+            Signal::CollectSuccess
+            | Signal::CollectStalled
+            | Signal::ReadingsHidden
+            | Signal::ReadsLate => Collectors::NONE,
             Signal::Requests | Signal::GoodRequests | Signal::EngineUp => one(Models),
             Signal::AnsweredRequests | Signal::ServedRequests => one(Models),
             Signal::RowRemapFailed | Signal::RowRemapPending | Signal::RetiredPagesPending => {
@@ -191,6 +196,7 @@ impl Signal {
             Signal::CollectSuccess
             | Signal::CollectStalled
             | Signal::ReadingsHidden
+            | Signal::ReadsLate
             | Signal::Requests
             | Signal::GoodRequests
             | Signal::EngineUp
@@ -213,6 +219,15 @@ impl Signal {
             Signal::CollectSuccess => f(Who::Exporter, flag(snap.success() && !fresh.stalled)),
             Signal::CollectStalled => f(Who::Exporter, flag(fresh.stalled)),
             Signal::ReadingsHidden => f(Who::Exporter, flag(fresh.hidden)),
+            // Served whether or not the readings are: the exporter's own,
+            // and only for the GPUs that were late, as its series is.
+            Signal::ReadsLate => {
+                for (i, g) in snap.gpus.iter().enumerate() {
+                    if g.reads_late > 0 {
+                        f(Who::Gpu(i), g.reads_late as f64);
+                    }
+                }
+            }
             Signal::Requests
             | Signal::GoodRequests
             | Signal::EngineUp

@@ -3,7 +3,7 @@
 use super::rules::Signal;
 
 impl Signal {
-    pub const ALL: [Signal; 27] = [
+    pub const ALL: [Signal; 28] = [
         Signal::Throttled,
         Signal::CriticalXid,
         Signal::RecordedXid,
@@ -31,6 +31,7 @@ impl Signal {
         Signal::RecoveryReset,
         Signal::AnsweredRequests,
         Signal::ServedRequests,
+        Signal::ReadsLate,
     ];
 
     /// Its name in rule files.
@@ -57,6 +58,7 @@ impl Signal {
             Signal::NvlinkErrors => "nvlink_errors",
             Signal::NvlinkDownWhileBusy => "nvlink_down_while_busy",
             Signal::PcieReplays => "pcie_replays",
+            Signal::ReadsLate => "reads_late",
             Signal::MemoryTemperature => "memory_temperature",
             Signal::MemoryTemperatureHeadroom => "memory_temperature_headroom",
             Signal::RecoveryAction => "recovery_action",

@@ -26,6 +26,7 @@ runbooks![
     "GPUNVLinkErrors.md",
     "GPUPCIeLinkDegraded.md",
     "GPUPCIeReplayErrors.md",
+    "GPUReadsLate.md",
     "GPURecoveryAction.md",
     "GPURetiredPagesPending.md",
     "GPURowRemapFailure.md",

@@ -152,6 +152,18 @@ fn one_slow_gpu_ages_its_own_readings_and_readiness_holds() {
     let log = e.log();
     let line = "GPU 1: a read took longer than 200ms";
     assert_eq!(log.matches(line).count(), 1, "{log}");
+    // Late again within 15m: a ticket about GPU 1 alone.
+    let tickets = |b: &str| {
+        let f = crate::prometheus::firing(b);
+        f.into_iter()
+            .filter(|(rule, _)| rule == "GPUReadsLate")
+            .map(|(_, who)| who)
+            .collect::<Vec<_>>()
+    };
+    let alerts = e.wait_for("/alerts", Duration::from_secs(20), |b| {
+        !tickets(b).is_empty()
+    });
+    assert_eq!(tickets(&alerts), ["gpu1"], "{alerts}");
 }
 
 #[test]
