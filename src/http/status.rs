@@ -497,7 +497,8 @@ fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
     }
     out.extend_from_slice(
         b"<h2>Served models (TTFT SLO)</h2>\n<table id=\"models\"><tr><th>model</th>\
-          <th>engine</th><th>requests</th><th>first token in time</th><th>judged within</th></tr>\n",
+          <th>engine</th><th>requests</th><th>first token in time</th><th>judged within</th>\
+          <th>not failed by the engine</th></tr>\n",
     );
     for m in models {
         let h = &m.ttft_seconds;
@@ -529,6 +530,17 @@ fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
                 out.extend_from_slice(b" ms");
             }
             None => out.extend_from_slice(b"no bound"),
+        }
+        out.extend_from_slice(b"</td><td class=\"n\">");
+        // The availability SLO's share: "–" where the engine counts no
+        // failure, or has answered nothing yet.
+        match m.outcomes.filter(|o| o.answered > 0.0) {
+            Some(o) => {
+                let share = 1.0 - o.failed / o.answered;
+                write_f64(out, (share * 10_000.0).round() / 100.0);
+                out.push(b'%');
+            }
+            None => out.extend_from_slice(b"&ndash;"),
         }
         out.extend_from_slice(b"</td></tr>\n");
     }
@@ -623,6 +635,43 @@ mod tests {
         // model, uuid, MIG profile and uuid, error, model name.
         assert_eq!(page.matches(escaped).count(), 6, "{page}");
         assert!(page.contains("<a href=\"/m&lt;&quot;&#39;&gt;\">"));
+    }
+
+    #[test]
+    fn the_models_table_gives_each_models_share_not_failed_by_its_engine() {
+        use crate::snapshot::Outcomes;
+        let mut p = published(Vec::new());
+        let model = |name: &str, outcomes| Model {
+            name: name.into(),
+            outcomes,
+            ..Default::default()
+        };
+        snap(&mut p).models = vec![
+            model(
+                "a",
+                Some(Outcomes {
+                    answered: 2000.0,
+                    failed: 3.0,
+                }),
+            ),
+            model("b", None),
+        ];
+        let page = page(&p);
+        assert!(page.contains("<th>not failed by the engine</th>"), "{page}");
+        let row = |name: &str| {
+            let at = page.find(&format!("<tr><td>{name}</td>")).unwrap();
+            page[at..at + page[at..].find("</tr>").unwrap()].to_string()
+        };
+        assert!(
+            row("a").ends_with("<td class=\"n\">99.85%</td>"),
+            "{}",
+            row("a")
+        );
+        assert!(
+            row("b").ends_with("<td class=\"n\">&ndash;</td>"),
+            "{}",
+            row("b")
+        );
     }
 
     #[test]
