@@ -15,6 +15,8 @@ use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::alerts::{Evaluator, defaults};
 use gpu_exporter::internals::exposition::catalogue::{Extra, Kind};
 use gpu_exporter::internals::exposition::{Format, Scrape};
+use gpu_exporter::internals::fill::engines::watch::Memory;
+use gpu_exporter::internals::poller::source_models;
 use gpu_exporter::internals::snapshot::readings::GPU_READINGS;
 use gpu_exporter::internals::snapshot::{Gpu, MigInstance, Snapshot};
 use gpu_exporter::internals::source::Source;
@@ -197,7 +199,7 @@ fn settled() -> (Evaluator, Vec<Snapshot>) {
     let snap = |sim: &mut Sim, at: f64| {
         let mut s = Snapshot::empty(SourceKind::Sim);
         s.gpus = sim.collect(at).unwrap();
-        s.models = sim.models();
+        s.models = source_models(sim, &mut Memory::new(None));
         s.error = None;
         s.at = at;
         s

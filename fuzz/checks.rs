@@ -10,13 +10,14 @@ use gpu_exporter::config::dcgm::{self, DEFAULT_COUNTERS, FIELDS};
 use gpu_exporter::config::{Collector, Collectors};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::text as engine_text;
+use gpu_exporter::internals::fill::engines::watch::Memory;
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
 use gpu_exporter::internals::fill::kmsg::line as kmsg;
 use gpu_exporter::internals::fill::workload;
 use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
-use gpu_exporter::internals::poller::{Latest, Poller, Published};
+use gpu_exporter::internals::poller::{Latest, Poller, Published, source_models};
 use gpu_exporter::internals::snapshot::{Bounds, Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
@@ -330,7 +331,7 @@ pub fn check_scenario_json(data: &[u8]) {
     let snapshot = match sim.collect(at) {
         Ok(gpus) => Snapshot {
             gpus,
-            models: sim.models(),
+            models: source_models(&sim, &mut Memory::new(None)),
             source: sim.kind(),
             at,
             published: Instant::now(),

@@ -18,7 +18,7 @@ use crate::fill::jobs::JobMapping;
 use crate::fill::kmsg::{KernelLogXid, check_path};
 use crate::fill::workload::WorkloadStats;
 use crate::fleet::Fleet;
-use crate::snapshot::{Gpu, Kubelet, Model, Timings};
+use crate::snapshot::{Gpu, Kubelet, Timings};
 use crate::source::host::{self, PciBus};
 use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
@@ -290,8 +290,8 @@ impl Source for Pipeline {
         self.fleet.rejected()
     }
 
-    fn models(&self) -> Vec<Model> {
-        self.inner.models()
+    fn models_text(&self) -> String {
+        self.inner.models_text()
     }
 
     fn kubelet(&self) -> Option<Kubelet> {

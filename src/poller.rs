@@ -8,10 +8,14 @@ use crate::alerts::{Alert, Rule};
 use crate::base::quiet::{Repeating, Verdict};
 use crate::base::time::unix_now;
 use crate::config::dcgm::Dcgm;
+use crate::config::engines::Engine;
 use crate::config::{Collector, Collectors};
-use crate::fill::engines::Watch;
+use crate::fill::engines::watch::{Memory, judge};
+use crate::fill::engines::{Watch, profile, text};
 use crate::process;
-use crate::snapshot::{Kubernetes, MAX_PROCESSES, Snapshot, bound_processes};
+use crate::snapshot::{
+    Kubernetes, MAX_PROCESSES, Model, Snapshot, TTFT_SLO_SECONDS, bound_processes,
+};
 use crate::source::Source;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
@@ -78,6 +82,27 @@ pub struct Reload {
     pub source: Option<Box<dyn Source>>,
 }
 
+/// The source's models ([`Source::models_text`], a vLLM's body), read by
+/// the engine reader's path: parsed, judged at the SLO's threshold, with
+/// their outcomes; `endpoint` none, so they keep `llm_ttft_seconds` for
+/// the demo. Listed by name, as an engine's are.
+pub fn source_models(source: &dyn Source, said: &mut Memory) -> Vec<Model> {
+    let body = source.models_text();
+    if body.is_empty() {
+        return Vec::new();
+    }
+    let want = profile::wanted(Some(Engine::Vllm));
+    let parsed = text::parse(body.as_bytes(), &want);
+    let slo = |_: &str| TTFT_SLO_SECONDS;
+    let url = "the simulator";
+    judge(&parsed, &want, Engine::Vllm, url, said, &slo, None)
+}
+
+/// What reading the source's models has said.
+fn said() -> Memory {
+    Memory::new(Some(Engine::Vllm))
+}
+
 /// The source's own past, for the evaluator to replay: a copy of the
 /// source at its origin and the times to read it at.
 pub struct Replay {
@@ -86,6 +111,8 @@ pub struct Replay {
     pub collectors: Collectors,
     /// The collectors whose readings are kept.
     pub reads: Collectors,
+    /// Boxed: a `Work` stays small.
+    said: Box<Memory>,
 }
 
 impl Replay {
@@ -101,7 +128,7 @@ impl Replay {
                 s.gpus = gpus;
                 s.error = None;
                 if self.collectors.has(Collector::Models) {
-                    s.models = self.source.models();
+                    s.models = source_models(&*self.source, &mut self.said);
                 }
             }
             Err(e) => s.error = Some(e.0),
@@ -177,6 +204,7 @@ pub struct Poller {
     pod_labels: bool,
     /// The engine reader, where `--engine.endpoint` names any.
     engines: Option<Watch>,
+    said: Memory,
 }
 
 impl Poller {
@@ -191,6 +219,7 @@ impl Poller {
             dcgm: None,
             pod_labels: false,
             engines: None,
+            said: said(),
         }
     }
 
@@ -246,6 +275,7 @@ impl Poller {
             steps,
             collectors: self.collectors,
             reads: self.reads,
+            said: Box::new(said()),
         })
     }
 
@@ -276,7 +306,7 @@ impl Poller {
                 let s = Snapshot {
                     gpus,
                     models: if on.has(Collector::Models) {
-                        self.source.models()
+                        source_models(&*self.source, &mut self.said)
                     } else {
                         Vec::new()
                     },
@@ -398,6 +428,30 @@ impl Poller {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_simulators_models_are_read_as_a_vllms() {
+        use crate::snapshot::TTFT_BUCKETS;
+        use crate::source::sim::{EPOCH, Scenario, Sim};
+        let t0 = EPOCH + 1e7;
+        let s = r#"{"gpus":[{}],"models":[{"name":"z \\\"q\"","requests_per_second":41},
+            {"name":"a","slow_fraction":0.5}]}"#;
+        let mut sim = Sim::new(Scenario::parse(s).unwrap(), t0);
+        sim.collect(t0).unwrap();
+        let models = source_models(&sim, &mut said());
+        let names: Vec<_> = models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["a", "z \\\"q\""], "by name, as an engine's");
+        let (m, h) = (&models[1], &models[1].ttft_seconds);
+        let le: Vec<_> = h.buckets.iter().map(|b| b.0).collect();
+        assert_eq!(le, TTFT_BUCKETS);
+        assert_eq!(h.count(), (41.0 * 1e7_f64).floor());
+        assert_eq!(
+            (m.good_within, m.endpoint, m.stale),
+            (Some(0.3), None, false)
+        );
+        let o = m.outcomes.unwrap();
+        assert_eq!((o.answered, o.failed), (h.count(), 0.0));
+    }
     use crate::config::SourceKind;
     use crate::source::sim::{Scenario, Sim};
     use std::sync::mpsc;

@@ -145,9 +145,9 @@ mod tests {
     use super::*;
     use crate::alerts::defaults;
     use crate::config::Collectors;
+    use crate::fill::engines::watch::Memory;
     use crate::poller::Poller;
     use crate::snapshot::Bounds;
-    use crate::source::Source;
     use crate::source::sim::{EPOCH, Scenario, Sim};
     use std::sync::Arc;
 
@@ -198,7 +198,10 @@ mod tests {
     #[test]
     fn the_slo_head_names_the_bound_the_models_share() {
         let t0 = EPOCH + 200_000.0 * 150.0;
-        let mut models = Sim::new(Scenario::default_fleet(), t0).models();
+        let mut models = crate::poller::source_models(
+            &Sim::new(Scenario::default_fleet(), t0),
+            &mut Memory::new(None),
+        );
         assert!(models.len() > 1);
         let head = |m: &[Model]| slo_header(m);
         assert!(

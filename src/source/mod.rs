@@ -8,7 +8,7 @@ pub mod sim;
 pub mod smi;
 
 use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Kubelet, Model, Timings};
+use crate::snapshot::{Gpu, Kubelet, Timings};
 use std::fmt;
 
 /// Why a collection failed. The message reaches the log and `/readyz`.
@@ -30,11 +30,12 @@ pub trait Source: Send {
     /// only the simulator uses it, as its clock.
     fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError>;
 
-    /// Request metrics of the served models as of the last `collect`.
-    /// Real GPU sources don't see requests; the simulator does, so the SLO
-    /// rules have data.
-    fn models(&self) -> Vec<Model> {
-        Vec::new()
+    /// The served models' request series as of the last `collect`,
+    /// spelled as vLLM (v1) serves them on its `/metrics`, for the poller
+    /// to read as an engine's. Real GPU sources don't see requests; the
+    /// simulator does, so the SLO rules have data.
+    fn models_text(&self) -> String {
+        String::new()
     }
 
     /// How each collector fared in the last `collect`, where the source

@@ -219,8 +219,7 @@ impl<'w> Reader<'w> {
     }
 }
 
-/// Parses a whole body at once (tests, fuzzing).
-#[cfg(any(test, feature = "internals"))]
+/// Parses a whole body at once (the simulator's, tests, fuzzing).
 pub fn parse(body: &[u8], wanted: &Wanted) -> Parsed {
     let mut reader = Reader::new(wanted);
     reader.feed(body);

@@ -7,6 +7,7 @@
 
 use super::client::{Failure, fetch};
 use super::profile::{self, detect, judged_at, wanted};
+use super::text::{Parsed, Wanted};
 use crate::base::time::unix_now;
 use crate::config::engines::{Endpoint, Engine, Engines};
 use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
@@ -93,8 +94,9 @@ impl Drop for Watch {
     }
 }
 
-/// What one endpoint's reads remember between rounds.
-struct Memory {
+/// What one endpoint's reads remember between rounds (what was said).
+#[derive(Clone)]
+pub struct Memory {
     engine: Option<Engine>,
     /// The last state said: `None` up, else the failure's reason.
     said: Option<Option<EngineError>>,
@@ -108,9 +110,10 @@ struct Memory {
 }
 
 impl Memory {
-    fn new(e: &Endpoint) -> Memory {
+    /// Before the first read, of `engine` where it is named.
+    pub fn new(engine: Option<Engine>) -> Memory {
         Memory {
-            engine: e.engine,
+            engine,
             said: None,
             judged: HashSet::new(),
             bad: HashSet::new(),
@@ -131,7 +134,7 @@ fn retune(options: &mut Engines, memory: &mut Vec<Memory>, next: Engines, s: &mu
             Some(k) => old.swap_remove(k).1,
             None => {
                 log::info!("--engine.config: reading {} from now on", e.url);
-                (Memory::new(e), fresh(e))
+                (Memory::new(e.engine), fresh(e))
             }
         };
         for m in &mut mem.last {
@@ -147,7 +150,11 @@ fn retune(options: &mut Engines, memory: &mut Vec<Memory>, next: Engines, s: &mu
 }
 
 fn run(mut options: Engines, cell: &Cell) {
-    let mut memory: Vec<Memory> = options.endpoints.iter().map(Memory::new).collect();
+    let mut memory: Vec<Memory> = options
+        .endpoints
+        .iter()
+        .map(|e| Memory::new(e.engine))
+        .collect();
     loop {
         let round = Instant::now();
         let next = lock(cell).next.take();
@@ -313,13 +320,37 @@ fn read_one(
             e
         }
     };
+    let threshold = |name: &str| options.threshold(name);
+    Ok(judge(
+        &parsed,
+        &want,
+        engine,
+        &ep.url,
+        mem,
+        &threshold,
+        Some(index),
+    ))
+}
+
+/// The models of a body from `url` of `engine`: each model's TTFT judged
+/// at its bound for `threshold`, with its outcomes, at most
+/// [`profile::MAX_MODELS`]; what is wrong said once. The reader's path for
+/// every endpoint's body, and the simulator's for the one it spells.
+pub fn judge(
+    parsed: &Parsed,
+    want: &Wanted,
+    engine: Engine,
+    url: &str,
+    mem: &mut Memory,
+    threshold: &dyn Fn(&str) -> f64,
+    endpoint: Option<usize>,
+) -> Vec<Model> {
     let p = profile::profile(engine);
-    let (read, past) = profile::models(&parsed, &want, p);
+    let (read, past) = profile::models(parsed, want, p);
     if past != mem.past_cap {
         if past > 0 {
             log::warn!(
-                "{engine} at {}: {past} models past the {} cap are left out",
-                ep.url,
+                "{engine} at {url}: {past} models past the {} cap are left out",
                 profile::MAX_MODELS
             );
         }
@@ -330,42 +361,41 @@ fn read_one(
             Engine::Triton => ": start Triton with --metrics-config histogram_latencies=true",
             _ => " yet",
         };
-        log::warn!("{engine} at {}: no TTFT histogram{hint}", ep.url);
+        log::warn!("{engine} at {url}: no TTFT histogram{hint}");
     }
-    let tallies = profile::outcomes(&parsed, &want, p);
+    let tallies = profile::outcomes(parsed, want, p);
     let mut models = Vec::new();
     for (name, h) in read {
         let h = match h {
             Ok(h) => h,
             Err(why) => {
                 if mem.bad.insert((name.clone(), why.clone())) {
-                    log::warn!("{engine} at {}: model {name:?} left out: {why}", ep.url);
+                    log::warn!("{engine} at {url}: model {name:?} left out: {why}");
                 }
                 continue;
             }
         };
-        let (at, line) = judged_at(&h, options.threshold(&name));
+        let (at, line) = judged_at(&h, threshold(&name));
         if let Some(line) = line
             && mem.judged.insert((name.clone(), at.map(f64::to_bits)))
         {
             log::warn!(
-                "{engine} at {}: model {name:?}: {line}; to add one: {}",
-                ep.url,
+                "{engine} at {url}: model {name:?}: {line}; to add one: {}",
                 p.add_bound
             );
         }
         let outcomes = tallies.get(&name).and_then(profile::Tally::outcomes);
         if outcomes.is_none() && mem.bad.insert((name.clone(), p.no_failures.into())) {
-            log::info!("{engine} at {}: model {name:?}: {}", ep.url, p.no_failures);
+            log::info!("{engine} at {url}: model {name:?}: {}", p.no_failures);
         }
         models.push(Model {
             name,
             ttft_seconds: h,
             good_within: at,
-            endpoint: Some(index),
+            endpoint,
             stale: false,
             outcomes,
         });
     }
-    Ok(models)
+    models
 }

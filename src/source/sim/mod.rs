@@ -18,10 +18,9 @@ pub use scenario::Scenario;
 use super::{Source, SourceError};
 use crate::base::units::MHZ;
 use crate::config::SourceKind;
-use crate::snapshot::{
-    Gpu, Histogram, Model, Readings, TTFT_BUCKETS, TTFT_SLO_SECONDS, TxRx, last_code, xid_errors,
-};
+use crate::snapshot::{Gpu, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
 use scenario::{Action, GpuState, ModelState};
+use std::fmt::Write;
 
 /// An Xid's Unix time and code.
 type TimedXid = (f64, u32);
@@ -95,21 +94,39 @@ impl ModelState {
         self.sum.set_rate(t, good * 0.12 + slow * 0.9);
     }
 
-    fn model(&self, at: f64) -> Model {
-        Model {
-            name: self.name.clone(),
-            ttft_seconds: Histogram {
-                buckets: TTFT_BUCKETS
-                    .iter()
-                    .zip(self.buckets)
-                    .map(|(&le, n)| (le, n.at(at).floor()))
-                    .collect(),
-                sum: (self.sum.at(at) * 1000.0).round() / 1000.0,
-            },
-            good_within: Some(TTFT_SLO_SECONDS),
-            endpoint: None,
-            stale: false,
-            outcomes: None,
+    /// Its series at `at` as vLLM (v1) spells them on its `/metrics`: the
+    /// TTFT histogram, and requests finished by reason (none in error).
+    fn spell(&self, at: f64, out: &mut String) {
+        let mut name = String::new();
+        for c in self.name.chars() {
+            match c {
+                '\\' | '"' => name.extend(['\\', c]),
+                '\n' => name.push_str("\\n"),
+                c => name.push(c),
+            }
+        }
+        let ttft = "vllm:time_to_first_token_seconds";
+        let model = format!("model_name=\"{name}\"");
+        let mut count = 0.0;
+        for (&le, n) in TTFT_BUCKETS.iter().zip(self.buckets) {
+            count = n.at(at).floor();
+            let le = if le.is_finite() {
+                le.to_string()
+            } else {
+                "+Inf".into()
+            };
+            let _ = writeln!(out, "{ttft}_bucket{{{model},le=\"{le}\"}} {count}");
+        }
+        let sum = (self.sum.at(at) * 1000.0).round() / 1000.0;
+        let _ = writeln!(
+            out,
+            "{ttft}_sum{{{model}}} {sum}\n{ttft}_count{{{model}}} {count}"
+        );
+        for (reason, n) in [("stop", count), ("error", 0.0)] {
+            let _ = writeln!(
+                out,
+                "vllm:request_success_total{{{model},finished_reason=\"{reason}\"}} {n}"
+            );
         }
     }
 }
@@ -324,9 +341,14 @@ impl Source for Sim {
             .collect())
     }
 
-    fn models(&self) -> Vec<Model> {
-        let now = self.now();
-        self.models.iter().map(|m| m.model(now)).collect()
+    /// Its models as a vLLM serves them: the poller reads the body as the
+    /// engine reader does one fetched.
+    fn models_text(&self) -> String {
+        let mut body = String::new();
+        for m in &self.models {
+            m.spell(self.now(), &mut body);
+        }
+        body
     }
 
     fn history_seconds(&self) -> f64 {
@@ -415,7 +437,7 @@ mod tests {
         for at in [T0 + 0.25, T0 + 86_400.7] {
             let (a, b) = (early.collect(at).unwrap(), late.collect(at).unwrap());
             assert_eq!(a, b, "{at}");
-            assert_eq!(early.models(), late.models(), "{at}");
+            assert_eq!(early.models_text(), late.models_text(), "{at}");
             // They count from the epoch, not from either start.
             let since = at - EPOCH;
             let (r0, r1) = (&a[0].readings, &a[1].readings);
@@ -426,7 +448,7 @@ mod tests {
     }
 
     /// The counts of a GPU and of the models, in one list.
-    fn counts(g: &Gpu, models: &[Model]) -> Vec<f64> {
+    fn counts(g: &Gpu, sim: &Sim) -> Vec<f64> {
         let r = &g.readings;
         let (pcie, nvlink) = (r.pcie_bytes_total.unwrap(), r.nvlink_bytes_total.unwrap());
         let mut v = vec![
@@ -438,8 +460,8 @@ mod tests {
             r.health.nvlink_errors[0].unwrap(),
             r.critical_xid_total().unwrap(),
         ];
-        for m in models {
-            v.extend(m.ttft_seconds.buckets.iter().map(|&(_, n)| n));
+        for m in &sim.models {
+            v.extend(m.buckets.iter().map(|n| n.at(sim.now()).floor()));
         }
         v
     }
@@ -453,7 +475,7 @@ mod tests {
         let mut last: Option<Vec<f64>> = None;
         for i in 0..3000 {
             let g = sim.collect(t0 + f64::from(i) * 0.37).unwrap();
-            let now = counts(&g[0], &sim.models());
+            let now = counts(&g[0], &sim);
             assert!(now.iter().all(|n| n.fract() == 0.0), "{now:?}");
             assert!(now[4] > 2f64.powi(53), "{now:?}");
             if let Some(last) = &last {
@@ -465,7 +487,7 @@ mod tests {
             last = Some(now);
         }
         // Asked about the past, the clock stays where it was.
-        let before = counts(&sim.collect(t0).unwrap()[0], &sim.models());
+        let before = counts(&sim.collect(t0).unwrap()[0], &sim);
         assert_eq!(Some(before), last);
     }
 
