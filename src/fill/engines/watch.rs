@@ -162,9 +162,8 @@ fn run(mut options: Engines, cell: &Cell) {
             retune(&mut options, &mut memory, next, &mut lock(cell));
         }
         let options = &options;
-        if !read_round(options, &mut memory, cell) {
-            return;
-        }
+        let states = lock(cell).endpoints.clone();
+        let states = read_round(options, &mut memory, states);
         let mut models = Vec::new();
         for (ep, mem) in options.endpoints.iter().zip(&memory) {
             for m in &mem.last {
@@ -172,6 +171,10 @@ fn run(mut options: Engines, cell: &Cell) {
             }
         }
         let mut s = lock(cell);
+        if s.stop {
+            return;
+        }
+        s.endpoints = states;
         s.models = models;
         let wait = options.interval.saturating_sub(round.elapsed());
         let (s, _) = cell
@@ -187,46 +190,48 @@ fn run(mut options: Engines, cell: &Cell) {
 /// Reads every endpoint once, each on a scoped thread of its own, so that a
 /// round takes the longest read, not their sum: one hung engine delays no
 /// other's. An endpoint whose thread cannot start is read here after the
-/// others. False once the watch is stopped.
-fn read_round(options: &Engines, memory: &mut [Memory], cell: &Cell) -> bool {
+/// others. Returns each endpoint's state after the round, published with
+/// the round's models: an endpoint is never served up before its models.
+fn read_round(
+    options: &Engines,
+    memory: &mut [Memory],
+    mut states: Vec<EngineEndpoint>,
+) -> Vec<EngineEndpoint> {
     let eps = &options.endpoints;
-    let (mut going, inline) = std::thread::scope(|s| {
+    let inline = std::thread::scope(|s| {
         let mut handles = Vec::new();
         let mut inline = Vec::new();
-        for (i, (ep, mem)) in eps.iter().zip(memory.iter_mut()).enumerate() {
-            let one = move || read_and_publish(ep, mem, options, i, cell);
+        let each = eps.iter().zip(memory.iter_mut()).zip(states.iter_mut());
+        for (i, ((ep, mem), state)) in each.enumerate() {
+            let one = move || read_into(ep, mem, state, options, i);
             let thread = std::thread::Builder::new().name("engine-read".into());
             match (eps.len() > 1).then(|| thread.spawn_scoped(s, one)) {
                 Some(Ok(h)) => handles.push(h),
                 _ => inline.push(i),
             }
         }
-        let going = handles.into_iter().all(|h| h.join().unwrap_or(true));
-        (going, inline)
+        for h in handles {
+            let _ = h.join();
+        }
+        inline
     });
     for i in inline {
-        going &= read_and_publish(&eps[i], &mut memory[i], options, i, cell);
+        read_into(&eps[i], &mut memory[i], &mut states[i], options, i);
     }
-    going
+    states
 }
 
-/// Reads endpoint `i` and publishes its state; false once stopped.
-fn read_and_publish(
+/// Reads endpoint `i` into its memory and `state`.
+fn read_into(
     ep: &Endpoint,
     mem: &mut Memory,
+    state: &mut EngineEndpoint,
     options: &Engines,
     i: usize,
-    cell: &Cell,
-) -> bool {
+) {
     let started = Instant::now();
     let outcome = read_one(ep, mem, options, i);
-    let took = started.elapsed().as_secs_f64();
-    let mut s = lock(cell);
-    if s.stop {
-        return false;
-    }
-    let state = &mut s.endpoints[i];
-    state.duration = Some(took);
+    state.duration = Some(started.elapsed().as_secs_f64());
     state.engine = mem.engine;
     say(ep, mem, &outcome);
     match outcome {
@@ -243,7 +248,6 @@ fn read_and_publish(
             }
         }
     }
-    true
 }
 
 /// Adds `m` to the node's models: one model served by two endpoints (two
