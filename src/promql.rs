@@ -52,10 +52,50 @@ fn num(v: f64) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// The recorded TTFT error ratio over `window`.
-pub fn error_ratio(window: Duration) -> String {
+/// Where a verdict on the engines' models is taken. `Node`: per engine
+/// instance, keeping `instance` as every per-node alert does; the exporter
+/// judges its node's models so (summing a model that two of its endpoints
+/// serve). `Fleet`: per model across every instance, which only Prometheus
+/// sees. Both page; Alertmanager mutes a model's node alerts while its
+/// fleet alert fires, so that one incident pages once.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Scope {
+    Node,
+    Fleet,
+}
+
+impl Scope {
+    pub const BOTH: [Scope; 2] = [Scope::Node, Scope::Fleet];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Node => "node",
+            Scope::Fleet => "fleet",
+        }
+    }
+
+    /// The labels a model's series are summed by.
+    fn by(self) -> &'static str {
+        match self {
+            Scope::Node => NODE_MODEL,
+            Scope::Fleet => "model_name",
+        }
+    }
+
+    /// The level of a record's name (`level:metric:operations`).
+    fn level(self) -> &'static str {
+        match self {
+            Scope::Node => "instance_model_name",
+            Scope::Fleet => "model_name",
+        }
+    }
+}
+
+/// The recorded TTFT error ratio over `window`, at `scope`.
+pub fn error_ratio(scope: Scope, window: Duration) -> String {
     format!(
-        "model_name:llm_ttft_slo_errors:ratio_rate{}",
+        "{}:llm_ttft_slo_errors:ratio_rate{}",
+        scope.level(),
         format_duration(window)
     )
 }
@@ -65,6 +105,10 @@ pub fn error_ratio(window: Duration) -> String {
 /// exporter's runbook and Alertmanager's `equal: [instance, uuid]`
 /// inhibitions match.
 const NODE_GPU: &str = "job, instance, gpu, uuid";
+
+/// The same for a model an engine serves: the engine's target, or the
+/// exporter's for the simulator's models.
+const NODE_MODEL: &str = "job, instance, model_name";
 
 impl Signal {
     /// An instant vector, one sample per subject: a counter summed over
@@ -135,8 +179,8 @@ impl Signal {
 
     fn by(self) -> &'static str {
         match self {
-            Signal::Requests | Signal::GoodRequests | Signal::EngineUp => "model_name",
-            Signal::AnsweredRequests | Signal::ServedRequests => "model_name",
+            Signal::Requests | Signal::GoodRequests | Signal::EngineUp => NODE_MODEL,
+            Signal::AnsweredRequests | Signal::ServedRequests => NODE_MODEL,
             _ => NODE_GPU,
         }
     }
@@ -164,7 +208,7 @@ impl Signal {
             // Every engine's counters as the reader sums them: an instant
             // vector by model.
             Signal::AnsweredRequests | Signal::ServedRequests => {
-                let (failed, answered) = availability::requests(&|s| s);
+                let (failed, answered) = availability::requests(&|s| s, Scope::Node);
                 match self {
                     Signal::AnsweredRequests => answered,
                     _ => format!("({answered} - {failed})"),
@@ -178,9 +222,10 @@ impl Signal {
 }
 
 impl Rule {
-    /// The rule's expression; `job` is the scrape job of the exporters,
-    /// for the rules on Prometheus' own `up`.
-    pub fn promql(&self, job: &str) -> String {
+    /// The rule's expression, its verdicts on models taken at `scope`
+    /// (the exporter's own are at `Node`); `job` is the scrape job of the
+    /// exporters, for the rules on Prometheus' own `up`.
+    pub fn promql(&self, job: &str, scope: Scope) -> String {
         let cmp = |value: String| format!("{value} {} {}", self.cmp.as_str(), num(self.threshold));
         let range = |f: &str, s: Signal, w: Duration| {
             format!(
@@ -197,9 +242,9 @@ impl Rule {
             &Expr::Deriv(s, w) => cmp(format!("deriv({}[{}])", s.gauge(), format_duration(w))),
             Expr::BurnRate { objective, windows }
             | Expr::AvailabilityBurn { objective, windows } => {
-                let ratio = match availability::reads(self) {
-                    true => availability::error_ratio,
-                    false => error_ratio,
+                let ratio = |w| match availability::reads(self) {
+                    true => availability::error_ratio(scope, w),
+                    false => error_ratio(scope, w),
                 };
                 // The value is the burn rate itself, as the exporter reports
                 // it: the error ratio over the budget. 1 − 0.999 is spelled
@@ -299,7 +344,7 @@ fn le(v: f64) -> String {
 /// histogram, as the exporter judges them: at the threshold where it is a
 /// bound, else at the engine's default bound below it; the models of
 /// `own` at their own thresholds, the rest at `threshold`.
-fn requests(w: &str, threshold: f64, own: &[(String, f64)]) -> (String, String) {
+fn requests(w: &str, threshold: f64, own: &[(String, f64)], scope: Scope) -> (String, String) {
     let mut good = vec![format!("rate({}[{w}])", Signal::GoodRequests.series())];
     let mut total = vec![format!("rate({}[{w}])", Signal::Requests.series())];
     let mut seen: Vec<&str> = Vec::new();
@@ -336,7 +381,7 @@ fn requests(w: &str, threshold: f64, own: &[(String, f64)]) -> (String, String) 
             total.push(named(c));
         }
     }
-    let sum = |v: Vec<String>| format!("sum by (model_name) ({})", v.join(" or "));
+    let sum = |v: Vec<String>| format!("sum by ({}) ({})", scope.by(), v.join(" or "));
     (sum(good), sum(total))
 }
 
@@ -356,43 +401,59 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
         format_duration(p.max_stale)
     );
     y.push_str("groups:\n  - name: gpu-exporter-slo\n    rules:\n");
-    let _ = writeln!(y, "      - record: model_name:llm_goodput_requests:rate5m");
-    let (good, _) = requests("5m", p.ttft_threshold, p.thresholds);
-    let _ = writeln!(y, "        expr: {}", quoted(&good));
-    for w in recorded_windows(rules) {
-        let (good, total) = requests(&format_duration(w), p.ttft_threshold, p.thresholds);
-        let expr = format!("1 - ({good} / {total})");
-        let _ = writeln!(y, "      - record: {}", error_ratio(w));
-        let _ = writeln!(y, "        expr: {}", quoted(&expr));
+    let windows = recorded_windows(rules);
+    for scope in Scope::BOTH {
+        let at = |w: &str| requests(w, p.ttft_threshold, p.thresholds, scope);
+        let goodput = format!("{}:llm_goodput_requests:rate5m", scope.level());
+        let _ = writeln!(y, "      - record: {goodput}");
+        let _ = writeln!(y, "        expr: {}", quoted(&at("5m").0));
+        for &w in &windows {
+            let (good, total) = at(&format_duration(w));
+            let expr = format!("1 - ({good} / {total})");
+            let _ = writeln!(y, "      - record: {}", error_ratio(scope, w));
+            let _ = writeln!(y, "        expr: {}", quoted(&expr));
+        }
+        availability::records(&mut y, &windows, scope);
     }
-    availability::records(&mut y, &recorded_windows(rules));
     y.push_str("  - name: gpu-exporter\n    rules:\n");
     for r in rules {
-        let _ = writeln!(y, "      - alert: {}", r.name);
-        let _ = writeln!(y, "        expr: {}", quoted(&r.promql(p.job)));
-        if !r.for_.is_zero() {
-            let _ = writeln!(y, "        for: {}", format_duration(r.for_));
+        // A verdict on models is printed at both scopes, node first.
+        let scopes = match r.over_engines() {
+            true => &Scope::BOTH[..],
+            false => &[Scope::Node][..],
+        };
+        for &scope in scopes {
+            alert(&mut y, r, p, scope);
         }
-        if !r.keep_firing_for.is_zero() {
-            let _ = writeln!(
-                y,
-                "        keep_firing_for: {}",
-                format_duration(r.keep_firing_for)
-            );
-        }
-        let _ = writeln!(
-            y,
-            "        labels:\n          severity: {}",
-            r.severity.as_str()
-        );
-        let _ = writeln!(y, "        annotations:");
-        let _ = writeln!(y, "          summary: {}", quoted(&r.summary));
-        if r.about_gpus() {
-            let _ = writeln!(y, "          workloads: {}", quoted(WORKLOADS));
-        }
-        annotate_runbook(&mut y, r, p);
     }
     y
+}
+
+/// One alerting rule, its verdicts on models taken at `scope`.
+fn alert(y: &mut String, r: &Rule, p: &Printing, scope: Scope) {
+    let _ = writeln!(y, "      - alert: {}", r.name);
+    let _ = writeln!(y, "        expr: {}", quoted(&r.promql(p.job, scope)));
+    if !r.for_.is_zero() {
+        let _ = writeln!(y, "        for: {}", format_duration(r.for_));
+    }
+    if !r.keep_firing_for.is_zero() {
+        let _ = writeln!(
+            y,
+            "        keep_firing_for: {}",
+            format_duration(r.keep_firing_for)
+        );
+    }
+    let _ = writeln!(y, "        labels:");
+    let _ = writeln!(y, "          severity: {}", r.severity.as_str());
+    if r.over_engines() {
+        let _ = writeln!(y, "          scope: {}", scope.as_str());
+    }
+    let _ = writeln!(y, "        annotations:");
+    let _ = writeln!(y, "          summary: {}", quoted(&r.summary));
+    if r.about_gpus() {
+        let _ = writeln!(y, "          workloads: {}", quoted(WORKLOADS));
+    }
+    annotate_runbook(y, r, p);
 }
 
 /// A fleet alert's `scope`, and the runbook: linked through the exporter
@@ -449,7 +510,13 @@ mod tests {
     #[test]
     fn default_rules_as_promql() {
         let rules = defaults();
-        let q = |name: &str| rules.iter().find(|r| r.name == name).unwrap().promql("gpu");
+        let q = |name: &str| {
+            rules
+                .iter()
+                .find(|r| r.name == name)
+                .unwrap()
+                .promql("gpu", Scope::Node)
+        };
         assert_eq!(
             q("GPUThrottling"),
             "max by (job, instance, gpu, uuid) (gpu_clocks_event_active{reason=~\"hw_slowdown|sw_thermal_slowdown|hw_thermal_slowdown|hw_power_brake_slowdown\"}) > 0"
@@ -476,8 +543,13 @@ mod tests {
         );
         assert_eq!(
             q("TTFTBudgetBurn"),
-            "(model_name:llm_ttft_slo_errors:ratio_rate1h / 0.001 > 14.4 and model_name:llm_ttft_slo_errors:ratio_rate5m / 0.001 > 14.4) or \
-             (model_name:llm_ttft_slo_errors:ratio_rate6h / 0.001 > 6 and model_name:llm_ttft_slo_errors:ratio_rate30m / 0.001 > 6)"
+            "(instance_model_name:llm_ttft_slo_errors:ratio_rate1h / 0.001 > 14.4 and instance_model_name:llm_ttft_slo_errors:ratio_rate5m / 0.001 > 14.4) or \
+             (instance_model_name:llm_ttft_slo_errors:ratio_rate6h / 0.001 > 6 and instance_model_name:llm_ttft_slo_errors:ratio_rate30m / 0.001 > 6)"
+        );
+        let burn = rules.iter().find(|r| r.name == "TTFTBudgetBurn").unwrap();
+        assert_eq!(
+            burn.promql("gpu", Scope::Fleet),
+            q("TTFTBudgetBurn").replace("instance_model_name:", "model_name:")
         );
         assert_eq!(
             q("DriverVersionSkew"),
@@ -489,15 +561,30 @@ mod tests {
 
     /// A per-node alert keeps `instance`: every aggregation keeps it, and
     /// none counts or tests absence across series. A fleet alert says it
-    /// has none.
+    /// has none. A verdict on models is printed at both scopes, labelled
+    /// so, and links its runbook through no engine.
     #[test]
     fn per_node_alerts_keep_their_instance() {
         let p = printing();
         let mut fleet = Vec::new();
+        let mut both = Vec::new();
         for r in defaults() {
-            let q = r.promql("gpu");
+            let q = r.promql("gpu", Scope::Node);
             if r.fleet() {
                 fleet.push(r.name.clone());
+                continue;
+            }
+            let file = rule_file(std::slice::from_ref(&r), &p);
+            if r.over_engines() {
+                both.push(r.name.clone());
+                let node = file.find("scope: node\n").unwrap();
+                let fleet = file.find("scope: fleet\n").unwrap();
+                assert!(node < fleet, "{file}");
+                assert!(!file.contains("runbook_url"), "{file}");
+                for by in file.split(" by (").skip(1) {
+                    let labels = &by[..by.find(')').unwrap()];
+                    assert!(["job, instance, model_name", "model_name"].contains(&labels));
+                }
                 continue;
             }
             assert!(
@@ -509,15 +596,13 @@ mod tests {
                 let labels = &by[..by.find(')').unwrap()];
                 assert!(labels.contains("instance"), "{}: {q}", r.name);
             }
-            let file = rule_file(std::slice::from_ref(&r), &p);
             assert!(file.contains("runbook_url: 'x/") || r.name == "ExporterDown");
             assert!(!file.contains("scope:"), "{}", r.name);
         }
+        assert_eq!(fleet, ["ExporterAbsent", "DriverVersionSkew"]);
         assert_eq!(
-            fleet,
+            both,
             [
-                "ExporterAbsent",
-                "DriverVersionSkew",
                 "TTFTBudgetBurn",
                 "TTFTBudgetBurnSlow",
                 "EngineAvailabilityBurn",
@@ -548,10 +633,16 @@ mod tests {
         let p = printing();
         let file = rule_file(std::slice::from_ref(&custom), &p);
         for w in ["10s", "90s", "5m", "3d"] {
-            let record = format!("- record: model_name:llm_ttft_slo_errors:ratio_rate{w}\n");
-            assert!(file.contains(&record), "{w}: {file}");
+            for level in ["model_name", "instance_model_name"] {
+                let record = format!("- record: {level}:llm_ttft_slo_errors:ratio_rate{w}\n");
+                assert!(file.contains(&record), "{w}: {file}");
+            }
         }
-        assert!(custom.promql("gpu").contains("ratio_rate90s / 0.01 > 2"));
+        assert!(
+            custom
+                .promql("gpu", Scope::Node)
+                .contains("ratio_rate90s / 0.01 > 2")
+        );
     }
 
     /// A model's own threshold and objective select it by name, quotes and
@@ -560,7 +651,7 @@ mod tests {
     fn per_model_settings_select_their_model() {
         let name = "o'k\"x\\y";
         let own = [(name.to_string(), 0.5)];
-        let (good, _) = requests("5m", 0.3, &own);
+        let (good, _) = requests("5m", 0.3, &own, Scope::Fleet);
         let at = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name="o'k\"x\\y",le=~"0.5"}[5m])"#;
         assert!(good.contains(at), "{good}");
         let rest = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name!="o'k\"x\\y",le=~"0.3"}[5m])"#;
@@ -577,7 +668,7 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(
-            burn.promql("gpu"),
+            burn.promql("gpu", Scope::Fleet),
             r#"((model_name:llm_ttft_slo_errors:ratio_rate3d{model_name="o'k\"x\\y"} / 0.01 > 1 and model_name:llm_ttft_slo_errors:ratio_rate6h{model_name="o'k\"x\\y"} / 0.01 > 1)) or ((model_name:llm_ttft_slo_errors:ratio_rate3d{model_name!="o'k\"x\\y"} / 0.001 > 1 and model_name:llm_ttft_slo_errors:ratio_rate6h{model_name!="o'k\"x\\y"} / 0.001 > 1))"#
         );
         let p = Printing {

@@ -103,24 +103,28 @@ fn parse_selector(s: &str) -> (String, BTreeMap<String, String>) {
     (name.to_string(), labels)
 }
 
-/// `{severity: page, gpu: "1", uuid: GPU-1}` to who the alert is about.
-fn who(labels: &str) -> String {
+/// `{severity: page, gpu: "1", uuid: GPU-1}` to who the alert is about;
+/// none for an alert across the fleet, which the exporter does not judge.
+fn who(labels: &str) -> Option<String> {
     let map: BTreeMap<&str, &str> = labels
         .trim_matches(|c| c == '{' || c == '}')
         .split(',')
         .filter_map(|kv| kv.split_once(':'))
         .map(|(k, v)| (k.trim(), unquote(v)))
         .collect();
-    match (map.get("gpu"), map.get("model_name")) {
+    if map.get("scope") == Some(&"fleet") {
+        return None;
+    }
+    Some(match (map.get("gpu"), map.get("model_name")) {
         (Some(g), _) => format!("gpu{g}"),
         (_, Some(m)) => m.to_string(),
         _ => "exporter".into(),
-    }
+    })
 }
 
 fn parse(text: &str) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
-    let mut pending_who: Option<String> = None;
+    let mut pending_who: Option<Option<String>> = None;
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         let group = groups.last_mut();
@@ -153,9 +157,9 @@ fn parse(text: &str) -> Vec<Group> {
             pending_who = Some(who(l.trim()));
         } else if let Some(s) = line.strip_prefix("summary:") {
             let check = group.unwrap().checks.last_mut().unwrap();
-            check
-                .expected
-                .insert((pending_who.take().unwrap(), unquote(s).to_string(), None));
+            if let Some(who) = pending_who.take().unwrap() {
+                check.expected.insert((who, unquote(s).to_string(), None));
+            }
         } else if let Some(w) = line.strip_prefix("workloads:") {
             // Right after its alert's summary.
             let check = group.unwrap().checks.last_mut().unwrap();
@@ -386,7 +390,18 @@ fn the_exporter_reaches_promtools_verdicts() {
     let rules = cover_failures(defaults(), Duration::from_secs(60));
     assert!(groups.len() >= 18, "{} groups", groups.len());
     let mut checked = 0;
+    let mut nodes_apart = 0;
     for (g, group) in groups.iter().enumerate() {
+        // One exporter sees one node's models: a case of a model on
+        // several is Prometheus'.
+        let instances: BTreeSet<&String> = (group.series.iter())
+            .filter(|x| x.labels.contains_key("model_name"))
+            .filter_map(|x| x.labels.get("instance"))
+            .collect();
+        if instances.len() > 1 {
+            nodes_apart += 1;
+            continue;
+        }
         let mut e = Evaluator::new(rules.clone());
         let last = group.checks.iter().map(|c| c.at).max().unwrap();
         let mut step = 0;
@@ -431,7 +446,8 @@ fn the_exporter_reaches_promtools_verdicts() {
             step += 1;
         }
     }
-    println!("{checked} checks");
+    println!("{checked} checks; {nodes_apart} cases over several nodes left to promtool");
+    assert_eq!(nodes_apart, 1);
     assert!(checked >= 40, "{checked} checks");
 }
 
@@ -443,7 +459,11 @@ fn values_expand_like_promtool() {
         [Some(5.0), Some(5.0), Some(5.0), None, Some(1.0)]
     );
     assert_eq!(expand_values("10-1x2"), [10.0, 9.0, 8.0].map(Some));
-    assert_eq!(who(r#"{severity: page, gpu: "1", uuid: GPU-1}"#), "gpu1");
-    assert_eq!(who("{severity: ticket}"), "exporter");
+    assert_eq!(
+        who(r#"{severity: page, gpu: "1", uuid: GPU-1}"#).unwrap(),
+        "gpu1"
+    );
+    assert_eq!(who("{severity: ticket}").unwrap(), "exporter");
+    assert_eq!(who("{severity: page, scope: fleet, model_name: m}"), None);
     assert_eq!(seconds("2d4h40m"), 2 * 86_400 + 4 * 3600 + 40 * 60);
 }

@@ -136,6 +136,12 @@ mod tests {
             };
             let targets = inner(lines.next().unwrap(), "target_matchers:").unwrap();
             let equal = inner(lines.next().unwrap(), "equal:").unwrap();
+            // Fleet alerts muting node ones: Prometheus' alone.
+            if source == "scope=\"fleet" {
+                assert_eq!(targets, "scope=\"node");
+                assert_eq!(equal, "cluster, alertname, model_name");
+                continue;
+            }
             let source = source.strip_prefix("alertname=\"").unwrap().to_string();
             let targets = targets.strip_prefix("alertname=~\"").unwrap();
             let targets = targets.split('|').map(String::from).collect();

@@ -519,22 +519,27 @@ impl Rule {
 
     /// Whether its alerts are about the fleet, not one node: its expression
     /// aggregates `instance` away (driver versions across the job, a job
-    /// without targets, a model's TTFT across whoever serves it).
+    /// without targets).
     pub fn fleet(&self) -> bool {
+        matches!(self.expr, Expr::DriverVersionSkew | Expr::JobAbsent)
+    }
+
+    /// Whether it judges models over the engines' own series, which
+    /// Prometheus scrapes from the engines: printed per engine instance,
+    /// as the exporter judges, and per model across the fleet.
+    pub fn over_engines(&self) -> bool {
         matches!(
             self.expr,
-            Expr::DriverVersionSkew
-                | Expr::JobAbsent
-                | Expr::BurnRate { .. }
-                | Expr::AvailabilityBurn { .. }
+            Expr::BurnRate { .. } | Expr::AvailabilityBurn { .. }
         )
     }
 
     /// Whether the exporter it is about can serve its runbook: not for a
-    /// fleet alert (no instance to link through) nor for one that fires
-    /// because that exporter cannot be scraped.
+    /// fleet alert (no instance to link through), one over the engines'
+    /// series (whose `instance` is an engine), nor one that fires because
+    /// that exporter cannot be scraped.
     pub fn runbook_on_instance(&self) -> bool {
-        !self.fleet() && !matches!(self.expr, Expr::ExporterDown)
+        !self.fleet() && !self.over_engines() && !matches!(self.expr, Expr::ExporterDown)
     }
 
     /// The runbook for this rule: `<runbook>.md` under `base`.

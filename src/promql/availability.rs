@@ -2,21 +2,22 @@
 //! `fill::engines::profile` reads them: per model, the requests the engine
 //! failed of those it answered (a client's abort is in neither).
 
-use super::error_ratio as ttft_ratio;
+use super::{Scope, error_ratio as ttft_ratio};
 use crate::alerts::rules::{Expr, Rule};
 use crate::base::time::format_duration;
 use crate::fill::engines::profile::{self, Role};
 use std::fmt::Write;
 use std::time::Duration;
 
-/// The recorded availability error ratio over `window`.
-pub fn error_ratio(window: Duration) -> String {
-    ttft_ratio(window).replace("llm_ttft_slo_errors", "engine_request_errors")
+/// The recorded availability error ratio over `window`, at `scope`.
+pub fn error_ratio(scope: Scope, window: Duration) -> String {
+    ttft_ratio(scope, window).replace("llm_ttft_slo_errors", "engine_request_errors")
 }
 
-/// The failed and the answered requests by model, over every engine's
-/// counters, each selected series put through `of` (a `rate`, or none).
-pub fn requests(of: &dyn Fn(String) -> String) -> (String, String) {
+/// The failed and the answered requests by model at `scope`, over every
+/// engine's counters, each selected series put through `of` (a `rate`, or
+/// none).
+pub fn requests(of: &dyn Fn(String) -> String, scope: Scope) -> (String, String) {
     let (mut failed, mut answered) = (Vec::new(), Vec::new());
     for p in profile::all().iter().filter(|p| !p.outcomes.is_empty()) {
         let sum = |role: Role| {
@@ -34,7 +35,7 @@ pub fn requests(of: &dyn Fn(String) -> String) -> (String, String) {
                             format!("label_replace({e}, \"model_name\", \"$1\", \"{l}\", \"(.+)\")")
                         }
                     };
-                    format!("sum by (model_name) ({e})")
+                    format!("sum by ({}) ({e})", scope.by())
                 })
                 .collect();
             (!parts.is_empty()).then(|| parts.join(" + "))
@@ -52,12 +53,12 @@ pub fn requests(of: &dyn Fn(String) -> String) -> (String, String) {
     (any(failed), any(answered))
 }
 
-/// The error ratio's records, one per window in `windows`.
-pub fn records(y: &mut String, windows: &[Duration]) {
+/// The error ratio's records at `scope`, one per window in `windows`.
+pub fn records(y: &mut String, windows: &[Duration], scope: Scope) {
     for &w in windows {
         let rate = |s: String| format!("rate({s}[{}])", format_duration(w));
-        let (failed, answered) = requests(&rate);
-        let _ = writeln!(y, "      - record: {}", error_ratio(w));
+        let (failed, answered) = requests(&rate, scope);
+        let _ = writeln!(y, "      - record: {}", error_ratio(scope, w));
         let _ = writeln!(
             y,
             "        expr: {}",

@@ -192,3 +192,107 @@ fn a_remap_failure_mutes_that_gpus_xid_page_in_alertmanager() {
         }
     }
 }
+
+/// Two nodes (two exporters on the simulator) serve `both`, burning on
+/// each, and `lone`, burning on node A only, where node B serves it a
+/// hundred times as fast and healthy: across the fleet `lone` is 0.5%
+/// slow, 5x, under every factor. Prometheus fires `TTFTBudgetBurn` at node
+/// scope for both nodes' `both` and node A's `lone`, and at fleet scope
+/// for `both` only. In the shipped Alertmanager the fleet page mutes its
+/// node pages; node A's `lone` pages on its own.
+#[test]
+fn a_fleet_burn_mutes_its_node_burns_and_a_lone_node_pages() {
+    if !have("prometheus", &["--version"]) || !have("prometheus-alertmanager", &["--version"]) {
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut am = Alertmanager::start(&root.join(CONFIG));
+    let rules = crate::common::temp_file(
+        "am-scope-rules.json",
+        r#"{ "rules": [{ "name": "TTFTBudgetBurn", "for": "2s",
+             "windows": [{ "long": "20s", "short": "5s", "factor": 14.4 }] }] }"#,
+    );
+    let rules = rules.to_str().unwrap();
+    let printed = crate::common::run(&["--print-rules", "--rules.file", rules]);
+    assert_eq!(printed.status.code(), Some(0));
+    let printed = crate::common::temp_file(
+        "am-scope-rules.yml",
+        &String::from_utf8_lossy(&printed.stdout),
+    );
+    let node = |name: &str, lone_rps: u32, lone_slow: f64| {
+        let scenario = format!(
+            r#"{{"gpus":[{{}}],"models":[
+              {{"name":"both","requests_per_second":100,"slow_fraction":0.5}},
+              {{"name":"lone","requests_per_second":{lone_rps},"slow_fraction":{lone_slow}}}]}}"#
+        );
+        Exporter::on_scenario(name, &scenario, &["--rules.file", rules])
+    };
+    let (a, b) = (
+        node("am-node-a.json", 50, 0.5),
+        node("am-node-b.json", 5000, 0.0),
+    );
+    let _prom = Prometheus::with_config(
+        &format!("prometheus-am-scope-{}", am.addr.port()),
+        &format!(
+            "rule_files:\n  - '{}'\n\
+             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}', '{}']\n\
+             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
+            printed.display(),
+            a.addr,
+            b.addr,
+            am.addr
+        ),
+    );
+    let (a_at, b_at) = (a.addr.to_string(), b.addr.to_string());
+    let burn = |alerts: &[AmAlert], scope: &str, model: &str, at: &str| {
+        alerts
+            .iter()
+            .find(|x| {
+                label(x, "alertname") == "TTFTBudgetBurn"
+                    && label(x, "scope") == scope
+                    && label(x, "model_name") == model
+                    && label(x, "instance") == at
+            })
+            .map(|x| {
+                (
+                    x.status.state.clone(),
+                    x.status.inhibited_by.clone(),
+                    x.fingerprint.clone(),
+                )
+            })
+    };
+    let alerts = eventually(Duration::from_secs(90), || {
+        let alerts = am.alerts();
+        let all = [
+            ("node", "both", a_at.as_str()),
+            ("node", "both", b_at.as_str()),
+            ("node", "lone", a_at.as_str()),
+            ("fleet", "both", ""),
+        ];
+        match all
+            .iter()
+            .all(|(s, m, at)| burn(&alerts, s, m, at).is_some())
+        {
+            true => Ok(alerts),
+            false => Err(format!("Alertmanager holds {alerts:#?}")),
+        }
+    });
+    let fleet = burn(&alerts, "fleet", "both", "").unwrap();
+    assert_eq!((fleet.0.as_str(), fleet.1.len()), ("active", 0));
+    for at in [&a_at, &b_at] {
+        let muted = burn(&alerts, "node", "both", at).unwrap();
+        assert_eq!(
+            (muted.0.as_str(), &muted.1),
+            ("suppressed", &vec![fleet.2.clone()]),
+            "both on {at}, muted by its fleet page: {alerts:#?}"
+        );
+    }
+    let lone = burn(&alerts, "node", "lone", &a_at).unwrap();
+    assert_eq!(
+        (lone.0.as_str(), lone.1.len()),
+        ("active", 0),
+        "{alerts:#?}"
+    );
+    assert_eq!(burn(&alerts, "node", "lone", &b_at), None, "{alerts:#?}");
+    assert_eq!(burn(&alerts, "fleet", "lone", ""), None, "{alerts:#?}");
+}

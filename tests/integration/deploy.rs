@@ -1604,13 +1604,26 @@ fn amtool_checks_the_alertmanager_config() {
     let report = text(&out);
     assert!(out.status.success(), "{report}");
     assert!(report.contains("SUCCESS"), "{report}");
-    assert!(report.contains("8 inhibit rules"), "{report}");
+    assert!(report.contains("9 inhibit rules"), "{report}");
     for (labels, receiver) in [
         (
             &["severity=page", "alertname=GPULost", "uuid=GPU-1"][..],
             "page",
         ),
         (&["severity=ticket", "alertname=GPUXidEvents"][..], "ticket"),
+        (
+            &[
+                "severity=page",
+                "alertname=TTFTBudgetBurn",
+                "scope=node",
+                "model_name=m",
+            ][..],
+            "page",
+        ),
+        (
+            &["severity=ticket", "alertname=EngineDown", "model_name=m"][..],
+            "ticket",
+        ),
         (&["alertname=Watchdog"][..], "null"),
     ] {
         let out = Command::new("amtool")

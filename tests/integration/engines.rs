@@ -462,7 +462,10 @@ fn ported(mut child: Child) -> Double {
 }
 
 /// A real Prometheus scraping the same doubles with the printed rules
-/// agrees with the exporter's own verdicts on the engines' models.
+/// agrees with the exporter's own verdicts on the engines' models, each
+/// model's own SLO settings (`--engine.config`) included: strict (0.5%
+/// over 0.25 s, 5x at 99.9%) burns at its own 99.99% (50x); slowish (3%
+/// over 0.25 s, 30x there) is quiet at its own 500 ms bound.
 #[test]
 fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     if !python_ready() || !have("prometheus", &["--version"]) {
@@ -470,17 +473,30 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     }
     let doubles = [
         growing("vllm", "burning", &["600:5"]),
-        growing("sglang", "healthy", &["100:5"]),
+        growing("sglang", "strict", &["100:199", "600:1"]),
         growing("trtllm", "slowish", &["100:97", "270:3"]),
         ending("vllm", "failing", &["stop:99", "error:1"]),
     ];
     let rules = crate::common::temp_file("engine-diff.json", DIFF_RULES);
     let rules = rules.to_str().unwrap();
-    let printed = crate::common::run(&["--print-rules", "--rules.file", rules]);
+    let own = crate::common::temp_file(
+        "engine-diff-slo.json",
+        r#"{"models": [{"name": "strict", "objective": 0.9999},
+                       {"name": "slowish", "ttft_threshold": "500ms"}]}"#,
+    );
+    let own = own.to_str().unwrap();
+    let printed = crate::common::run(&[
+        "--print-rules",
+        "--rules.file",
+        rules,
+        "--engine.config",
+        own,
+    ]);
     assert_eq!(printed.status.code(), Some(0));
     let printed =
         crate::common::temp_file("engine-diff.yml", &String::from_utf8_lossy(&printed.stdout));
     let mut args = vec!["--engine.interval", "1s", "--rules.file", rules];
+    args.extend(["--engine.config", own]);
     for d in &doubles {
         args.extend(["--engine.endpoint", d.url.as_str()]);
     }
@@ -505,13 +521,14 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     // Ours only for the engines' models: the simulator serves its own too.
     let engines_only = |f: BTreeSet<(String, String)>| -> BTreeSet<(String, String)> {
         f.into_iter()
-            .filter(|(_, who)| ["burning", "healthy", "slowish", "failing"].contains(&who.as_str()))
+            .filter(|(_, who)| ["burning", "strict", "slowish", "failing"].contains(&who.as_str()))
             .collect()
     };
     let want: BTreeSet<(String, String)> = [
         ("TTFTBudgetBurn", "burning"),
         ("TTFTBudgetBurnSlow", "burning"),
-        ("TTFTBudgetBurnSlow", "slowish"),
+        ("TTFTBudgetBurn", "strict"),
+        ("TTFTBudgetBurnSlow", "strict"),
         ("EngineAvailabilityBurn", "failing"),
     ]
     .iter()
@@ -519,22 +536,27 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     .collect();
     let both = crate::common::eventually(Duration::from_secs(60), || {
         let ours = engines_only(crate::prometheus::firing(&e.get("/alerts", &[]).body));
-        let theirs = prom
+        let body = prom
             .get("/api/v1/alerts")
-            .map(|(_, b)| crate::prometheus::firing(&b))
+            .map(|(_, b)| b)
             .unwrap_or_default();
-        match (ours == want, theirs == want) {
-            (true, true) => Ok((ours, theirs)),
-            _ => Err(format!("exporter {ours:?}, Prometheus {theirs:?}")),
+        let theirs = crate::prometheus::firing(&body);
+        // Each model on one engine: its fleet is that one instance.
+        let fleet = crate::prometheus::firing_at(&body, true);
+        match (ours == want, theirs == want, fleet == want) {
+            (true, true, true) => Ok((ours, theirs)),
+            _ => Err(format!(
+                "exporter {ours:?}, Prometheus {theirs:?} and across the fleet {fleet:?}"
+            )),
         }
     });
     assert_eq!(both.0, both.1);
 }
 
-/// Windows in seconds; slowish (3% over 0.25 s, a 30x burn) holds the
-/// slow pair's factor of 20 but not the fast pair's 40; failing (1% engine
-/// errors, a 10x availability burn) the fast pair's 9.5 but not the slow
-/// pair's 20.
+/// Windows in seconds; a 30x TTFT burn would hold the slow pair's factor
+/// of 20 but not the fast pair's 40, strict's 50x holds both; failing (1%
+/// engine errors, a 10x availability burn) the fast pair's 9.5 but not the
+/// slow pair's 20.
 const DIFF_RULES: &str = r#"{ "rules": [
   { "name": "EngineAvailabilityBurn", "for": "2s",
     "windows": [{ "long": "12s", "short": "4s", "factor": 9.5 }] },

@@ -68,11 +68,21 @@ pub fn http_get(addr: &str, path: &str) -> Option<String> {
 }
 
 /// Firing alerts in a Prometheus-shaped `/api/v1/alerts` body, as
-/// (alertname, gpu or model_name).
+/// (alertname, gpu or model_name), at node scope: what one exporter sees.
 pub fn firing(body: &str) -> BTreeSet<(String, String)> {
+    firing_at(body, false)
+}
+
+/// The same for the fleet-scope alerts (`scope="fleet"`) alone, or for
+/// all the others.
+pub fn firing_at(body: &str, fleet: bool) -> BTreeSet<(String, String)> {
     body.split(r#"{"labels":{"#)
         .skip(1)
         .filter(|alert| alert.contains(r#""state":"firing""#))
+        .filter(|alert| {
+            let labels = &alert[..alert.find('}').unwrap()];
+            labels.contains(r#""scope":"fleet""#) == fleet
+        })
         .map(|alert| {
             let labels = &alert[..alert.find('}').unwrap()];
             let get = |k: &str| {

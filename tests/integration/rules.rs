@@ -72,20 +72,33 @@ fn check_runbook(name: &str, file: &str) {
 
 /// A per-node alert links to the runbook on the exporter it is about; a
 /// fleet alert (no instance) says so and, like ExporterDown (whose
-/// exporter cannot serve it), links only through --alerts.runbook-base-url.
+/// exporter cannot serve it) and the verdicts on the engines' series
+/// (whose instance is an engine), links only through
+/// --alerts.runbook-base-url.
 #[test]
 fn every_rule_has_a_runbook() {
     let rules = printed();
     let blocks = alert_blocks(&rules);
     assert!(blocks.len() >= 10);
-    let fleet = [
-        "ExporterAbsent",
-        "DriverVersionSkew",
+    let fleet = ["ExporterAbsent", "DriverVersionSkew"];
+    let engines = [
         "TTFTBudgetBurn",
         "TTFTBudgetBurnSlow",
         "EngineAvailabilityBurn",
         "EngineAvailabilityBurnSlow",
     ];
+    for name in engines {
+        let scopes: Vec<&str> = (blocks.iter())
+            .filter(|(n, _)| *n == name)
+            .map(|(_, b)| {
+                b.lines()
+                    .find(|l| l.trim().starts_with("scope:"))
+                    .unwrap()
+                    .trim()
+            })
+            .collect();
+        assert_eq!(scopes, ["scope: node", "scope: fleet"], "{name}");
+    }
     for &(name, block) in &blocks {
         let scope = annotation(block, "scope");
         assert_eq!(scope.is_some(), fleet.contains(&name), "{name}: {scope:?}");
@@ -98,7 +111,7 @@ fn every_rule_has_a_runbook() {
         match annotation(block, "runbook_url") {
             Some(url) => {
                 assert!(
-                    !fleet.contains(&name) && name != "ExporterDown",
+                    !fleet.contains(&name) && !engines.contains(&name) && name != "ExporterDown",
                     "{name}: {url}"
                 );
                 let file = url
@@ -317,9 +330,11 @@ fn per_model_slo_settings_reach_the_printed_rules() {
          - labels: '{{model_name=\"b\"}}'\n            value: 0.03\n          \
          - labels: '{{model_name=\"org/a\"}}'\n            value: 0\n    \
          alert_rule_test:\n      - eval_time: 10m\n        alertname: TTFTBudgetBurn\n        exp_alerts:\n          \
-         - exp_labels: {{severity: page, model_name: v}}\n            exp_annotations:\n              \
+         - exp_labels: {{severity: page, scope: node, model_name: v, instance: node-a:9400}}\n            exp_annotations:\n              \
          summary: v is burning its TTFT error budget fast (30.0x)\n              \
-         scope: 'fleet: this alert has no instance label; it is about every target of the job, not one node'\n              \
+         runbook: 'TTFTBudgetBurn.md: every gpu-exporter serves it at /docs/runbooks/TTFTBudgetBurn.md; --alerts.runbook-base-url makes this a link that needs no exporter up'\n          \
+         - exp_labels: {{severity: page, scope: fleet, model_name: v}}\n            exp_annotations:\n              \
+         summary: v is burning its TTFT error budget fast (30.0x)\n              \
          runbook: 'TTFTBudgetBurn.md: every gpu-exporter serves it at /docs/runbooks/TTFTBudgetBurn.md; --alerts.runbook-base-url makes this a link that needs no exporter up'\n",
         rules.display()
     );
