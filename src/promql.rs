@@ -205,18 +205,23 @@ impl Signal {
             Signal::GoodRequests => {
                 format!("{}_bucket{{le=\"{}\"}}", TTFT.name, num(TTFT_SLO_SECONDS))
             }
-            // Every engine's counters as the reader sums them: an instant
-            // vector by model.
-            Signal::AnsweredRequests | Signal::ServedRequests => {
-                let (failed, answered) = availability::requests(&|s| s, Scope::Node);
-                match self {
-                    Signal::AnsweredRequests => answered,
-                    _ => format!("({answered} - {failed})"),
-                }
-            }
+            Signal::AnsweredRequests | Signal::ServedRequests => self.outcomes(&|s| s),
             // A counter without its series: empty, and a test fails.
             _ if self.is_counter() => String::new(),
             gauge => gauge.gauge(),
+        }
+    }
+}
+
+impl Signal {
+    /// Every engine's answered or served requests as the reader sums them,
+    /// by model, each counter put through `of`: a range function must
+    /// reach the counters themselves, not the sum over them.
+    fn outcomes(self, of: &dyn Fn(String) -> String) -> String {
+        let (failed, answered) = availability::requests(of, Scope::Node);
+        match self {
+            Signal::AnsweredRequests => answered,
+            _ => format!("({answered} - {failed})"),
         }
     }
 }
@@ -228,18 +233,31 @@ impl Rule {
     pub fn promql(&self, job: &str, scope: Scope) -> String {
         let cmp = |value: String| format!("{value} {} {}", self.cmp.as_str(), num(self.threshold));
         let range = |f: &str, s: Signal, w: Duration| {
-            format!(
-                "sum by ({}) ({f}({}[{}]))",
-                s.by(),
-                s.series(),
-                format_duration(w)
-            )
+            let w = format_duration(w);
+            match s {
+                Signal::AnsweredRequests | Signal::ServedRequests => {
+                    s.outcomes(&|c| format!("{f}({c}[{w}])"))
+                }
+                _ => format!("sum by ({}) ({f}({}[{w}]))", s.by(), s.series()),
+            }
         };
         match &self.expr {
             Expr::Gauge(s) => cmp(s.gauge()),
             &Expr::Increase(s, w) => cmp(range("increase", s, w)),
             &Expr::Rate(s, w) => cmp(range("rate", s, w)),
-            &Expr::Deriv(s, w) => cmp(format!("deriv({}[{}])", s.gauge(), format_duration(w))),
+            &Expr::Deriv(s, w) => {
+                let g = s.gauge();
+                let w = format_duration(w);
+                // A range needs a selector; over an expression, a subquery
+                // at the evaluation interval.
+                match g
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_:".contains(c))
+                {
+                    true => cmp(format!("deriv({g}[{w}])")),
+                    false => cmp(format!("deriv(({g})[{w}:])")),
+                }
+            }
             Expr::BurnRate { objective, windows }
             | Expr::AvailabilityBurn { objective, windows } => {
                 let ratio = |w| match availability::reads(self) {

@@ -338,12 +338,54 @@ fn per_model_slo_settings_reach_the_printed_rules() {
          runbook: 'TTFTBudgetBurn.md: every gpu-exporter serves it at /docs/runbooks/TTFTBudgetBurn.md; --alerts.runbook-base-url makes this a link that needs no exporter up'\n",
         rules.display()
     );
-    let test = temp_file("slo-rules.test.yml", &test);
+    promtool("test", &temp_file("slo-rules.test.yml", &test));
+}
+
+/// `promtool <what> rules FILE`, which must succeed.
+fn promtool(what: &str, file: &Path) {
     let out = std::process::Command::new("promtool")
-        .args(["test", "rules"])
-        .arg(&test)
+        .args([what, "rules"])
+        .arg(file)
         .output()
         .unwrap();
     let text = crate::common::output_text(&out);
     assert!(out.status.success() && text.contains("SUCCESS"), "{text}");
+}
+
+/// Every signal, in every kind of rule it suits, prints an expression
+/// promtool parses: a range function over a signal that sums several
+/// engines' counters reaches each counter, not the sum.
+#[test]
+fn every_signal_prints_promql_that_promtool_parses() {
+    use gpu_exporter::internals::alerts::rules::Signal;
+    if !have("promtool", &["--version"]) {
+        return;
+    }
+    let mut rules = Vec::new();
+    for (i, s) in Signal::ALL.iter().enumerate() {
+        let kinds: &[&str] = match s.is_counter() {
+            true => &["increase", "rate"],
+            false => &["gauge", "deriv"],
+        };
+        for k in kinds {
+            let window = match *k {
+                "gauge" => String::new(),
+                _ => r#","window":"5m""#.into(),
+            };
+            rules.push(format!(
+                r#"{{"name":"R{i}{k}","kind":"{k}","signal":"{}"{window},"op":">","threshold":1,"severity":"ticket"}}"#,
+                s.name()
+            ));
+        }
+    }
+    let file = temp_file(
+        "every-signal.json",
+        &format!(r#"{{"rules":[{}]}}"#, rules.join(",")),
+    );
+    let out = run(&["--print-rules", "--rules.file", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    promtool(
+        "check",
+        &temp_file("every-signal.yml", &String::from_utf8_lossy(&out.stdout)),
+    );
 }
