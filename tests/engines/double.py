@@ -6,7 +6,7 @@ Triton uses prometheus-cpp, whose text the double writes by hand.
 
   double.py --engine vllm|vllm-v0|sglang|trtllm|nim|triton|vllm-custom
             [--mode steady|grow|hang|garbage|huge] [--observe MS:N ...]
-            [--model NAME] [--outcomes REASON:N ...]
+            [--model NAME] [--outcomes REASON:N ...] [--delay S] [--reads FILE]
 
 It serves on 127.0.0.1 at a port of its own and prints `PORT <n>` once
 listening. `--observe 100:97 270:2 600:1` records 97 requests at 100 ms,
@@ -15,8 +15,10 @@ so what an exporter reads is exact; `--mode grow` records them again every
 100 ms, a steady flow of that mix. `--outcomes stop:99 error:1` counts
 requests by how they ended, with each engine's own counters (vLLM's
 finished_reason, SGLang's aborted of all, trtllm-serve's 5xx errors, NIM's
-failures, Triton's failure reasons), once and again with each grow. It exits
-after --lifetime seconds."""
+failures, Triton's failure reasons), once and again with each grow.
+`--delay 1` answers each read a second after it came; `--reads FILE` adds a
+line to FILE as each read comes, so that a test counts them exactly. It
+exits after --lifetime seconds."""
 import argparse, sys, threading, time
 from wsgiref.simple_server import make_server, WSGIRequestHandler
 from prometheus_client import CollectorRegistry, Counter, Histogram, Gauge
@@ -148,6 +150,8 @@ def main():
     a.add_argument("--model", default=MODEL)
     a.add_argument("--port", type=int, default=0)
     a.add_argument("--outcomes", nargs="*", default=[])
+    a.add_argument("--delay", type=float, default=0)
+    a.add_argument("--reads")
     args = a.parse_args()
     MODEL = args.model
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
@@ -174,6 +178,10 @@ def main():
         threading.Thread(target=flow, daemon=True).start()
 
     def app(environ, start):
+        if args.reads:
+            with open(args.reads, "a") as f:
+                f.write("read\n")
+        time.sleep(args.delay)
         if args.mode == "hang":
             time.sleep(args.lifetime)
         if args.mode == "garbage":

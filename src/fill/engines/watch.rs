@@ -13,7 +13,7 @@ use crate::config::engines::{Endpoint, Engine, Engines};
 use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
 use std::collections::HashSet;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct Shared {
@@ -22,6 +22,9 @@ struct Shared {
     models: Vec<Model>,
     /// New endpoints and settings (SIGHUP), taken at the next round.
     next: Option<Engines>,
+    /// How many times `next` was set: a wait between rounds wakes at a
+    /// change, to time the next round by the new interval.
+    retunes: u64,
     stop: bool,
 }
 
@@ -65,16 +68,21 @@ impl Watch {
 }
 
 /// Hands the engine reader new endpoints and settings (SIGHUP): they take
-/// effect at its next round. An endpoint in both keeps its state (up,
-/// error counts, the models last read); one gone drops out, a new one
-/// starts fresh.
+/// effect at its next round, which starts the new interval after the last
+/// one started (at once where that is past): a shorter interval is not
+/// held back by the old one's wait. An endpoint in both keeps its state
+/// (up, error counts, the models last read); one gone drops out, a new
+/// one starts fresh.
 #[derive(Clone)]
 pub struct Retune(Cell);
 
 impl Retune {
     /// Sets what the next round reads.
     pub fn set(&self, options: Engines) {
-        lock(&self.0).next = Some(options);
+        let mut s = lock(&self.0);
+        s.next = Some(options);
+        s.retunes += 1;
+        self.0.1.notify_all();
     }
 }
 
@@ -176,14 +184,29 @@ fn run(mut options: Engines, cell: &Cell) {
         }
         s.endpoints = states;
         s.models = models;
-        let wait = options.interval.saturating_sub(round.elapsed());
-        let (s, _) = cell
-            .1
-            .wait_timeout_while(s, wait, |s| !s.stop)
-            .unwrap_or_else(|e| e.into_inner());
-        if s.stop {
+        if pause(cell, s, round, options.interval) {
             return;
         }
+    }
+}
+
+/// Waits until the round that started at `round` is an `interval` old,
+/// or the interval of settings handed over since, whichever is the
+/// latest: each handover wakes it. Whether the reader is to stop.
+fn pause(cell: &Cell, mut s: MutexGuard<'_, Shared>, round: Instant, interval: Duration) -> bool {
+    // Each turn ends at the interval's end, a stop or a handover; those
+    // come at most once a `RELOAD_SPACING` (the reload thread's).
+    loop {
+        let interval = s.next.as_ref().map_or(interval, |n| n.interval);
+        let wait = interval.saturating_sub(round.elapsed());
+        if s.stop || wait.is_zero() {
+            return s.stop;
+        }
+        let seen = s.retunes;
+        s = (cell.1)
+            .wait_timeout_while(s, wait, |s| !s.stop && s.retunes == seen)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 
@@ -402,4 +425,60 @@ pub fn judge(
         });
     }
     models
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pause` on its own thread from `round`, at `interval`, with
+    /// `hand` handed over after `after`: whether it said stop, and when
+    /// it ended, from `round`.
+    fn paused(interval: Duration, after: Duration, hand: Option<Engines>) -> (bool, Duration) {
+        let cell: Cell = Arc::default();
+        let round = Instant::now();
+        let theirs = cell.clone();
+        let waiting = std::thread::spawn(move || {
+            (
+                pause(&theirs, lock(&theirs), round, interval),
+                round.elapsed(),
+            )
+        });
+        std::thread::sleep(after);
+        match hand {
+            Some(e) => Retune(cell.clone()).set(e),
+            None => {
+                lock(&cell).stop = true;
+                cell.1.notify_all();
+            }
+        }
+        waiting.join().unwrap()
+    }
+
+    fn every(ms: u64) -> Option<Engines> {
+        Some(Engines {
+            interval: Duration::from_millis(ms),
+            ..Engines::default()
+        })
+    }
+
+    #[test]
+    fn a_handover_times_the_next_round_by_its_own_interval() {
+        let ms = Duration::from_millis;
+        // 30 s cut short: 100ms is past at the handover, so at once.
+        let (stop, took) = paused(Duration::from_secs(30), ms(200), every(100));
+        assert!(!stop && took >= ms(200) && took < ms(2000), "{took:?}");
+        // 30 s cut to 600ms from the round's start, not the handover's.
+        let (stop, took) = paused(Duration::from_secs(30), ms(200), every(600));
+        assert!(!stop && took >= ms(600) && took < ms(2000), "{took:?}");
+        // The same interval again: no round early.
+        let (stop, took) = paused(ms(700), ms(100), every(700));
+        assert!(!stop && took >= ms(700) && took < ms(2000), "{took:?}");
+        // A longer one: the wait goes on to it.
+        let (stop, took) = paused(ms(300), ms(50), every(900));
+        assert!(!stop && took >= ms(900) && took < ms(3000), "{took:?}");
+        // A stop ends it at once.
+        let (stop, took) = paused(Duration::from_secs(30), ms(100), None);
+        assert!(stop && took < ms(2000), "{took:?}");
+    }
 }
