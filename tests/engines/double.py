@@ -16,7 +16,7 @@ so what an exporter reads is exact; `--mode grow` records them again every
 requests by how they ended, with each engine's own counters (vLLM's
 finished_reason, SGLang's aborted of all, trtllm-serve's 5xx errors, NIM's
 failures, Triton's failure reasons), once and again with each grow.
-`--delay 1` answers each read a second after it came; `--reads FILE` adds a
+`--no-ttft` (vllm) counts outcomes with no TTFT series. `--delay 1` answers each read a second after it came; `--reads FILE` adds a
 line to FILE as each read comes, so that a test counts them exactly. It
 exits after --lifetime seconds."""
 import argparse, sys, threading, time
@@ -31,10 +31,11 @@ SGLANG_TTFT = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 
 TRITON_TTFT_MS = [100, 500, 2000, 5000]
 CUSTOM = [0.1, 0.2, 0.3, 0.5, 1.0, 2.5]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+NO_TTFT = False
 
 
 def observe(children, observations):
-    for i, (ms, n) in enumerate(observations):
+    for i, (ms, n) in enumerate(observations if children else []):
         for _ in range(n):
             children[i % len(children)].observe(ms / 1000.0)
 
@@ -49,8 +50,9 @@ def registry(engine, observations):
         ok = Counter("vllm:request_success", "Finished requests", labels + ["finished_reason"],
                      registry=reg)
         Gauge("vllm:kv_cache_usage_perc", "KV", labels, registry=reg).labels(MODEL, "0").set(0.4)
-        # Two data-parallel engines: the exporter sums them per model.
-        children = [ttft.labels(MODEL, "0"), ttft.labels(MODEL, "1")]
+        # Two data-parallel engines: the exporter sums them per model; none
+        # with --no-ttft (the counters alone, the histogram's head only).
+        children = [] if NO_TTFT else [ttft.labels(MODEL, "0"), ttft.labels(MODEL, "1")]
         for r in ("stop", "length", "abort", "error", "repetition"):
             ok.labels(MODEL, "0", r)
         count = lambda reason, n: ok.labels(MODEL, "0", reason).inc(n)
@@ -141,7 +143,7 @@ class Quiet(WSGIRequestHandler):
 
 
 def main():
-    global MODEL
+    global MODEL, NO_TTFT
     a = argparse.ArgumentParser()
     a.add_argument("--engine", required=True)
     a.add_argument("--mode", default="steady")
@@ -152,8 +154,9 @@ def main():
     a.add_argument("--outcomes", nargs="*", default=[])
     a.add_argument("--delay", type=float, default=0)
     a.add_argument("--reads")
+    a.add_argument("--no-ttft", action="store_true")
     args = a.parse_args()
-    MODEL = args.model
+    MODEL, NO_TTFT = args.model, args.no_ttft
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
     outcomes = [(o.split(":")[0], int(o.split(":")[1])) for o in args.outcomes]
     if args.engine == "triton":

@@ -788,6 +788,19 @@ fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
         ),
         // NIM's failures: 3%.
         ending("nim", "nim-failing", &["stop:97", "error:3"]),
+        // Outcomes counted, no TTFT series: judged by the counters alone.
+        started(&[
+            "--engine",
+            "vllm",
+            "--mode",
+            "grow",
+            "--model",
+            "untimed-failing",
+            "--no-ttft",
+            "--outcomes",
+            "stop:99",
+            "error:1",
+        ]),
     ];
     let rules = crate::common::temp_file("engine-availability.json", AVAILABILITY_RULES);
     let mut args = vec!["--engine.interval", "200ms", "--rules.file"];
@@ -811,6 +824,7 @@ fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
         ("EngineAvailabilityBurn", "trtllm-failing"),
         ("EngineAvailabilityBurn", "nim-failing"),
         ("EngineAvailabilityBurnSlow", "nim-failing"),
+        ("EngineAvailabilityBurn", "untimed-failing"),
     ]
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -826,7 +840,25 @@ fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
     });
     // Held for a while: the verdicts are steady, not a passing state.
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(availability(&e.get("/alerts", &[]).body), want);
+    let alerts = e.get("/alerts", &[]).body;
+    assert_eq!(availability(&alerts), want);
+    // The untimed model: served and up, no TTFT bound and no TTFT verdict.
+    let untimed = crate::prometheus::firing(&alerts);
+    let untimed: Vec<_> = (untimed.iter())
+        .filter(|(a, who)| who == "untimed-failing" && !a.starts_with("EngineAvailability"))
+        .collect();
+    assert!(untimed.is_empty(), "{untimed:?}");
+    let metrics = e.get("/metrics", &[]).body;
+    let url = &doubles[6].url;
+    let more = ",model_name=\"untimed-failing\"";
+    assert_eq!(
+        endpoint_value(&metrics, "gpu_exporter_engine_model_up", url, more),
+        Some(1.0)
+    );
+    let bound = "gpu_exporter_engine_ttft_good_within_seconds";
+    assert_eq!(endpoint_value(&metrics, bound, url, more), None);
+    let said = "model \"untimed-failing\": no TTFT series; judged for availability alone";
+    assert_eq!(e.log().matches(said).count(), 1, "{}", e.log());
 }
 
 /// The endpoints of a round are read at once: four engines that hang

@@ -11,7 +11,7 @@ use super::text::{Parsed, Wanted};
 use crate::base::time::unix_now;
 use crate::config::engines::{Endpoint, Engine, Engines};
 use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -374,6 +374,8 @@ pub fn judge(
 ) -> Vec<Model> {
     let p = profile::profile(engine);
     let (read, past) = profile::models(parsed, want, p);
+    let tallies = profile::outcomes(parsed, want, p);
+    let (counted, past) = counted_only(&read, &tallies, past);
     if past != mem.past_cap {
         if past > 0 {
             log::warn!(
@@ -390,7 +392,6 @@ pub fn judge(
         };
         log::warn!("{engine} at {url}: no TTFT histogram{hint}");
     }
-    let tallies = profile::outcomes(parsed, want, p);
     let mut models = Vec::new();
     for (name, h) in read {
         let h = match h {
@@ -424,7 +425,47 @@ pub fn judge(
             outcomes,
         });
     }
+    for (name, outcomes) in counted {
+        if mem.bad.insert((name.clone(), "no TTFT series".into())) {
+            log::info!(
+                "{engine} at {url}: model {name:?}: no TTFT series; judged for availability alone"
+            );
+        }
+        models.push(Model {
+            name,
+            ttft_seconds: Default::default(),
+            good_within: None,
+            endpoint,
+            stale: false,
+            outcomes: Some(outcomes),
+        });
+    }
     models
+}
+
+/// The models `tallies` has outcomes for but `read` no TTFT series of,
+/// in name order: each is judged for availability alone (no requests
+/// timed, no bound: no TTFT verdict), as the printed rules judge it from
+/// the engine's counters. At most [`profile::MAX_MODELS`] with `read`'s;
+/// `past`, the models past that cap, with those left out here. Where
+/// `read` is past the cap already, none is taken (some of the tallied may
+/// be of the TTFT models past it) and `past` stays.
+fn counted_only(
+    read: &BTreeMap<String, profile::Read>,
+    tallies: &BTreeMap<String, profile::Tally>,
+    past: usize,
+) -> (Vec<(String, Outcomes)>, usize) {
+    if past > 0 {
+        return (Vec::new(), past);
+    }
+    let only = (tallies.iter())
+        .filter(|(name, _)| !read.contains_key(*name))
+        .filter_map(|(name, t)| Some((name.clone(), t.outcomes()?)));
+    let mut taken: Vec<_> = only.collect();
+    let room = profile::MAX_MODELS.saturating_sub(read.len());
+    let left = taken.len().saturating_sub(room);
+    taken.truncate(room);
+    (taken, left)
 }
 
 #[cfg(test)]
@@ -460,6 +501,88 @@ mod tests {
             interval: Duration::from_millis(ms),
             ..Engines::default()
         })
+    }
+
+    /// A vLLM body through the reader's path (`text::parse`, `judge`).
+    fn judged(body: &str, mem: &mut Memory) -> Vec<Model> {
+        let want = wanted(Some(Engine::Vllm));
+        let parsed = super::super::text::parse(body.as_bytes(), &want);
+        let url = "http://h:1/metrics";
+        judge(&parsed, &want, Engine::Vllm, url, mem, &|_| 0.3, Some(0))
+    }
+
+    /// vLLM's outcome counters for `model`: `stop` served, `error` failed.
+    fn counted(model: &str, stop: u32, error: Option<u32>) -> String {
+        let line = |r: &str, n: u32| {
+            format!(
+                "vllm:request_success_total{{finished_reason=\"{r}\",model_name=\"{model}\"}} {n}\n"
+            )
+        };
+        line("stop", stop) + &error.map_or(String::new(), |n| line("error", n))
+    }
+
+    /// A TTFT histogram for `model`: 9 of 10 within 0.25 s.
+    fn timed(model: &str) -> String {
+        let name = "vllm:time_to_first_token_seconds";
+        format!(
+            "{name}_bucket{{le=\"0.25\",model_name=\"{model}\"}} 9\n\
+             {name}_bucket{{le=\"+Inf\",model_name=\"{model}\"}} 10\n\
+             {name}_sum{{model_name=\"{model}\"}} 1\n{name}_count{{model_name=\"{model}\"}} 10\n"
+        )
+    }
+
+    /// A model the engine counts outcomes for, with no TTFT series, is
+    /// judged for availability from the counters alone: it has its
+    /// outcomes, no bound and no requests timed, so no TTFT verdict. One
+    /// without a failure counter has no verdict at all, as before.
+    #[test]
+    fn a_model_counted_but_not_timed_is_judged_for_availability_alone() {
+        let head = "# TYPE vllm:time_to_first_token_seconds histogram\n\
+                    # TYPE vllm:request_success_total counter\n";
+        let body = [
+            head.to_string(),
+            timed("timed"),
+            counted("timed", 10, Some(0)),
+            counted("counted", 99, Some(1)),
+            counted("unfailed", 5, None),
+        ]
+        .concat();
+        let mut mem = Memory::new(Some(Engine::Vllm));
+        let models = judged(&body, &mut mem);
+        let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["timed", "counted"]);
+        let (t, c) = (&models[0], &models[1]);
+        assert_eq!((t.good_within, t.good()), (Some(0.25), Some(9.0)));
+        assert_eq!(
+            c.outcomes,
+            Some(Outcomes {
+                answered: 100.0,
+                failed: 1.0
+            })
+        );
+        assert_eq!((c.good_within, c.good()), (None, None));
+        assert_eq!(c.ttft_seconds.count(), 0.0);
+        assert_eq!((c.endpoint, c.stale), (Some(0), false));
+
+        // No TTFT series at all: still judged for availability.
+        let models = judged(
+            &(head.to_string() + &counted("counted", 99, Some(1))),
+            &mut mem,
+        );
+        assert_eq!(models.len(), 1);
+        assert!(models[0].outcomes.is_some());
+
+        // The cap counts them: 32 timed models leave no room, said as past.
+        let mut body = head.to_string();
+        for i in 0..profile::MAX_MODELS {
+            body += &timed(&format!("m{i:02}"));
+        }
+        body += &counted("counted", 99, Some(1));
+        let mut mem = Memory::new(Some(Engine::Vllm));
+        let models = judged(&body, &mut mem);
+        assert_eq!(models.len(), profile::MAX_MODELS);
+        assert!(models.iter().all(|m| m.name != "counted"));
+        assert_eq!(mem.past_cap, 1);
     }
 
     #[test]
