@@ -317,6 +317,29 @@ fn bad_engine_flags_are_one_line_and_exit_2() {
     }
 }
 
+/// The seed table `--once` prints reads each model's objective from
+/// `--engine.config`, as its alerts do: the simulator's llama, 3% slow, at
+/// 30x of a 99.9% budget, is at 3x of its own 99%, and its page is gone.
+#[test]
+fn the_seed_table_burns_each_models_own_objective() {
+    let config = crate::common::temp_file(
+        "engines-objective-table.json",
+        r#"{"models": [{"name": "llama-3.1-70b-instruct", "objective": 0.99}]}"#,
+    );
+    let config = config.to_str().unwrap();
+    let out = crate::common::run(&["--source", "sim", "--once", "--engine.config", config]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "== SLO: each model's objective of requests get their first token within 300ms ==",
+        "model llama-3.1-70b-instruct (99%): burn 5m=3.0x 1h=3.0x 6h=3.0x 3d=3.0x ",
+        "model mistral-7b-instruct (99.9%): burn 5m=0.2x ",
+    ] {
+        assert!(table.contains(line), "{line}: {table}");
+    }
+    assert!(!table.contains("TTFTBudgetBurn [page]"), "{table}");
+}
+
 /// Burn-rate windows scaled to seconds, as the Prometheus tests scale them.
 const SHORT_BURN: &str = r#"{ "rules": [
   { "name": "EngineDown", "for": "1s" },
