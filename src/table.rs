@@ -98,33 +98,55 @@ fn gpu_lines(out: &mut String, p: &Published, evaluator: &Evaluator) -> Vec<Stri
     healthy
 }
 
-/// The SLO section's head, with the bound the models are judged at where
-/// they share one: an engine's may be below the threshold (its buckets),
-/// and a model may have its own (`--engine.config`).
-fn slo_header(models: &[Model]) -> String {
+/// The SLO section's head, with the objective and the bound the models
+/// are judged at where they share one: an engine's bound may be below the
+/// threshold (its buckets), and a model may have its own threshold and
+/// objective (`--engine.config`). `objectives`: each model's, in order.
+fn slo_header(models: &[Model], objectives: &[f64]) -> String {
     let mut bounds = models.iter().map(|m| m.good_within);
     let first = bounds.next().flatten();
     let within = match first {
         Some(b) if bounds.all(|o| o == first) => format!("{}ms", (b * 1000.0).round()),
         _ => "each model's bound".to_string(),
     };
-    format!(
-        "\n== SLO: {}% of requests get their first token within {within} ==\n",
-        TTFT_OBJECTIVE * 100.0
-    )
+    let share = match shared(objectives) {
+        Some(o) => format!("{}%", percent(o)),
+        None => "each model's objective".to_string(),
+    };
+    format!("\n== SLO: {share} of requests get their first token within {within} ==\n")
 }
 
-/// A line per served model: its burn rates and firing alerts.
+/// The objective every model has, if they share one.
+fn shared(objectives: &[f64]) -> Option<f64> {
+    let first = *objectives.first()?;
+    objectives.iter().all(|&o| o == first).then_some(first)
+}
+
+/// An objective as a percentage, without float noise: 0.999 is 99.9.
+fn percent(objective: f64) -> f64 {
+    (objective * 1e8).round() / 1e6
+}
+
+/// A line per served model: its burn rates, each of its own objective's
+/// budget (the evaluator's, `Evaluator::ttft_objective`), said on the
+/// line where the models' differ, and its firing alerts.
 fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
     let at = p.snapshot.at;
-    out.push_str(&slo_header(&p.snapshot.models));
-    for m in &p.snapshot.models {
+    let models = &p.snapshot.models;
+    let objectives: Vec<f64> = (models.iter())
+        .map(|m| {
+            let subject = Subject::Model(m.name.clone());
+            evaluator.ttft_objective(&subject).unwrap_or(TTFT_OBJECTIVE)
+        })
+        .collect();
+    out.push_str(&slo_header(models, &objectives));
+    let differ = shared(&objectives).is_none();
+    for (m, &objective) in models.iter().zip(&objectives) {
         let subject = Subject::Model(m.name.clone());
         let burns: Vec<String> = WINDOWS
             .iter()
             .map(|&(name, secs)| {
-                let b =
-                    evaluator.burn_rate(&subject, at, Duration::from_secs(secs), TTFT_OBJECTIVE);
+                let b = evaluator.burn_rate(&subject, at, Duration::from_secs(secs), objective);
                 format!("{name}={}", b.map_or("-".into(), |b| format!("{b:.1}x")))
             })
             .collect();
@@ -136,7 +158,16 @@ fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
         } else {
             format!("-> {}", alerts.join(", "))
         };
-        let _ = writeln!(out, "model {}: burn {}  {verdict}", m.name, burns.join(" "));
+        let own = match differ {
+            true => format!(" ({}%)", percent(objective)),
+            false => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "model {}{own}: burn {}  {verdict}",
+            m.name,
+            burns.join(" ")
+        );
     }
 }
 
@@ -154,10 +185,15 @@ mod tests {
     /// The table as `--once` prints it at `t0`: the past replayed, then
     /// one collection judged.
     fn seed_table(t0: f64) -> String {
+        seed_table_with(t0, defaults())
+    }
+
+    /// The table as [`seed_table`], judged by `rules`.
+    fn seed_table_with(t0: f64, rules: Vec<crate::alerts::Rule>) -> String {
         let sim = Sim::new(Scenario::default_fleet(), t0);
         let mut poller =
             Poller::new(Box::new(sim), Duration::from_secs(1)).with_collectors(Collectors::DEFAULT);
-        let mut evaluator = Evaluator::new(defaults());
+        let mut evaluator = Evaluator::new(rules);
         let mut past = poller.history(t0).expect("the simulator has a past");
         for i in 0..past.steps.len() {
             evaluator.eval(&past.snapshot(i));
@@ -203,7 +239,7 @@ mod tests {
             &mut Memory::new(None),
         );
         assert!(models.len() > 1);
-        let head = |m: &[Model]| slo_header(m);
+        let head = |m: &[Model]| slo_header(m, &vec![TTFT_OBJECTIVE; m.len()]);
         assert!(
             head(&models).contains("within 300ms =="),
             "{}",
@@ -214,5 +250,62 @@ mod tests {
         models.truncate(1);
         models[0].good_within = None;
         assert!(head(&models).contains("within each model's bound =="));
+        assert_eq!(
+            slo_header(&models, &[0.99]),
+            "\n== SLO: 99% of requests get their first token within each model's bound ==\n"
+        );
+        let two = [models[0].clone(), models[0].clone()];
+        assert!(slo_header(&two, &[0.999, 0.995]).contains("== SLO: each model's objective of"));
+        assert_eq!(percent(0.9999), 99.99);
+    }
+
+    /// The burn column is of each model's own objective's budget, the one
+    /// the evaluator judges it by (`--engine.config`'s `objective`), and
+    /// the head says when the models' differ: the simulator's llama, 3%
+    /// slow, burns a 99.9% budget 30 times over, a 99% one 3 times.
+    #[test]
+    fn the_burn_column_is_of_each_models_own_objective() {
+        use crate::alerts::rules::with_objectives;
+        let t0 = EPOCH + 200_000.0 * 150.0;
+        let llama = "llama-3.1-70b-instruct";
+        let line = |table: &str| {
+            let at = table.find(&format!("model {llama}")).expect("llama's line");
+            table[at..].lines().next().unwrap().to_string()
+        };
+        let default = seed_table(t0);
+        assert!(
+            default.contains("== SLO: 99.9% of requests get their first token within 300ms =="),
+            "{default}"
+        );
+        assert!(line(&default).contains(": burn 5m=30.0x 1h=30.0x 6h=30.0x 3d=30.0x "));
+
+        let own = seed_table_with(t0, with_objectives(defaults(), &[(llama.into(), 0.99)]));
+        assert!(
+            own.contains(
+                "== SLO: each model's objective of requests get their first token within 300ms =="
+            ),
+            "{own}"
+        );
+        assert!(
+            line(&own).starts_with(&format!(
+                "model {llama} (99%): burn 5m=3.0x 1h=3.0x 6h=3.0x 3d=3.0x "
+            )),
+            "{own}"
+        );
+        assert!(
+            own.contains("model mistral-7b-instruct (99.9%): burn 5m=0.2x "),
+            "{own}"
+        );
+
+        // Every model at 99%: one objective, said in the head.
+        let objectives: Vec<(String, f64)> = ["llama-3.1-70b-instruct", "mistral-7b-instruct"]
+            .map(|m| (m.to_string(), 0.99))
+            .to_vec();
+        let all = seed_table_with(t0, with_objectives(defaults(), &objectives));
+        assert!(all.contains("== SLO: 99% of requests get"), "{all}");
+        assert!(
+            line(&all).starts_with(&format!("model {llama}: burn 5m=3.0x ")),
+            "{all}"
+        );
     }
 }

@@ -278,13 +278,8 @@ impl Evaluator {
             Expr::BurnRate { objective, windows }
             | Expr::AvailabilityBurn { objective, windows } => {
                 let (total, good) = rule.expr.burn_signals();
-                // A model's own objective replaces the rule's.
                 let budgets: Vec<f64> = (self.subjects.list.iter())
-                    .map(|s| match s {
-                        Subject::Model(name) => rule.objectives.iter().find(|o| o.0 == *name),
-                        _ => None,
-                    })
-                    .map(|o| 1.0 - o.map_or(*objective, |o| o.1))
+                    .map(|s| 1.0 - objective_for(&rule, *objective, s))
                     .collect();
                 let mut best: Vec<(f64, bool)> = vec![(f64::NAN, false); n];
                 for b in windows {
@@ -468,6 +463,16 @@ impl Evaluator {
         self.track(signal, subject)?.increase(t, window)
     }
 
+    /// The TTFT objective `model` is judged at by the first TTFT
+    /// burn-rate rule: its own (`--engine.config`) where it has one, else
+    /// the rule's; `None` without such a rule.
+    pub fn ttft_objective(&self, model: &Subject) -> Option<f64> {
+        self.rules.iter().find_map(|r| match &r.expr {
+            Expr::BurnRate { objective, .. } => Some(objective_for(r, *objective, model)),
+            _ => None,
+        })
+    }
+
     /// The TTFT error ratio over `window` divided by the error budget.
     pub fn burn_rate(
         &self,
@@ -480,6 +485,16 @@ impl Evaluator {
         let good = self.increase(Signal::GoodRequests, model, t, window)?;
         (total > 0.0).then(|| (1.0 - good / total) / (1.0 - objective))
     }
+}
+
+/// The objective `subject` is judged at by the burn-rate `rule` whose
+/// own is `objective`: a model's own (`Rule::objectives`) replaces it.
+fn objective_for(rule: &Rule, objective: f64, subject: &Subject) -> f64 {
+    let own = match subject {
+        Subject::Model(name) => rule.objectives.iter().find(|o| o.0 == *name),
+        _ => None,
+    };
+    own.map_or(objective, |o| o.1)
 }
 
 #[cfg(test)]
@@ -739,5 +754,12 @@ mod tests {
             .map(|a| (a.subject, (a.value * 1e6).round() / 1e6))
             .collect();
         assert_eq!(firing, [(Subject::Model("m".into()), 20.0)]);
+        // What the seed table reads: the same objective for each.
+        let of = |m: &str| e.ttft_objective(&Subject::Model(m.into()));
+        assert_eq!((of("m"), of("n")), (Some(0.999), Some(0.99)));
+        assert_eq!(
+            Evaluator::new(Vec::new()).ttft_objective(&Subject::Exporter),
+            None
+        );
     }
 }

@@ -5,6 +5,7 @@
 use super::MAX_NAME;
 use super::values::timeout;
 use crate::base::json::{self, Value};
+use crate::base::time::parse_duration;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -74,9 +75,11 @@ pub const MAX_ENDPOINTS: usize = 16;
 pub struct Engines {
     /// `--engine.endpoint`, in the order given.
     pub endpoints: Vec<Endpoint>,
-    /// `--engine.interval`: time between reads of every endpoint.
+    /// `--engine.interval`, or the file's `interval`: time between the
+    /// starts of two rounds of reads.
     pub interval: Duration,
-    /// `--engine.timeout`: one read, connecting included.
+    /// `--engine.timeout`, or the file's `timeout`: one read, connecting
+    /// included.
     pub timeout: Duration,
     /// `--engine.ttft-threshold`, or the file's `ttft_threshold`: a
     /// request is good when its first token came within this many seconds.
@@ -139,9 +142,22 @@ impl Default for Engines {
 /// The most models one `--engine.config` names.
 pub const MAX_MODELS: usize = 64;
 
+/// The least `--engine.interval`, and the file's `interval`.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
+
+/// An interval between rounds of reads: a duration of at least
+/// [`MIN_INTERVAL`].
+pub fn interval(v: &str) -> Result<Duration, String> {
+    match parse_duration(v)? {
+        d if d < MIN_INTERVAL => Err(format!("{v:?} is below the 100ms minimum")),
+        d => Ok(d),
+    }
+}
+
 /// `flags` with the `--engine.config` file's `text` laid over: its
 /// endpoints after the flags' (together at most [`MAX_ENDPOINTS`], none
-/// twice), its `ttft_threshold` for the flag's, its models' settings. The
+/// twice), its `ttft_threshold`, `interval` and `timeout` for the flags',
+/// its models' settings. The
 /// error names the field, as the rules file's do. Read from the strict
 /// pass's tree, every key known: a derived reader would cost the binary
 /// about 12 KB.
@@ -150,16 +166,26 @@ pub fn with_file(flags: &Engines, text: &str) -> Result<Engines, String> {
         json::parse(text).map_err(|e| format!("{}: not valid JSON", json::position(text, e.at)))?;
     let mut e = flags.clone();
     let mut models = Vec::new();
-    for (key, v) in object(doc, "", &["endpoints", "ttft_threshold", "models"])? {
+    let known = [
+        "endpoints",
+        "ttft_threshold",
+        "interval",
+        "timeout",
+        "models",
+    ];
+    for (key, v) in object(doc, "", &known)? {
+        let duration = |v: Value, read: fn(&str) -> Result<Duration, String>| {
+            read(&string(v, &key)?).map_err(|m| format!("{key}: {m}"))
+        };
         match key.as_str() {
             "endpoints" => {
                 for (i, v) in array(v, &key)?.into_iter().enumerate() {
                     add_endpoint(&mut e, v, &format!("endpoints[{i}]"))?;
                 }
             }
-            "ttft_threshold" => {
-                e.ttft_threshold = seconds(&string(v, &key)?).map_err(|m| format!("{key}: {m}"))?
-            }
+            "ttft_threshold" => e.ttft_threshold = duration(v, timeout)?.as_secs_f64(),
+            "interval" => e.interval = duration(v, interval)?,
+            "timeout" => e.timeout = duration(v, timeout)?,
             _ => models = array(v, &key)?,
         }
     }
@@ -374,7 +400,7 @@ mod tests {
         };
         let json = r#"{"endpoints": [{"url": "http://h:2/v1/metrics", "engine": "nim"},
             {"url": "http://h:3/metrics"}], "ttft_threshold": "250ms",
-            "models": [{"name": "a/X", "ttft_threshold": "500ms", "objective": 0.99},
+            "interval": "30s", "timeout": "100ms", "models": [{"name": "a/X", "ttft_threshold": "500ms", "objective": 0.99},
             {"name": "Y", "objective": 0.9}]}"#;
         let e = with_file(&flags, json).unwrap();
         let urls: Vec<_> = e
@@ -391,6 +417,13 @@ mod tests {
             ]
         );
         assert_eq!(e.ttft_threshold, 0.25);
+        assert_eq!(
+            (e.interval, e.timeout),
+            (Duration::from_secs(30), Duration::from_millis(100))
+        );
+        // The least interval is taken, as the flag takes it.
+        let least = with_file(&flags, r#"{"interval": "100ms"}"#).unwrap();
+        assert_eq!(least.interval, MIN_INTERVAL);
         assert_eq!(
             (e.threshold("a/X"), e.threshold("Y"), e.threshold("Z")),
             (0.5, 0.25, 0.25)
@@ -483,6 +516,28 @@ mod tests {
             (r#"{"models": [], "models": []}"#, "models: given twice"),
             ("[]", "the file: expected an object"),
             (r#"{"endpoints": [1]}"#, "endpoints[0]: expected an object"),
+            (
+                r#"{"interval": "99ms"}"#,
+                "interval: \"99ms\" is below the 100ms minimum",
+            ),
+            (r#"{"interval": "0s"}"#, "interval: \"0s\" is below"),
+            (
+                r#"{"interval": "soon"}"#,
+                "interval: \"soon\" is not a duration",
+            ),
+            (r#"{"interval": "5"}"#, "interval: \"5\" has no unit"),
+            (
+                r#"{"interval": "400d"}"#,
+                "interval: \"400d\" is longer than a year",
+            ),
+            (r#"{"interval": 5}"#, "interval: expected a string"),
+            (r#"{"timeout": "0ms"}"#, "timeout: must be above 0"),
+            (r#"{"timeout": "2 s"}"#, "timeout: \"2 s\" has no unit"),
+            (r#"{"timeout": null}"#, "timeout: expected a string"),
+            (
+                r#"{"timeout": "1s", "timeout": "2s"}"#,
+                "timeout: given twice",
+            ),
         ] {
             let e = with_file(&flags, json).unwrap_err();
             assert!(e.contains(says), "{json}: {e}");

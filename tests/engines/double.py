@@ -6,7 +6,7 @@ Triton uses prometheus-cpp, whose text the double writes by hand.
 
   double.py --engine vllm|vllm-v0|sglang|trtllm|nim|triton|vllm-custom
             [--mode steady|grow|hang|garbage|huge] [--observe MS:N ...]
-            [--model NAME] [--outcomes REASON:N ...]
+            [--model NAME] [--outcomes REASON:N ...] [--delay S] [--reads FILE]
 
 It serves on 127.0.0.1 at a port of its own and prints `PORT <n>` once
 listening. `--observe 100:97 270:2 600:1` records 97 requests at 100 ms,
@@ -15,8 +15,10 @@ so what an exporter reads is exact; `--mode grow` records them again every
 100 ms, a steady flow of that mix. `--outcomes stop:99 error:1` counts
 requests by how they ended, with each engine's own counters (vLLM's
 finished_reason, SGLang's aborted of all, trtllm-serve's 5xx errors, NIM's
-failures, Triton's failure reasons), once and again with each grow. It exits
-after --lifetime seconds."""
+failures, Triton's failure reasons), once and again with each grow.
+`--no-ttft` (vllm) counts outcomes with no TTFT series. `--delay 1` answers each read a second after it came; `--reads FILE` adds a
+line to FILE as each read comes, so that a test counts them exactly. It
+exits after --lifetime seconds."""
 import argparse, sys, threading, time
 from wsgiref.simple_server import make_server, WSGIRequestHandler
 from prometheus_client import CollectorRegistry, Counter, Histogram, Gauge
@@ -29,10 +31,11 @@ SGLANG_TTFT = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 
 TRITON_TTFT_MS = [100, 500, 2000, 5000]
 CUSTOM = [0.1, 0.2, 0.3, 0.5, 1.0, 2.5]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+NO_TTFT = False
 
 
 def observe(children, observations):
-    for i, (ms, n) in enumerate(observations):
+    for i, (ms, n) in enumerate(observations if children else []):
         for _ in range(n):
             children[i % len(children)].observe(ms / 1000.0)
 
@@ -47,8 +50,9 @@ def registry(engine, observations):
         ok = Counter("vllm:request_success", "Finished requests", labels + ["finished_reason"],
                      registry=reg)
         Gauge("vllm:kv_cache_usage_perc", "KV", labels, registry=reg).labels(MODEL, "0").set(0.4)
-        # Two data-parallel engines: the exporter sums them per model.
-        children = [ttft.labels(MODEL, "0"), ttft.labels(MODEL, "1")]
+        # Two data-parallel engines: the exporter sums them per model; none
+        # with --no-ttft (the counters alone, the histogram's head only).
+        children = [] if NO_TTFT else [ttft.labels(MODEL, "0"), ttft.labels(MODEL, "1")]
         for r in ("stop", "length", "abort", "error", "repetition"):
             ok.labels(MODEL, "0", r)
         count = lambda reason, n: ok.labels(MODEL, "0", reason).inc(n)
@@ -139,7 +143,7 @@ class Quiet(WSGIRequestHandler):
 
 
 def main():
-    global MODEL
+    global MODEL, NO_TTFT
     a = argparse.ArgumentParser()
     a.add_argument("--engine", required=True)
     a.add_argument("--mode", default="steady")
@@ -148,8 +152,11 @@ def main():
     a.add_argument("--model", default=MODEL)
     a.add_argument("--port", type=int, default=0)
     a.add_argument("--outcomes", nargs="*", default=[])
+    a.add_argument("--delay", type=float, default=0)
+    a.add_argument("--reads")
+    a.add_argument("--no-ttft", action="store_true")
     args = a.parse_args()
-    MODEL = args.model
+    MODEL, NO_TTFT = args.model, args.no_ttft
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
     outcomes = [(o.split(":")[0], int(o.split(":")[1])) for o in args.outcomes]
     if args.engine == "triton":
@@ -174,6 +181,10 @@ def main():
         threading.Thread(target=flow, daemon=True).start()
 
     def app(environ, start):
+        if args.reads:
+            with open(args.reads, "a") as f:
+                f.write("read\n")
+        time.sleep(args.delay)
         if args.mode == "hang":
             time.sleep(args.lifetime)
         if args.mode == "garbage":

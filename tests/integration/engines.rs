@@ -30,19 +30,25 @@ fn python_ready() -> bool {
 /// 97 requests at 100 ms, 2 at 270 ms, 1 at 600 ms: exact counts.
 const TRAFFIC: [&str; 3] = ["100:97", "270:2", "600:1"];
 
-/// A double of `engine` serving one model, named after the engine.
-fn double(engine: &str, mode: &str) -> Double {
+/// A double started with `args` (`--lifetime 120` first), once it listens.
+fn started(args: &[&str]) -> Double {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
     let child = Command::new("python3")
         .arg(script)
-        .args(["--engine", engine, "--mode", mode, "--lifetime", "120"])
-        .args(["--model", engine])
-        .arg("--observe")
-        .args(TRAFFIC)
+        .args(["--lifetime", "120"])
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .expect("start the engine double");
     ported(child)
+}
+
+/// A double of `engine` serving one model, named after the engine.
+fn double(engine: &str, mode: &str) -> Double {
+    let mut args = vec!["--engine", engine, "--mode", mode, "--model", engine];
+    args.push("--observe");
+    args.extend(TRAFFIC);
+    started(&args)
 }
 
 fn endpoint_value(body: &str, family: &str, url: &str, more: &str) -> Option<f64> {
@@ -244,7 +250,21 @@ fn bad_engine_flags_are_one_line_and_exit_2() {
         "engines-objective.json",
         r#"{"models": [{"name": "m", "objective": 1.5}]}"#,
     );
+    let interval = file("engines-interval.json", r#"{"interval": "99ms"}"#);
+    let timeout = file("engines-timeout.json", r#"{"timeout": "0s"}"#);
     for (args, says) in [
+        (
+            &["--engine.config", &interval][..],
+            "engines-interval.json: interval: \"99ms\" is below the 100ms minimum",
+        ),
+        (
+            &["--engine.config", &timeout][..],
+            "engines-timeout.json: timeout: must be above 0",
+        ),
+        (
+            &["--engine.interval", "50ms"][..],
+            "below the 100ms minimum",
+        ),
         (
             &["--engine.endpoint", "tgi=http://127.0.0.1:1/metrics"][..],
             "no engine we read",
@@ -295,6 +315,29 @@ fn bad_engine_flags_are_one_line_and_exit_2() {
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains(says), "{args:?}: {err}");
     }
+}
+
+/// The seed table `--once` prints reads each model's objective from
+/// `--engine.config`, as its alerts do: the simulator's llama, 3% slow, at
+/// 30x of a 99.9% budget, is at 3x of its own 99%, and its page is gone.
+#[test]
+fn the_seed_table_burns_each_models_own_objective() {
+    let config = crate::common::temp_file(
+        "engines-objective-table.json",
+        r#"{"models": [{"name": "llama-3.1-70b-instruct", "objective": 0.99}]}"#,
+    );
+    let config = config.to_str().unwrap();
+    let out = crate::common::run(&["--source", "sim", "--once", "--engine.config", config]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "== SLO: each model's objective of requests get their first token within 300ms ==",
+        "model llama-3.1-70b-instruct (99%): burn 5m=3.0x 1h=3.0x 6h=3.0x 3d=3.0x ",
+        "model mistral-7b-instruct (99.9%): burn 5m=0.2x ",
+    ] {
+        assert!(table.contains(line), "{line}: {table}");
+    }
+    assert!(!table.contains("TTFTBudgetBurn [page]"), "{table}");
 }
 
 /// Burn-rate windows scaled to seconds, as the Prometheus tests scale them.
@@ -433,16 +476,10 @@ fn a_blind_gpu_source_hides_the_gpus_not_the_engines_burn() {
 /// A double of `engine` serving `model`, recording the `observe` mix
 /// again every 100 ms.
 fn growing(engine: &str, model: &str, observe: &[&str]) -> Double {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
-    let child = Command::new("python3")
-        .arg(script)
-        .args(["--engine", engine, "--mode", "grow", "--model", model])
-        .args(["--lifetime", "120", "--observe"])
-        .args(observe)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the engine double");
-    ported(child)
+    let mut args = vec!["--engine", engine, "--mode", "grow", "--model", model];
+    args.push("--observe");
+    args.extend(observe);
+    started(&args)
 }
 
 fn ported(mut child: Child) -> Double {
@@ -681,6 +718,81 @@ fn sighup_rereads_the_engine_config_keeping_each_kept_endpoints_state() {
     assert_eq!(e.get("/healthz", &[]).status, 200);
 }
 
+/// `--engine.config`'s `interval` and `timeout`, over the flags' (100ms
+/// each), on SIGHUP: at the file's 30s no second read comes in 3 s; at
+/// 200ms after SIGHUP several a second, the 30 s wait cut short. A double
+/// answering each read after 1 s is up at the file's 5s timeout, and at
+/// its 300ms down with `timeout`, each read given up well before the
+/// answer; a bad interval on SIGHUP keeps the 200ms.
+#[test]
+fn sighup_retunes_the_engine_read_interval_and_timeout() {
+    if !python_ready() {
+        return;
+    }
+    let log = crate::common::temp_file("engine-reads.log", "");
+    let reads = || std::fs::read_to_string(&log).unwrap().lines().count();
+    let counted = ["--reads", log.to_str().unwrap()];
+    let quick = started(&[&["--engine", "vllm", "--model", "quick"][..], &counted].concat());
+    let slow = started(&["--engine", "sglang", "--model", "slow", "--delay", "1"]);
+    let settings = |interval: &str, timeout: &str| {
+        format!(
+            r#"{{"endpoints": [{{"url": "{}"}}, {{"url": "{}"}}], "interval": "{interval}", "timeout": "{timeout}"}}"#,
+            quick.url, slow.url
+        )
+    };
+    let config = crate::common::temp_file("engines-retune.json", &settings("30s", "5s"));
+    let e = Exporter::start(&[
+        "--engine.interval",
+        "100ms",
+        "--engine.timeout",
+        "100ms",
+        "--engine.config",
+        config.to_str().unwrap(),
+    ]);
+    let up = |b: &str, url: &str| endpoint_value(b, "gpu_exporter_engine_up", url, ",engine=");
+    let timeouts = |b: &str| {
+        let reason = ",reason=\"timeout\"";
+        endpoint_value(b, "gpu_exporter_engine_errors_total", &slow.url, reason).unwrap_or(0.0)
+    };
+    let first = e.wait_for("/metrics", Duration::from_secs(20), |m| {
+        up(m, &quick.url) == Some(1.0) && up(m, &slow.url) == Some(1.0)
+    });
+    assert_eq!(timeouts(&first), 0.0, "{first}");
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(reads(), 1, "a second read within 3 s at the file's 30s");
+
+    std::fs::write(&config, settings("200ms", "300ms")).unwrap();
+    e.signal("HUP");
+    let after = e.wait_for("/metrics", Duration::from_secs(10), |m| {
+        timeouts(m) >= 3.0 && up(m, &slow.url) == Some(0.0)
+    });
+    assert!(reads() >= 4, "{} reads", reads());
+    assert_eq!(up(&after, &quick.url), Some(1.0));
+    let took = endpoint_value(
+        &after,
+        "gpu_exporter_engine_read_duration_seconds",
+        &slow.url,
+        "}",
+    );
+    assert!(took.is_some_and(|t| (0.3..0.9).contains(&t)), "{took:?}");
+    let said = format!("sglang at {}: down (timeout", slow.url);
+    assert_eq!(e.log().matches(&said).count(), 1, "{}", e.log());
+
+    // A bad interval: one line, and the 200ms stays.
+    std::fs::write(&config, settings("50ms", "300ms")).unwrap();
+    e.signal("HUP");
+    e.wait_log("reload failed", Duration::from_secs(10));
+    let log = e.log();
+    let line = log.lines().find(|l| l.contains("reload failed")).unwrap();
+    assert!(
+        line.contains("engines-retune.json: interval: \"50ms\" is below the 100ms minimum"),
+        "{line}"
+    );
+    let before = reads();
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(reads() >= before + 3, "{before} then {} reads", reads());
+}
+
 /// Availability windows in seconds; 1% of requests failed is a 10x burn
 /// at 99.9%: over the fast pair's 9.5, under the slow pair's 10.5.
 const AVAILABILITY_RULES: &str = r#"{ "rules": [
@@ -692,16 +804,10 @@ const AVAILABILITY_RULES: &str = r#"{ "rules": [
 
 /// A growing double that also counts requests by how they ended.
 fn ending(engine: &str, model: &str, outcomes: &[&str]) -> Double {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
-    let child = Command::new("python3")
-        .arg(script)
-        .args(["--engine", engine, "--mode", "grow", "--model", model])
-        .args(["--lifetime", "120", "--observe", "100:5", "--outcomes"])
-        .args(outcomes)
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the engine double");
-    ported(child)
+    let mut args = vec!["--engine", engine, "--mode", "grow", "--model", model];
+    args.extend(["--observe", "100:5", "--outcomes"]);
+    args.extend(outcomes);
+    started(&args)
 }
 
 #[test]
@@ -727,6 +833,19 @@ fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
         ),
         // NIM's failures: 3%.
         ending("nim", "nim-failing", &["stop:97", "error:3"]),
+        // Outcomes counted, no TTFT series: judged by the counters alone.
+        started(&[
+            "--engine",
+            "vllm",
+            "--mode",
+            "grow",
+            "--model",
+            "untimed-failing",
+            "--no-ttft",
+            "--outcomes",
+            "stop:99",
+            "error:1",
+        ]),
     ];
     let rules = crate::common::temp_file("engine-availability.json", AVAILABILITY_RULES);
     let mut args = vec!["--engine.interval", "200ms", "--rules.file"];
@@ -750,6 +869,7 @@ fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
         ("EngineAvailabilityBurn", "trtllm-failing"),
         ("EngineAvailabilityBurn", "nim-failing"),
         ("EngineAvailabilityBurnSlow", "nim-failing"),
+        ("EngineAvailabilityBurn", "untimed-failing"),
     ]
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -765,7 +885,25 @@ fn engine_errors_burn_the_availability_budget_and_client_aborts_do_not() {
     });
     // Held for a while: the verdicts are steady, not a passing state.
     std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(availability(&e.get("/alerts", &[]).body), want);
+    let alerts = e.get("/alerts", &[]).body;
+    assert_eq!(availability(&alerts), want);
+    // The untimed model: served and up, no TTFT bound and no TTFT verdict.
+    let untimed = crate::prometheus::firing(&alerts);
+    let untimed: Vec<_> = (untimed.iter())
+        .filter(|(a, who)| who == "untimed-failing" && !a.starts_with("EngineAvailability"))
+        .collect();
+    assert!(untimed.is_empty(), "{untimed:?}");
+    let metrics = e.get("/metrics", &[]).body;
+    let url = &doubles[6].url;
+    let more = ",model_name=\"untimed-failing\"";
+    assert_eq!(
+        endpoint_value(&metrics, "gpu_exporter_engine_model_up", url, more),
+        Some(1.0)
+    );
+    let bound = "gpu_exporter_engine_ttft_good_within_seconds";
+    assert_eq!(endpoint_value(&metrics, bound, url, more), None);
+    let said = "model \"untimed-failing\": no TTFT series; judged for availability alone";
+    assert_eq!(e.log().matches(said).count(), 1, "{}", e.log());
 }
 
 /// The endpoints of a round are read at once: four engines that hang

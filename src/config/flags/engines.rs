@@ -1,10 +1,8 @@
 //! The `--engine.*` flags: the inference engines read for the TTFT SLO.
 
 use super::flag::{Flag, set};
-use crate::base::time::parse_duration;
 use crate::config::engines;
 use crate::config::values::timeout;
-use std::time::Duration;
 
 /// The engine flags, in `--help` order.
 pub(super) const FLAGS: &[Flag] = &[
@@ -30,7 +28,7 @@ pub(super) const FLAGS: &[Flag] = &[
         "--engine.config",
         "FILE",
         "",
-        "more endpoints and the TTFT SLO's settings, per model too, JSON: a regular file of at most 1 MiB, its endpoints read beside the flags' and its threshold over --engine.ttft-threshold; re-read on SIGHUP, a bad file keeping the old (see Serving SLOs from your engines)",
+        "more endpoints, the read interval and timeout and the TTFT SLO's settings, per model too, JSON: a regular file of at most 1 MiB, its endpoints read beside the flags' and its threshold, interval and timeout over the flags'; re-read on SIGHUP, a bad file keeping the old (see Serving SLOs from your engines)",
         |c, v| {
             c.engines.file = Some(v.into());
             Ok(())
@@ -40,12 +38,9 @@ pub(super) const FLAGS: &[Flag] = &[
         "--engine.interval",
         "DUR",
         "5s",
-        "time between reads of the engine endpoints",
+        "time between the starts of two reads of the engine endpoints, at least 100ms; --engine.config's interval replaces it, on SIGHUP too",
         |c, v| {
-            c.engines.interval = parse_duration(v)?;
-            if c.engines.interval < Duration::from_millis(100) {
-                return Err(format!("{v:?} is below the 100ms minimum"));
-            }
+            c.engines.interval = engines::interval(v)?;
             Ok(())
         },
     ),
@@ -53,7 +48,7 @@ pub(super) const FLAGS: &[Flag] = &[
         "--engine.timeout",
         "DUR",
         "2s",
-        "time one read of an engine may take, connecting included",
+        "time one read of an engine may take, connecting included; --engine.config's timeout replaces it, on SIGHUP too",
         |c, v| {
             c.engines.timeout = timeout(v)?;
             Ok(())

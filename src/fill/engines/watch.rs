@@ -11,9 +11,9 @@ use super::text::{Parsed, Wanted};
 use crate::base::time::unix_now;
 use crate::config::engines::{Endpoint, Engine, Engines};
 use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Default)]
 struct Shared {
@@ -22,6 +22,9 @@ struct Shared {
     models: Vec<Model>,
     /// New endpoints and settings (SIGHUP), taken at the next round.
     next: Option<Engines>,
+    /// How many times `next` was set: a wait between rounds wakes at a
+    /// change, to time the next round by the new interval.
+    retunes: u64,
     stop: bool,
 }
 
@@ -65,16 +68,21 @@ impl Watch {
 }
 
 /// Hands the engine reader new endpoints and settings (SIGHUP): they take
-/// effect at its next round. An endpoint in both keeps its state (up,
-/// error counts, the models last read); one gone drops out, a new one
-/// starts fresh.
+/// effect at its next round, which starts the new interval after the last
+/// one started (at once where that is past): a shorter interval is not
+/// held back by the old one's wait. An endpoint in both keeps its state
+/// (up, error counts, the models last read); one gone drops out, a new
+/// one starts fresh.
 #[derive(Clone)]
 pub struct Retune(Cell);
 
 impl Retune {
     /// Sets what the next round reads.
     pub fn set(&self, options: Engines) {
-        lock(&self.0).next = Some(options);
+        let mut s = lock(&self.0);
+        s.next = Some(options);
+        s.retunes += 1;
+        self.0.1.notify_all();
     }
 }
 
@@ -176,14 +184,29 @@ fn run(mut options: Engines, cell: &Cell) {
         }
         s.endpoints = states;
         s.models = models;
-        let wait = options.interval.saturating_sub(round.elapsed());
-        let (s, _) = cell
-            .1
-            .wait_timeout_while(s, wait, |s| !s.stop)
-            .unwrap_or_else(|e| e.into_inner());
-        if s.stop {
+        if pause(cell, s, round, options.interval) {
             return;
         }
+    }
+}
+
+/// Waits until the round that started at `round` is an `interval` old,
+/// or the interval of settings handed over since, whichever is the
+/// latest: each handover wakes it. Whether the reader is to stop.
+fn pause(cell: &Cell, mut s: MutexGuard<'_, Shared>, round: Instant, interval: Duration) -> bool {
+    // Each turn ends at the interval's end, a stop or a handover; those
+    // come at most once a `RELOAD_SPACING` (the reload thread's).
+    loop {
+        let interval = s.next.as_ref().map_or(interval, |n| n.interval);
+        let wait = interval.saturating_sub(round.elapsed());
+        if s.stop || wait.is_zero() {
+            return s.stop;
+        }
+        let seen = s.retunes;
+        s = (cell.1)
+            .wait_timeout_while(s, wait, |s| !s.stop && s.retunes == seen)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
     }
 }
 
@@ -351,6 +374,8 @@ pub fn judge(
 ) -> Vec<Model> {
     let p = profile::profile(engine);
     let (read, past) = profile::models(parsed, want, p);
+    let tallies = profile::outcomes(parsed, want, p);
+    let (counted, past) = counted_only(&read, &tallies, past);
     if past != mem.past_cap {
         if past > 0 {
             log::warn!(
@@ -367,7 +392,6 @@ pub fn judge(
         };
         log::warn!("{engine} at {url}: no TTFT histogram{hint}");
     }
-    let tallies = profile::outcomes(parsed, want, p);
     let mut models = Vec::new();
     for (name, h) in read {
         let h = match h {
@@ -401,5 +425,183 @@ pub fn judge(
             outcomes,
         });
     }
+    for (name, outcomes) in counted {
+        if mem.bad.insert((name.clone(), "no TTFT series".into())) {
+            log::info!(
+                "{engine} at {url}: model {name:?}: no TTFT series; judged for availability alone"
+            );
+        }
+        models.push(Model {
+            name,
+            ttft_seconds: Default::default(),
+            good_within: None,
+            endpoint,
+            stale: false,
+            outcomes: Some(outcomes),
+        });
+    }
     models
+}
+
+/// The models `tallies` has outcomes for but `read` no TTFT series of,
+/// in name order: each is judged for availability alone (no requests
+/// timed, no bound: no TTFT verdict), as the printed rules judge it from
+/// the engine's counters. At most [`profile::MAX_MODELS`] with `read`'s;
+/// `past`, the models past that cap, with those left out here. Where
+/// `read` is past the cap already, none is taken (some of the tallied may
+/// be of the TTFT models past it) and `past` stays.
+fn counted_only(
+    read: &BTreeMap<String, profile::Read>,
+    tallies: &BTreeMap<String, profile::Tally>,
+    past: usize,
+) -> (Vec<(String, Outcomes)>, usize) {
+    if past > 0 {
+        return (Vec::new(), past);
+    }
+    let only = (tallies.iter())
+        .filter(|(name, _)| !read.contains_key(*name))
+        .filter_map(|(name, t)| Some((name.clone(), t.outcomes()?)));
+    let mut taken: Vec<_> = only.collect();
+    let room = profile::MAX_MODELS.saturating_sub(read.len());
+    let left = taken.len().saturating_sub(room);
+    taken.truncate(room);
+    (taken, left)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `pause` on its own thread from `round`, at `interval`, with
+    /// `hand` handed over after `after`: whether it said stop, and when
+    /// it ended, from `round`.
+    fn paused(interval: Duration, after: Duration, hand: Option<Engines>) -> (bool, Duration) {
+        let cell: Cell = Arc::default();
+        let round = Instant::now();
+        let theirs = cell.clone();
+        let waiting = std::thread::spawn(move || {
+            (
+                pause(&theirs, lock(&theirs), round, interval),
+                round.elapsed(),
+            )
+        });
+        std::thread::sleep(after);
+        match hand {
+            Some(e) => Retune(cell.clone()).set(e),
+            None => {
+                lock(&cell).stop = true;
+                cell.1.notify_all();
+            }
+        }
+        waiting.join().unwrap()
+    }
+
+    fn every(ms: u64) -> Option<Engines> {
+        Some(Engines {
+            interval: Duration::from_millis(ms),
+            ..Engines::default()
+        })
+    }
+
+    /// A vLLM body through the reader's path (`text::parse`, `judge`).
+    fn judged(body: &str, mem: &mut Memory) -> Vec<Model> {
+        let want = wanted(Some(Engine::Vllm));
+        let parsed = super::super::text::parse(body.as_bytes(), &want);
+        let url = "http://h:1/metrics";
+        judge(&parsed, &want, Engine::Vllm, url, mem, &|_| 0.3, Some(0))
+    }
+
+    /// vLLM's outcome counters for `model`: `stop` served, `error` failed.
+    fn counted(model: &str, stop: u32, error: Option<u32>) -> String {
+        let line = |r: &str, n: u32| {
+            format!(
+                "vllm:request_success_total{{finished_reason=\"{r}\",model_name=\"{model}\"}} {n}\n"
+            )
+        };
+        line("stop", stop) + &error.map_or(String::new(), |n| line("error", n))
+    }
+
+    /// A TTFT histogram for `model`: 9 of 10 within 0.25 s.
+    fn timed(model: &str) -> String {
+        let name = "vllm:time_to_first_token_seconds";
+        format!(
+            "{name}_bucket{{le=\"0.25\",model_name=\"{model}\"}} 9\n\
+             {name}_bucket{{le=\"+Inf\",model_name=\"{model}\"}} 10\n\
+             {name}_sum{{model_name=\"{model}\"}} 1\n{name}_count{{model_name=\"{model}\"}} 10\n"
+        )
+    }
+
+    /// A model the engine counts outcomes for, with no TTFT series, is
+    /// judged for availability from the counters alone: it has its
+    /// outcomes, no bound and no requests timed, so no TTFT verdict. One
+    /// without a failure counter has no verdict at all, as before.
+    #[test]
+    fn a_model_counted_but_not_timed_is_judged_for_availability_alone() {
+        let head = "# TYPE vllm:time_to_first_token_seconds histogram\n\
+                    # TYPE vllm:request_success_total counter\n";
+        let body = [
+            head.to_string(),
+            timed("timed"),
+            counted("timed", 10, Some(0)),
+            counted("counted", 99, Some(1)),
+            counted("unfailed", 5, None),
+        ]
+        .concat();
+        let mut mem = Memory::new(Some(Engine::Vllm));
+        let models = judged(&body, &mut mem);
+        let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["timed", "counted"]);
+        let (t, c) = (&models[0], &models[1]);
+        assert_eq!((t.good_within, t.good()), (Some(0.25), Some(9.0)));
+        assert_eq!(
+            c.outcomes,
+            Some(Outcomes {
+                answered: 100.0,
+                failed: 1.0
+            })
+        );
+        assert_eq!((c.good_within, c.good()), (None, None));
+        assert_eq!(c.ttft_seconds.count(), 0.0);
+        assert_eq!((c.endpoint, c.stale), (Some(0), false));
+
+        // No TTFT series at all: still judged for availability.
+        let models = judged(
+            &(head.to_string() + &counted("counted", 99, Some(1))),
+            &mut mem,
+        );
+        assert_eq!(models.len(), 1);
+        assert!(models[0].outcomes.is_some());
+
+        // The cap counts them: 32 timed models leave no room, said as past.
+        let mut body = head.to_string();
+        for i in 0..profile::MAX_MODELS {
+            body += &timed(&format!("m{i:02}"));
+        }
+        body += &counted("counted", 99, Some(1));
+        let mut mem = Memory::new(Some(Engine::Vllm));
+        let models = judged(&body, &mut mem);
+        assert_eq!(models.len(), profile::MAX_MODELS);
+        assert!(models.iter().all(|m| m.name != "counted"));
+        assert_eq!(mem.past_cap, 1);
+    }
+
+    #[test]
+    fn a_handover_times_the_next_round_by_its_own_interval() {
+        let ms = Duration::from_millis;
+        // 30 s cut short: 100ms is past at the handover, so at once.
+        let (stop, took) = paused(Duration::from_secs(30), ms(200), every(100));
+        assert!(!stop && took >= ms(200) && took < ms(2000), "{took:?}");
+        // 30 s cut to 600ms from the round's start, not the handover's.
+        let (stop, took) = paused(Duration::from_secs(30), ms(200), every(600));
+        assert!(!stop && took >= ms(600) && took < ms(2000), "{took:?}");
+        // The same interval again: no round early.
+        let (stop, took) = paused(ms(700), ms(100), every(700));
+        assert!(!stop && took >= ms(700) && took < ms(2000), "{took:?}");
+        // A longer one: the wait goes on to it.
+        let (stop, took) = paused(ms(300), ms(50), every(900));
+        assert!(!stop && took >= ms(900) && took < ms(3000), "{took:?}");
+        // A stop ends it at once.
+        let (stop, took) = paused(Duration::from_secs(30), ms(100), None);
+        assert!(stop && took < ms(2000), "{took:?}");
+    }
 }
