@@ -514,7 +514,10 @@ fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
             None => out.extend_from_slice(b"simulated"),
         }
         out.extend_from_slice(b"</td><td class=\"n\">");
-        write_f64(out, h.count().round());
+        // A model its engine counts but does not time: its answers.
+        let timed = !h.buckets.is_empty();
+        let answered = m.outcomes.map(|o| o.answered).filter(|_| !timed);
+        write_f64(out, answered.unwrap_or(h.count()).round());
         out.extend_from_slice(b"</td><td class=\"n\">");
         match m.good() {
             Some(good) if h.count() > 0.0 => {
@@ -529,6 +532,7 @@ fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
                 write_f64(out, (s * 1e6).round() / 1e3);
                 out.extend_from_slice(b" ms");
             }
+            None if !timed => out.extend_from_slice(b"not timed"),
             None => out.extend_from_slice(b"no bound"),
         }
         out.extend_from_slice(b"</td><td class=\"n\">");
@@ -664,6 +668,12 @@ mod tests {
         };
         assert!(
             row("a").ends_with("<td class=\"n\">99.85%</td>"),
+            "{}",
+            row("a")
+        );
+        // Counted, not timed: its answers, and no bound to judge TTFT by.
+        assert!(
+            row("a").contains("<td class=\"n\">2000</td><td class=\"n\">&ndash;</td><td class=\"n\">not timed</td>"),
             "{}",
             row("a")
         );
