@@ -76,20 +76,24 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
 /// Below 2^53 every integer is exact.
 const EXACT: f64 = 9_007_199_254_740_992.0;
 
+/// `v` as an integer where it is a non-negative one below 2^53, most
+/// samples: NaN converts to 0 and the infinities to the ends of the
+/// range, which then differ from `v`; -0 converts to 0, which equals it.
+#[inline(always)]
+pub fn exact_integer(v: f64) -> Option<u64> {
+    let whole = v as u64;
+    (whole as f64 == v && v < EXACT).then_some(whole)
+}
+
 /// [`write_f64`]'s spelling at the start of `buf` (room for
 /// [`F64_MAX_LEN`]), returning its length
 /// (at most [`F64_MAX_LEN`]): on the stack, without the formatting
-/// machinery for every value it can spell from integers. Non-negative
-/// integers, most samples, are spelled where it is called; the rest in
-/// [`spell_other`].
-#[inline(always)]
+/// machinery for every value it can spell from integers.
+#[inline]
 pub fn spell_f64(v: f64, buf: &mut [u8]) -> usize {
-    // NaN converts to 0 and the infinities to the ends of the range,
-    // which then differ from `v`; -0 converts to 0, which equals it.
-    let whole = v as u64;
-    match whole as f64 == v && v < EXACT {
-        true => digits_into(whole, buf),
-        false => spell_other(v, buf),
+    match exact_integer(v) {
+        Some(whole) => digits_into(whole, buf),
+        None => spell_other(v, buf),
     }
 }
 

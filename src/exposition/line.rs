@@ -7,7 +7,7 @@
 
 use super::catalogue::{Extra, Family};
 use super::writer::{Target, Writer, head_kind};
-use crate::base::numbers::{F64_MAX_LEN, digits_into, spell_f64};
+use crate::base::numbers::{F64_MAX_LEN, digits_into, exact_integer, spell_f64};
 
 /// The lines held before they are copied out, by default.
 const LINE: usize = 2048;
@@ -194,10 +194,15 @@ impl Writer<'_> {
             }
         }
         at = put(buf, at, b"} ");
-        // Half the samples are 0 (counters that never counted, flags).
-        at = match v == 0.0 {
-            true => put(buf, at, b"0\n"),
-            false => {
+        // Half the samples are 0 (counters that never counted, flags),
+        // most of the rest integers.
+        at = match (v == 0.0, exact_integer(v)) {
+            (true, _) => put(buf, at, b"0\n"),
+            (false, Some(n)) => {
+                let at = at + digits_into(n, &mut buf[at..]);
+                put(buf, at, b"\n")
+            }
+            (false, None) => {
                 let at = at + spell_f64(v, &mut buf[at..]);
                 put(buf, at, b"\n")
             }
