@@ -205,12 +205,12 @@ fn floor_server(response: Vec<u8>) -> String {
 /// thread of its own, as the exporter's HTTP thread), with nothing else:
 /// no parsing, no deadlines, no render. What it costs over the blocking
 /// floor is the runtime's; what the exporter costs over it is ours.
-fn async_floor_server(response: Vec<u8>) -> String {
+fn async_floor_server(response: Vec<u8>, spawned: bool) -> String {
     use smol::io::{AsyncReadExt, AsyncWriteExt};
     let l = smol::Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
     let addr = l.get_ref().local_addr().unwrap().to_string();
     std::thread::spawn(move || {
-        smol::block_on(async {
+        let conn = async move {
             let (mut s, _) = l.accept().await.unwrap();
             s.get_ref().set_nodelay(true).unwrap();
             let mut buf = [0u8; 4096];
@@ -219,7 +219,16 @@ fn async_floor_server(response: Vec<u8>) -> String {
                     break;
                 }
             }
-        })
+        };
+        // `spawned`: a task of a LocalExecutor, as the exporter's
+        // connections are, each wake-up going through its queue.
+        match spawned {
+            false => smol::block_on(conn),
+            true => {
+                let ex = smol::LocalExecutor::new();
+                smol::block_on(ex.run(ex.spawn(conn)))
+            }
+        }
     });
     addr
 }
@@ -268,24 +277,29 @@ fn bench_end_to_end() {
             std::thread::sleep(Duration::from_millis(50));
         };
         let floor = floor_server(response.clone().into_bytes());
-        let async_floor = async_floor_server(response.clone().into_bytes());
+        let async_floor = async_floor_server(response.clone().into_bytes(), false);
+        let task_floor = async_floor_server(response.clone().into_bytes(), true);
         let (mut a, mut b) = (connect(&addr), connect(&floor));
         let (mut c, mut z) = (connect(&async_floor), connect(&addr));
+        let mut e = connect(&task_floor);
         const GZIP: &str = "Accept-Encoding: gzip\r\n";
         scrape(&mut a, 200);
         scrape(&mut b, 200);
         scrape(&mut c, 200);
+        scrape(&mut e, 200);
         scrape_with(&mut z, 200, GZIP);
         // Alternate in tenths, so drift on a shared machine hits all alike.
         let (mut ours, mut base, mut runtime, mut gz) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut task = Vec::new();
         for _ in 0..10 {
             ours.extend(scrape(&mut a, n / 10));
             base.extend(scrape(&mut b, n / 10));
             runtime.extend(scrape(&mut c, n / 10));
+            task.extend(scrape(&mut e, n / 10));
             gz.extend(scrape_with(&mut z, n / 10, GZIP));
         }
-        for v in [&mut ours, &mut base, &mut runtime, &mut gz] {
+        for v in [&mut ours, &mut base, &mut runtime, &mut task, &mut gz] {
             v.sort();
         }
         let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
@@ -306,6 +320,13 @@ fn bench_end_to_end() {
             ratio(&ours, &base),
             ratio(&runtime, &base),
             ratio(&ours, &runtime),
+        );
+        println!(
+            "  {gpus:>2} GPUs as a LocalExecutor task: p50 {:>8.1?} p99 {:>8.1?} | / async-io floor {:.2} | exporter / it {:.2}",
+            p(&task, 0.5),
+            p(&task, 0.99),
+            ratio(&task, &runtime),
+            ratio(&ours, &task),
         );
         println!(
             "  {gpus:>2} GPUs gzipped: p50 {:>8.1?} p99 {:>8.1?} | p50 gzip / plain {:.2}",
