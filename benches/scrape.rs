@@ -5,8 +5,10 @@
 //!   compressed once per snapshot plus a member of the values computed at
 //!   render time), in process;
 //! - end-to-end scrape latency over loopback through the real binary,
-//!   next to a minimal blocking server sending the same bytes (the floor),
-//!   and gzipped scrapes next to plain ones.
+//!   next to a minimal blocking server sending the same bytes (the floor)
+//!   and a minimal one on the exporter's runtime, async-io (the async-io
+//!   floor: the runtime's share of the gap), and gzipped scrapes next to
+//!   plain ones.
 //!
 //! `cargo bench --bench scrape`. Absolute times drift between machines;
 //! read the ratios.
@@ -198,6 +200,39 @@ fn floor_server(response: Vec<u8>) -> String {
     addr
 }
 
+/// The async-io floor: the same fixed bytes from a server on the
+/// exporter's runtime (`smol::block_on` over `Async<TcpListener>` on a
+/// thread of its own, as the exporter's HTTP thread), with nothing else:
+/// no parsing, no deadlines, no render. What it costs over the blocking
+/// floor is the runtime's; what the exporter costs over it is ours.
+fn async_floor_server(response: Vec<u8>, spawned: bool) -> String {
+    use smol::io::{AsyncReadExt, AsyncWriteExt};
+    let l = smol::Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
+    let addr = l.get_ref().local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        let conn = async move {
+            let (mut s, _) = l.accept().await.unwrap();
+            s.get_ref().set_nodelay(true).unwrap();
+            let mut buf = [0u8; 4096];
+            while let Ok(1..) = s.read(&mut buf).await {
+                if s.write_all(&response).await.is_err() {
+                    break;
+                }
+            }
+        };
+        // `spawned`: a task of a LocalExecutor, as the exporter's
+        // connections are, each wake-up going through its queue.
+        match spawned {
+            false => smol::block_on(conn),
+            true => {
+                let ex = smol::LocalExecutor::new();
+                smol::block_on(ex.run(ex.spawn(conn)))
+            }
+        }
+    });
+    addr
+}
+
 fn bench_end_to_end() {
     let n = 3000;
     println!("\nend to end over loopback, {n} scrapes on one keep-alive connection");
@@ -242,31 +277,56 @@ fn bench_end_to_end() {
             std::thread::sleep(Duration::from_millis(50));
         };
         let floor = floor_server(response.clone().into_bytes());
+        let async_floor = async_floor_server(response.clone().into_bytes(), false);
+        let task_floor = async_floor_server(response.clone().into_bytes(), true);
         let (mut a, mut b) = (connect(&addr), connect(&floor));
-        let mut z = connect(&addr);
+        let (mut c, mut z) = (connect(&async_floor), connect(&addr));
+        let mut e = connect(&task_floor);
         const GZIP: &str = "Accept-Encoding: gzip\r\n";
         scrape(&mut a, 200);
         scrape(&mut b, 200);
+        scrape(&mut c, 200);
+        scrape(&mut e, 200);
         scrape_with(&mut z, 200, GZIP);
         // Alternate in tenths, so drift on a shared machine hits all alike.
-        let (mut ours, mut base, mut gz) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut ours, mut base, mut runtime, mut gz) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut task = Vec::new();
         for _ in 0..10 {
             ours.extend(scrape(&mut a, n / 10));
             base.extend(scrape(&mut b, n / 10));
+            runtime.extend(scrape(&mut c, n / 10));
+            task.extend(scrape(&mut e, n / 10));
             gz.extend(scrape_with(&mut z, n / 10, GZIP));
         }
-        ours.sort();
-        base.sort();
-        gz.sort();
+        for v in [&mut ours, &mut base, &mut runtime, &mut task, &mut gz] {
+            v.sort();
+        }
         let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
+        let ratio =
+            |x: &[Duration], y: &[Duration]| p(x, 0.5).as_secs_f64() / p(y, 0.5).as_secs_f64();
         println!(
-            "  {gpus:>2} GPUs ({} bytes): exporter p50 {:>8.1?} p99 {:>8.1?} | floor p50 {:>8.1?} p99 {:>8.1?} | p50 ratio {:.2}",
+            "  {gpus:>2} GPUs ({} bytes): exporter p50 {:>8.1?} p99 {:>8.1?} | floor p50 {:>8.1?} p99 {:>8.1?} | async-io floor p50 {:>8.1?} p99 {:>8.1?}",
             response.len(),
             p(&ours, 0.5),
             p(&ours, 0.99),
             p(&base, 0.5),
             p(&base, 0.99),
-            p(&ours, 0.5).as_secs_f64() / p(&base, 0.5).as_secs_f64()
+            p(&runtime, 0.5),
+            p(&runtime, 0.99),
+        );
+        println!(
+            "  {gpus:>2} GPUs p50 ratios: exporter / floor {:.2} | async-io floor / floor {:.2} | exporter / async-io floor {:.2}",
+            ratio(&ours, &base),
+            ratio(&runtime, &base),
+            ratio(&ours, &runtime),
+        );
+        println!(
+            "  {gpus:>2} GPUs as a LocalExecutor task: p50 {:>8.1?} p99 {:>8.1?} | / async-io floor {:.2} | exporter / it {:.2}",
+            p(&task, 0.5),
+            p(&task, 0.99),
+            ratio(&task, &runtime),
+            ratio(&ours, &task),
         );
         println!(
             "  {gpus:>2} GPUs gzipped: p50 {:>8.1?} p99 {:>8.1?} | p50 gzip / plain {:.2}",

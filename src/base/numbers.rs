@@ -73,20 +73,35 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
     out.extend_from_slice(&buf[..n]);
 }
 
+/// Below 2^53 every integer is exact.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// `v` as an integer where it is a non-negative one below 2^53, most
+/// samples: NaN converts to 0 and the infinities to the ends of the
+/// range, which then differ from `v`; -0 converts to 0, which equals it.
+#[inline(always)]
+pub fn exact_integer(v: f64) -> Option<u64> {
+    let whole = v as u64;
+    (whole as f64 == v && v < EXACT).then_some(whole)
+}
+
 /// [`write_f64`]'s spelling at the start of `buf` (room for
 /// [`F64_MAX_LEN`]), returning its length
 /// (at most [`F64_MAX_LEN`]): on the stack, without the formatting
 /// machinery for every value it can spell from integers.
 #[inline]
 pub fn spell_f64(v: f64, buf: &mut [u8]) -> usize {
-    let buf = &mut buf[..F64_MAX_LEN];
-    // Most samples are 0 (counters that never counted, flags).
-    if v == 0.0 {
-        buf[0] = b'0';
-        return 1;
+    match exact_integer(v) {
+        Some(whole) => digits_into(whole, buf),
+        None => spell_other(v, buf),
     }
-    /// Below 2^53 every integer is exact.
-    const EXACT: f64 = 9_007_199_254_740_992.0;
+}
+
+/// [`spell_f64`] of the values that are not non-negative integers below
+/// 2^53.
+#[inline(never)]
+fn spell_other(v: f64, buf: &mut [u8]) -> usize {
+    let buf = &mut buf[..F64_MAX_LEN];
     if v.is_nan() {
         buf[..3].copy_from_slice(b"NaN");
         return 3;
@@ -104,8 +119,6 @@ pub fn spell_f64(v: f64, buf: &mut [u8]) -> usize {
         // reads back as exactly this value.
         let whole = magnitude as u64;
         if whole as f64 == magnitude {
-            // -0 is spelled 0.
-            let sign = sign * usize::from(whole != 0);
             return sign + digits_into(whole, &mut buf[sign..]);
         }
         let scaled = magnitude * 1e6;
@@ -149,10 +162,18 @@ fn big_integer(magnitude: f64, buf: &mut [u8]) -> Option<usize> {
         return None;
     }
     let exact = magnitude as u64;
+    // The trailing zeros, eight at a time and then four, two and one:
+    // these values have a dozen (`3932928000000000000`).
     let (mut sig, mut zeros) = (exact, 0);
-    while sig.is_multiple_of(10) {
-        sig /= 10;
-        zeros += 1;
+    while sig.is_multiple_of(100_000_000) {
+        sig /= 100_000_000;
+        zeros += 8;
+    }
+    for (p, n) in [(10_000, 4), (100, 2), (10, 1)] {
+        if sig.is_multiple_of(p) {
+            sig /= p;
+            zeros += n;
+        }
     }
     if sig >= 1_000_000_000_000_000 {
         return None;

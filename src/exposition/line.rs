@@ -7,7 +7,7 @@
 
 use super::catalogue::{Extra, Family};
 use super::writer::{Target, Writer, head_kind};
-use crate::base::numbers::{F64_MAX_LEN, digits_into, spell_f64};
+use crate::base::numbers::{F64_MAX_LEN, digits_into, exact_integer, spell_f64};
 
 /// The lines held before they are copied out, by default.
 const LINE: usize = 2048;
@@ -38,13 +38,6 @@ impl<const N: usize> Line<N> {
         self.len = 0;
     }
 
-    /// Appends `src`; the caller has checked that it fits.
-    #[inline(always)]
-    fn put(&mut self, src: &[u8]) {
-        copy(&mut self.buf[self.len..], src);
-        self.len += src.len();
-    }
-
     /// A family's HELP, TYPE and (OpenMetrics only) UNIT lines, flushed
     /// into `out` first where they do not fit after what it holds; false,
     /// nothing written, where the help needs escaping or they would not
@@ -66,32 +59,38 @@ impl<const N: usize> Line<N> {
         if self.len + need > N {
             self.flush(out);
         }
+        let (buf, mut at) = (&mut self.buf, self.len);
         for (start, rest) in [(b"# HELP ", help), (b"# TYPE ", kind.as_bytes())] {
-            self.put(start);
-            self.put(name);
-            self.put(suffix);
-            self.put(b" ");
-            self.put(rest);
-            self.put(b"\n");
+            for piece in [&start[..], name, suffix, b" ", rest, b"\n"] {
+                at = put(buf, at, piece);
+            }
         }
         if !unit.is_empty() {
-            self.put(b"# UNIT ");
-            self.put(name);
-            self.put(b" ");
-            self.put(unit);
-            self.put(b"\n");
+            for piece in [&b"# UNIT "[..], name, b" ", unit, b"\n"] {
+                at = put(buf, at, piece);
+            }
         }
+        self.len = at;
         true
     }
+}
 
-    #[inline(always)]
-    fn num_label(&mut self, k: &str, n: u32) {
-        self.put(b",");
-        self.put(k.as_bytes());
-        self.put(b"=\"");
-        self.len += digits_into(n as u64, &mut self.buf[self.len..]);
-        self.put(b"\"");
-    }
+/// Copies `src` into `buf` at `at`, returning where it ends; the caller
+/// has checked that it fits.
+#[inline(always)]
+fn put<const N: usize>(buf: &mut [u8; N], at: usize, src: &[u8]) -> usize {
+    copy(&mut buf[at..], src);
+    at + src.len()
+}
+
+/// `,key="n"` into `buf` at `at`, returning where it ends.
+#[inline(always)]
+fn num_label<const N: usize>(buf: &mut [u8; N], at: usize, k: &str, n: u32) -> usize {
+    let at = put(buf, at, b",");
+    let at = put(buf, at, k.as_bytes());
+    let at = put(buf, at, b"=\"");
+    let at = at + digits_into(n as u64, &mut buf[at..]);
+    put(buf, at, b"\"")
 }
 
 /// Copies `src` to the start of `dst` in at most two overlapping moves of
@@ -179,21 +178,36 @@ impl Writer<'_> {
         if line.len + need > LINE {
             line.flush(self.out);
         }
-        line.put(name);
-        line.put(suffix);
-        line.put(&self.out[start..end]);
+        // The cursor stays in a register: kept in `line.len`, it would be
+        // stored and loaded again around every piece.
+        let (buf, mut at) = (&mut line.buf, line.len);
+        at = put(buf, at, name);
+        at = put(buf, at, suffix);
+        at = put(buf, at, &self.out[start..end]);
         match extra {
             Extra::None => {}
-            Extra::Label(text) => line.put(text.as_bytes()),
-            Extra::Num(k, n) => line.num_label(k, n),
+            Extra::Label(text) => at = put(buf, at, text.as_bytes()),
+            Extra::Num(k, n) => at = num_label(buf, at, k, n),
             Extra::NumLabel(k, n, text) => {
-                line.num_label(k, n);
-                line.put(text.as_bytes());
+                at = num_label(buf, at, k, n);
+                at = put(buf, at, text.as_bytes());
             }
         }
-        line.put(b"} ");
-        line.len += spell_f64(v, &mut line.buf[line.len..]);
-        line.put(b"\n");
+        at = put(buf, at, b"} ");
+        // Half the samples are 0 (counters that never counted, flags),
+        // most of the rest integers.
+        at = match (v == 0.0, exact_integer(v)) {
+            (true, _) => put(buf, at, b"0\n"),
+            (false, Some(n)) => {
+                let at = at + digits_into(n, &mut buf[at..]);
+                put(buf, at, b"\n")
+            }
+            (false, None) => {
+                let at = at + spell_f64(v, &mut buf[at..]);
+                put(buf, at, b"\n")
+            }
+        };
+        line.len = at;
         true
     }
 }
