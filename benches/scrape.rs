@@ -178,6 +178,44 @@ fn scrape_with(s: &mut TcpStream, n: usize, headers: &str) -> Vec<Duration> {
         .collect()
 }
 
+/// A floor in a process of its own, as the exporter is: this bench
+/// again, `--serve KIND FILE`, answering with FILE's bytes. Between two
+/// processes every wake-up switches address spaces, which a floor on a
+/// thread of the bench never pays.
+fn floor_process(
+    kind: &str,
+    response: &[u8],
+    dir: &std::path::Path,
+) -> (std::process::Child, String) {
+    let file = dir.join(format!("response-{kind}"));
+    std::fs::write(&file, response).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--serve", kind])
+        .arg(&file)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    (child, line.trim().to_string())
+}
+
+/// `--serve KIND FILE`: the floor of [`floor_process`], until its one
+/// connection ends.
+fn serve(kind: &str, file: &str) {
+    let response = std::fs::read(file).unwrap();
+    let addr = match kind {
+        "blocking" => floor_server(response),
+        _ => async_floor_server(response, false),
+    };
+    println!("{addr}");
+    // The server thread ends with its connection; so does the process,
+    // at the latest when the bench kills it.
+    std::thread::sleep(Duration::from_secs(600));
+}
+
 /// The floor: a blocking server that answers every request on a
 /// keep-alive connection with the same fixed bytes.
 fn floor_server(response: Vec<u8>) -> String {
@@ -279,27 +317,35 @@ fn bench_end_to_end() {
         let floor = floor_server(response.clone().into_bytes());
         let async_floor = async_floor_server(response.clone().into_bytes(), false);
         let task_floor = async_floor_server(response.clone().into_bytes(), true);
+        let (mut own, own_floor) = floor_process("blocking", response.as_bytes(), &dir);
+        let (mut own_async, own_async_floor) = floor_process("async", response.as_bytes(), &dir);
         let (mut a, mut b) = (connect(&addr), connect(&floor));
         let (mut c, mut z) = (connect(&async_floor), connect(&addr));
         let mut e = connect(&task_floor);
+        let (mut f, mut g) = (connect(&own_floor), connect(&own_async_floor));
         const GZIP: &str = "Accept-Encoding: gzip\r\n";
         scrape(&mut a, 200);
         scrape(&mut b, 200);
         scrape(&mut c, 200);
         scrape(&mut e, 200);
+        scrape(&mut f, 200);
+        scrape(&mut g, 200);
         scrape_with(&mut z, 200, GZIP);
         // Alternate in tenths, so drift on a shared machine hits all alike.
         let (mut ours, mut base, mut runtime, mut gz) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut task = Vec::new();
+        let (mut task, mut apart, mut async_apart) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..10 {
             ours.extend(scrape(&mut a, n / 10));
             base.extend(scrape(&mut b, n / 10));
             runtime.extend(scrape(&mut c, n / 10));
             task.extend(scrape(&mut e, n / 10));
+            apart.extend(scrape(&mut f, n / 10));
+            async_apart.extend(scrape(&mut g, n / 10));
             gz.extend(scrape_with(&mut z, n / 10, GZIP));
         }
-        for v in [&mut ours, &mut base, &mut runtime, &mut task, &mut gz] {
+        let all = [&mut ours, &mut base, &mut runtime, &mut task, &mut gz];
+        for v in all.into_iter().chain([&mut apart, &mut async_apart]) {
             v.sort();
         }
         let p = |v: &[Duration], q: f64| v[((v.len() - 1) as f64 * q) as usize];
@@ -329,19 +375,35 @@ fn bench_end_to_end() {
             ratio(&ours, &task),
         );
         println!(
+            "  {gpus:>2} GPUs floors in a process of their own: blocking p50 {:>8.1?} | async-io p50 {:>8.1?} | exporter / blocking {:.2} | exporter / async-io {:.2} | async-io / blocking {:.2}",
+            p(&apart, 0.5),
+            p(&async_apart, 0.5),
+            ratio(&ours, &apart),
+            ratio(&ours, &async_apart),
+            ratio(&async_apart, &apart),
+        );
+        println!(
             "  {gpus:>2} GPUs gzipped: p50 {:>8.1?} p99 {:>8.1?} | p50 gzip / plain {:.2}",
             p(&gz, 0.5),
             p(&gz, 0.99),
             p(&gz, 0.5).as_secs_f64() / p(&ours, 0.5).as_secs_f64()
         );
-        let _ = child.kill();
-        let _ = child.wait();
+        for c in [&mut child, &mut own, &mut own_async] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let [_, flag, kind, file] = &args[..]
+        && flag == "--serve"
+    {
+        return serve(kind, file);
+    }
     // `cargo test --benches` runs this once as a smoke test.
-    if std::env::args().any(|a| a == "--bench") {
+    if args.iter().any(|a| a == "--bench") {
         bench_render();
         bench_gzip();
         bench_end_to_end();
