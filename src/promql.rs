@@ -1,7 +1,7 @@
 //! The same rules as PromQL: a Prometheus rule file that evaluates exactly
 //! what the exporter evaluates itself, plus the SLO recording rules.
 
-use crate::alerts::rules::{BUSY_SM_ACTIVE, Expr, Rule, Signal};
+use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Expr, Rule, Signal};
 use crate::alerts::summary::WORKLOADS;
 use crate::base::numbers::write_f64;
 use crate::base::time::format_duration;
@@ -260,45 +260,7 @@ impl Rule {
             }
             Expr::BurnRate { objective, windows }
             | Expr::AvailabilityBurn { objective, windows } => {
-                let ratio = |w| match availability::reads(self) {
-                    true => availability::error_ratio(scope, w),
-                    false => error_ratio(scope, w),
-                };
-                // The value is the burn rate itself, as the exporter reports
-                // it: the error ratio over the budget. 1 − 0.999 is spelled
-                // 0.001, not 0.0010000000000000009.
-                let pairs = |sel: &str, objective: f64| {
-                    let budget = num(format!("{:.12e}", 1.0 - objective)
-                        .parse()
-                        .unwrap_or(f64::NAN));
-                    let pairs: Vec<String> = windows
-                        .iter()
-                        .map(|b| {
-                            let f = num(b.factor);
-                            format!(
-                                "({}{sel} / {budget} > {f} and {}{sel} / {budget} > {f})",
-                                ratio(b.long),
-                                ratio(b.short)
-                            )
-                        })
-                        .collect();
-                    pairs.join(" or ")
-                };
-                if self.objectives.is_empty() {
-                    return pairs("", *objective);
-                }
-                // A model with its own objective is judged by it; the
-                // rest by the rule's.
-                let own = self.objectives.iter();
-                let mut parts: Vec<String> = own
-                    .map(|(m, o)| format!("({})", pairs(&selector("model_name", "=", m), *o)))
-                    .collect();
-                let rest: Vec<String> = (self.objectives.iter())
-                    .map(|(m, _)| format!("model_name!=\"{}\"", escaped(m)))
-                    .collect();
-                let rest = format!("{{{}}}", rest.join(","));
-                parts.push(format!("({})", pairs(&rest, *objective)));
-                parts.join(" or ")
+                self.burn(*objective, windows, scope)
             }
             Expr::DriverVersionSkew => cmp(format!(
                 "count(count by (driver_version) ({}))",
@@ -311,6 +273,50 @@ impl Rule {
                 g = GPUS.name
             ),
         }
+    }
+
+    /// A burn-rate rule's pairs of windows over the recorded ratios at
+    /// `scope`.
+    fn burn(&self, objective: f64, windows: &[BurnWindow], scope: Scope) -> String {
+        let ratio = |w| match availability::reads(self) {
+            true => availability::error_ratio(scope, w),
+            false => error_ratio(scope, w),
+        };
+        // The value is the burn rate itself, as the exporter reports
+        // it: the error ratio over the budget. 1 − 0.999 is spelled
+        // 0.001, not 0.0010000000000000009.
+        let pairs = |sel: &str, objective: f64| {
+            let budget = num(format!("{:.12e}", 1.0 - objective)
+                .parse()
+                .unwrap_or(f64::NAN));
+            let pairs: Vec<String> = windows
+                .iter()
+                .map(|b| {
+                    let f = num(b.factor);
+                    format!(
+                        "({}{sel} / {budget} > {f} and {}{sel} / {budget} > {f})",
+                        ratio(b.long),
+                        ratio(b.short)
+                    )
+                })
+                .collect();
+            pairs.join(" or ")
+        };
+        if self.objectives.is_empty() {
+            return pairs("", objective);
+        }
+        // A model with its own objective is judged by it; the
+        // rest by the rule's.
+        let own = self.objectives.iter();
+        let mut parts: Vec<String> = own
+            .map(|(m, o)| format!("({})", pairs(&selector("model_name", "=", m), *o)))
+            .collect();
+        let rest: Vec<String> = (self.objectives.iter())
+            .map(|(m, _)| format!("model_name!=\"{}\"", escaped(m)))
+            .collect();
+        let rest = format!("{{{}}}", rest.join(","));
+        parts.push(format!("({})", pairs(&rest, objective)));
+        parts.join(" or ")
     }
 }
 
