@@ -387,8 +387,32 @@ impl Buildah {
 
     /// A container of `image` running its entrypoint with `args` appended,
     /// on a free loopback port, with each `(host file, container path)` of
-    /// `mounts` bind-mounted read-only.
+    /// `mounts` bind-mounted read-only. Started again, once, where the OCI
+    /// runtime failed to seal its own copy (`sealing memfd copy: Device or
+    /// resource busy`, a race in the runtime with another starting beside
+    /// it, before our binary runs at all).
     fn start(&self, image: &str, mounts: &[(&Path, &str)], args: &[&str]) -> Running {
+        match self.try_start(image, mounts, args) {
+            Ok(running) => running,
+            Err(log) if log.contains("sealing memfd copy") => {
+                eprintln!("the OCI runtime failed to start the container; again:\n{log}");
+                let again = self.try_start(image, mounts, args);
+                again.unwrap_or_else(|log| {
+                    panic!("the container never said where it serves:\n{log}")
+                })
+            }
+            Err(log) => panic!("the container never said where it serves:\n{log}"),
+        }
+    }
+
+    /// [`Buildah::start`] once: the log of a container that never said
+    /// where it serves.
+    fn try_start(
+        &self,
+        image: &str,
+        mounts: &[(&Path, &str)],
+        args: &[&str],
+    ) -> Result<Running, String> {
         let entrypoint = self.config(image).entrypoint;
         let container = self.ok(&["from", image]);
         let mut cmd = self.command();
@@ -408,19 +432,14 @@ impl Buildah {
         let mut child = Group(cmd.spawn().expect("spawn buildah run"));
         // Keep the log for failure messages; the serving line names the port.
         let (log, rx) = watch_log(child.0.stderr.take().unwrap());
-        let hostport = rx
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| {
-                panic!(
-                    "the container never said where it serves:\n{}",
-                    log.lock().unwrap()
-                )
-            });
-        Running {
+        let Ok(hostport) = rx.recv_timeout(Duration::from_secs(60)) else {
+            return Err(log.lock().unwrap().clone());
+        };
+        Ok(Running {
             child,
             addr: hostport.parse().unwrap(),
             log,
-        }
+        })
     }
 }
 
