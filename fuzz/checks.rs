@@ -560,9 +560,9 @@ pub mod kubelet {
     use gpu_exporter::internals::fill::pods::attribution;
     use gpu_exporter::internals::fill::pods::kubelet::Lister;
     use gpu_exporter::internals::fill::pods::proto::{self, Limits, ListDecoder};
-    use gpu_exporter::internals::wire::h2::script::Replay;
-    use gpu_exporter::internals::wire::{h2, hpack, huffman};
     use std::time::{Duration, Instant};
+    use wire::h2::script::Replay;
+    use wire::{h2, hpack, huffman};
 
     /// `huffman`: whatever decodes re-encodes to a string that decodes
     /// the same, and no longer than the input.

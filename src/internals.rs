@@ -2,18 +2,9 @@
 //! only: built with the `internals` feature, which the crate enables for
 //! itself as a dev-dependency and `fuzz/` enables. Not an API.
 
-/// The ground floor.
-pub mod base {
-    pub use crate::base::*;
-}
 /// The fleet model.
 pub mod snapshot {
     pub use crate::snapshot::*;
-}
-/// The protocol libraries: HTTP/2, HPACK, gRPC, protobuf.
-#[cfg(feature = "kubernetes")]
-pub mod wire {
-    pub use crate::wire::*;
 }
 /// Sources.
 pub mod source {
@@ -42,11 +33,6 @@ pub mod alerts {
 /// The process's own stats.
 pub mod process {
     pub use crate::process::*;
-}
-/// The web config.
-#[cfg(feature = "tls")]
-pub mod web {
-    pub use crate::web::*;
 }
 /// The poller thread.
 pub mod poller {

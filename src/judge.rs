@@ -7,9 +7,9 @@
 //! alerts next to the snapshot.
 
 use crate::alerts::{Evaluator, Rule, Subject, Transition, WORKLOADS, expand};
-use crate::base::time::unix_now;
 use crate::poller::{Latest, Poller, Progress, Published, Replay, Work};
 use crate::snapshot::{Bounds, Freshness, Gpu, Snapshot};
+use base::time::unix_now;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};

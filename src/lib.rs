@@ -6,32 +6,29 @@
 //!
 //! Modules by floor: each imports only from the floors below it (checked by
 //! `tests/layout.rs`; the README's module table says what each holds). The
-//! public API is what `main.rs` needs: [`config`], [`logger`] and [`run`].
+//! public API is what `main.rs` needs: [`config`] and [`run`].
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 // Documented: the public API. The internals the tests reach are not one.
 #![cfg_attr(not(feature = "internals"), warn(missing_docs))]
 
-// Floor 0: helpers that import nothing of the crate's own.
-mod base;
-pub mod logger;
-// Floor 1: flags in, a validated configuration out; the protocol
-// libraries the kubelet's client speaks (HTTP/2, HPACK, gRPC, protobuf).
+// Floor 0, below every module, are the crates `base` (helpers, the
+// logger), `wire` (the kubelet client's protocols) and `webconfig` (the
+// web config file).
+#[cfg(test)]
+mod testkit;
+// Floor 1: flags in, a validated configuration out.
 pub mod config;
-#[cfg(feature = "kubernetes")]
-mod wire;
 // Floor 2: the fleet model every other part reads.
 mod snapshot;
 // Floor 3: sources and fillers, the fleet memory, exposition, alerts, the
-// process's own stats, the web config.
+// process's own stats.
 mod alerts;
 mod exposition;
 mod fill;
 mod fleet;
 mod process;
 mod source;
-#[cfg(feature = "tls")]
-mod web;
 // Floor 4: the poller, and which source and fillers it reads.
 mod pipeline;
 mod poller;

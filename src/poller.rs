@@ -5,8 +5,6 @@
 
 use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Rule};
-use crate::base::quiet::{Repeating, Verdict};
-use crate::base::time::unix_now;
 use crate::config::dcgm::Dcgm;
 use crate::config::engines::Engine;
 use crate::config::{Collector, Collectors};
@@ -17,6 +15,8 @@ use crate::snapshot::{
     Kubernetes, MAX_PROCESSES, Model, Snapshot, TTFT_SLO_SECONDS, bound_processes,
 };
 use crate::source::Source;
+use base::quiet::{Repeating, Verdict};
+use base::time::unix_now;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

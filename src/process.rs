@@ -1,7 +1,7 @@
 //! The exporter's own `process_*` readings from /proc, into stack buffers.
 
-use crate::base::time::boot_time;
 use crate::snapshot::ProcessStats;
+use base::time::boot_time;
 use std::fs::File;
 use std::io::Read;
 

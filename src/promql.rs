@@ -3,8 +3,6 @@
 
 use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Expr, Rule, Signal};
 use crate::alerts::summary::WORKLOADS;
-use crate::base::numbers::write_f64;
-use crate::base::time::format_duration;
 use crate::config::OWN_RUNBOOKS;
 use crate::exposition::catalogue::engines::ENGINE_MODEL_UP;
 use crate::exposition::catalogue::health::{
@@ -22,6 +20,8 @@ use crate::fill::engines::profile;
 use crate::snapshot::{
     CLOCK_EVENT_REASONS, PAGE_XIDS, THROTTLE_MASK, TICKET_XIDS, TTFT_SLO_SECONDS,
 };
+use base::numbers::write_f64;
+use base::time::format_duration;
 use std::fmt::Write;
 use std::time::Duration;
 

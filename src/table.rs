@@ -3,9 +3,9 @@
 
 use crate::alerts::rules::TTFT_OBJECTIVE;
 use crate::alerts::{Alert, Evaluator, Signal, State, Subject};
-use crate::base::units::GIB;
 use crate::poller::Published;
 use crate::snapshot::Model;
+use base::units::GIB;
 use std::fmt::Write;
 use std::time::Duration;
 

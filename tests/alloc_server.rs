@@ -384,8 +384,7 @@ fn tls_allocations(dir: &std::path::Path, gpus: usize, request: &str, tls12: boo
         "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
     );
     let (_watch, loaded) =
-        gpu_exporter::internals::web::Watch::start(&web, gpu_exporter::config::BCRYPT_MAX_COST)
-            .unwrap();
+        webconfig::Watch::start(&web, gpu_exporter::config::BCRYPT_MAX_COST).unwrap();
     let shared = Arc::new(Shared::default());
     shared.publish(loaded);
     let addr = serve_guarded(gpus, Guard::new(shared, false));

@@ -9,7 +9,7 @@
 //! forever) and panics (`unimplemented!`) when the value is not a value
 //! (`}`, `]`, `,`, `:`). `--rules.file` and `--sim.scenario` then hung the
 //! exporter at start (100% CPU) or aborted it. The strict pass in front of
-//! nanoserde (`src/base/json.rs`) now refuses such files first, with the
+//! nanoserde (`crates/base/src/json.rs`) now refuses such files first, with the
 //! line and column, so nanoserde never skips anything.
 
 use gpu_exporter::internals::alerts;

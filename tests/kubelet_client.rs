@@ -16,10 +16,10 @@ use fake_kubelet::{Fake, pod, pods_json, python_ready, serial};
 use gpu_exporter::internals::fill::pods::attribution::{self, Gpu, Mig, Row};
 use gpu_exporter::internals::fill::pods::error::Error;
 use gpu_exporter::internals::fill::pods::kubelet::{Lister, Listing};
-use gpu_exporter::internals::wire::h2::{Client, Limits};
-use gpu_exporter::internals::wire::{self, grpc};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
+use wire::grpc;
+use wire::h2::{Client, Limits};
 
 const G0: &str = "GPU-8c1a3f2e-1111-2222-3333-444455556666";
 const G1: &str = "GPU-0b5e7d9a-aaaa-bbbb-cccc-ddddeeeeffff";

@@ -12,7 +12,7 @@ use gpu_exporter::internals::fill::pods::kubelet::Lister;
 use gpu_exporter::internals::fill::pods::proto::{
     self, ClaimResource, ContainerDevices, ContainerResources, DynamicResource, PodResources,
 };
-use gpu_exporter::internals::wire::h2::script;
+use wire::h2::script;
 
 /// xorshift64*: deterministic, so a failure reproduces.
 struct Rng(u64);

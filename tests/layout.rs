@@ -5,12 +5,15 @@
 //!   paths of every file under `src/` are checked against [`FLOORS`];
 //! - modules of one floor never reach into each other, and a source or a
 //!   filler never into another's files, without exception;
-//! - `wire` imports only `base`, and of the fillers only the kubelet's
-//!   (`fill::pods`) imports `wire`;
+//! - the crates under `crates/` (`base`, `wire`, `webconfig`) depend on
+//!   no crate of ours but `base` (Cargo holds what they import; this
+//!   holds their manifests), and of the fillers only the kubelet's
+//!   (`fill::pods`) uses `wire`;
 //! - the README's module table lists every module, on its floor;
 //! - no file but `ffi.rs` holds more than 600 lines before its tests, and
 //!   `lib.rs` stays a table of contents;
-//! - no function outside tests and tables runs past 80 lines;
+//! - no function outside tests and tables runs past 80 lines, in `src/`
+//!   and `crates/`;
 //! - no two files import each other, directly or around a cycle, tests
 //!   aside.
 
@@ -18,27 +21,21 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// Each top-level module of `src/` and its floor.
+/// Below them all are the crates of `crates/`.
 const FLOORS: &[(&str, u8)] = &[
-    // Helpers that import nothing of the crate's own.
-    ("base", 0),
-    ("logger", 0),
+    // The unit tests' fixtures and README tables.
+    ("testkit", 0),
     // Flags in, a validated configuration out.
     ("config", 1),
-    // The protocol libraries: HTTP/2, HPACK, gRPC, protobuf (built with
-    // the `kubernetes` feature); they import only `base`.
-    ("wire", 1),
     // The fleet model.
     ("snapshot", 2),
-    // Sources and fillers, exposition, alerts, the process's own stats,
-    // the web config.
+    // Sources and fillers, exposition, alerts, the process's own stats.
     ("source", 3),
     ("fill", 3),
     ("fleet", 3),
     ("exposition", 3),
     ("alerts", 3),
     ("process", 3),
-    // The web config file: TLS, basic auth (built with the `tls` feature).
-    ("web", 3),
     // The poller, and which source and fillers it reads.
     ("poller", 4),
     ("pipeline", 4),
@@ -60,15 +57,31 @@ const FLOORS: &[(&str, u8)] = &[
 /// never names another's files.
 const FAMILIES: &[&str] = &["source", "fill"];
 
-/// What `wire` may import of the crate: the ground floor's helpers, not
-/// the logger.
-const WIRE_IMPORTS: &[&str] = &["base"];
+/// The crates under `crates/`, and the crates of ours each may depend on.
+const CRATES: &[(&str, &[&str])] = &[("base", &[]), ("wire", &["base"]), ("webconfig", &["base"])];
 
 /// Of the fillers, the one that speaks the protocols of `wire`.
 const WIRE_USERS: &[&str] = &["fill::pods"];
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// Every `.rs` file of the binary's crate and of the crates under
+/// `crates/`.
+fn all_files() -> Vec<PathBuf> {
+    let mut out = files(&src());
+    for (name, _) in CRATES {
+        out.extend(files(
+            &src()
+                .parent()
+                .unwrap()
+                .join("crates")
+                .join(name)
+                .join("src"),
+        ));
+    }
+    out
 }
 
 fn floor(top: &str) -> u8 {
@@ -299,50 +312,82 @@ fn imports_follow_the_floors() {
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
 }
 
-/// Where `wire` is reached from, or reaches to, against its rules.
+/// Where a filler other than the kubelet's names `wire`.
 fn wire_problems() -> Vec<String> {
-    let user = |m: &str| {
-        WIRE_USERS
-            .iter()
-            .any(|u| m == *u || m.starts_with(&format!("{u}::")))
-    };
     let mut problems = Vec::new();
-    for file in files(&src()) {
-        let module = module_of(&file);
-        let from = module.join("::");
-        for (line, target) in references(&file) {
-            let top = target[0].as_str();
-            let bad = match module[0].as_str() {
-                "wire" => top != "wire" && !WIRE_IMPORTS.contains(&top),
-                "fill" => top == "wire" && !user(&from),
-                _ => false,
-            };
-            if bad {
-                let to = target.join("::");
-                problems.push(format!("{}:{line}: {from} imports {to}", shown(&file)));
+    for file in files(&src().join("fill")) {
+        let from = module_of(&file).join("::");
+        if WIRE_USERS
+            .iter()
+            .any(|u| from == *u || from.starts_with(&format!("{u}::")))
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap();
+            let named = code.match_indices("wire::").any(|(i, _)| {
+                !code[..i]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == ':')
+            });
+            if named {
+                problems.push(format!("{}:{}: {from} uses wire", shown(&file), n + 1));
             }
         }
     }
     problems
 }
 
+/// The crates of ours a manifest's `[dependencies]` names.
+fn our_dependencies(manifest: &str) -> Vec<String> {
+    let ours = |name: &str| CRATES.iter().any(|(c, _)| *c == name) || name == "gpu-exporter";
+    let mut out = Vec::new();
+    let mut in_deps = false;
+    for line in manifest.lines() {
+        let line = line.trim();
+        if line.starts_with('[') {
+            in_deps = line == "[dependencies]";
+            continue;
+        }
+        let name = line.split(['=', '.', ' ']).next().unwrap_or("");
+        if in_deps && !line.starts_with('#') && ours(name) {
+            out.push(name.to_string());
+        }
+    }
+    out
+}
+
 #[test]
-fn wire_imports_only_base_and_only_the_kubelets_filler_imports_wire() {
+fn the_crates_depend_on_base_alone_and_only_the_kubelets_filler_uses_wire() {
+    let root = src().parent().unwrap().to_path_buf();
+    for (name, allowed) in CRATES {
+        let manifest =
+            std::fs::read_to_string(root.join("crates").join(name).join("Cargo.toml")).unwrap();
+        for dep in our_dependencies(&manifest) {
+            assert!(
+                allowed.contains(&dep.as_str()),
+                "crates/{name} depends on {dep}; it may depend on {allowed:?}"
+            );
+        }
+    }
     let problems = wire_problems();
     assert!(
         problems.is_empty(),
-        "wire imports only {WIRE_IMPORTS:?}, and of fill only {WIRE_USERS:?} imports wire:\n{}",
+        "of fill only {WIRE_USERS:?} uses wire:\n{}",
         problems.join("\n")
     );
-    // The check sees what it looks for: the kubelet's filler does import
-    // `wire`, and `wire` does import `base`.
-    let refs = |f: &str| references(&src().join(f));
-    assert!(
-        refs("fill/pods/kubelet.rs")
-            .iter()
-            .any(|(_, p)| p[0] == "wire")
+    // The checks see what they look for: the kubelet's filler does use
+    // `wire`, and a manifest naming `webconfig` is read as doing so.
+    let kubelet = std::fs::read_to_string(src().join("fill/pods/kubelet.rs")).unwrap();
+    assert!(kubelet.contains("wire::"));
+    assert_eq!(
+        our_dependencies(
+            "[dependencies]\nbase.workspace = true\nwebconfig = { workspace = true }\n[dev-dependencies]\nwire.workspace = true\n"
+        ),
+        ["base", "webconfig"]
     );
-    assert!(refs("wire/h2/call.rs").iter().any(|(_, p)| p[0] == "base"));
 }
 
 #[test]
@@ -432,7 +477,7 @@ fn code_lines(text: &str) -> usize {
 
 #[test]
 fn no_file_is_past_600_lines_before_its_tests() {
-    for file in files(&src()) {
+    for file in all_files() {
         if file.ends_with("source/nvml/ffi.rs") {
             continue; // whole on purpose: it holds all the unsafe code
         }
@@ -526,7 +571,7 @@ fn long_fns(text: &str) -> Vec<(usize, String, usize)> {
 #[test]
 fn no_function_is_past_80_lines_outside_tests_and_tables() {
     let mut problems = Vec::new();
-    for file in files(&src()) {
+    for file in all_files() {
         let shown = shown(&file);
         if TABLES.contains(&shown.as_str()) {
             continue;

@@ -538,7 +538,7 @@ fn xid_events_are_counted_per_gpu_and_code() {
     gpus[0] = gpus[0].replacen('{', r#"{"xids":[79,13,79,48],"#, 1);
     gpus[2] = gpus[2].replacen('{', r#"{"events":false,"#, 1);
     let f = Fixture::new("xid", &scenario(&gpus));
-    let start = gpu_exporter::internals::base::time::unix_now();
+    let start = base::time::unix_now();
     let mut nvml = f.open();
 
     let mut expected: Vec<(u32, u64)> = CRITICAL_XIDS.iter().map(|&c| (c, 0)).collect();
@@ -565,7 +565,7 @@ fn xid_events_are_counted_per_gpu_and_code() {
         .readings
         .xid_last_timestamp_seconds
         .expect("a timestamp");
-    assert!(start <= last && last <= gpu_exporter::internals::base::time::unix_now());
+    assert!(start <= last && last <= base::time::unix_now());
     // [79, 13, 79, 48]: the last is 48.
     assert_eq!(gpus[0].readings.xid_last_code, Some(48.0));
 

@@ -3,14 +3,14 @@
 
 use super::defaults;
 use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal};
-use crate::base::json;
-use crate::base::time::{format_duration, parse_duration};
 use crate::config::MAX_NAME;
+use base::json;
+use base::time::{format_duration, parse_duration};
 use std::time::Duration;
 
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod shape {
-    use crate::base::json::json_struct;
+    use base::json::json_struct;
 
     json_struct! {
         pub struct RulesFile {

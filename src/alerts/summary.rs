@@ -9,8 +9,8 @@
 //! anything else stays as written.
 
 use super::Subject;
-use crate::base::numbers::{digits, write_u64};
 use crate::snapshot::{Gpu, GpuProcess, Readings};
+use base::numbers::{digits, write_u64};
 use std::io::Write;
 
 // The blocks as literals, so that [`WORKLOADS`] is their concatenation.

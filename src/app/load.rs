@@ -3,14 +3,14 @@
 //! or device is refused unread and a JSON file is at most 1 MiB.
 
 use crate::alerts::{self, Rule};
-use crate::base::file::{MAX_JSON_BYTES, read_config};
-use crate::base::time::unix_now;
 use crate::config::engines::{self, Engines};
 use crate::config::{Config, ConfigError};
 use crate::fill::engines::watch::Retune;
 use crate::poller::Reload;
 use crate::source::Source;
 use crate::source::sim::{Scenario, Sim};
+use base::file::{MAX_JSON_BYTES, read_config};
+use base::time::unix_now;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, mpsc};
@@ -134,11 +134,11 @@ pub fn reloader(
 #[cfg(feature = "tls")]
 pub fn web_config(
     config: &Config,
-) -> Result<Option<(crate::web::Watch, crate::web::Loaded)>, ConfigError> {
+) -> Result<Option<(webconfig::Watch, webconfig::Loaded)>, ConfigError> {
     let Some(path) = &config.web_config else {
         return Ok(None);
     };
-    crate::web::Watch::start(path, config.bcrypt_max_cost)
+    webconfig::Watch::start(path, config.bcrypt_max_cost)
         .map(Some)
         .map_err(|e| ConfigError(format!("--web.config.file {}: {e}", path.display())))
 }
@@ -154,7 +154,7 @@ const WEB_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 /// configuration stays.
 #[cfg(feature = "tls")]
 pub fn web_watcher(
-    mut watch: crate::web::Watch,
+    mut watch: webconfig::Watch,
     path: std::path::PathBuf,
     shared: Arc<crate::http::guard::Shared>,
 ) -> std::io::Result<mpsc::Sender<()>> {

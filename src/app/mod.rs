@@ -6,7 +6,6 @@ mod load;
 mod signals;
 
 use crate::alerts;
-use crate::base::time::unix_now;
 use crate::config::{Config, ConfigError, SourceKind};
 use crate::fill::engines::Watch;
 use crate::fill::engines::watch::Retune;
@@ -16,6 +15,7 @@ use crate::poller::{self, Latest, Poller, Published};
 use crate::promql;
 use crate::snapshot::{Bounds, Snapshot};
 use crate::{pipeline, table};
+use base::time::unix_now;
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -287,7 +287,7 @@ fn start_judge(
 /// or when its files change.
 #[cfg(feature = "tls")]
 fn start_web_watcher(
-    web: Option<(crate::web::Watch, crate::web::Loaded)>,
+    web: Option<(webconfig::Watch, webconfig::Loaded)>,
     config: &Config,
     shared: &Arc<http::guard::Shared>,
 ) -> Result<Option<mpsc::Sender<()>>, Error> {
@@ -329,6 +329,6 @@ fn url(scheme: &str, addr: SocketAddr, path: &str) -> String {
 
 /// Logs to stderr from now on as `--log.level` and `--log.format` say,
 /// each line stamped with the time now.
-pub fn init_logger(level: log::LevelFilter, format: crate::logger::Format) {
-    crate::logger::init(level, format, crate::base::time::now_rfc3339);
+pub fn init_logger(level: log::LevelFilter, format: base::logger::Format) {
+    base::logger::init(level, format, base::time::now_rfc3339);
 }

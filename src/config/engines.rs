@@ -4,8 +4,8 @@
 
 use super::MAX_NAME;
 use super::values::timeout;
-use crate::base::json::{self, Value};
-use crate::base::time::parse_duration;
+use base::json::{self, Value};
+use base::time::parse_duration;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;

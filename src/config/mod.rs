@@ -160,7 +160,7 @@ pub struct Config {
     /// `--log.level`.
     pub log_level: log::LevelFilter,
     /// `--log.format`.
-    pub log_format: crate::logger::Format,
+    pub log_format: base::logger::Format,
     /// `--once`.
     pub once: bool,
     /// `--print-rules`.
@@ -233,7 +233,7 @@ impl Default for Config {
             interval: Duration::from_secs(1),
             max_stale: Duration::from_secs(60),
             log_level: log::LevelFilter::Info,
-            log_format: crate::logger::Format::Logfmt,
+            log_format: base::logger::Format::Logfmt,
             once: false,
             print_rules: false,
             runbook_base: None,

@@ -2,7 +2,7 @@
 //! the flag's name (the flag table adds it).
 
 use super::SourceKind;
-use crate::base::time::parse_duration;
+use base::time::parse_duration;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 

@@ -7,7 +7,7 @@
 
 use super::catalogue::{Extra, Family};
 use super::writer::{Target, Writer, head_kind};
-use crate::base::numbers::{F64_MAX_LEN, digits_into, exact_integer, spell_f64};
+use base::numbers::{F64_MAX_LEN, digits_into, exact_integer, spell_f64};
 
 /// The lines held before they are copied out, by default.
 const LINE: usize = 2048;

@@ -14,11 +14,11 @@ mod writer;
 pub use format::Format;
 pub use reason::{Evicted, HandshakeError, Tally};
 
-use crate::base::numbers::write_f64;
 use crate::config::{Collector, Collectors};
 use crate::snapshot::readings;
 use crate::snapshot::{Freshness, Gpu, Model, Snapshot};
 use attribution::copies;
+use base::numbers::write_f64;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
     COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED,

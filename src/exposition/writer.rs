@@ -3,8 +3,8 @@
 //! buffer.
 
 use super::catalogue::{Family, Kind};
-use crate::base::numbers::{F64_MAX_LEN, spell_f64, write_u64};
 use crate::snapshot::{Gpu, MigInstance, Readings};
+use base::numbers::{F64_MAX_LEN, spell_f64, write_u64};
 
 /// A GPU or one of its MIG instances, numbered in render order.
 #[derive(Clone, Copy)]

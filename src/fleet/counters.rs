@@ -10,8 +10,8 @@
 //! value by the next reading (its excess is then counted, the lower part
 //! not). A lost GPU keeps serving its last values.
 
-use crate::base::quiet::Noted;
 use crate::snapshot::{Readings, TxRx};
+use base::quiet::Noted;
 
 /// A counter by family and, for the labelled ones, the label as a number
 /// (Xid code, direction 0 tx / 1 rx, clock-event reason).

@@ -23,9 +23,9 @@
 mod counters;
 pub mod range;
 
-use crate::base::pci::normalize_bus_id;
-use crate::base::quiet::{Noted, Repeating};
 use crate::snapshot::Gpu;
+use base::pci::normalize_bus_id;
+use base::quiet::{Noted, Repeating};
 use counters::Counters;
 
 /// A GPU the fleet has seen up at least once.

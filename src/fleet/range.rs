@@ -5,9 +5,9 @@
 //! ([`crate::snapshot::readings`]); fans run 0 to 2, as NVML says a fan
 //! may run above 100% ([`readings::FAN_RATIO`]).
 
-use crate::base::quiet::Noted;
 use crate::snapshot::readings::{self, Field, MEMORY_BYTES, Range};
 use crate::snapshot::{CLOCK_EVENT_REASONS, Readings, TxRx};
+use base::quiet::Noted;
 use std::collections::BTreeMap;
 
 /// Readings left out, by family, since the exporter started:

@@ -5,8 +5,8 @@
 //! alerts are not settled yet).
 
 use crate::alerts::{Subject, WORKLOADS, expand};
-use crate::base::time::rfc3339;
 use crate::poller::Published;
+use base::time::rfc3339;
 use std::io::Write;
 
 /// The alerts of `p`; those about a GPU with a `workloads` annotation,

@@ -34,7 +34,7 @@ const HEAD_ROOM: usize = 512 + MAX_CONFIGURED;
 /// The most bytes of header lines a web config may add to a response.
 const MAX_CONFIGURED: usize = 1024;
 #[cfg(feature = "tls")]
-const _: () = assert!(crate::web::MAX_HEADER_BYTES <= MAX_CONFIGURED);
+const _: () = assert!(webconfig::MAX_HEADER_BYTES <= MAX_CONFIGURED);
 
 /// A response built in the output buffer.
 #[derive(Debug)]

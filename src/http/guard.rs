@@ -13,7 +13,7 @@ use super::router::Access;
 use std::sync::Arc;
 
 #[cfg(feature = "tls")]
-pub use crate::web::Loaded;
+pub use webconfig::Loaded;
 
 /// Nothing to turn on: a build without the `tls` feature.
 #[cfg(not(feature = "tls"))]
@@ -24,7 +24,7 @@ pub enum Gate {
     Decided(Access),
     /// bcrypt runs on its thread: await [`Gate::finish`].
     #[cfg(feature = "tls")]
-    Wait(Arc<Loaded>, crate::web::auth::Pending),
+    Wait(Arc<Loaded>, webconfig::auth::Pending),
 }
 
 impl Gate {
@@ -51,8 +51,8 @@ impl Gate {
 }
 
 #[cfg(feature = "tls")]
-fn access(v: crate::web::auth::Verdict) -> Access {
-    use crate::web::auth::Verdict;
+fn access(v: webconfig::auth::Verdict) -> Access {
+    use webconfig::auth::Verdict;
     match v {
         Verdict::Allowed => Access::Allowed,
         Verdict::Denied => Access::Denied,
@@ -152,7 +152,7 @@ impl Guard {
                 return Gate::Decided(Access::Busy);
             }
             if let Some(auth) = &l.auth {
-                use crate::web::auth::Step;
+                use webconfig::auth::Step;
                 return match auth.step(authorization, peer) {
                     Step::Done(v) => Gate::Decided(access(v)),
                     Step::Wait(p) => Gate::Wait(l.clone(), p),

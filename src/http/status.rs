@@ -9,11 +9,11 @@
 
 use super::redact::without_paths;
 use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
-use crate::base::numbers::{write_f64, write_u64};
-use crate::base::units::GIB;
 use crate::config::SourceKind;
 use crate::poller::Published;
 use crate::snapshot::{Bounds, Freshness, Gpu, Readings, Snapshot};
+use base::numbers::{write_f64, write_u64};
+use base::units::GIB;
 use std::time::Instant;
 
 /// Seconds between reloads: often enough to follow an incident, rarely

@@ -4,8 +4,8 @@
 
 use super::{Scope, error_ratio as ttft_ratio};
 use crate::alerts::rules::{Expr, Rule};
-use crate::base::time::format_duration;
 use crate::fill::engines::profile::{self, Role};
+use base::time::format_duration;
 use std::fmt::Write;
 use std::time::Duration;
 

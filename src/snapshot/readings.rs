@@ -645,7 +645,7 @@ mod tests {
     /// `GPU_EXPORTER_BLESS=1` writes it there.
     #[test]
     fn readme_lists_the_readings() {
-        crate::base::readme::holds("metrics", &readme_table());
+        crate::testkit::readme::holds("metrics", &readme_table());
     }
 
     #[test]

@@ -26,7 +26,12 @@ pub fn pki() -> Option<&'static Path> {
         }
         let dir = std::env::temp_dir().join(format!("gpu-exporter-pki-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/certs.sh");
+        // The repository's, from the root crate or one under crates/.
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .map(|d| d.join("tests/certs.sh"))
+            .find(|p| p.exists())
+            .expect("tests/certs.sh");
         let out = Command::new("sh").arg(&script).arg(&dir).output().unwrap();
         assert!(
             out.status.success(),

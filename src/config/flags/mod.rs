@@ -11,7 +11,7 @@ pub use flag::Flag;
 use super::collectors::{Collector, Collectors, UnknownCollector};
 use super::values::{count, parse_listen, parse_source, runbook_base, telemetry_path, timeout};
 use super::{Command, Config, ConfigError};
-use crate::base::time::parse_duration;
+use base::time::parse_duration;
 use flag::{Action, set, switch};
 use std::ffi::OsString;
 use std::time::Duration;
@@ -340,7 +340,7 @@ const AFTER_ENGINES: &[Flag] = &[
         "logfmt",
         "logfmt or json (one object per line, keys ts, level and msg); every line carries ts, RFC 3339 UTC with milliseconds",
         |c, v| {
-            c.log_format = crate::logger::Format::parse(v)?;
+            c.log_format = base::logger::Format::parse(v)?;
             Ok(())
         },
     ),
@@ -593,7 +593,7 @@ fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
     let mut d = match &c.dcgm_counters {
         None => super::dcgm::parse(super::dcgm::DEFAULT_COUNTERS, "default-counters.csv")?,
         Some(path) => {
-            let text = crate::base::file::read_config(path, 1024 * 1024)
+            let text = base::file::read_config(path, 1024 * 1024)
                 .map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))?;
             super::dcgm::parse(&text, &format!("{flag} {}", path.display()))?
         }
@@ -624,7 +624,7 @@ mod tests {
     #[test]
     #[cfg_attr(not(all(feature = "tls", feature = "kubernetes")), ignore)]
     fn readme_lists_the_flags() {
-        crate::base::readme::holds("flags", &readme_table());
+        crate::testkit::readme::holds("flags", &readme_table());
     }
 
     fn run(args: &[&str]) -> Result<Config, ConfigError> {

@@ -8,9 +8,9 @@ mod values;
 
 use super::attribution::copies;
 use super::writer::{Target, Writer, each_target, escape};
-use crate::base::numbers::write_u64;
 use crate::config::dcgm::{Dcgm, Field, Kind};
 use crate::snapshot::Gpu;
+use base::numbers::write_u64;
 
 /// Every served field of `d` over `gpus`, a family each.
 pub(super) fn render(w: &mut Writer, d: &Dcgm, gpus: &[Gpu], pod_labels: bool) {

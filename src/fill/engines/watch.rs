@@ -8,9 +8,9 @@
 use super::client::{Failure, fetch};
 use super::profile::{self, detect, judged_at, wanted};
 use super::text::{Parsed, Wanted};
-use crate::base::time::unix_now;
 use crate::config::engines::{Endpoint, Engine, Engines};
 use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
+use base::time::unix_now;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};

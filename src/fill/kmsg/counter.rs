@@ -1,8 +1,8 @@
 //! Xid counts per GPU and code, from kernel log lines, each counted once.
 
 use super::line::{Stamp, Xid, normalize_bus_id, parse_xid, split_line};
-use crate::base::time::unix_now;
-use crate::base::tz::Zone;
+use base::time::unix_now;
+use base::tz::Zone;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::{Hash, Hasher};
@@ -141,7 +141,7 @@ impl XidCounter {
     /// of dmesg text are not converted: a saved file may come from an
     /// earlier boot.
     ///
-    /// [`boot_time`]: crate::base::time::boot_time
+    /// [`boot_time`]: base::time::boot_time
     pub fn set_boot_time(&mut self, unix: f64) {
         self.boot_time = Some(unix).filter(|t| t.is_finite());
     }
@@ -302,8 +302,8 @@ impl XidCounter {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::base::fixture;
     use crate::snapshot::xid_errors;
+    use crate::testkit::fixture;
 
     pub(crate) const DMESG_T: &str = fixture!("kmsg", "xid_dmesg-T_xid119-gsp-timeout_gpud.log");
     const TOKYO: &[u8] = include_bytes!(concat!(
@@ -414,7 +414,7 @@ pub(super) mod tests {
         // Local time in Tokyo (UTC+9) and at UTC-5: 9 hours earlier, 5 later.
         for (zone, hours) in [(TOKYO, -9.0), (GMT5, 5.0)] {
             let mut c = XidCounter::new();
-            c.set_zone(crate::base::tz::parse_tzif(zone).unwrap());
+            c.set_zone(base::tz::parse_tzif(zone).unwrap());
             c.feed_text(DMESG_T);
             let expect = 1_740_328_213.0 + hours * 3600.0;
             assert_eq!(c.last_timestamp("0000:9b:00"), Some(expect));
@@ -568,7 +568,7 @@ pub(super) mod tests {
         let line = |t: f64, code: u32| {
             format!(
                 "{} NVRM: Xid (PCI:0000:9b:00): {code}, pid=1",
-                crate::base::time::rfc3339(t)
+                base::time::rfc3339(t)
             )
         };
         let mut c = XidCounter::new();

@@ -2,8 +2,8 @@
 //! its stamps, the Xid an `NVRM: Xid` line reports, and bus ids in one
 //! form. Pure, and never panics, so the fuzz targets call it directly.
 
-pub use crate::base::pci::normalize_bus_id;
-use crate::base::time::unix_from_civil;
+pub use base::pci::normalize_bus_id;
+use base::time::unix_from_civil;
 
 /// When a line was logged.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -13,7 +13,7 @@ pub enum Stamp {
     /// Unix seconds: `--time-format=iso`, which names its zone.
     Unix(f64),
     /// Seconds since 1970-01-01 in the host's local time, no zone named:
-    /// `dmesg -T`. [`crate::base::tz::Zone::to_unix`] makes it Unix time.
+    /// `dmesg -T`. [`base::tz::Zone::to_unix`] makes it Unix time.
     Local(f64),
 }
 

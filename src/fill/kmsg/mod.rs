@@ -10,7 +10,7 @@
 //!
 //! Only Xid after the exporter started count (see [`XidCounter`]); those
 //! from before show in the GPU's last Xid time and one log line. `dmesg -T`
-//! stamps are the host's local time, read in its zone ([`crate::base::tz`]).
+//! stamps are the host's local time, read in its zone ([`base::tz`]).
 //!
 //! The parsing half ([`line`], [`counter`]) is pure and never panics, so
 //! fuzz targets can call it; [`KmsgReader`] does the I/O ([`follow`] for
@@ -21,9 +21,9 @@ pub mod follow;
 pub mod line;
 
 use super::Filler;
-use crate::base::quiet::Repeating;
-use crate::base::time::{boot_time, unix_now};
 use crate::snapshot::{Gpu, last_code, xid_errors};
+use base::quiet::Repeating;
+use base::time::{boot_time, unix_now};
 use counter::XidCounter;
 use follow::Follower;
 use std::fs::{File, OpenOptions};
@@ -208,7 +208,7 @@ impl KernelLogXid {
             counter.set_boot_time(boot);
         }
         counter.set_start(unix_now(), uptime());
-        let (zone, warning) = crate::base::tz::local();
+        let (zone, warning) = base::tz::local();
         if let Some(w) = warning {
             log::warn!("xid: {w}");
         }
@@ -232,9 +232,8 @@ impl Filler for KernelLogXid {
                 if !self.told {
                     self.told = true;
                     if let (n @ 1.., Some((xid, at))) = self.counter.before_start() {
-                        let at = at.map_or(String::new(), |t| {
-                            format!(" at {}", crate::base::time::rfc3339(t))
-                        });
+                        let at =
+                            at.map_or(String::new(), |t| format!(" at {}", base::time::rfc3339(t)));
                         log::info!(
                             "xid: {} holds {n} Xid from before the exporter started, not counted as new \
                              (the latest: Xid {} on {}{at})",

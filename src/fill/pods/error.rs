@@ -4,9 +4,8 @@
 //! one log line; none carries an unbounded string.
 
 use crate::snapshot::KUBELET_ERRORS;
-use crate::wire;
-use crate::wire::protobuf::ProtoError;
 use std::{fmt, io};
+use wire::protobuf::ProtoError;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {

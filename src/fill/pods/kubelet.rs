@@ -3,11 +3,11 @@
 
 use crate::fill::pods::error::Error;
 use crate::fill::pods::proto::{self, ListDecoder, PodResources, Stats};
-use crate::wire::h2::{self, Client, Io};
-use crate::wire::{self, grpc};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
+use wire::grpc;
+use wire::h2::{self, Client, Io};
 
 pub const DEFAULT_SOCKET: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 pub const LIST_PATH: &str = "/v1.PodResourcesLister/List";

@@ -1,5 +1,5 @@
 //! Kubernetes pods from the kubelet's pod-resources API (v1 `List`): the
-//! call over [`crate::wire`]'s HTTP/2 and gRPC, a streaming decoder for
+//! call over [`wire`]'s HTTP/2 and gRPC, a streaming decoder for
 //! the response that keeps only pods holding NVIDIA devices, and the pure
 //! matching of their device ids to GPUs.
 //!

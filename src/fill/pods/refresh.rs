@@ -11,9 +11,9 @@ use super::attribution::{self, Attribution, Unmatched};
 use super::error::Error;
 use super::kubelet::{Lister, retry_delay};
 use super::proto::PodResources;
-use crate::base::quiet::{Repeating, Verdict};
 use crate::fill::Filler;
 use crate::snapshot::{DraDevice, Gpu, Kubelet, Pod};
+use base::quiet::{Repeating, Verdict};
 use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -226,7 +226,7 @@ fn list_once(
                 let s = listing.stats;
                 shared.kubelet.skipped[0] += s.oversize;
                 shared.kubelet.skipped[1] += s.over_budget;
-                shared.kubelet.last_success = Some(crate::base::time::unix_now());
+                shared.kubelet.last_success = Some(base::time::unix_now());
                 shared.generation += 1;
                 shared.pods = Arc::new(listing.pods);
                 if (s.oversize, s.over_budget) != *stats_logged && s.oversize + s.over_budget > 0 {

@@ -3,7 +3,7 @@
 //! or the line and column for broken JSON, and is one line.
 
 use super::MAX_FILE_BYTES;
-use crate::base::json;
+use base::json;
 use std::collections::HashMap;
 use std::fs;
 use std::io::Read;

@@ -71,9 +71,9 @@ mod readers;
 mod xid;
 
 use super::{Source, SourceError};
-use crate::base::quiet::Noted;
 use crate::config::{Collector, Collectors, SourceKind};
 use crate::snapshot::{Gpu, Readings, Timings};
+use base::quiet::Noted;
 use ffi::{Library, OpenError};
 #[cfg(feature = "internals")]
 pub use ffi::{SYMBOLS, missing_symbols};

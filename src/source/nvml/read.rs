@@ -12,7 +12,6 @@ use super::gpm::{self, GpmSlot, set_gpm};
 use super::health;
 use super::probe::Probe;
 use super::processes;
-use crate::base::units::{KIB, MHZ, MIB};
 use crate::config::Collector::{
     self, Clocks, Ecc, Gpm, Info, Memory, Nvlink, NvlinkLink, Pcie, Power, Processes, Recovery,
     Temperature, Utilization,
@@ -21,6 +20,7 @@ use crate::config::Collectors;
 use crate::snapshot::{
     CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, Timings, TxRx,
 };
+use base::units::{KIB, MHZ, MIB};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;

@@ -5,8 +5,8 @@
 
 use super::Options;
 use super::ffi::{Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, Library};
-use crate::base::time::unix_now;
 use crate::snapshot::{Readings, last_code, xid_errors};
+use base::time::unix_now;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};

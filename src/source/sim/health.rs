@@ -8,7 +8,7 @@ use crate::snapshot::{Health, MAX_FANS};
 /// A GPU's `health` object, or an incident's; every field is optional.
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {
-    use crate::base::json::json_struct;
+    use base::json::json_struct;
 
     json_struct! {
         #[derive(Clone, Debug, Default, PartialEq)]
@@ -242,7 +242,7 @@ mod tests {
                 "health.fans_percent",
             ),
         ] {
-            let spec: HealthSpec = crate::base::json::read(bad).unwrap();
+            let spec: HealthSpec = base::json::read(bad).unwrap();
             assert!(check(&spec).unwrap_err().starts_with(field), "{bad}");
         }
     }

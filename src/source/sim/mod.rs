@@ -16,9 +16,9 @@ mod users;
 pub use scenario::Scenario;
 
 use super::{Source, SourceError};
-use crate::base::units::MHZ;
 use crate::config::SourceKind;
 use crate::snapshot::{Gpu, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
+use base::units::MHZ;
 use scenario::{Action, GpuState, ModelState};
 use std::fmt::Write;
 

@@ -4,11 +4,11 @@
 use super::Counter;
 use super::health::{self, HealthSpec, HealthState};
 use super::users::{self, Users};
-use crate::base::json;
-use crate::base::time::parse_duration;
-use crate::base::units::GIB;
 use crate::config::MAX_NAME;
 use crate::snapshot::{TTFT_BUCKETS, clock_event_bit};
+use base::json;
+use base::time::parse_duration;
+use base::units::GIB;
 use std::time::Duration;
 
 /// The most GPUs, served models and incidents a scenario holds: the replay
@@ -23,9 +23,9 @@ const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.json");
 /// The file's shape, as nanoserde reads it.
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {
-    use crate::base::json::json_struct;
     use crate::source::sim::health::HealthSpec;
     use crate::source::sim::users::{PodSpec, ProcessSpec};
+    use base::json::json_struct;
 
     json_struct! {
         pub struct ScenarioFile {

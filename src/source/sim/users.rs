@@ -5,12 +5,12 @@
 //! theirs: pods and jobs always, processes under the `processes`
 //! collector.
 
-use crate::base::units::GIB;
 use crate::snapshot::{GpuProcess, Pod};
+use base::units::GIB;
 
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {
-    use crate::base::json::json_struct;
+    use base::json::json_struct;
 
     json_struct! {
         /// A container holding the GPU, as the kubelet would list it.

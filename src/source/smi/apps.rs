@@ -6,8 +6,8 @@
 //! instance.
 
 use super::cell::{is_missing, parse_number};
-use crate::base::units::MIB;
 use crate::snapshot::{Gpu, GpuProcess, add_process};
+use base::units::MIB;
 
 /// The fields asked for, in this order.
 pub const FIELDS: [&str; 3] = ["gpu_uuid", "pid", "used_gpu_memory"];

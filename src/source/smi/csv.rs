@@ -4,9 +4,9 @@
 
 use super::cell::{is_missing, parse_flag, parse_mask, parse_number};
 use super::health::{HEALTH_FIELDS, HealthColumns};
-use crate::base::pci::normalize_bus_id;
-use crate::base::units::{MHZ, MIB};
 use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
+use base::pci::normalize_bus_id;
+use base::units::{MHZ, MIB};
 use std::collections::HashSet;
 
 /// The `--query-gpu` fields we ask for, in the newer (driver 535+) spelling.
@@ -496,8 +496,8 @@ impl Row {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::base::fixture;
     use crate::source::smi::cell::parse_pstate;
+    use crate::testkit::fixture;
 
     const H100_IDLE: &str = fixture!("nvidia-smi", "querygpu_h100-80gb-hbm3_590.48.01_idle.csv");
     const H100_MIG: &str = fixture!(

@@ -184,8 +184,8 @@ impl HealthColumns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::base::fixture;
     use crate::source::smi::csv::parse;
+    use crate::testkit::fixture;
 
     fn health(csv: &str) -> (String, String, Health) {
         let g = parse(csv, &[]).unwrap().remove(0);

@@ -15,9 +15,9 @@ pub mod csv;
 pub mod health;
 
 use super::{Source, SourceError};
-use crate::base::quiet::{Noted, Repeating};
 use crate::config::{Collector, Collectors, SourceKind};
 use crate::snapshot::Gpu;
+use base::quiet::{Noted, Repeating};
 use csv::{failure_message, parse, supported_fields, unreachable};
 use std::io::Read;
 use std::path::PathBuf;

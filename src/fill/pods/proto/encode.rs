@@ -1,9 +1,9 @@
 //! The pod-resources messages written, for tests, fixtures and fuzz
 //! seeds: not in a normal build. The wire format's writers are
-//! [`crate::wire::protobuf::encode`]'s.
+//! [`wire::protobuf::encode`]'s.
 
 use super::*;
-use crate::wire::protobuf::encode::{bytes, packed, string, uint};
+use wire::protobuf::encode::{bytes, packed, string, uint};
 
 fn topology(out: &mut Vec<u8>, field: u32, t: &Option<TopologyInfo>) {
     if let Some(t) = t {

@@ -2,7 +2,7 @@
 //! pod entry buffered at a time, and its limits.
 
 use super::{PodResources, holds_nvidia, pod};
-use crate::wire::protobuf::{Budget, MAX_GROUP_DEPTH, ProtoError, Varint, tag};
+use wire::protobuf::{Budget, MAX_GROUP_DEPTH, ProtoError, Varint, tag};
 
 /// Bounds on what one response may cost.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! `ListPodResourcesResponse` that keeps only pods holding NVIDIA devices.
 //!
 //! The messages follow k8s.io/kubelet/pkg/apis/podresources/v1/api.proto
-//! (field numbers in the comments), read with [`crate::wire::protobuf`].
+//! (field numbers in the comments), read with [`wire::protobuf`].
 //! Unknown fields of every wire type, groups included, are skipped; a
 //! known field with an unexpected wire type is treated as unknown, as
 //! protobuf's own parsers do.
@@ -14,7 +14,7 @@
 //! memory follows the largest pod and the GPU pods, never the response:
 //! a 64 MiB answer of CPU pods costs one pod's buffer.
 
-use crate::wire::protobuf::{Budget, Fields, ProtoError, Value, int64s};
+use wire::protobuf::{Budget, Fields, ProtoError, Value, int64s};
 
 #[cfg(any(test, feature = "internals"))]
 pub mod encode;
@@ -265,7 +265,7 @@ fn nvidia_claim(dr: &[u8]) -> Result<bool, ProtoError> {
 mod tests {
     use super::encode as enc;
     use super::*;
-    use crate::wire::protobuf::encode::{bytes, uint, varint};
+    use wire::protobuf::encode::{bytes, uint, varint};
 
     fn gpu_pod(name: &str, resource: &str, ids: &[&str]) -> PodResources {
         PodResources {

@@ -182,51 +182,53 @@ impl Shape for bool {}
 /// same field list: the one place a file's keys are written. A field's
 /// type is a name, `Option<_>`, `Vec<_>` or `Option<Vec<_>>` of one, and
 /// its key is its name unless `#[nserde(rename = "...")]` says otherwise.
+/// The caller depends on nanoserde, whose derive it expands to.
+#[macro_export]
 macro_rules! json_struct {
     ($(#[$($meta:tt)*])* pub struct $name:ident { $($body:tt)* }) => {
         $(#[$($meta)*])*
         #[derive(nanoserde::DeJson)]
         pub struct $name { $($body)* }
 
-        impl $crate::base::json::Shape for $name {
-            fn field(key: &str) -> Option<$crate::base::json::Fields> {
-                $crate::base::json::json_struct!(@fields key; $($body)*);
+        impl $crate::json::Shape for $name {
+            fn field(key: &str) -> Option<$crate::json::Fields> {
+                $crate::json::json_struct!(@fields key; $($body)*);
                 None
             }
         }
     };
     (@fields $k:ident;) => {};
     (@fields $k:ident; #[nserde(rename = $key:literal)] pub $field:ident: $($rest:tt)*) => {
-        $crate::base::json::json_struct!(@type $k; $key; $($rest)*);
+        $crate::json::json_struct!(@type $k; $key; $($rest)*);
     };
     (@fields $k:ident; #[$attr:meta] $($rest:tt)*) => {
-        $crate::base::json::json_struct!(@fields $k; $($rest)*);
+        $crate::json::json_struct!(@fields $k; $($rest)*);
     };
     (@fields $k:ident; pub $field:ident: $($rest:tt)*) => {
-        $crate::base::json::json_struct!(@type $k; stringify!($field); $($rest)*);
+        $crate::json::json_struct!(@type $k; stringify!($field); $($rest)*);
     };
     (@type $k:ident; $key:expr; $t:ident, $($rest:tt)*) => {
-        $crate::base::json::json_struct!(@found $k; $key; $t; $($rest)*);
+        $crate::json::json_struct!(@found $k; $key; $t; $($rest)*);
     };
     (@type $k:ident; $key:expr; Option<$t:ident>, $($rest:tt)*) => {
-        $crate::base::json::json_struct!(@found $k; $key; $t; $($rest)*);
+        $crate::json::json_struct!(@found $k; $key; $t; $($rest)*);
     };
     (@type $k:ident; $key:expr; Vec<$t:ident>, $($rest:tt)*) => {
-        $crate::base::json::json_struct!(@found $k; $key; $t; $($rest)*);
+        $crate::json::json_struct!(@found $k; $key; $t; $($rest)*);
     };
     (@type $k:ident; $key:expr; Option<Vec<$t:ident>>, $($rest:tt)*) => {
-        $crate::base::json::json_struct!(@found $k; $key; $t; $($rest)*);
+        $crate::json::json_struct!(@found $k; $key; $t; $($rest)*);
     };
     (@found $k:ident; $key:expr; $t:ident; $($rest:tt)*) => {
         if $k == $key {
-            return Some($crate::base::json::Fields(
-                <$t as $crate::base::json::Shape>::field,
+            return Some($crate::json::Fields(
+                <$t as $crate::json::Shape>::field,
             ));
         }
-        $crate::base::json::json_struct!(@fields $k; $($rest)*);
+        $crate::json::json_struct!(@fields $k; $($rest)*);
     };
 }
-pub(crate) use json_struct;
+pub use crate::json_struct;
 
 struct Walk<'a> {
     json: &'a str,

@@ -12,8 +12,8 @@
 //! read buffer, and the windows are replenished as it is consumed, so a
 //! 64 MiB response streams through a 32 KiB buffer.
 
-use crate::wire::error::Error;
-use crate::wire::hpack;
+use crate::error::Error;
+use crate::hpack;
 use frame::{HEADER_LEN, Head};
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -21,7 +21,6 @@ use std::time::{Duration, Instant};
 
 mod call;
 pub mod frame;
-#[cfg(any(test, feature = "internals"))]
 pub mod script;
 
 use call::Call;
@@ -133,7 +132,6 @@ impl Client {
         }
     }
 
-    #[cfg(any(test, feature = "internals"))]
     pub fn limits(&self) -> Limits {
         self.limits
     }

@@ -9,7 +9,6 @@
 
 use std::fmt;
 
-#[cfg(any(test, feature = "internals"))]
 pub mod encode;
 
 /// Why bytes are not a valid message.

@@ -1,10 +1,10 @@
 //! One call's protocol state: what we send, and every frame we read.
 
 use super::{Io, Limits, MAX_GRPC_MESSAGE, Reader, Request, STREAM, Status, write_all};
-use crate::base::numbers::digits;
-use crate::wire::error::Error;
-use crate::wire::h2::frame::{self, Head};
-use crate::wire::hpack;
+use crate::error::Error;
+use crate::h2::frame::{self, Head};
+use crate::hpack;
+use base::numbers::digits;
 use std::time::Instant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,8 +1,8 @@
 //! gRPC over our HTTP/2 client: the 5-byte length-prefixed message
 //! framing (PROTOCOL-HTTP2.md) and a unary call.
 
-use crate::wire::error::Error;
-use crate::wire::h2::{Client, Io, Request};
+use crate::error::Error;
+use crate::h2::{Client, Io, Request};
 use std::time::Instant;
 
 /// Splits a unary response's DATA back into its one message, handing the

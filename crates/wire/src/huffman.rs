@@ -174,7 +174,6 @@ pub fn decode(input: &[u8], out: &mut Vec<u8>, max_len: usize) -> Result<(), Huf
 
 /// The Huffman encoding of `input`, for tests and for callers that want
 /// the shorter form; our request encoder sends plain literals.
-#[cfg(any(test, feature = "internals"))]
 pub fn encode(input: &[u8], out: &mut Vec<u8>) {
     let mut acc: u64 = 0;
     let mut bits: u32 = 0;
@@ -195,7 +194,6 @@ pub fn encode(input: &[u8], out: &mut Vec<u8>) {
 }
 
 /// The length of `input` once Huffman-coded.
-#[cfg(any(test, feature = "internals"))]
 pub fn encoded_len(input: &[u8]) -> usize {
     let bits: usize = input
         .iter()
@@ -209,7 +207,7 @@ pub(super) mod tests {
     use super::*;
 
     /// Bytes from hex digits, spaces ignored (as the RFC prints them).
-    pub(in crate::wire) fn hex(s: &str) -> Vec<u8> {
+    pub(crate) fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len())
             .step_by(2)

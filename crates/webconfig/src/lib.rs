@@ -17,8 +17,8 @@ mod file;
 pub mod tls;
 mod yaml;
 
-use crate::base::file::read_config;
-use crate::base::rate::TokenBucket;
+use base::file::read_config;
+use base::rate::TokenBucket;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -351,13 +351,14 @@ impl Watch {
 
 /// The integration tests' PKI (made with `openssl`), for the tests below.
 #[cfg(test)]
-#[path = "../../tests/support/pki.rs"]
+#[path = "../../../tests/support/pki.rs"]
 mod pki;
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::BCRYPT_MAX_COST;
+    /// The exporter's `--web.bcrypt-max-cost` default.
+    const BCRYPT_MAX_COST: u32 = 17;
 
     fn refused(config: &Path) -> String {
         match Watch::start(config, BCRYPT_MAX_COST) {

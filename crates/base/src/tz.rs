@@ -394,7 +394,7 @@ mod tests {
         ($name:literal) => {
             include_bytes!(concat!(
                 env!("CARGO_MANIFEST_DIR"),
-                "/tests/fixtures/tz/",
+                "/../../tests/fixtures/tz/",
                 $name
             ))
         };
@@ -408,7 +408,7 @@ mod tests {
     }
 
     fn fixture_dir() -> std::path::PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tz")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tz")
     }
 
     #[test]

@@ -29,7 +29,6 @@ pub const FLAG_END_HEADERS: u8 = 0x4;
 pub const FLAG_PADDED: u8 = 0x8;
 pub const FLAG_PRIORITY: u8 = 0x20;
 
-#[cfg(any(test, feature = "internals"))]
 pub const SETTINGS_HEADER_TABLE_SIZE: u16 = 0x1;
 pub const SETTINGS_ENABLE_PUSH: u16 = 0x2;
 pub const SETTINGS_MAX_CONCURRENT_STREAMS: u16 = 0x3;
@@ -81,7 +80,6 @@ pub enum FrameError {
 }
 
 impl FrameError {
-    #[cfg(any(test, feature = "internals"))]
     pub fn code(&self) -> u32 {
         match self {
             FrameError::Protocol(_) => PROTOCOL_ERROR,

@@ -3,7 +3,7 @@
 //! For tests and fuzzing only: not in a normal build.
 
 use super::*;
-use crate::wire::huffman;
+use crate::huffman;
 
 pub fn settings(out: &mut Vec<u8>, values: &[(u16, u32)]) {
     frame::write_settings(out, values);

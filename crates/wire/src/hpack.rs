@@ -6,7 +6,7 @@
 //! literals are decoded into a scratch buffer. After the first few header
 //! blocks a connection decodes headers without allocating.
 
-use crate::wire::huffman::{self, HuffmanError};
+use crate::huffman::{self, HuffmanError};
 use std::collections::VecDeque;
 use std::fmt;
 
@@ -232,7 +232,6 @@ impl Decoder {
     }
 
     /// The dynamic table's current size, as the RFC counts it.
-    #[cfg(any(test, feature = "internals"))]
     pub fn table_size(&self) -> usize {
         self.table.size
     }
@@ -419,7 +418,7 @@ pub fn encode_field(out: &mut Vec<u8>, name: &str, value: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::huffman::tests::hex;
+    use crate::huffman::tests::hex;
 
     fn decode(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
         let mut out = Vec::new();

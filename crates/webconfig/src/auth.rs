@@ -23,7 +23,7 @@
 
 use super::User;
 use super::bcrypt::Hash;
-use crate::base::rate::{PerSource, Rate, TokenBucket, source_of};
+use base::rate::{PerSource, Rate, TokenBucket, source_of};
 use smol::lock::OnceCell;
 use std::hash::{BuildHasher, Hasher, RandomState};
 use std::net::IpAddr;
@@ -136,7 +136,6 @@ pub struct Auth {
     limits: Limits,
     bcrypts: AtomicU64,
     /// bcrypt runs the worker finished, by cost (read by tests).
-    #[cfg_attr(not(any(test, feature = "internals")), allow(dead_code))]
     ran: Arc<[AtomicU64; 32]>,
 }
 
@@ -253,13 +252,11 @@ impl Auth {
     }
 
     /// bcrypt runs the worker finished at `cost`.
-    #[cfg(any(test, feature = "internals"))]
     pub fn bcrypts_at(&self, cost: u32) -> u64 {
         self.ran[cost as usize % 32].load(Relaxed)
     }
 
     /// bcrypt runs started so far.
-    #[cfg(any(test, feature = "internals"))]
     pub fn bcrypts(&self) -> u64 {
         self.bcrypts.load(Relaxed)
     }
@@ -338,7 +335,6 @@ impl Auth {
     }
 
     /// Both steps; the caller races it against its deadline.
-    #[cfg(any(test, feature = "internals"))]
     pub async fn check(&self, authorization: Option<&[u8]>, peer: IpAddr) -> Verdict {
         match self.step(authorization, peer) {
             Step::Done(v) => v,

@@ -9,7 +9,7 @@
 //! The connections themselves are `http/tls.rs`'s.
 
 use super::{ClientAuth, Curve, Error, MAX_PEM_BYTES, Pem, TlsConfig, TlsVersion, err};
-use crate::base::file::read_config;
+use base::file::read_config;
 use rustls::crypto::{CryptoProvider, ring};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};

@@ -2,9 +2,9 @@
 //! Every variant is one log line; none carries an unbounded string. What
 //! a caller adds (reaching its socket, its own counters) is the caller's.
 
-use crate::wire::h2::frame::FrameError;
-use crate::wire::hpack::HpackError;
-use crate::wire::protobuf::ProtoError;
+use crate::h2::frame::FrameError;
+use crate::hpack::HpackError;
+use crate::protobuf::ProtoError;
 use std::{fmt, io};
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,18 @@
+//! Helpers for the crate's own unit tests: fixtures built in, and the
+//! README's generated tables held to the code.
+
+pub mod readme;
+
+/// A test fixture under `tests/fixtures/<dir>/`, built into the test.
+macro_rules! fixture {
+    ($dir:literal, $name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/",
+            $dir,
+            "/",
+            $name
+        ))
+    };
+}
+pub(crate) use fixture;
