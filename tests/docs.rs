@@ -1,7 +1,8 @@
 //! The documentation as a reader meets it:
 //!
 //! - every relative link of README.md and of docs/ (its pages and the
-//!   runbooks) names a file or folder of the repository;
+//!   runbooks) names a file or folder of the repository, and a heading
+//!   of it where it names one;
 //! - the README stays a front door: at most 400 lines;
 //! - the README and the pages of docs/ name no commit (history is
 //!   CHANGELOG.md's).
@@ -63,14 +64,53 @@ fn links(text: &str) -> Vec<String> {
     out
 }
 
-/// Where a relative link of `page` leads, or `None` for one that leaves
-/// the repository's files (a URL, an e-mail, an anchor in the page).
-fn resolve(page: &Path, target: &str) -> Option<PathBuf> {
-    let path = target.split('#').next().unwrap();
-    if path.is_empty() || path.contains("://") || path.starts_with("mailto:") {
+/// Where a relative link of `page` leads, and the anchor it names there:
+/// `None` for one that leaves the repository's files (a URL, an e-mail).
+fn resolve(page: &Path, target: &str) -> Option<(PathBuf, Option<String>)> {
+    let (path, anchor) = match target.split_once('#') {
+        Some((path, anchor)) => (path, Some(anchor.to_string())),
+        None => (target, None),
+    };
+    if path.contains("://") || path.starts_with("mailto:") {
         return None;
     }
-    Some(page.parent().unwrap().join(path))
+    if path.is_empty() {
+        return Some((page.to_path_buf(), anchor));
+    }
+    Some((page.parent().unwrap().join(path), anchor))
+}
+
+/// A heading's anchor as GitHub makes it: lower case, spaces as `-`,
+/// every other character but letters, digits, `-` and `_` left out.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' | '-' => Some('-'),
+            '_' => Some('_'),
+            c if c.is_alphanumeric() => Some(c.to_lowercase().next().unwrap()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The anchors of a page: its headings' slugs (code blocks left out) and
+/// its `<a id="...">`s.
+fn anchors(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut fenced = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced && line.starts_with('#') {
+            out.push(slug(line.trim_start_matches('#')));
+        }
+        for id in line.split("<a id=\"").skip(1) {
+            out.push(id.split('"').next().unwrap().to_string());
+        }
+    }
+    out
 }
 
 #[test]
@@ -80,15 +120,21 @@ fn every_relative_link_names_a_file() {
     for page in pages() {
         let text = std::fs::read_to_string(&page).unwrap();
         for target in links(&text) {
-            let Some(path) = resolve(&page, &target) else {
+            let Some((path, anchor)) = resolve(&page, &target) else {
                 continue;
             };
             seen += 1;
+            let name = page.strip_prefix(root()).unwrap().display();
             if !path.exists() {
-                broken.push(format!(
-                    "{}: ({target})",
-                    page.strip_prefix(root()).unwrap().display()
-                ));
+                broken.push(format!("{name}: ({target}): no such file"));
+                continue;
+            }
+            let Some(anchor) = anchor.filter(|_| path.extension().is_some_and(|x| x == "md"))
+            else {
+                continue;
+            };
+            if !anchors(&std::fs::read_to_string(&path).unwrap()).contains(&anchor) {
+                broken.push(format!("{name}: ({target}): no such heading"));
             }
         }
     }
@@ -96,11 +142,7 @@ fn every_relative_link_names_a_file() {
         seen >= 20,
         "only {seen} relative links: is the parser right?"
     );
-    assert!(
-        broken.is_empty(),
-        "links to no file:\n{}",
-        broken.join("\n")
-    );
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
 
 #[test]
@@ -110,10 +152,26 @@ fn the_link_reader_finds_links_and_skips_code() {
     let page = Path::new("/r/docs/p.md");
     assert_eq!(
         resolve(page, "../README.md#top"),
-        Some("/r/docs/../README.md".into())
+        Some(("/r/docs/../README.md".into(), Some("top".into())))
     );
-    assert_eq!(resolve(page, "#here"), None);
+    assert_eq!(
+        resolve(page, "#here"),
+        Some((page.into(), Some("here".into())))
+    );
+    assert_eq!(
+        resolve(page, "runbooks/"),
+        Some(("/r/docs/runbooks/".into(), None))
+    );
     assert_eq!(resolve(page, "https://x.org/a.md"), None);
+    assert_eq!(
+        slug("Two scopes: the node pages, the fleet pages once for all"),
+        "two-scopes-the-node-pages-the-fleet-pages-once-for-all"
+    );
+    assert_eq!(slug(" The GPU's readings"), "the-gpus-readings");
+    assert_eq!(
+        anchors("# A b\n```\n# not\n```\n<a id=\"dra\"></a>**DRA**"),
+        ["a-b", "dra"]
+    );
 }
 
 #[test]
