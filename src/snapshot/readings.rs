@@ -3,8 +3,8 @@
 //! field it is, with how its series are read. Everything that used to say
 //! it again is derived from [`GPU_READINGS`] and [`HEALTH_READINGS`]:
 //! the catalogue's per-GPU table and its render order (`exposition`), the
-//! range checks (`fleet::range`), [`Readings::retain`], and the README's
-//! metric table (a test below writes it and holds the README to it).
+//! range checks (`fleet::range`), [`Readings::retain`], and the metric
+//! table of docs/metrics.md (a test below writes it and holds the page to it).
 //!
 //! Why here, in the fleet model (floor 2): the consumers are floor 3
 //! (`exposition`, `fleet`), which may not import each other, and the
@@ -145,9 +145,9 @@ pub struct Read {
 /// One GPU reading, declared once.
 pub struct Reading {
     pub family: Family,
-    /// Its labels after `gpu` and `uuid`, comma-separated, for the README.
+    /// Its labels after `gpu` and `uuid`, comma-separated, for docs/metrics.md.
     pub labels: &'static str,
-    /// Who reads it, for the README: `N` NVML, `S` nvidia-smi, `M` the
+    /// Who reads it, for docs/metrics.md: `N` NVML, `S` nvidia-smi, `M` the
     /// simulator; "N S M" until said.
     pub sources: &'static str,
     /// The nvidia-smi `--query-gpu` column it is read from, where it is
@@ -602,7 +602,7 @@ mod tests {
         }
     }
 
-    /// The README's table of the GPU's readings, from the declarations.
+    /// The docs' table of the GPU's readings, from the declarations.
     fn readme_table() -> String {
         use std::fmt::Write;
         let num = |x: f64| match x.abs() >= 1e10 {
@@ -641,7 +641,7 @@ mod tests {
         t
     }
 
-    /// The README holds [`readme_table`] between its markers;
+    /// docs/metrics.md holds [`readme_table`] between its markers;
     /// `GPU_EXPORTER_BLESS=1` writes it there.
     #[test]
     fn readme_lists_the_readings() {
