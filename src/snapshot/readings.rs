@@ -360,7 +360,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Clocks)
     .reads(one!(sm_clock_max_hertz))
     .smi("clocks.max.sm")
-    .within(CLOCK_HERTZ),
+    .within(CLOCK_HERTZ.above_zero()),
     family("gpu_memory_clock_hertz", Gauge, "Current memory clock.")
         .of(Clocks)
         .reads(one!(memory_clock_hertz))
@@ -386,7 +386,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
         .of(Power)
         .reads(one!(power_limit_watts))
-        .within(POWER_WATTS),
+        .within(POWER_WATTS.above_zero()),
     family(
         "gpu_utilization_ratio",
         Gauge,
@@ -427,7 +427,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     MEMORY_TOTAL
         .reads(one!(memory_total_bytes))
         .smi("memory.total")
-        .within(MEMORY_BYTES)
+        .within(MEMORY_BYTES.above_zero())
         .on_mig(
             family(
                 "gpu_mig_memory_total_bytes",
@@ -623,7 +623,11 @@ mod tests {
             let kind = format!("{:?}", f.kind).to_lowercase();
             let collector = f.collector.map_or("", |c| c.name());
             let range = r.range.map_or(String::new(), |g| {
-                format!("{} to {}", num(g.min), num(g.max))
+                let low = match g.excludes_zero() {
+                    true => "above 0".to_string(),
+                    false => num(g.min),
+                };
+                format!("{low} to {}", num(g.max))
             });
             let name = f.sample();
             let sources = if r.mig.as_ref().is_some_and(|m| std::ptr::eq(m, f)) {

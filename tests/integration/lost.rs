@@ -119,7 +119,10 @@ fn an_xid_logged_after_a_loss_counts_for_the_lost_gpu() {
     });
     // The other GPU's counts are its own.
     assert_eq!(
-        value(&body, "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",xid=\"79\"}"),
+        value(
+            &body,
+            "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",xid=\"79\"}"
+        ),
         Some(0.0),
         "{body}"
     );

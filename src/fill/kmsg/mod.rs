@@ -359,8 +359,10 @@ mod tests {
     /// taken as now.
     #[test]
     fn the_log_merges_into_the_sources_counts_by_code() {
-        let path =
-            std::env::temp_dir().join(format!("gpu-exporter-kmsg-merge-{}.log", std::process::id()));
+        let path = std::env::temp_dir().join(format!(
+            "gpu-exporter-kmsg-merge-{}.log",
+            std::process::id()
+        ));
         std::fs::write(&path, "").unwrap();
         let mut filler = KernelLogXid::new(&path);
         let line = |code: u32| {
