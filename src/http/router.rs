@@ -333,7 +333,19 @@ fn readyz(ctx: &Context, body: &mut Vec<u8>) -> Response {
     let now = Instant::now();
     let status = match (&s.error, published.replay) {
         (Some(_), _) if s.is_starting() => {
-            let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+            match s.freshness(now, ctx.bounds).stalled {
+                true => {
+                    let _ = writeln!(
+                        body,
+                        "not ready: first collection stalled, {:.1}s since start (limit {:.1}s)",
+                        now.saturating_duration_since(s.finished).as_secs_f64(),
+                        ctx.bounds.stall_after.as_secs_f64()
+                    );
+                }
+                false => {
+                    let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+                }
+            }
             Status::Unavailable
         }
         (_, Some(p)) if p.first => {
