@@ -144,6 +144,7 @@ pub const ALLOW: &str = "Allow: GET, HEAD\r\n";
 pub const WWW_AUTHENTICATE: &str =
     "WWW-Authenticate: Basic realm=\"gpu-exporter\", charset=\"UTF-8\"\r\n";
 pub const RETRY_AFTER: &str = "Retry-After: 1\r\n";
+pub const NOSNIFF: &str = "X-Content-Type-Options: nosniff\r\n";
 
 impl Response {
     pub fn text(status: Status) -> Response {
@@ -251,9 +252,14 @@ pub fn route(
             alerts_api::write_json(&published, &ctx.runbook_base, body);
             Response::ok("application/json")
         }
+        // Plain text, which a browser shows, where Markdown's type makes
+        // it a download.
         Route::Runbook(text) => {
             body.extend_from_slice(text.as_bytes());
-            Response::ok("text/markdown; charset=utf-8")
+            Response {
+                headers: NOSNIFF,
+                ..Response::ok("text/plain; charset=utf-8")
+            }
         }
         Route::Healthz => {
             body.extend_from_slice(b"ok\n");
@@ -270,7 +276,10 @@ pub fn route(
                 Instant::now(),
                 body,
             );
-            Response::ok("text/html; charset=utf-8")
+            Response {
+                headers: status::HEADERS,
+                ..Response::ok("text/html; charset=utf-8")
+            }
         }
     }
 }
