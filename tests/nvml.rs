@@ -491,12 +491,18 @@ fn a_slow_gpu_is_served_late_from_its_last_read_and_holds_back_no_other() {
     let at = |ms: u64| started + Duration::from_millis(ms);
     let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
 
-    // GPU 1 has no read ended: left out; GPU 0 is served at the deadline.
+    // GPU 1 has no read ended: served late under the identity its reader
+    // told first, with no readings; GPU 0 is served at the deadline.
     let first = collect(&mut nvml);
     assert!(started.elapsed() < Duration::from_millis(1500));
-    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first.len(), 2, "{first:?}");
     Spec { i: 0 }.check(&first[0]);
     assert_eq!(first[0].reads_late, 0);
+    assert_eq!(
+        (first[1].up, first[1].reads_late, first[1].uuid.as_str()),
+        (true, 1, "GPU-00000001-1111-2222-3333-444455556666")
+    );
+    assert_eq!(first[1].readings.power_usage_watts, None);
 
     // Its first read ended: served fresh, one late collection counted.
     sleep_until(at(1700));

@@ -111,13 +111,49 @@ fn a_hung_or_lost_gpu_leaves_metrics_answering() {
     let body = e.metrics(None).body;
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
     assert!(body.contains("gpu_exporter_snapshot_age_seconds"));
-    // GPU 1 is lost; GPU 0 keeps reporting, once its first read ends.
+    // GPU 1 is lost; GPU 0 keeps reporting, its readings once its first
+    // read ends (its identity before).
     let body = e.wait_for("/metrics", Duration::from_secs(15), |b| {
-        value(b, "gpu_up{gpu=\"1\"") == Some(0.0) && value(b, "gpu_up{gpu=\"0\"") == Some(1.0)
+        value(b, "gpu_up{gpu=\"1\"") == Some(0.0)
+            && value(b, "gpu_up{gpu=\"0\"") == Some(1.0)
+            && b.contains("gpu_temperature_celsius{gpu=\"0\"")
     });
     assert_eq!(value(&body, "gpu_up{gpu=\"0\""), Some(1.0));
     assert!(body.contains("gpu_temperature_celsius{gpu=\"0\""));
     assert!(!body.contains("gpu_temperature_celsius{gpu=\"1\""));
+}
+
+/// A GPU whose very first read hangs is served from the start, under the
+/// identity its reader told first, late and counted; its ticket opens.
+#[test]
+fn a_gpu_whose_first_read_hangs_is_served_late_with_its_identity() {
+    let hang = r#","slow":{"call":"nvmlDeviceGetPowerUsage","ms":30000}"#;
+    let f = Fixture::new("bin-first-hang", &fleet(&[gpu(0, ""), gpu(1, hang)]));
+    let e = start(&nvml_args(&f));
+    let up1 = "gpu_up{gpu=\"1\",uuid=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\"}";
+    let late = "gpu_exporter_gpu_reads_late_total{gpu=\"1\",uuid=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\"}";
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, up1) == Some(1.0) && value(b, late).is_some_and(|n| n >= 1.0)
+    });
+    assert_eq!(value(&body, "gpu_exporter_gpus"), Some(2.0), "{body}");
+    assert!(
+        body.contains("gpu_info{gpu=\"1\",uuid=\"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd\",model=\"NVIDIA H100 80GB HBM3\",pci_bus_id=\"00000000:19:00.0\""),
+        "{body}"
+    );
+    // No reading of it yet: none is made up.
+    assert!(!body.contains("gpu_power_usage_watts{gpu=\"1\""), "{body}");
+    assert_eq!(value(&body, "gpu_power_usage_watts{gpu=\"0\""), Some(350.0));
+    let alerts = e.wait_for("/alerts", Duration::from_secs(20), |b| {
+        crate::prometheus::firing(b)
+            .iter()
+            .any(|(rule, who)| rule == "GPUReadsLate" && who == "gpu1")
+    });
+    assert!(
+        !crate::prometheus::firing(&alerts)
+            .iter()
+            .any(|(rule, who)| rule == "GPUReadsLate" && who == "gpu0"),
+        "{alerts}"
+    );
 }
 
 #[test]
@@ -129,7 +165,7 @@ fn one_slow_gpu_ages_its_own_readings_and_readiness_holds() {
     let e = start(&nvml_args(&f));
     let late = |b: &str| value(b, "gpu_exporter_gpu_reads_late_total{gpu=\"1\"");
     let body = e.wait_for("/metrics", Duration::from_secs(20), |b| {
-        late(b).is_some_and(|n| n >= 3.0)
+        late(b).is_some_and(|n| n >= 3.0) && b.contains("gpu_power_usage_watts{gpu=\"1\"")
     });
     // Served from its last read; GPU 0 was never late.
     assert_eq!(value(&body, "gpu_power_usage_watts{gpu=\"1\""), Some(350.0));

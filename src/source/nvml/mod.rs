@@ -329,8 +329,8 @@ impl Nvml {
 impl Nvml {
     /// The GPU at `index` as this collection serves it: a fresh read, its
     /// timings and sentinels taken in; or, late, its last read (readings
-    /// withheld once older than `max_late`), counted; `None` for a GPU
-    /// late with no read ended yet.
+    /// withheld once older than `max_late`) or before any its identity,
+    /// counted; `None` for a GPU late that could not even be named.
     fn settle(&mut self, index: u32, fresh: Option<Read>) -> Option<Gpu> {
         let count = self.late.entry(index).or_default();
         let read = match fresh {

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;
 
-/// One finished read.
+/// One finished read, or a reader's first word: its GPU's identity.
 pub(super) struct Read {
     /// The reader's serial: a read of a reader since replaced is stale.
     serial: u64,
@@ -31,6 +31,9 @@ pub(super) struct Read {
     pub(super) gpu: Gpu,
     pub(super) timings: Timings,
     pub(super) sentinels: Vec<&'static str>,
+    /// Only the GPU's identity, before its first read: what a GPU whose
+    /// first read hangs is served as, late, until one ends.
+    identity: bool,
 }
 
 /// What one reader thread is asked, by index on the board.
@@ -130,7 +133,12 @@ impl Readers {
                 let Some(r) = self.readers.get_mut(i) else {
                     continue;
                 };
-                if r.serial == read.serial {
+                if r.serial != read.serial {
+                    continue;
+                }
+                if read.identity {
+                    r.last.get_or_insert((Instant::now(), read.gpu));
+                } else {
                     r.out = false;
                     r.last = Some((Instant::now(), read.gpu.clone()));
                     fresh[i] = Some(read);
@@ -149,7 +157,8 @@ impl Readers {
         }
     }
 
-    /// The last read of GPU `index` that ended, and when.
+    /// The last read of GPU `index` that ended, and when; before any has,
+    /// its identity, if its reader could tell it.
     pub(super) fn last(&self, index: u32) -> Option<&(Instant, Gpu)> {
         self.readers.get(index as usize)?.last.as_ref()
     }
@@ -212,10 +221,13 @@ fn next(serial: u64, index: u32, cell: &Cell, ended: Option<Read>) -> Next {
 }
 
 /// A reader thread: reads its GPU on each ask until its slot is gone.
+/// Before its first read it hands in the GPU's identity, so that a GPU
+/// whose first read hangs is served (late) rather than missing.
 fn run(serial: u64, index: u32, cell: &Cell) {
     let mut pcie: HashMap<String, PcieCounter> = HashMap::new();
     let mut gpm: HashMap<String, GpmSlot> = HashMap::new();
     let mut ended = None;
+    let mut named = false;
     loop {
         let (lib, on) = match next(serial, index, cell, ended.take()) {
             Next::Read(lib, on) => (lib, on),
@@ -225,6 +237,19 @@ fn run(serial: u64, index: u32, cell: &Cell) {
             }
             Next::End => return,
         };
+        if !std::mem::replace(&mut named, true)
+            && let Some(gpu) = identity(index, &lib)
+        {
+            let mut board = lock(cell);
+            board.done.push(Read {
+                serial,
+                index,
+                gpu,
+                timings: Timings::default(),
+                sentinels: Vec::new(),
+                identity: true,
+            });
+        }
         let mut timings = Timings::default();
         let mut sentinels = Vec::new();
         let gpu = read_gpu(
@@ -244,6 +269,20 @@ fn run(serial: u64, index: u32, cell: &Cell) {
             gpu,
             timings,
             sentinels,
+            identity: false,
         });
     }
+}
+
+/// GPU `index` as its UUID, name and bus id say: up, with no readings.
+fn identity(index: u32, lib: &Library) -> Option<Gpu> {
+    let d = lib.device(index).ok()?;
+    Some(Gpu {
+        index,
+        up: true,
+        uuid: d.uuid().ok()?,
+        model: d.name().unwrap_or_default(),
+        pci_bus_id: d.pci_bus_id().unwrap_or_default(),
+        ..Gpu::default()
+    })
 }
