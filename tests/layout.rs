@@ -13,8 +13,8 @@
 //!   floor;
 //! - no file but `ffi.rs` holds more than 600 lines before its tests, and
 //!   `lib.rs` stays a table of contents;
-//! - no function outside tests and tables runs past 80 lines, in `src/`
-//!   and `crates/`;
+//! - every crate turns on clippy's `too_many_lines` (80 lines of code,
+//!   clippy.toml), which holds the length of its functions;
 //! - no two files import each other, directly or around a cycle, tests
 //!   aside.
 
@@ -500,17 +500,6 @@ fn lib_rs_is_a_table_of_contents() {
     assert!(!lib.contains("fn "), "lib.rs holds a function");
 }
 
-/// The longest a function may be, its signature and braces included.
-const MAX_FN_LINES: usize = 80;
-
-/// Files whose long functions are tables: the rules as data, and the
-/// FFI's symbol table.
-const TABLES: &[&str] = &[
-    "src/alerts/defaults.rs",
-    "src/alerts/health.rs",
-    "src/source/nvml/ffi.rs",
-];
-
 /// The index of the line that opens `text`'s test module, or its
 /// number of lines.
 fn test_module(text: &str) -> usize {
@@ -519,84 +508,34 @@ fn test_module(text: &str) -> usize {
         .unwrap_or(text.lines().count())
 }
 
-/// The name of the function a line declares, if it does.
-fn declared_fn(line: &str) -> Option<&str> {
-    let mut words = line.split_whitespace();
-    loop {
-        let word = words.next()?;
-        if word == "fn" {
-            return words.next()?.split(['(', '<']).next();
-        }
-        let qualifier = word.starts_with("pub")
-            || ["const", "async", "unsafe", "extern", "\"C\""].contains(&word);
-        if !qualifier {
-            return None;
-        }
-    }
-}
-
-/// Each function of `text` before its test module past [`MAX_FN_LINES`],
-/// with its first line and length. Braces are counted as they come,
-/// strings and comments alike: rough, and the same for every file.
-fn long_fns(text: &str) -> Vec<(usize, String, usize)> {
-    let lines: Vec<&str> = text.lines().collect();
-    let end = test_module(text);
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < end {
-        let Some(name) = declared_fn(lines[i]) else {
-            i += 1;
-            continue;
-        };
-        let (mut depth, mut opened) = (0i32, false);
-        let mut j = i;
-        while j < end {
-            for c in lines[j].chars() {
-                match c {
-                    '{' => (depth, opened) = (depth + 1, true),
-                    '}' => depth -= 1,
-                    _ => {}
-                }
-            }
-            if opened && depth == 0 || !opened && lines[j].trim_end().ends_with(';') {
-                break;
-            }
-            j += 1;
-        }
-        if opened && j + 1 - i > MAX_FN_LINES {
-            out.push((i + 1, name.to_string(), j + 1 - i));
-        }
-        i = if opened { j + 1 } else { i + 1 };
-    }
-    out
-}
-
+/// Clippy bounds every function's length (`too_many_lines`, at the
+/// threshold clippy.toml sets, counting code lines only; `.ci/run` denies
+/// its warnings): each crate turns the lint on for itself.
 #[test]
-fn no_function_is_past_80_lines_outside_tests_and_tables() {
-    let mut problems = Vec::new();
-    for file in all_files() {
-        let shown = shown(&file);
-        if TABLES.contains(&shown.as_str()) {
-            continue;
-        }
-        for (line, name, n) in long_fns(&std::fs::read_to_string(&file).unwrap()) {
-            problems.push(format!("{shown}:{line}: fn {name} is {n} lines"));
-        }
+fn every_crate_bounds_its_functions_through_clippy() {
+    let root = src().parent().unwrap().to_path_buf();
+    let config = std::fs::read_to_string(root.join("clippy.toml")).unwrap();
+    assert!(
+        config
+            .lines()
+            .any(|l| l.trim() == "too-many-lines-threshold = 80"),
+        "{config}"
+    );
+    let mut roots = vec![src().join("lib.rs")];
+    roots.extend(
+        CRATES
+            .iter()
+            .map(|(c, _)| root.join("crates").join(c).join("src/lib.rs")),
+    );
+    for lib in roots {
+        let text = std::fs::read_to_string(&lib).unwrap();
+        assert!(
+            text.lines()
+                .any(|l| l == "#![warn(clippy::too_many_lines)]"),
+            "{} does not turn on clippy::too_many_lines",
+            lib.display()
+        );
     }
-    assert!(problems.is_empty(), "\n{}", problems.join("\n"));
-}
-
-#[test]
-fn the_function_scan_counts_lines_and_passes_over_tests() {
-    let body = "    x;\n".repeat(MAX_FN_LINES - 2);
-    let long = format!("pub(crate) fn long() {{\n{body}}}\n");
-    assert_eq!(long_fns(&long), []);
-    let longer = format!("fn a() {{}}\nasync fn longer<T>() {{\n    x;\n{body}}}\n");
-    assert_eq!(long_fns(&longer), [(2, "longer".into(), MAX_FN_LINES + 1)]);
-    let tested = format!("#[cfg(test)]\nmod tests {{\n{longer}}}\n");
-    assert_eq!(long_fns(&tested), []);
-    assert_eq!(declared_fn("    fn f(x: u8);"), Some("f"));
-    assert_eq!(declared_fn("let fn_ = 1;"), None);
 }
 
 /// The file that holds what a module path names: its longest prefix that

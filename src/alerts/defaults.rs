@@ -11,6 +11,7 @@ use std::time::Duration;
 pub const AVAILABILITY_OBJECTIVE: f64 = 0.999;
 
 /// The built-in rules, in the order docs/alerts.md lists them.
+#[allow(clippy::too_many_lines)] // a table of rules
 pub fn defaults() -> Vec<Rule> {
     let burn = |long, short, factor| BurnWindow {
         long,

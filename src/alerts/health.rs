@@ -5,6 +5,7 @@ use super::rules::{Cmp, Expr, MIN, Rule, Severity, Signal};
 use std::time::Duration;
 
 /// The rules, in the order the defaults list them.
+#[allow(clippy::too_many_lines)] // a table of rules
 pub(super) fn rules() -> [Rule; 10] {
     let health = [
         (

@@ -437,6 +437,7 @@ mod tests {
         assert_eq!(with_file(&flags, "{}").unwrap(), flags);
     }
 
+    #[allow(clippy::too_many_lines)] // a test, one scenario told whole
     #[test]
     fn a_bad_file_says_which_field_and_why() {
         let flags = Engines {

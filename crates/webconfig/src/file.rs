@@ -735,6 +735,7 @@ rate_limit:
     }
 
     #[test]
+    #[allow(clippy::too_many_lines)] // a test table
     fn every_bad_key_and_value_is_one_line_naming_it() {
         let tls = "tls_server_config:\n  cert_file: c\n  key_file: k\n";
         let cases: &[(&str, &str)] = &[

@@ -291,6 +291,7 @@ mod tests {
         }
     }
 
+    #[allow(clippy::too_many_lines)] // a test, one scenario told whole
     #[test]
     fn timestamp_styles() {
         let xid = "NVRM: Xid (PCI:0000:9b:00): 79, pid=1, name=x, GPU has fallen off the bus.";

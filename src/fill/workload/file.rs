@@ -204,6 +204,7 @@ mod tests {
         );
     }
 
+    #[allow(clippy::too_many_lines)] // a test, one scenario told whole
     #[test]
     fn parse_errors_name_the_field() {
         // A valid file with `key` set to `value` (added if new, left out if
