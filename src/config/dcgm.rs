@@ -1,9 +1,13 @@
 //! dcgm-exporter's counters file (`--compat.dcgm-counters`, the file it
 //! takes with `-f`): one `DCGM FIELD, type, help` a line, `#` comments.
-//! Here it is parsed and checked against the fields we know; which of our
-//! readings each field shows, and its unit, is the `dcgm` collector's
-//! (`exposition::dcgm`). A field we know but cannot serve is logged once,
-//! with why, and left out.
+//! It is read as dcgm-exporter reads it: every DCGM field name (and
+//! go-dcgm's legacy lowercase names, `names.rs`) is accepted, so a file
+//! it runs never stops us; a field we cannot serve is one log line and
+//! left out. Only a name that is no DCGM field, a type that is none or a
+//! malformed line is an error. Which of our readings each served field
+//! shows, and its unit, is the `dcgm` collector's (`exposition::dcgm`).
+
+pub mod names;
 
 use super::{Collector, Collectors, ConfigError};
 use Collector::*;
@@ -30,6 +34,11 @@ pub enum Field {
     CorrectableRemapped,
     RowRemapFailure,
     DriverVersion,
+    DevName,
+    DevUuid,
+    PciBusId,
+    VbiosVersion,
+    InforomImage,
     TensorActive,
     DramActive,
     SmActive,
@@ -54,6 +63,17 @@ pub enum Field {
     XidCount,
     /// Known, but nothing of ours shows it.
     Unservable,
+}
+
+impl Field {
+    /// A string, served only as a label on the other series.
+    pub fn is_label(self) -> bool {
+        use Field::*;
+        matches!(
+            self,
+            DriverVersion | DevName | DevUuid | PciBusId | VbiosVersion | InforomImage
+        )
+    }
 }
 
 /// How we serve a field: from a collector's readings, or not, and why.
@@ -130,6 +150,19 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
     (
         "DCGM_FI_DRIVER_VERSION",
         Field::DriverVersion,
+        Serve::By(Info),
+    ),
+    ("DCGM_FI_DEV_NAME", Field::DevName, Serve::By(Info)),
+    ("DCGM_FI_DEV_UUID", Field::DevUuid, Serve::By(Info)),
+    ("DCGM_FI_DEV_PCI_BUSID", Field::PciBusId, Serve::By(Info)),
+    (
+        "DCGM_FI_DEV_VBIOS_VERSION",
+        Field::VbiosVersion,
+        Serve::By(Info),
+    ),
+    (
+        "DCGM_FI_DEV_INFOROM_IMAGE_VER",
+        Field::InforomImage,
         Serve::By(Info),
     ),
     (
@@ -288,6 +321,11 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
         Serve::Not("use increase(gpu_clocks_event_seconds_total[5m])"),
     ),
     (
+        "DCGM_EXP_P2P_STATUS",
+        Field::Unservable,
+        Serve::Not("GPU peer-to-peer status is not read"),
+    ),
+    (
         "DCGM_EXP_GPU_HEALTH_STATUS",
         Field::Unservable,
         Serve::Not("DCGM's health watches are not run; the built-in alerts cover them"),
@@ -305,10 +343,11 @@ pub enum Kind {
     Label,
 }
 
-/// One field a counters file asks for that we serve.
+/// One field a counters file asks for that we serve, under the name the
+/// file gives (a legacy name stays legacy).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Wanted {
-    pub name: &'static str,
+    pub name: String,
     pub field: Field,
     pub kind: Kind,
     pub collector: Collector,
@@ -316,15 +355,20 @@ pub struct Wanted {
 }
 
 /// The dcgm collector's settings: the fields served, the fields left out
-/// (with why), and the `hostname` label.
+/// (with why), what the file got wrong without stopping us, and the host
+/// label.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Dcgm {
     pub fields: Vec<Wanted>,
-    pub left_out: Vec<(String, &'static str)>,
-    /// `hostname`'s value, `None` to leave it out (`--compat.dcgm-no-hostname`).
+    pub left_out: Vec<(String, String)>,
+    /// Said once at start, as warnings.
+    pub warnings: Vec<String>,
+    /// The host label's value, `None` to leave it out
+    /// (`--compat.dcgm-no-hostname`, dcgm-exporter's `-n`).
     pub hostname: Option<String>,
-    /// Spell it `Hostname`, as releases before 3.3 did.
-    pub old_hostname: bool,
+    /// Spell it `hostname`, as dcgm-exporter's unreleased main does; every
+    /// release prints `Hostname` (`--compat.dcgm-lowercase-hostname`).
+    pub lowercase_hostname: bool,
 }
 
 impl Dcgm {
@@ -335,10 +379,124 @@ impl Dcgm {
             .iter()
             .fold(Collectors::NONE, |s, f| s.with(f.collector))
     }
+
+    /// The host label's name.
+    pub fn hostname_label(&self) -> &'static str {
+        if self.lowercase_hostname {
+            "hostname"
+        } else {
+            "Hostname"
+        }
+    }
+
+    /// Takes the file's field `name` (a DCGM field, whose current name is
+    /// `current`) as `kind`: served, or left out with why.
+    fn take(&mut self, name: &str, current: &str, kind: Kind, help: &str) {
+        let listed = |n: &str| {
+            self.fields.iter().any(|f| f.name == n) || self.left_out.iter().any(|f| f.0 == n)
+        };
+        if listed(name) {
+            if !self
+                .warnings
+                .iter()
+                .any(|w| w.starts_with(&format!("{name} ")))
+            {
+                self.warnings.push(format!(
+                    "{name} is listed more than once: its first line counts"
+                ));
+            }
+            return;
+        }
+        let known = FIELDS.iter().find(|f| f.0 == current);
+        let served = match known {
+            None => Err("no reading of ours gives it"),
+            Some(&(_, _, Serve::Not(why))) => Err(why),
+            Some(&(_, field, Serve::By(_))) if field.is_label() != (kind == Kind::Label) => {
+                Err(if field.is_label() {
+                    "it is a string: list it as a label"
+                } else {
+                    "we have no string for it: only our string fields can be labels"
+                })
+            }
+            Some(&(_, field, Serve::By(collector))) => Ok((field, collector)),
+        };
+        match served {
+            Ok((field, collector)) => self.fields.push(Wanted {
+                name: name.to_string(),
+                field,
+                kind,
+                collector,
+                help: help.to_string(),
+            }),
+            Err(why) => self.left_out.push((name.to_string(), why.to_string())),
+        }
+    }
+}
+
+/// A line's three columns, as Go's CSV reader gives them to dcgm-exporter
+/// (a quoted column loses its quotes, `""` is a quote), each trimmed; an
+/// unquoted help keeps any commas it holds.
+fn columns(line: &str) -> Result<[String; 3], &'static str> {
+    let mut out: [String; 3] = Default::default();
+    let mut rest = Some(line);
+    for (n, col) in out.iter_mut().enumerate() {
+        let Some(r) = rest.map(str::trim_start) else {
+            return Err("expected \"DCGM FIELD, type, help\"");
+        };
+        rest = match r.strip_prefix('"') {
+            Some(quoted) => {
+                let (value, tail) = unquote(quoted)?;
+                *col = value;
+                let tail = tail.trim_start();
+                match tail.strip_prefix(',') {
+                    Some(after) => Some(after),
+                    None if tail.is_empty() => None,
+                    None => return Err("text after a closing quote"),
+                }
+            }
+            // The help takes the rest of the line, commas and all.
+            None if n == 2 => {
+                *col = r.trim_end().to_string();
+                None
+            }
+            None => {
+                let (value, after) = match r.split_once(',') {
+                    Some((v, a)) => (v, Some(a)),
+                    None => (r, None),
+                };
+                *col = value.trim_end().to_string();
+                after
+            }
+        };
+    }
+    Ok(out)
+}
+
+/// A quoted column's text after its opening quote: its value, and what
+/// follows the closing quote.
+fn unquote(s: &str) -> Result<(String, &str), &'static str> {
+    let mut value = String::new();
+    let mut chars = s.char_indices();
+    while let Some((i, c)) = chars.next() {
+        if c != '"' {
+            value.push(c);
+        } else if s[i + 1..].starts_with('"') {
+            value.push('"');
+            chars.next();
+        } else {
+            return Ok((value, &s[i + 1..]));
+        }
+    }
+    Err("a quote is not closed")
 }
 
 /// Parses a counters file's `text`; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
+    if text.starts_with('\u{feff}') {
+        return Err(ConfigError(format!(
+            "{file}:1: the file starts with a byte-order mark (U+FEFF), which dcgm-exporter refuses too: save it as UTF-8 without one"
+        )));
+    }
     let mut d = Dcgm::default();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
@@ -346,42 +504,29 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
             continue;
         }
         let bad = |why: &str| ConfigError(format!("{file}:{}: {why}: {line:?}", i + 1));
-        let mut cols = line.splitn(3, ',').map(str::trim);
-        let (Some(name), Some(kind), help) = (cols.next(), cols.next(), cols.next()) else {
-            return Err(bad("expected \"DCGM FIELD, type, help\""));
-        };
-        let kind = match kind {
+        let [name, kind, help] = columns(line).map_err(bad)?;
+        let kind = match kind.as_str() {
             "gauge" => Kind::Gauge,
             "counter" => Kind::Counter,
             "label" => Kind::Label,
+            // dcgm-exporter takes them and prints one value: so do we.
+            "histogram" | "summary" => {
+                d.warnings.push(format!(
+                    "{name}: a single value is no {kind}: served as a gauge"
+                ));
+                Kind::Gauge
+            }
             _ => return Err(bad("the type is not gauge, counter or label")),
         };
-        let Some(&(name, field, serve)) = FIELDS.iter().find(|f| f.0 == name) else {
-            return Err(bad("unknown field"));
+        let Some((_, current)) = names::lookup(&name) else {
+            return Err(bad("no DCGM field has this name (nor a legacy one)"));
         };
-        // Only the driver version is a string; it is nothing but a label.
-        if (kind == Kind::Label) != (field == Field::DriverVersion) {
-            return Err(bad(if kind == Kind::Label {
-                "only DCGM_FI_DRIVER_VERSION can be a label"
-            } else {
-                "DCGM_FI_DRIVER_VERSION is a label"
-            }));
-        }
-        match serve {
-            Serve::Not(why) => d.left_out.push((name.to_string(), why)),
-            Serve::By(collector) => {
-                if d.fields.iter().any(|f| f.name == name) {
-                    return Err(bad("field listed twice"));
-                }
-                d.fields.push(Wanted {
-                    name,
-                    field,
-                    kind,
-                    collector,
-                    help: help.unwrap_or("").to_string(),
-                });
-            }
-        }
+        d.take(&name, current, kind, &help);
+    }
+    if d.fields.is_empty() {
+        d.warnings.push(format!(
+            "{file} serves no field: the dcgm collector has nothing to show"
+        ));
     }
     Ok(d)
 }
@@ -390,11 +535,16 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
 mod tests {
     use super::*;
 
+    fn left_out(d: &Dcgm) -> Vec<&str> {
+        d.left_out.iter().map(|f| f.0.as_str()).collect()
+    }
+
     #[test]
     fn the_default_file_and_edge_cases() {
         let d = parse(DEFAULT_COUNTERS, "default").unwrap();
         assert_eq!(d.fields.len(), 21);
         assert_eq!(d.left_out.len(), 5);
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         assert!(d.needs().has(Gpm) && d.needs().has(Xid) && !d.needs().has(Fans));
         let d = parse(
             "  # c\n DCGM_FI_DEV_GPU_TEMP ,gauge,  t, with a comma\n",
@@ -405,25 +555,103 @@ mod tests {
         for (text, want) in [
             (
                 "DCGM_FI_X, gauge, h",
-                "f:1: unknown field: \"DCGM_FI_X, gauge, h\"",
+                "f:1: no DCGM field has this name (nor a legacy one): \"DCGM_FI_X, gauge, h\"",
             ),
             ("\nDCGM_FI_DEV_GPU_TEMP", "f:2: expected"),
-            ("DCGM_FI_DEV_GPU_TEMP, gaug", "f:1: the type is not"),
+            ("DCGM_FI_DEV_GPU_TEMP, gauge", "f:1: expected"),
+            ("DCGM_FI_DEV_GPU_TEMP, gaug, h", "f:1: the type is not"),
             (
-                "DCGM_FI_DEV_GPU_TEMP, label",
-                "f:1: only DCGM_FI_DRIVER_VERSION can be a label",
+                "DCGM_FI_DEV_GPU_TEMP, gauge, \"h",
+                "f:1: a quote is not closed",
             ),
             (
-                "DCGM_FI_DRIVER_VERSION, gauge",
-                "f:1: DCGM_FI_DRIVER_VERSION is a label",
+                "DCGM_FI_DEV_GPU_TEMP, gauge, \"h\" x",
+                "f:1: text after a closing",
             ),
             (
-                "DCGM_FI_DEV_GPU_TEMP,gauge\nDCGM_FI_DEV_GPU_TEMP,gauge",
-                "f:2: field listed twice",
+                "\u{feff}# c\n",
+                "f:1: the file starts with a byte-order mark (U+FEFF)",
             ),
         ] {
             let e = parse(text, "f").unwrap_err().0;
             assert!(e.starts_with(want) && !e.contains('\n'), "{e}");
+            assert!(!e.contains("\\u{feff}"), "{e}");
+        }
+    }
+
+    /// Every real field name is taken; one we cannot serve is left out
+    /// with why, never an error.
+    #[test]
+    fn real_fields_we_cannot_serve_are_left_out() {
+        let d = parse(
+            "DCGM_FI_DEV_FAN_SPEED, gauge, f\nDCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, t\n\
+             DCGM_EXP_P2P_STATUS, gauge, p\nDCGM_FI_DEV_SERIAL, label, s\n\
+             DCGM_FI_DEV_GPU_TEMP, label, t\nDCGM_FI_DRIVER_VERSION, gauge, v\n\
+             DCGM_FI_DEV_VBIOS_VERSION, label, b\n",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(
+            left_out(&d),
+            [
+                "DCGM_FI_DEV_FAN_SPEED",
+                "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+                "DCGM_EXP_P2P_STATUS",
+                "DCGM_FI_DEV_SERIAL",
+                "DCGM_FI_DEV_GPU_TEMP",
+                "DCGM_FI_DRIVER_VERSION"
+            ]
+        );
+        assert_eq!(d.fields.len(), 1);
+        assert_eq!(
+            (d.fields[0].field, d.fields[0].kind),
+            (Field::VbiosVersion, Kind::Label)
+        );
+        assert!(d.left_out[4].1.contains("only our string fields"));
+        assert!(d.left_out[5].1.contains("list it as a label"));
+    }
+
+    /// Legacy names are served under the file's name; a name listed twice
+    /// is served once, with one warning; quotes are Go's CSV reader's.
+    #[test]
+    fn legacy_names_duplicates_and_quotes() {
+        let d = parse(
+            "dcgm_gpu_temp, gauge, t\ndcgm_gpu_temp, gauge, again\ndcgm_gpu_temp, gauge, 3\n\
+             DCGM_FI_DEV_SM_CLOCK,\"gauge\", \"SM \"\"clock\"\", in MHz\"\n\
+             DCGM_FI_DEV_MEM_CLOCK, histogram, m\n",
+            "f",
+        )
+        .unwrap();
+        let names: Vec<_> = d.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "dcgm_gpu_temp",
+                "DCGM_FI_DEV_SM_CLOCK",
+                "DCGM_FI_DEV_MEM_CLOCK"
+            ]
+        );
+        assert_eq!(d.fields[0].field, Field::GpuTemp);
+        assert_eq!(d.fields[0].help, "t");
+        assert_eq!(d.fields[1].help, "SM \"clock\", in MHz");
+        assert_eq!(d.fields[2].kind, Kind::Gauge);
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+        assert!(d.warnings[0].starts_with("dcgm_gpu_temp is listed more than once"));
+        assert!(d.warnings[1].contains("no histogram"));
+    }
+
+    #[test]
+    fn an_empty_file_is_a_warning() {
+        for text in [
+            "",
+            "# only comments\n\n",
+            "DCGM_FI_DEV_FAN_SPEED, gauge, f\n",
+        ] {
+            let d = parse(text, "f").unwrap();
+            assert_eq!(
+                d.warnings,
+                ["f serves no field: the dcgm collector has nothing to show"]
+            );
         }
     }
 }

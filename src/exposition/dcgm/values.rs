@@ -54,8 +54,22 @@ pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
         SyncBoostViolation => ns(4),
         // The last code, 0 before any, as dcgm-exporter.
         XidErrors => r.xid_last_code,
-        // Written by their own code: a label, and a series per code.
-        DriverVersion | XidCount | Unservable => None,
+        // Written by their own code: labels, and a series per code.
+        DriverVersion | DevName | DevUuid | PciBusId | VbiosVersion | InforomImage | XidCount
+        | Unservable => None,
+    }
+}
+
+/// `v` as dcgm-exporter prints `f`: DCGM's integer fields as integers
+/// (its MiB are whole, cut down as DCGM divides; the rest are NVML's
+/// integers that our units carried through a float), the others as read.
+pub(super) fn shaped(f: Field, v: f64) -> f64 {
+    use Field::*;
+    match f {
+        FbFree | FbUsed | FbReserved => v.floor(),
+        PowerUsage | TensorActive | Fp64Active | Fp32Active | Fp16Active | DramActive
+        | SmActive | SmOccupancy => v,
+        _ => v.round(),
     }
 }
 
