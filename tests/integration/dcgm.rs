@@ -128,6 +128,15 @@ fn units_are_dcgm_exporters_beside_our_own() {
     assert!(all <= 130, "{all} series for gpu 0 with both on");
 }
 
+/// dcgm-exporter's `/health`, which its chart's probes and the GPU
+/// Operator's ask: 200 and `OK`, as it answers.
+#[test]
+fn health_answers_as_dcgm_exporters() {
+    let e = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let r = e.get("/health", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, "OK"));
+}
+
 #[test]
 fn only_theirs_with_the_defaults_off() {
     let e = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
