@@ -8,9 +8,11 @@
 //! shows, and its unit, is the `dcgm` collector's (`exposition::dcgm`).
 
 pub mod names;
+mod table;
+
+pub use table::FIELDS;
 
 use super::{Collector, Collectors, ConfigError};
-use Collector::*;
 
 /// A dcgm-exporter field we know by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -60,6 +62,16 @@ pub enum Field {
     PowerViolation,
     ThermalViolation,
     SyncBoostViolation,
+    FbTotal,
+    EnforcedPowerLimit,
+    Pstate,
+    FanSpeed,
+    PcieLinkGen,
+    PcieLinkWidth,
+    PcieMaxLinkGen,
+    PcieMaxLinkWidth,
+    ClocksEventReasons,
+    MemMaxOpTemp,
     XidCount,
     /// Known, but nothing of ours shows it.
     Unservable,
@@ -82,255 +94,6 @@ pub enum Serve {
     By(Collector),
     Not(&'static str),
 }
-
-/// Every field we know: its name, what it is here, and how it is served.
-pub const FIELDS: &[(&str, Field, Serve)] = &[
-    ("DCGM_FI_DEV_SM_CLOCK", Field::SmClock, Serve::By(Clocks)),
-    ("DCGM_FI_DEV_MEM_CLOCK", Field::MemClock, Serve::By(Clocks)),
-    (
-        "DCGM_FI_DEV_MEMORY_TEMP",
-        Field::MemoryTemp,
-        Serve::By(Temperature),
-    ),
-    (
-        "DCGM_FI_DEV_GPU_TEMP",
-        Field::GpuTemp,
-        Serve::By(Temperature),
-    ),
-    (
-        "DCGM_FI_DEV_POWER_USAGE",
-        Field::PowerUsage,
-        Serve::By(Power),
-    ),
-    (
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        Field::TotalEnergy,
-        Serve::By(Power),
-    ),
-    (
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        Field::PcieReplay,
-        Serve::By(Pcie),
-    ),
-    (
-        "DCGM_FI_DEV_GPU_UTIL",
-        Field::GpuUtil,
-        Serve::By(Utilization),
-    ),
-    (
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        Field::MemCopyUtil,
-        Serve::By(Utilization),
-    ),
-    ("DCGM_FI_DEV_ENC_UTIL", Field::EncUtil, Serve::By(Media)),
-    ("DCGM_FI_DEV_DEC_UTIL", Field::DecUtil, Serve::By(Media)),
-    ("DCGM_FI_DEV_XID_ERRORS", Field::XidErrors, Serve::By(Xid)),
-    ("DCGM_FI_DEV_FB_FREE", Field::FbFree, Serve::By(Memory)),
-    ("DCGM_FI_DEV_FB_USED", Field::FbUsed, Serve::By(Memory)),
-    (
-        "DCGM_FI_DEV_FB_RESERVED",
-        Field::FbReserved,
-        Serve::By(Memory),
-    ),
-    (
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        Field::UncorrectableRemapped,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        Field::CorrectableRemapped,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        Field::RowRemapFailure,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DRIVER_VERSION",
-        Field::DriverVersion,
-        Serve::By(Info),
-    ),
-    ("DCGM_FI_DEV_NAME", Field::DevName, Serve::By(Info)),
-    ("DCGM_FI_DEV_UUID", Field::DevUuid, Serve::By(Info)),
-    ("DCGM_FI_DEV_PCI_BUSID", Field::PciBusId, Serve::By(Info)),
-    (
-        "DCGM_FI_DEV_VBIOS_VERSION",
-        Field::VbiosVersion,
-        Serve::By(Info),
-    ),
-    (
-        "DCGM_FI_DEV_INFOROM_IMAGE_VER",
-        Field::InforomImage,
-        Serve::By(Info),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        Field::TensorActive,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        Field::DramActive,
-        Serve::By(Gpm),
-    ),
-    ("DCGM_FI_PROF_SM_ACTIVE", Field::SmActive, Serve::By(Gpm)),
-    (
-        "DCGM_FI_PROF_SM_OCCUPANCY",
-        Field::SmOccupancy,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-        Field::Fp64Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-        Field::Fp32Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-        Field::Fp16Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        Field::EccSbeVol,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        Field::EccDbeVol,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-        Field::EccSbeAgg,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-        Field::EccDbeAgg,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_RETIRED_SBE",
-        Field::RetiredSbe,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_RETIRED_DBE",
-        Field::RetiredDbe,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_RETIRED_PENDING",
-        Field::RetiredPending,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        Field::NvlinkCrcFlit,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
-        Field::NvlinkCrcData,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
-        Field::NvlinkReplay,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
-        Field::NvlinkRecovery,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_POWER_VIOLATION",
-        Field::PowerViolation,
-        Serve::By(Clocks),
-    ),
-    (
-        "DCGM_FI_DEV_THERMAL_VIOLATION",
-        Field::ThermalViolation,
-        Serve::By(Clocks),
-    ),
-    (
-        "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
-        Field::SyncBoostViolation,
-        Serve::By(Clocks),
-    ),
-    ("DCGM_EXP_XID_ERRORS_COUNT", Field::XidCount, Serve::By(Xid)),
-    (
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        Field::Unservable,
-        Serve::Not(
-            "NVML's NVLink counters are bytes by direction, not DCGM's all-lane bandwidth counter; use rate(gpu_nvlink_bytes_total[1m])",
-        ),
-    ),
-    (
-        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
-        Field::Unservable,
-        Serve::Not("vGPU licensing is not read"),
-    ),
-    (
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        Field::Unservable,
-        Serve::Not(
-            "it needs GPM's graphics-activity metric, which is not read; gpu_sm_active_ratio is the nearest",
-        ),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        Field::Unservable,
-        Serve::Not(
-            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"tx\"}[1m])",
-        ),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        Field::Unservable,
-        Serve::Not(
-            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"rx\"}[1m])",
-        ),
-    ),
-    (
-        "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
-        Field::Unservable,
-        Serve::Not("NVML reports no violation time for it"),
-    ),
-    (
-        "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
-        Field::Unservable,
-        Serve::Not("NVML reports no violation time for it"),
-    ),
-    (
-        "DCGM_FI_DEV_RELIABILITY_VIOLATION",
-        Field::Unservable,
-        Serve::Not("NVML reports no violation time for it"),
-    ),
-    (
-        "DCGM_EXP_CLOCK_EVENTS_COUNT",
-        Field::Unservable,
-        Serve::Not("use increase(gpu_clocks_event_seconds_total[5m])"),
-    ),
-    (
-        "DCGM_EXP_P2P_STATUS",
-        Field::Unservable,
-        Serve::Not("GPU peer-to-peer status is not read"),
-    ),
-    (
-        "DCGM_EXP_GPU_HEALTH_STATUS",
-        Field::Unservable,
-        Serve::Not("DCGM's health watches are not run; the built-in alerts cover them"),
-    ),
-];
 
 /// dcgm-exporter's `etc/default-counters.csv`, the file without `-f`.
 pub const DEFAULT_COUNTERS: &str = include_str!("dcgm-default-counters.csv");
@@ -534,6 +297,7 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Collector::{Fans, Gpm, Xid};
 
     fn left_out(d: &Dcgm) -> Vec<&str> {
         d.left_out.iter().map(|f| f.0.as_str()).collect()
@@ -584,7 +348,7 @@ mod tests {
     #[test]
     fn real_fields_we_cannot_serve_are_left_out() {
         let d = parse(
-            "DCGM_FI_DEV_FAN_SPEED, gauge, f\nDCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, t\n\
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0, counter, f\nDCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, i\n\
              DCGM_EXP_P2P_STATUS, gauge, p\nDCGM_FI_DEV_SERIAL, label, s\n\
              DCGM_FI_DEV_GPU_TEMP, label, t\nDCGM_FI_DRIVER_VERSION, gauge, v\n\
              DCGM_FI_DEV_VBIOS_VERSION, label, b\n",
@@ -594,8 +358,8 @@ mod tests {
         assert_eq!(
             left_out(&d),
             [
-                "DCGM_FI_DEV_FAN_SPEED",
-                "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+                "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
+                "DCGM_FI_PROF_PIPE_INT_ACTIVE",
                 "DCGM_EXP_P2P_STATUS",
                 "DCGM_FI_DEV_SERIAL",
                 "DCGM_FI_DEV_GPU_TEMP",
@@ -618,7 +382,8 @@ mod tests {
         let d = parse(
             "dcgm_gpu_temp, gauge, t\ndcgm_gpu_temp, gauge, again\ndcgm_gpu_temp, gauge, 3\n\
              DCGM_FI_DEV_SM_CLOCK,\"gauge\", \"SM \"\"clock\"\", in MHz\"\n\
-             DCGM_FI_DEV_MEM_CLOCK, histogram, m\n",
+             DCGM_FI_DEV_MEM_CLOCK, histogram, m\n\
+             DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, r\n",
             "f",
         )
         .unwrap();
@@ -628,9 +393,12 @@ mod tests {
             [
                 "dcgm_gpu_temp",
                 "DCGM_FI_DEV_SM_CLOCK",
-                "DCGM_FI_DEV_MEM_CLOCK"
+                "DCGM_FI_DEV_MEM_CLOCK",
+                "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"
             ]
         );
+        // The deprecated alias is the current field, under the old name.
+        assert_eq!(d.fields[3].field, Field::ClocksEventReasons);
         assert_eq!(d.fields[0].field, Field::GpuTemp);
         assert_eq!(d.fields[0].help, "t");
         assert_eq!(d.fields[1].help, "SM \"clock\", in MHz");
@@ -642,11 +410,7 @@ mod tests {
 
     #[test]
     fn an_empty_file_is_a_warning() {
-        for text in [
-            "",
-            "# only comments\n\n",
-            "DCGM_FI_DEV_FAN_SPEED, gauge, f\n",
-        ] {
+        for text in ["", "# only comments\n\n", "DCGM_FI_DEV_SERIAL, label, s\n"] {
             let d = parse(text, "f").unwrap();
             assert_eq!(
                 d.warnings,

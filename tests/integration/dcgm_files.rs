@@ -232,3 +232,77 @@ fn an_empty_counters_file_is_a_warning() {
     );
     assert!(families(&e.metrics(None).body).is_empty());
 }
+
+/// The real DCGM names that used to stop the exporter, one file: it
+/// starts; those a reading of ours gives are served in DCGM's unit, under
+/// the name the file gives (the deprecated CLOCK_THROTTLE_REASONS too);
+/// the rest are one log line each.
+#[test]
+fn real_dcgm_names_that_used_to_exit_are_served_or_logged() {
+    let served = [
+        (
+            "DCGM_FI_DEV_FB_TOTAL",
+            "gpu_memory_total_bytes",
+            1.0 / 1048576.0,
+        ),
+        ("DCGM_FI_DEV_PSTATE", "gpu_performance_state", 1.0),
+        ("DCGM_FI_DEV_PCIE_LINK_GEN", "gpu_pcie_link_generation", 1.0),
+        ("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gpu_pcie_link_width", 1.0),
+        (
+            "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+            "gpu_power_limit_watts",
+            1.0,
+        ),
+        (
+            "DCGM_FI_DEV_MEM_MAX_OP_TEMP",
+            "gpu_memory_temperature_max_celsius",
+            1.0,
+        ),
+    ];
+    let logged = [
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "DCGM_FI_PROF_NVLINK_TX_BYTES",
+        "DCGM_FI_PROF_NVLINK_RX_BYTES",
+        "DCGM_FI_PROF_PIPE_INT_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE",
+        "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
+        "DCGM_EXP_P2P_STATUS",
+    ];
+    let text: String = served
+        .iter()
+        .map(|s| s.0)
+        .chain([
+            "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+            "DCGM_FI_DEV_FAN_SPEED",
+        ])
+        .chain(logged)
+        .map(|n| format!("{n}, gauge, h\n"))
+        .collect();
+    let file = temp_file("dcgm-real-names.csv", &text);
+    let e = Exporter::start(&[
+        "--collector.dcgm",
+        "--compat.dcgm-counters",
+        file.to_str().unwrap(),
+    ]);
+    for name in logged {
+        e.wait_log(
+            &format!("dcgm: {name} is left out: "),
+            Duration::from_secs(5),
+        );
+    }
+    let body = e.metrics(None).body;
+    let first = |family: &str| {
+        crate::common::value(&body, &format!("{family}{{gpu=\"0\","))
+            .unwrap_or_else(|| panic!("{family} for gpu 0"))
+    };
+    // Whole numbers all (the simulated power limit is whole watts), MiB
+    // cut down.
+    for (dcgm, native, scale) in served {
+        let want = (first(native) * scale).floor();
+        assert_eq!(first(dcgm), want, "{dcgm} vs {native}");
+    }
+    let mask = first("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS");
+    assert_eq!(mask, mask.trunc(), "a bitmask is an integer");
+}
