@@ -276,7 +276,8 @@ fn the_fake_nvml_fleet_in_dcgm_units() {
         assert!((v - want).abs() < 1e-6, "{family}: {v} vs {want}");
     }
     let temps = lines(&body, "DCGM_FI_DEV_GPU_TEMP");
-    assert!(temps[3].contains(",device=\"nvidia7\","), "{}", temps[3]);
+    // nvidia<index>, as dcgm-exporter builds it, though GPU 3's minor is 7.
+    assert!(temps[3].contains(",device=\"nvidia3\","), "{}", temps[3]);
     assert!(temps[0].contains(",device=\"nvidia0\","), "{}", temps[0]);
     assert!(temps[7].ends_with(" 57"), "{}", temps[7]);
     assert!(temps[0].contains("DCGM_FI_DRIVER_VERSION=\"550.54.15\""));
@@ -499,6 +500,8 @@ fn an_smi_capture_in_dcgm_units() {
         assert!((v - want).abs() < 1e-9 * want, "{family}: {v} vs {want}");
     }
     assert!(body.contains("modelName=\"NVIDIA GeForce RTX 4080 SUPER\""));
+    // nvidia-smi gives no minor number; dcgm-exporter's device is the index.
+    assert!(body.contains(",device=\"nvidia0\","), "{body}");
     assert!(body.contains("DCGM_FI_DRIVER_VERSION=\"595.71.05\""));
     // No Xid source at all (no events, no kernel log): absent, not 0.
     assert!(!body.contains("DCGM_FI_DEV_XID_ERRORS{"), "{body}");

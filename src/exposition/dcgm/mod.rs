@@ -87,11 +87,11 @@ fn labels(w: &mut Writer, d: &Dcgm, t: Target) {
     w.out.push(b'"');
     w.label("UUID", &g.uuid);
     w.label("pci_bus_id", &g.pci_bus_id);
-    if let Some(minor) = g.minor {
-        w.out.extend_from_slice(b",device=\"nvidia");
-        write_u64(w.out, minor as u64);
-        w.out.push(b'"');
-    }
+    // dcgm-exporter builds it from the index, not the device node's
+    // minor number, so every source has it.
+    w.out.extend_from_slice(b",device=\"nvidia");
+    write_u64(w.out, g.index as u64);
+    w.out.push(b'"');
     w.label("modelName", &g.model);
     if let Some(m) = t.mig {
         w.label("GPU_I_PROFILE", &m.profile);
