@@ -152,9 +152,9 @@ impl Dcgm {
         }
     }
 
-    /// Takes the file's field `name` (a DCGM field, whose current name is
-    /// `current`) as `kind`: served, or left out with why.
-    fn take(&mut self, name: &str, current: &str, kind: Kind, help: &str) {
+    /// Takes the file's field `name` (a DCGM field, whose current name
+    /// hashes to `current`) as `kind`: served, or left out with why.
+    fn take(&mut self, name: &str, current: u32, kind: Kind, help: &str) {
         let listed = |n: &str| {
             self.fields.iter().any(|f| f.name == n) || self.left_out.iter().any(|f| f.0 == n)
         };
@@ -170,7 +170,7 @@ impl Dcgm {
             }
             return;
         }
-        let known = FIELDS.iter().find(|f| f.0 == current);
+        let known = FIELDS.iter().find(|f| names::hash(f.0) == current);
         let served = match known {
             None => Err("no reading of ours gives it"),
             Some(&(_, _, Serve::Not(why))) => Err(why),
@@ -281,7 +281,7 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
             }
             _ => return Err(bad("the type is not gauge, counter or label")),
         };
-        let Some((_, current)) = names::lookup(&name) else {
+        let Some(current) = names::current(&name) else {
             return Err(bad("no DCGM field has this name (nor a legacy one)"));
         };
         d.take(&name, current, kind, &help);
