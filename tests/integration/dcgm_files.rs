@@ -214,7 +214,7 @@ fn dcgm_exporters_1x_compatibility_file() {
     let e = start(&file);
     for name in ["dcgm_fi_prof_pcie_tx_bytes", "dcgm_fi_prof_pcie_rx_bytes"] {
         e.wait_log(
-            &format!("dcgm: {name} is listed more than once"),
+            &format!("dcgm: {name} is listed again"),
             Duration::from_secs(5),
         );
         assert_eq!(e.log().matches(&format!("{name} is listed")).count(), 1);
