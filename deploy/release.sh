@@ -17,7 +17,7 @@
 # (default dist/):
 #
 #   gpu-exporter-VERSION-linux-amd64.tar.gz   the binary, README.md,
-#   gpu-exporter-VERSION-linux-arm64.tar.gz   LICENSE and deploy/
+#   gpu-exporter-VERSION-linux-arm64.tar.gz   docs/, LICENSE and deploy/
 #   gpu-exporter-VERSION.cdx.json             CycloneDX SBOM of the crates
 #   gpu-exporter-VERSION-image.oci.tar        the image index, OCI archive
 #   SHA256SUMS                                `sha256sum -c SHA256SUMS`
@@ -90,6 +90,7 @@ for arch in amd64 arm64; do
   mkdir -p "$tree"
   install -m 0755 "$bin" "$tree/gpu-exporter"
   install -m 0644 README.md LICENSE "$tree/"
+  cp -R docs "$tree/docs"
   cp -R deploy "$tree/deploy"
   # The manifests' one image reference, filled in for this release.
   find "$tree/deploy" -name '*.yaml' -exec \

@@ -11,7 +11,7 @@ gpu-exporter's normal and build dependencies reach in Cargo's resolve
 (dev-dependencies, the fake NVML and the benches are left out), each
 with its licence, its package URL and the SHA-256 that Cargo.lock pins;
 `dependencies` is the graph between them. Written here rather than with
-cargo-cyclonedx, which takes minutes to install (README, "Releases").
+cargo-cyclonedx, which takes minutes to install (docs/deploy.md, "Releases").
 The binaries carry the same list themselves (cargo auditable).
 """
 import json

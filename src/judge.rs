@@ -74,9 +74,11 @@ impl Judge {
         self.latest.set_alerts(evaluator.alerts(), replay);
     }
 
-    /// Evaluates what `work` hands over until the poller is gone.
-    pub fn run(mut self, work: Receiver<Work>) {
-        let mut evaluator = Evaluator::new(Vec::new());
+    /// Evaluates what `work` hands over until the poller is gone. `rules`
+    /// hold from the first instant, so a source whose first load hangs
+    /// (NVML's init) is judged stalled like any later collection.
+    pub fn run(mut self, rules: Vec<Rule>, work: Receiver<Work>) {
+        let mut evaluator = Evaluator::new(rules);
         let mut last = Instant::now();
         loop {
             match work.recv_timeout(self.tick) {

@@ -5,7 +5,7 @@
 //! the newest one, so a slow source never delays a scrape.
 //!
 //! Modules by floor: each imports only from the floors below it (checked by
-//! `tests/layout.rs`; the README's module table says what each holds). The
+//! `tests/layout.rs`; the module table of docs/maintainers.md says what each holds). The
 //! public API is what `main.rs` needs: [`config`] and [`run`].
 #![deny(unsafe_code)]
 #![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]

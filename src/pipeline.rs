@@ -278,7 +278,7 @@ impl Source for Pipeline {
                 self.timings.add(*c, started.elapsed().as_secs_f64());
             }
         }
-        self.fleet.settle(&mut gpus);
+        self.fleet.settle(&mut gpus, at);
         Ok(gpus)
     }
 

@@ -43,7 +43,7 @@ pub fn clock_event_bit(name: &str) -> Option<u64> {
 /// Xid codes that page: NVIDIA's Xid catalogue says reset the GPU (or
 /// replace it) now. 48 double-bit ECC, 62 internal micro-controller halt,
 /// 64 a row remap or page retirement that failed, 74 NVLink, 79 fallen off
-/// the bus, 95 uncontained ECC, 119 and 120 GSP (see the README).
+/// the bus, 95 uncontained ECC, 119 and 120 GSP (see docs/alerts.md).
 pub const PAGE_XIDS: [u32; 8] = [48, 62, 64, 74, 79, 95, 119, 120];
 
 /// Xid codes of recorded or corrected events, worth a ticket: 63 a row

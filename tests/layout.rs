@@ -9,7 +9,8 @@
 //!   no crate of ours but `base` (Cargo holds what they import; this
 //!   holds their manifests), and of the fillers only the kubelet's
 //!   (`fill::pods`) uses `wire`;
-//! - the README's module table lists every module, on its floor;
+//! - the module table of docs/maintainers.md lists every module, on its
+//!   floor;
 //! - no file but `ffi.rs` holds more than 600 lines before its tests, and
 //!   `lib.rs` stays a table of contents;
 //! - no function outside tests and tables runs past 80 lines, in `src/`
@@ -23,7 +24,7 @@ use std::path::{Path, PathBuf};
 /// Each top-level module of `src/` and its floor.
 /// Below them all are the crates of `crates/`.
 const FLOORS: &[(&str, u8)] = &[
-    // The unit tests' fixtures and README tables.
+    // The unit tests' fixtures and the docs' generated tables.
     ("testkit", 0),
     // Flags in, a validated configuration out.
     ("config", 1),
@@ -427,9 +428,11 @@ fn the_checker_reads_use_trees_and_resolves_paths() {
     assert!(floor("poller") >= floor("alerts"));
 }
 
-/// Each module the README's module table lists, with its floor.
+/// Each module the module table of docs/maintainers.md lists, with its
+/// floor.
 fn readme_modules() -> BTreeMap<String, u8> {
-    let readme = std::fs::read_to_string(src().parent().unwrap().join("README.md")).unwrap();
+    let readme =
+        std::fs::read_to_string(src().parent().unwrap().join("docs/maintainers.md")).unwrap();
     let mut out = BTreeMap::new();
     for line in readme.lines() {
         let cells: Vec<&str> = line.split(" | ").collect();
@@ -452,18 +455,18 @@ fn the_readme_lists_every_module_on_its_floor() {
     let readme = readme_modules();
     for (module, floor) in FLOORS {
         if *module == "internals" {
-            continue; // for the crate's own tests; README's Tests section
+            continue; // for the crate's own tests (docs/maintainers.md)
         }
         assert_eq!(
             readme.get(*module),
             Some(floor),
-            "README's module table: {module} on floor {floor}"
+            "docs/maintainers.md's module table: {module} on floor {floor}"
         );
     }
     for module in readme.keys() {
         assert!(
             FLOORS.iter().any(|(m, _)| m == module),
-            "README lists {module}, which tests/layout.rs does not know"
+            "docs/maintainers.md lists {module}, which tests/layout.rs does not know"
         );
     }
 }

@@ -411,7 +411,7 @@ fn the_exporter_reaches_promtools_verdicts() {
             e.eval_at(&snap, at, fresh);
             // DriverVersionSkew needs the whole fleet, and ExporterDown,
             // ExporterAbsent and GPUCountDropped Prometheus' own scrapes:
-            // only Prometheus evaluates them (README), so only promtool
+            // only Prometheus evaluates them (docs/alerts.md), so only promtool
             // checks them.
             let in_process = |name: &str| rules.iter().any(|r| r.name == name && r.in_process());
             let due = |c: &&Check| c.at == step * group.interval && in_process(&c.alertname);

@@ -71,6 +71,8 @@
 //! driver that hangs at boot; a GPU's `"reset_after_collections": n`
 //! makes its counters (energy, ECC, PCIe replay, violation time) read 0
 //! after n collections, as after a GPU reset; its
+//! `"energy_mj_per_collection": n` adds n to `energy_mj` at every
+//! collection, as a counter climbing at any rate; its
 //! `"xids_after_collections": n` holds its `xids` back until then (an Xid
 //! just before a loss). A MIG entry's
 //! `"compute_instance_id"` (default 0) is its compute instance: entries
@@ -170,6 +172,8 @@ mod scenario {
         pub power_mw: Option<u32>,
         pub power_limit_mw: Option<u32>,
         pub energy_mj: Option<u64>,
+        /// Added to `energy_mj` at every collection: a counter that climbs.
+        pub energy_mj_per_collection: Option<u64>,
         pub utilization: Option<Utilization>,
         pub memory: Option<Memory>,
         pub ecc_corrected: Option<u64>,
@@ -619,6 +623,17 @@ fn on_device(call: &str, dev: Device, f: impl FnOnce(usize, Target) -> Result<()
         &reset_copy
     } else {
         gpu
+    };
+    let grown;
+    let gpu = match gpu.energy_mj_per_collection {
+        Some(n) => {
+            grown = Gpu {
+                energy_mj: gpu.energy_mj.map(|e| e + n * fake.collections),
+                ..gpu.clone()
+            };
+            &grown
+        }
+        None => gpu,
     };
     let target = match (a & 0xffff).checked_sub(1) {
         None => Target::Gpu(gpu),

@@ -1,5 +1,5 @@
-//! The built-in rule set, as data. Thresholds are documented in the
-//! README; the hardware-health rules are in `health.rs`. A summary's
+//! The built-in rule set, as data. Thresholds are documented in
+//! docs/alerts.md; the hardware-health rules are in `health.rs`. A summary's
 //! `{for}`, `{keep_firing_for}` and `{window}` are spelled from the rule's
 //! own durations, so a rules file that moves one moves the text too.
 
@@ -10,7 +10,7 @@ use std::time::Duration;
 /// abort is none), the share it must not fail.
 pub const AVAILABILITY_OBJECTIVE: f64 = 0.999;
 
-/// The built-in rules, in the order the README lists them.
+/// The built-in rules, in the order docs/alerts.md lists them.
 pub fn defaults() -> Vec<Rule> {
     let burn = |long, short, factor| BurnWindow {
         long,

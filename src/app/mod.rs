@@ -21,7 +21,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
 
 /// Why the exporter stopped short.
 #[derive(Debug)]
@@ -95,7 +94,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
     // Whether the simulator serves: known once the poller has built the
     // source (`auto` decides there), and read by SIGHUP.
     let simulated = Arc::new(AtomicBool::new(false));
-    start_judge(&latest, bounds, config.interval, &simulated, work_rx)?;
+    start_judge(&latest, bounds, &config, &rules, &simulated, work_rx)?;
     let threads = Threads {
         latest: latest.clone(),
         simulated: simulated.clone(),
@@ -267,15 +266,17 @@ fn watched(
 fn start_judge(
     latest: &Arc<Latest>,
     bounds: Bounds,
-    tick: Duration,
+    config: &Config,
+    rules: &[alerts::Rule],
     simulated: &Arc<AtomicBool>,
     work_rx: mpsc::Receiver<poller::Work>,
 ) -> Result<(), Error> {
     let sim_flag = simulated.clone();
+    let rules = rules.to_vec();
     let alerting = Judge {
         latest: latest.clone(),
         bounds,
-        tick,
+        tick: config.interval,
         on_ready: Some(Box::new(move |first, evaluator| {
             if sim_flag.load(Ordering::Relaxed) {
                 print!("{}", table::render(first, evaluator));
@@ -284,7 +285,7 @@ fn start_judge(
     };
     std::thread::Builder::new()
         .name("judge".into())
-        .spawn(move || alerting.run(work_rx))
+        .spawn(move || alerting.run(rules, work_rx))
         .map(drop)
         .map_err(|e| Error::Runtime(format!("cannot start the alert evaluator: {e}")))
 }

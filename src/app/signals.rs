@@ -14,7 +14,7 @@ use std::rc::Rc;
 use std::time::Duration;
 
 /// How long a stop waits for responses in flight: well under the second
-/// the README promises, which leaves the rest for the exit itself.
+/// docs/flags.md promises, which leaves the rest for the exit itself.
 pub const GRACE: Duration = Duration::from_millis(800);
 
 /// The signals the exporter handles, from now on: before it says it is

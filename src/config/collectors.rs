@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-/// One collector. The order is `--help`'s, the README's and the
+/// One collector. The order is `--help`'s, docs/metrics.md's and the
 /// `collector` label's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Collector {

@@ -98,7 +98,7 @@ impl ProcessCgroups {
         let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
         if !host_pids(&status) {
             log::info!(
-                "processes: not in the host's PID namespace; container_id and pod_uid are left out (see README: hostPID)"
+                "processes: not in the host's PID namespace; container_id and pod_uid are left out (see docs/attribution.md: hostPID)"
             );
             return None;
         }

@@ -9,9 +9,24 @@
 //! reset, when the restarted counter has already climbed past the old
 //! value by the next reading (its excess is then counted, the lower part
 //! not). A lost GPU keeps serving its last values.
+//!
+//! A counter that physics bounds (energy, bytes moved) and that rises
+//! faster than any GPU can (a sentinel, a torn read, a rate integrated
+//! from a garbage sample) has that rise held back: the served counter
+//! stays where it was and goes on from there, and the rise is counted in
+//! `gpu_exporter_readings_rejected_total`.
 
+use super::range::Rejected;
+use crate::snapshot::readings::POWER_WATTS;
 use crate::snapshot::{Readings, TxRx};
 use base::quiet::Noted;
+
+/// The most PCIe moves per second in one direction: PCIe 6.0 at 32 lanes
+/// (about 242 GB/s), with room.
+const PCIE_BYTES_PER_SECOND: f64 = 256e9;
+/// The most NVLink moves per second in one direction, all links: NVLink
+/// 5's 900 GB/s, with room.
+const NVLINK_BYTES_PER_SECOND: f64 = 2e12;
 
 /// A counter by family and, for the labelled ones, the label as a number
 /// (Xid code, direction 0 tx / 1 rx, clock-event reason).
@@ -30,12 +45,50 @@ struct Mono {
 pub(super) struct Counters {
     by: Vec<(Key, Mono)>,
     resets: Noted<&'static str>,
+    implausible: Noted<&'static str>,
+    /// When the source last gave readings, for the bounded counters' rates.
+    read_at: Option<f64>,
 }
 
 impl Counters {
-    /// Makes the counters of `r` monotonic; for a GPU that is not `up`,
-    /// fills in the last values of those the source no longer gives.
-    pub(super) fn settle(&mut self, r: &mut Readings, up: bool, who: &str) {
+    /// Makes the counters of `r`, read at `at`, monotonic, holding back
+    /// rises no GPU can make (counted in `rejected`); for a GPU that is not
+    /// `up`, fills in the last values of those the source no longer gives.
+    pub(super) fn settle(
+        &mut self,
+        r: &mut Readings,
+        up: bool,
+        who: &str,
+        at: f64,
+        rejected: &mut Rejected,
+    ) {
+        let dt = self.read_at.map(|t| at - t).filter(|dt| *dt > 0.0);
+        if up {
+            self.read_at = Some(at);
+        }
+        // Twice the limit: power may pass it briefly, never on average.
+        let watts = r.power_limit_watts.map_or(POWER_WATTS.max, |w| 2.0 * w);
+        let mut bounded = |family: &'static str, sub: u32, v: Option<f64>, per_second: f64| {
+            let most = dt.map(|dt| per_second * dt);
+            self.bounded((family, sub), v, up, who, most, rejected)
+        };
+        r.energy_joules_total = bounded("gpu_energy_joules_total", 0, r.energy_joules_total, watts);
+        for (family, pair, per_second) in [
+            (
+                "gpu_pcie_bytes_total",
+                &mut r.pcie_bytes_total,
+                PCIE_BYTES_PER_SECOND,
+            ),
+            (
+                "gpu_nvlink_bytes_total",
+                &mut r.nvlink_bytes_total,
+                NVLINK_BYTES_PER_SECOND,
+            ),
+        ] {
+            let tx = bounded(family, 0, pair.map(|p| p.tx), per_second);
+            let rx = bounded(family, 1, pair.map(|p| p.rx), per_second);
+            *pair = tx.zip(rx).map(|(tx, rx)| TxRx { tx, rx });
+        }
         let mut one =
             |family: &'static str, sub: u32, v: Option<f64>| self.one((family, sub), v, up, who);
         r.ecc_corrected_total = one("gpu_ecc_corrected_errors_total", 0, r.ecc_corrected_total);
@@ -44,20 +97,11 @@ impl Counters {
             0,
             r.ecc_uncorrected_total,
         );
-        r.energy_joules_total = one("gpu_energy_joules_total", 0, r.energy_joules_total);
         r.pcie_replay_errors_total = one(
             "gpu_pcie_replay_errors_total",
             0,
             r.pcie_replay_errors_total,
         );
-        for (family, pair) in [
-            ("gpu_pcie_bytes_total", &mut r.pcie_bytes_total),
-            ("gpu_nvlink_bytes_total", &mut r.nvlink_bytes_total),
-        ] {
-            let tx = one(family, 0, pair.map(|p| p.tx));
-            let rx = one(family, 1, pair.map(|p| p.rx));
-            *pair = tx.zip(rx).map(|(tx, rx)| TxRx { tx, rx });
-        }
         for (i, v) in r.clocks_event_seconds_total.iter_mut().enumerate() {
             *v = one("gpu_clocks_event_seconds_total", i as u32, *v);
         }
@@ -112,6 +156,38 @@ impl Counters {
         r.xid_errors = Some(out);
     }
 
+    /// [`Counters::one`], first holding back a rise past `most`: the
+    /// served counter stays where it was and goes on from the new reading.
+    fn bounded(
+        &mut self,
+        key: Key,
+        v: Option<f64>,
+        up: bool,
+        who: &str,
+        most: Option<f64>,
+        rejected: &mut Rejected,
+    ) -> Option<f64> {
+        if let (Some(v), Some(most)) = (v, most)
+            && let Some((_, m)) = self.by.iter_mut().find(|(k, _)| *k == key)
+            && v - m.raw > most
+        {
+            // Counted by family, as range checks count theirs.
+            *rejected
+                .entry(key.0.trim_end_matches("_total"))
+                .or_default() += 1;
+            if self.implausible.first(key.0) {
+                log::warn!(
+                    "GPU {who}: {} rose by {} since the last reading, more than the GPU can ({most}); \
+                     held back (logged once per GPU and family)",
+                    key.0,
+                    v - m.raw
+                );
+            }
+            m.offset -= v - m.raw;
+        }
+        self.one(key, v, up, who)
+    }
+
     fn one(&mut self, key: Key, v: Option<f64>, up: bool, who: &str) -> Option<f64> {
         let found = self.by.iter_mut().find(|(k, _)| *k == key).map(|(_, m)| m);
         match (v, found) {
@@ -154,7 +230,7 @@ mod tests {
             energy_joules_total: v,
             ..Readings::default()
         };
-        c.settle(&mut r, up, "GPU-a");
+        c.settle(&mut r, up, "GPU-a", 0.0, &mut Rejected::new());
         r.energy_joules_total
     }
 
@@ -172,6 +248,41 @@ mod tests {
         assert_eq!(energy(&mut Counters::default(), None, false), None);
     }
 
+    /// 4.29 MW and 50 kW of energy, or PCIe bytes past any link, are
+    /// held back and counted; a real rise, and a reset, are not.
+    #[test]
+    fn a_rise_no_gpu_can_make_is_held_back_and_counted() {
+        let mut c = Counters::default();
+        let mut rejected = Rejected::new();
+        let mut at = |t: f64, joules: f64, limit: Option<f64>, pcie: f64| {
+            let mut r = Readings {
+                energy_joules_total: Some(joules),
+                power_limit_watts: limit,
+                pcie_bytes_total: Some(TxRx { tx: pcie, rx: 0.0 }),
+                ..Readings::default()
+            };
+            c.settle(&mut r, true, "GPU-a", t, &mut rejected);
+            (
+                r.energy_joules_total.unwrap(),
+                r.pcie_bytes_total.unwrap().tx,
+            )
+        };
+        assert_eq!(at(0.0, 1000.0, Some(700.0), 0.0), (1000.0, 0.0));
+        // 700 W for 10 s, and 10 GB/s: real.
+        assert_eq!(at(10.0, 8000.0, Some(700.0), 1e11), (8000.0, 1e11));
+        // 4.29 MW for 1 s: held back; the counter goes on from there.
+        assert_eq!(at(11.0, 4_298_000.0, Some(700.0), 1e11), (8000.0, 1e11));
+        assert_eq!(at(12.0, 4_298_500.0, Some(700.0), 1e11), (8500.0, 1e11));
+        // 50 kW without a limit to go by: past the absolute bound.
+        assert_eq!(at(13.0, 4_348_500.0, None, 1e11), (8500.0, 1e11));
+        // A terabyte in a second over PCIe.
+        assert_eq!(at(14.0, 4_348_600.0, None, 1.1e12), (8600.0, 1e11));
+        // A reset is no rise.
+        assert_eq!(at(15.0, 10.0, Some(700.0), 1.1e12), (8610.0, 1e11));
+        assert_eq!(rejected["gpu_energy_joules"], 2);
+        assert_eq!(rejected["gpu_pcie_bytes"], 1);
+    }
+
     #[test]
     fn xid_codes_and_pairs_are_counters_of_their_own() {
         let mut c = Counters::default();
@@ -180,14 +291,14 @@ mod tests {
             pcie_bytes_total: Some(TxRx { tx: 10.0, rx: 20.0 }),
             ..Readings::default()
         };
-        c.settle(&mut r, true, "GPU-a");
+        c.settle(&mut r, true, "GPU-a", 0.0, &mut Rejected::new());
         // The source restarts its counts (a fresh session): still rising.
         let mut r = Readings {
             xid_errors: Some(vec![(13, 1), (79, 1)]),
             pcie_bytes_total: Some(TxRx { tx: 5.0, rx: 25.0 }),
             ..Readings::default()
         };
-        c.settle(&mut r, true, "GPU-a");
+        c.settle(&mut r, true, "GPU-a", 0.0, &mut Rejected::new());
         assert_eq!(r.xid_errors, Some(vec![(13, 1), (79, 3)]));
         assert_eq!(r.pcie_bytes_total, Some(TxRx { tx: 15.0, rx: 25.0 }));
         // Lost: every code served so far stays, the new count included.
@@ -195,11 +306,11 @@ mod tests {
             xid_errors: Some(vec![(79, 2)]),
             ..Readings::default()
         };
-        c.settle(&mut r, false, "GPU-a");
+        c.settle(&mut r, false, "GPU-a", 0.0, &mut Rejected::new());
         assert_eq!(r.xid_errors, Some(vec![(13, 1), (48, 0), (79, 4)]));
         assert_eq!(r.pcie_bytes_total, Some(TxRx { tx: 15.0, rx: 25.0 }));
         let mut r = Readings::default();
-        c.settle(&mut r, false, "GPU-a");
+        c.settle(&mut r, false, "GPU-a", 0.0, &mut Rejected::new());
         assert_eq!(r.xid_errors, Some(vec![(13, 1), (48, 0), (79, 4)]));
     }
 }

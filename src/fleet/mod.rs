@@ -268,8 +268,9 @@ impl Fleet {
     }
 
     /// After the fillers: leaves out readings outside their ranges and
-    /// makes every counter monotonic, filling a lost GPU's in.
-    pub fn settle(&mut self, gpus: &mut [Gpu]) {
+    /// makes every counter monotonic, filling a lost GPU's in; `at` is
+    /// when the source read them.
+    pub fn settle(&mut self, gpus: &mut [Gpu], at: f64) {
         for g in gpus.iter_mut() {
             let Some(k) = self
                 .known
@@ -288,7 +289,8 @@ impl Fleet {
                     &mut self.rejected,
                 );
             }
-            k.counters.settle(&mut g.readings, g.up, &who);
+            k.counters
+                .settle(&mut g.readings, g.up, &who, at, &mut self.rejected);
         }
     }
 
@@ -371,7 +373,7 @@ mod tests {
 
     fn run(f: &mut Fleet, mut gpus: Vec<Gpu>) -> Vec<Gpu> {
         f.identify(&mut gpus);
-        f.settle(&mut gpus);
+        f.settle(&mut gpus, 0.0);
         gpus
     }
 

@@ -32,10 +32,11 @@ impl Check<'_> {
             && !range.holds(x)
         {
             *v = None;
-            self.reject(
-                family,
-                &format!("{x}, outside {}..={}", range.min, range.max),
-            );
+            let what = match range.excludes_zero() && x == 0.0 {
+                true => "0, which is no maximum, limit or total".to_string(),
+                false => format!("{x}, outside {}..={}", range.min, range.max),
+            };
+            self.reject(family, &what);
         }
     }
 
@@ -135,6 +136,17 @@ fn within_total(r: &mut Readings, c: &mut Check) {
     for p in &mut r.processes {
         c.keep("gpu_process_memory_used_bytes", &mut p.used_bytes, most);
     }
+    // Used and reserved are disjoint parts of the total: together past it,
+    // one is wrong, and reserved (NVML's newer call) is the one let go.
+    if let (Some(used), Some(reserved)) = (r.memory_used_bytes, r.memory_reserved_bytes)
+        && used + reserved > total
+    {
+        r.memory_reserved_bytes = None;
+        c.reject(
+            "gpu_memory_reserved_bytes",
+            &format!("{reserved} with {used} used, past the total {total}"),
+        );
+    }
 }
 
 #[cfg(test)]
@@ -176,6 +188,61 @@ mod tests {
         assert!(TEMPERATURE_CELSIUS.holds(-40.0) && TEMPERATURE_CELSIUS.holds(150.0));
         assert_eq!(rejected["gpu_temperature_celsius"], 1);
         assert_eq!(rejected["gpu_fan_speed_ratio"], 1);
+    }
+
+    #[test]
+    fn a_zero_maximum_limit_or_total_is_no_reading() {
+        let mut r = Readings {
+            sm_clock_hertz: Some(1.98e9),
+            sm_clock_max_hertz: Some(0.0),
+            power_limit_watts: Some(0.0),
+            memory_total_bytes: Some(0.0),
+            memory_used_bytes: Some(0.0),
+            ..Readings::default()
+        };
+        let (mut noted, mut rejected) = (Noted::default(), Rejected::new());
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        assert_eq!(
+            (
+                r.sm_clock_max_hertz,
+                r.power_limit_watts,
+                r.memory_total_bytes
+            ),
+            (None, None, None)
+        );
+        // A current clock and used memory of 0 are readings.
+        assert_eq!(
+            (r.sm_clock_hertz, r.memory_used_bytes),
+            (Some(1.98e9), Some(0.0))
+        );
+        for family in [
+            "gpu_sm_clock_max_hertz",
+            "gpu_power_limit_watts",
+            "gpu_memory_total_bytes",
+        ] {
+            assert_eq!(rejected[family], 1, "{family}");
+        }
+    }
+
+    #[test]
+    fn used_and_reserved_fit_in_the_total() {
+        let gib = 1024.0 * 1024.0 * 1024.0;
+        let mut r = Readings {
+            memory_total_bytes: Some(80.0 * gib),
+            memory_used_bytes: Some(70.0 * gib),
+            memory_reserved_bytes: Some(20.0 * gib),
+            ..Readings::default()
+        };
+        let (mut noted, mut rejected) = (Noted::default(), Rejected::new());
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        assert_eq!(
+            (r.memory_used_bytes, r.memory_reserved_bytes),
+            (Some(70.0 * gib), None)
+        );
+        assert_eq!(rejected["gpu_memory_reserved_bytes"], 1);
+        r.memory_reserved_bytes = Some(10.0 * gib);
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        assert_eq!(r.memory_reserved_bytes, Some(10.0 * gib));
     }
 
     #[test]

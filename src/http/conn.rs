@@ -566,13 +566,23 @@ fn write_head(
     // under 512 bytes, and the configured ones at most MAX_CONFIGURED.
     let _ = write!(
         c,
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {body_len}\r\n{}{}{}{connection}\r\n",
+        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {body_len}\r\n",
         resp.status.line(),
         resp.content_type,
-        resp.headers,
-        more[0],
-        more[1],
     );
+    // Ours, less those the web config sets (`more[1]`): its win.
+    for line in resp.headers.split_inclusive("\r\n") {
+        let name = line.split(':').next().unwrap_or("");
+        let set = more[1].split("\r\n").any(|l| {
+            l.split(':')
+                .next()
+                .is_some_and(|n| n.eq_ignore_ascii_case(name))
+        });
+        if !set {
+            let _ = c.write_all(line.as_bytes());
+        }
+    }
+    let _ = write!(c, "{}{}{connection}\r\n", more[0], more[1]);
     let len = c.position() as usize;
     let start = HEAD_ROOM - len;
     out[start..HEAD_ROOM].copy_from_slice(&head[..len]);

@@ -144,6 +144,7 @@ pub const ALLOW: &str = "Allow: GET, HEAD\r\n";
 pub const WWW_AUTHENTICATE: &str =
     "WWW-Authenticate: Basic realm=\"gpu-exporter\", charset=\"UTF-8\"\r\n";
 pub const RETRY_AFTER: &str = "Retry-After: 1\r\n";
+pub const NOSNIFF: &str = "X-Content-Type-Options: nosniff\r\n";
 
 impl Response {
     pub fn text(status: Status) -> Response {
@@ -253,9 +254,14 @@ pub fn route(
             alerts_api::write_json(&published, &ctx.runbook_base, body);
             Response::ok("application/json")
         }
+        // Plain text, which a browser shows, where Markdown's type makes
+        // it a download.
         Route::Runbook(text) => {
             body.extend_from_slice(text.as_bytes());
-            Response::ok("text/markdown; charset=utf-8")
+            Response {
+                headers: NOSNIFF,
+                ..Response::ok("text/plain; charset=utf-8")
+            }
         }
         Route::Healthz => {
             body.extend_from_slice(b"ok\n");
@@ -278,7 +284,10 @@ pub fn route(
                 Instant::now(),
                 body,
             );
-            Response::ok("text/html; charset=utf-8")
+            Response {
+                headers: status::HEADERS,
+                ..Response::ok("text/html; charset=utf-8")
+            }
         }
     }
 }
@@ -341,7 +350,19 @@ fn readyz(ctx: &Context, body: &mut Vec<u8>) -> Response {
     let now = Instant::now();
     let status = match (&s.error, published.replay) {
         (Some(_), _) if s.is_starting() => {
-            let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+            match s.freshness(now, ctx.bounds).stalled {
+                true => {
+                    let _ = writeln!(
+                        body,
+                        "not ready: first collection stalled, {:.1}s since start (limit {:.1}s)",
+                        now.saturating_duration_since(s.finished).as_secs_f64(),
+                        ctx.bounds.stall_after.as_secs_f64()
+                    );
+                }
+                false => {
+                    let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+                }
+            }
             Status::Unavailable
         }
         (_, Some(p)) if p.first => {

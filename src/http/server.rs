@@ -3,7 +3,7 @@
 //! slots, and pools of buffers, so that an idle keep-alive connection
 //! holds no buffer at all.
 //!
-//! The policies (the README's HTTP section says why):
+//! The policies (docs/http-and-security.md says why):
 //!
 //! - **Connections.** At most `max_connections` are admitted, and the
 //!   accept loop holds one more while it makes room, so the server never

@@ -44,6 +44,15 @@ small{color:#666}.sim{background:#c00;color:#fff;font-weight:bold;font-size:1.5e
 tr.mig td:first-child{padding-left:2em}.page{background:#c00;color:#fff;padding:0 6px}\
 .ticket{background:#e8a200;color:#000;padding:0 6px}.pending{color:#666;font-style:italic}";
 
+/// The page's own headers: no content sniffing, and a policy that runs no
+/// script and admits only the page's own style, by its hash (SHA-256 of
+/// [`STYLE`], checked by a test). The web config's headers of the same
+/// names win.
+pub const HEADERS: &str = "X-Content-Type-Options: nosniff\r\n\
+    Content-Security-Policy: default-src 'none'; \
+    style-src 'sha256-wYCfiVe1/rf6XVssilv9wwN+20fwlDbFYn0RKPI0xc0='; \
+    base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n";
+
 /// Writes the whole page for `p` into `out`. `telemetry_path` and
 /// `runbook_base` are flags, so they are escaped like data.
 pub fn render(
@@ -554,6 +563,49 @@ fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The policy's hash is the style's: a changed style with a stale hash
+    /// would be a page without its style.
+    #[test]
+    fn the_policy_admits_the_style_by_its_hash() {
+        use std::io::Write;
+        use std::process::{Command, Stdio};
+        let Ok(mut child) = Command::new("openssl")
+            .args(["dgst", "-sha256", "-binary"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+        else {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "openssl is required in CI"
+            );
+            eprintln!("SKIP: openssl is not installed (Debian: openssl)");
+            return;
+        };
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(STYLE.as_bytes())
+            .unwrap();
+        let digest = child.wait_with_output().unwrap().stdout;
+        assert_eq!(digest.len(), 32);
+        let b64 = Command::new("openssl")
+            .args(["base64", "-A"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                c.stdin.take().unwrap().write_all(&digest)?;
+                c.wait_with_output()
+            })
+            .unwrap()
+            .stdout;
+        let hash = format!("'sha256-{}'", String::from_utf8(b64).unwrap());
+        assert!(HEADERS.contains(&hash), "{hash} not in {HEADERS}");
+        assert!(HEADERS.ends_with("\r\n") && !HEADERS.contains("  "));
+    }
     use crate::alerts::{defaults, expand};
     use crate::snapshot::{Gpu, MigInstance, Model, Snapshot};
 

@@ -3,8 +3,8 @@
 //! field it is, with how its series are read. Everything that used to say
 //! it again is derived from [`GPU_READINGS`] and [`HEALTH_READINGS`]:
 //! the catalogue's per-GPU table and its render order (`exposition`), the
-//! range checks (`fleet::range`), [`Readings::retain`], and the README's
-//! metric table (a test below writes it and holds the README to it).
+//! range checks (`fleet::range`), [`Readings::retain`], and the metric
+//! table of docs/metrics.md (a test below writes it and holds the page to it).
 //!
 //! Why here, in the fleet model (floor 2): the consumers are floor 3
 //! (`exposition`, `fleet`), which may not import each other, and the
@@ -145,9 +145,9 @@ pub struct Read {
 /// One GPU reading, declared once.
 pub struct Reading {
     pub family: Family,
-    /// Its labels after `gpu` and `uuid`, comma-separated, for the README.
+    /// Its labels after `gpu` and `uuid`, comma-separated, for docs/metrics.md.
     pub labels: &'static str,
-    /// Who reads it, for the README: `N` NVML, `S` nvidia-smi, `M` the
+    /// Who reads it, for docs/metrics.md: `N` NVML, `S` nvidia-smi, `M` the
     /// simulator; "N S M" until said.
     pub sources: &'static str,
     /// The nvidia-smi `--query-gpu` column it is read from, where it is
@@ -360,7 +360,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Clocks)
     .reads(one!(sm_clock_max_hertz))
     .smi("clocks.max.sm")
-    .within(CLOCK_HERTZ),
+    .within(CLOCK_HERTZ.above_zero()),
     family("gpu_memory_clock_hertz", Gauge, "Current memory clock.")
         .of(Clocks)
         .reads(one!(memory_clock_hertz))
@@ -386,7 +386,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
         .of(Power)
         .reads(one!(power_limit_watts))
-        .within(POWER_WATTS),
+        .within(POWER_WATTS.above_zero()),
     family(
         "gpu_utilization_ratio",
         Gauge,
@@ -427,7 +427,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     MEMORY_TOTAL
         .reads(one!(memory_total_bytes))
         .smi("memory.total")
-        .within(MEMORY_BYTES)
+        .within(MEMORY_BYTES.above_zero())
         .on_mig(
             family(
                 "gpu_mig_memory_total_bytes",
@@ -602,7 +602,7 @@ mod tests {
         }
     }
 
-    /// The README's table of the GPU's readings, from the declarations.
+    /// The docs' table of the GPU's readings, from the declarations.
     fn readme_table() -> String {
         use std::fmt::Write;
         let num = |x: f64| match x.abs() >= 1e10 {
@@ -623,7 +623,11 @@ mod tests {
             let kind = format!("{:?}", f.kind).to_lowercase();
             let collector = f.collector.map_or("", |c| c.name());
             let range = r.range.map_or(String::new(), |g| {
-                format!("{} to {}", num(g.min), num(g.max))
+                let low = match g.excludes_zero() {
+                    true => "above 0".to_string(),
+                    false => num(g.min),
+                };
+                format!("{low} to {}", num(g.max))
             });
             let name = f.sample();
             let sources = if r.mig.as_ref().is_some_and(|m| std::ptr::eq(m, f)) {
@@ -641,7 +645,7 @@ mod tests {
         t
     }
 
-    /// The README holds [`readme_table`] between its markers;
+    /// docs/metrics.md holds [`readme_table`] between its markers;
     /// `GPU_EXPORTER_BLESS=1` writes it there.
     #[test]
     fn readme_lists_the_readings() {

@@ -91,7 +91,7 @@ pub const KUBELET_ERRORS: [&str; 7] = [
 pub const KUBELET_SKIPPED: [&str; 2] = ["oversize", "over_budget"];
 
 /// A DRA device of NVIDIA's GPU driver held by a container. It names the
-/// driver's device, not a GPU: no UUID to join on (see the README).
+/// driver's device, not a GPU: no UUID to join on (see docs/attribution.md, DRA).
 #[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DraDevice {
     pub namespace: String,

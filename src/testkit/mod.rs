@@ -1,5 +1,5 @@
 //! Helpers for the crate's own unit tests: fixtures built in, and the
-//! README's generated tables held to the code.
+//! generated tables of the README and docs/ held to the code.
 
 pub mod readme;
 

@@ -137,7 +137,7 @@ fn bad_file(flag: &str, name: &str, contents: &str, says: &str) {
     bad(&[flag, p.to_str().unwrap()], says);
 }
 
-/// Each documented limit (README, Limits) exceeded: one line, exit code 2.
+/// Each documented limit (docs/flags.md, Limits) exceeded: one line, exit code 2.
 #[test]
 fn every_limit_is_exit_2_with_one_line() {
     bad(&["--collect.interval", "50ms"], "below the 100ms minimum");
@@ -254,12 +254,18 @@ fn help_flags() -> BTreeMap<String, Option<String>> {
         .collect()
 }
 
-/// Each flag of the README's flag table, with its default column's first
-/// `code` word, if any.
+/// Each flag of the flag table in docs/flags.md, with its default column's
+/// first `code` word, if any.
 fn readme_flags() -> BTreeMap<String, Option<String>> {
-    let readme = include_str!("../../README.md");
-    let section = readme.split("\n## Flags\n").nth(1).unwrap();
-    let section = section.split("\n## ").next().unwrap();
+    let page = include_str!("../../docs/flags.md");
+    let section = page
+        .split("<!-- flags:start -->")
+        .nth(1)
+        .expect("docs/flags.md: the flag table's start marker");
+    let section = section
+        .split("<!-- flags:end -->")
+        .next()
+        .expect("docs/flags.md: the flag table's end marker");
     section
         .lines()
         .filter_map(|l| l.strip_prefix("| `--"))
@@ -298,7 +304,7 @@ fn help_and_readme_list_the_same_flags_and_defaults() {
         }
         let row = readme.iter().find(|(r, _)| alike(flag, r));
         let Some((_, readme_default)) = row else {
-            panic!("{flag} is in --help but not in the README's flag table");
+            panic!("{flag} is in --help but not in docs/flags.md's flag table");
         };
         if let Some(d) = default {
             assert_eq!(readme_default.as_ref(), Some(d), "{flag}: default");
@@ -307,7 +313,7 @@ fn help_and_readme_list_the_same_flags_and_defaults() {
     for flag in readme.keys() {
         assert!(
             help.keys().any(|h| alike(h, flag)),
-            "{flag} is in the README's flag table but not in --help"
+            "{flag} is in docs/flags.md's flag table but not in --help"
         );
     }
     assert!(stands_for("--collector.NAME", "--collector.gpm"));

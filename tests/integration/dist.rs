@@ -262,6 +262,7 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
         );
         for f in [
             "README.md",
+            "docs/flags.md",
             "LICENSE",
             "deploy/release.sh",
             "deploy/container/stage.sh",

@@ -146,13 +146,48 @@ fn runbooks_are_served_where_the_relative_links_point() {
         .unwrap();
     let r = e.get(&format!("/{}", link.trim_start_matches('/')), &[]);
     assert_eq!(r.status, 200, "{link}");
-    assert_eq!(
-        r.header("Content-Type"),
-        Some("text/markdown; charset=utf-8")
-    );
+    // Plain text, which a browser shows rather than downloads.
+    assert_eq!(r.header("Content-Type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
     assert!(r.body.contains("Detect") && r.body.contains("Mitigate"));
     assert_eq!(e.get("/docs/runbooks/Nope.md", &[]).status, 404);
     assert_eq!(e.get("/docs/runbooks/../README.md", &[]).status, 404);
+}
+
+/// The status page runs no script and sniffs nothing; a web config's
+/// headers of the same names win over ours, sent once.
+#[test]
+fn the_status_page_carries_its_policy_and_the_web_config_wins() {
+    let e = Exporter::start(&[]);
+    let page = e.get("/", &[]);
+    assert_eq!(page.header("X-Content-Type-Options"), Some("nosniff"));
+    let csp = page.header("Content-Security-Policy").unwrap_or_default();
+    assert!(
+        csp.starts_with("default-src 'none'; style-src 'sha256-") && !csp.contains("script"),
+        "{csp}"
+    );
+    // A scrape's head stays as it was.
+    let m = e.metrics(None);
+    assert_eq!(m.header("Content-Security-Policy"), None);
+    assert_eq!(m.header("X-Content-Type-Options"), None);
+    drop(e);
+    let config = crate::common::temp_file(
+        "web-headers.yml",
+        "http_server_config:\n  headers:\n    Content-Security-Policy: \"default-src 'self'\"\n",
+    );
+    let e = Exporter::start(&["--web.config.file", config.to_str().unwrap()]);
+    let page = e.get("/", &[]);
+    assert_eq!(
+        page.header("Content-Security-Policy"),
+        Some("default-src 'self'")
+    );
+    let policies = page
+        .headers
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("Content-Security-Policy"))
+        .count();
+    assert_eq!(policies, 1, "{:?}", page.headers);
+    assert_eq!(page.header("X-Content-Type-Options"), Some("nosniff"));
 }
 
 #[test]

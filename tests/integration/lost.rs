@@ -8,6 +8,7 @@ use crate::prometheus::firing;
 use crate::sources::fake_nvml::Fixture;
 use crate::sources::{fake_smi, fleet, gpu, nvml_args, start};
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 const UUID1: &str = "GPU-00000001-aaaa-bbbb-cccc-dddddddddddd";
@@ -80,6 +81,51 @@ fn the_xid_79_that_comes_with_a_loss_is_served_and_pages() {
     );
     assert!(value(&body, &xid79).is_some_and(|n| n >= 1.0), "{body}");
     assert!(!e.log().contains("never read"), "{}", e.log());
+}
+
+/// NVML gets no events from a GPU that fell off the bus, but the driver
+/// still logs its Xid: the kernel log's count reaches the lost GPU.
+#[test]
+fn an_xid_logged_after_a_loss_counts_for_the_lost_gpu() {
+    let gpus = [gpu(0, ""), gpu(1, r#","lost_after_collections":2"#)];
+    let f = Fixture::new("bin-loss-kmsg", &fleet(&gpus));
+    let log = temp_file("loss-kmsg.log", "");
+    let mut args = nvml_args(&f);
+    let at = args.iter().position(|a| a == "--xid.kmsg").unwrap();
+    args[at + 1] = log.to_str().unwrap().to_string();
+    let e = start(&args);
+    let up1 = format!("gpu_up{{gpu=\"1\",uuid=\"{UUID1}\"}}");
+    let xid79 = format!("gpu_xid_errors_total{{gpu=\"1\",uuid=\"{UUID1}\",xid=\"79\"}}");
+    let body = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        value(b, &up1) == Some(0.0)
+    });
+    assert_eq!(value(&body, &xid79), Some(0.0), "NVML's zero count: {body}");
+    // Stamped now to the microsecond: a whole second could fall before
+    // the exporter's start, and only Xid after it count.
+    let stamp = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%S,%6N+00:00"])
+        .output()
+        .unwrap();
+    let stamp = String::from_utf8(stamp.stdout).unwrap();
+    crate::kernel_log::append(
+        &log,
+        &format!(
+            "kern  :warn  : {} NVRM: Xid (PCI:0000:19:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n",
+            stamp.trim()
+        ),
+    );
+    let body = e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        value(b, &xid79) == Some(1.0)
+    });
+    // The other GPU's counts are its own.
+    assert_eq!(
+        value(
+            &body,
+            "gpu_xid_errors_total{gpu=\"0\",uuid=\"GPU-00000000-aaaa-bbbb-cccc-dddddddddddd\",xid=\"79\"}"
+        ),
+        Some(0.0),
+        "{body}"
+    );
 }
 
 #[test]

@@ -435,18 +435,18 @@ fn a_restarted_simulator_sends_no_counter_backwards() {
     assert!(alerts.contains("\"result\":[]"), "{alerts}");
 }
 
-/// The README's join of pods to GPU readings, read from the README.
+/// The join of pods to GPU readings, read from docs/attribution.md.
 fn readme_join() -> String {
-    let readme = include_str!("../../README.md");
-    let after = readme
+    let page = include_str!("../../docs/attribution.md");
+    let after = page
         .split("**Joining.**")
         .nth(1)
-        .expect("README: a **Joining.** paragraph");
+        .expect("docs/attribution.md: a **Joining.** paragraph");
     let block = after
         .split("```promql\n")
         .nth(1)
         .and_then(|b| b.split("\n```").next())
-        .expect("README: the join in a promql block");
+        .expect("docs/attribution.md: the join in a promql block");
     block.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 

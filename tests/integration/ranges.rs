@@ -43,6 +43,15 @@ fn short_rules() -> String {
     path.to_str().unwrap().to_string()
 }
 
+/// `reading` was left out at least once, and counted.
+fn assert_rejected(body: &str, reading: &str) {
+    let counted = value(
+        body,
+        &format!("gpu_exporter_readings_rejected_total{{reading=\"{reading}\"}}"),
+    );
+    assert!(counted.is_some_and(|n| n >= 1.0), "{reading}: {counted:?}");
+}
+
 fn alerts_on(e: &Exporter, gpu: &str) -> BTreeSet<String> {
     firing(&e.get("/alerts", &[]).body)
         .into_iter()
@@ -104,17 +113,77 @@ fn sentinels_from_nvml_are_left_out_counted_and_fire_nothing() {
         "gpu_clocks_event_active",
         "gpu_process_memory_used_bytes",
     ] {
-        let counted = value(
-            &body,
-            &format!("gpu_exporter_readings_rejected_total{{reading=\"{reading}\"}}"),
-        );
-        assert!(counted.is_some_and(|n| n >= 1.0), "{reading}: {counted:?}");
+        assert_rejected(&body, reading);
     }
     // Logged once per GPU and family, not once per collection.
     let log = e.log();
     assert_eq!(
         log.matches("GPU-00000000-aaaa-bbbb-cccc-dddddddddddd: gpu_recovery_action reads 99")
             .count(),
+        1,
+        "{log}"
+    );
+}
+
+/// Zeros where a GPU has a maximum, limit or total, and an energy counter
+/// climbing at 25 MW, as an absurd NVML gives them: none is served, each
+/// is counted, while a neighbour's real 500 W climb is served.
+#[test]
+fn zeros_and_impossible_rates_from_nvml_are_left_out_and_counted() {
+    let absurd = gpu(
+        0,
+        r#","energy_mj_per_collection":5000000000,"power_limit_mw":0,"sm_clock_max_mhz":0"#,
+    )
+    .replace(r#""power_limit_mw":700000,"#, "")
+    .replace(r#""sm_clock_max_mhz":1980,"#, "")
+    .replace(
+        r#""memory":{"total":85520809984,"#,
+        r#""memory":{"total":0,"#,
+    );
+    let real = gpu(1, r#","energy_mj_per_collection":100000"#);
+    let f = Fixture::new("bin-absurd", &fleet(&[absurd, real]));
+    let e = start(&nvml_args(&f));
+    let energy = |b: &str, g: u32| {
+        value(
+            b,
+            &format!(
+                "gpu_energy_joules_total{{gpu=\"{g}\",uuid=\"GPU-0000000{g}-aaaa-bbbb-cccc-dddddddddddd\"}}"
+            ),
+        )
+    };
+    // The first reading is where a counter starts; it climbs from there.
+    let first = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        energy(b, 0).is_some() && energy(b, 1).is_some()
+    });
+    let body = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        energy(b, 1).is_some_and(|j| j >= energy(&first, 1).unwrap() + 500.0)
+    });
+    assert_eq!(energy(&body, 0), energy(&first, 0), "{body}");
+    for family in [
+        "gpu_sm_clock_max_hertz",
+        "gpu_power_limit_watts",
+        "gpu_memory_total_bytes",
+    ] {
+        assert!(
+            !body.contains(&format!("{family}{{gpu=\"0\"")),
+            "{family}:\n{body}"
+        );
+        assert!(
+            body.contains(&format!("{family}{{gpu=\"1\"")),
+            "{family}:\n{body}"
+        );
+    }
+    for reading in [
+        "gpu_sm_clock_max_hertz",
+        "gpu_power_limit_watts",
+        "gpu_memory_total_bytes",
+        "gpu_energy_joules",
+    ] {
+        assert_rejected(&body, reading);
+    }
+    let log = e.log();
+    assert_eq!(
+        log.matches("gpu_energy_joules_total rose by").count(),
         1,
         "{log}"
     );

@@ -567,17 +567,18 @@ fn two_compute_instances_of_one_gpu_instance_join_their_processes() {
         ]
     );
     check_metrics(&body);
-    // And the README's join, in a real Prometheus.
+    // And the join docs/sources.md gives, in a real Prometheus.
     if !crate::common::have("prometheus", &["--version"]) {
         return;
     }
     use crate::deploy::{Prometheus, urlencode};
     let mut prom = Prometheus::start(e.addr);
     let join = "gpu_process_memory_used_bytes * on (uuid, mig_instance, mig_compute_instance) group_left (mig_uuid) gpu_mig_info";
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
-    let readme = readme.split_whitespace().collect::<Vec<_>>().join(" ");
-    assert!(readme.contains(join), "the README gives {join}");
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/sources.md"))
+            .unwrap();
+    let page = page.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(page.contains(join), "docs/sources.md gives {join}");
     let got = crate::common::eventually(Duration::from_secs(45), || {
         match prom.get(&format!("/api/v1/query?query={}", urlencode(join))) {
             Some((200, body)) if crate::prometheus::series(&body).len() == 3 => {

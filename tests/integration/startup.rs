@@ -50,6 +50,18 @@ fn a_hung_first_nvml_call_never_fails_liveness() {
     });
     assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
     assert_eq!(value(&stalled, "gpu_exporter_collect_success"), Some(0.0));
+    let ready = e.get("/readyz", &[]).body;
+    assert!(
+        ready.starts_with("not ready: first collection stalled, "),
+        "{ready}"
+    );
+    // The evaluator holds its rules from the start: the stall is judged
+    // as Prometheus judges it, ExporterCollectFailing pending.
+    let alerts = e.wait_for("/alerts", Duration::from_secs(3), |b| {
+        b.contains("ExporterCollectFailing")
+    });
+    assert!(t.elapsed() < Duration::from_secs(8), "{:?}", t.elapsed());
+    assert!(alerts.contains("pending"), "{alerts}");
     // Then the driver answers.
     let body = e.wait_for("/metrics", Duration::from_secs(30), |b| {
         value(b, "gpu_exporter_collect_success") == Some(1.0)

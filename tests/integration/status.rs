@@ -125,6 +125,9 @@ fn chromium(args: &[&str]) -> String {
             "--disable-background-networking",
             "--disable-component-update",
             "--disable-sync",
+            // The console on stderr: a policy violation shows there.
+            "--enable-logging=stderr",
+            "--v=0",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .args(args)
@@ -153,6 +156,12 @@ fn chromium(args: &[&str]) -> String {
     let out = std::fs::read_to_string(&stdout).unwrap_or_default();
     let err = std::fs::read_to_string(&stderr).unwrap_or_default();
     let _ = std::fs::remove_dir_all(&dir);
+    // Every page rendered keeps to its own policy: a style it blocked
+    // would leave the page unstyled, and chromium says so.
+    assert!(
+        !err.contains("Content Security Policy"),
+        "chromium {args:?}: {err}"
+    );
     match status {
         Some(s) if s.success() => out,
         Some(s) => panic!("chromium {args:?}: {s}\n{err}"),

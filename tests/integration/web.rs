@@ -249,7 +249,7 @@ fn tls_and_basic_auth_with_curl_and_openssl() {
             "{args:?}: not the server's refusal: {out}"
         );
         // rustls answers an old version with handshake_failure (40), as
-        // the README says, not protocol_version.
+        // docs/http-and-security.md says, not protocol_version.
         if args[0].starts_with("-tls1") && args[0] != "-tls1_2" {
             assert!(out.contains("handshake failure"), "{args:?}: {out}");
         }
@@ -682,7 +682,7 @@ const TOOLKIT: &[(&str, Result<(), &str>)] = &[
     ("web_config_auth_client_san.good.yaml", Ok(())),
     // Loads; its SAN list refuses exporter-toolkit's test client at run time.
     ("web_config_auth_client_san.bad.yaml", Ok(())),
-    // exporter-toolkit accepts these; refused on purpose (README, Security).
+    // exporter-toolkit accepts these; refused on purpose (docs/http-and-security.md).
     (
         "web_config_noAuth.good.blocking.yml",
         Err("tls_server_config.client_auth_type: RequireAndVerifyClientCert needs client_ca_file"),

@@ -6,8 +6,9 @@
 //!
 //!   cargo run --release --manifest-path benches/deflate/Cargo.toml
 //!
-//! The exporter uses miniz_oxide at level 1 (`src/http/gzip.rs`); README's
-//! Benchmarks section has the figures and why.
+//! The exporter uses miniz_oxide at level 1 (`src/http/gzip.rs`);
+//! docs/maintainers.md (Dependencies) and benches/README.md have the
+//! figures and why.
 
 use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::exposition::{Format, Scrape};

@@ -7,8 +7,8 @@
 //!
 //! By hand because the crates that do this bring an async runtime and
 //! dozens of crates for one small call every few seconds, and decode a
-//! whole message into memory where ours streams it (the README's
-//! Dependencies section says more). They know nothing of the kubelet: what
+//! whole message into memory where ours streams it (docs/maintainers.md,
+//! Dependencies, says more). They know nothing of the kubelet: what
 //! its messages mean is `fill::pods`'. Blocking, std-only, and importing
 //! only `base`.
 

@@ -1,7 +1,7 @@
 //! The one table of flags: each flag's name, the name of its value, its
 //! default, its help, and how it sets the configuration. `--help` is
 //! written from the table and [`parse_args`] reads flags by it; a test
-//! holds the README's flag table to `--help` and back.
+//! holds the flag table of docs/flags.md to `--help` and back.
 
 mod engines;
 mod flag;
@@ -492,7 +492,7 @@ pub fn usage() -> String {
     out
 }
 
-/// The README's flag table: each flag of [`flags`] but `--help` and
+/// The flag table of docs/flags.md: each flag of [`flags`] but `--help` and
 /// `--version`, with its default and its help.
 #[cfg(test)]
 fn readme_table() -> String {
@@ -641,7 +641,7 @@ mod tests {
     use super::*;
     use crate::config::Listen;
 
-    /// The README's flag table is [`readme_table`], of the default build.
+    /// docs/flags.md's flag table is [`readme_table`], of the default build.
     #[test]
     #[cfg_attr(not(all(feature = "tls", feature = "kubernetes")), ignore)]
     fn readme_lists_the_flags() {

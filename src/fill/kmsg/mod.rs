@@ -188,10 +188,11 @@ fn uptime() -> Option<f64> {
     text.split_whitespace().next()?.parse().ok()
 }
 
-/// Fills in Xid from the kernel log for GPUs whose source could not see
-/// them (`xid_errors` is `None`): every GPU under `smi`, and GPUs without
-/// NVML event support under `nvml`; lost GPUs too, by the bus id the fleet
-/// memory keeps for them.
+/// Fills in Xid from the kernel log: for GPUs whose source could not see
+/// them (`xid_errors` is `None`: every GPU under `smi`, GPUs without NVML
+/// event support) the log's counts, and for the others the log's counts
+/// merged into the source's by code; lost GPUs too, by the bus id the
+/// fleet memory keeps for them.
 pub struct KernelLogXid {
     reader: KmsgReader,
     counter: XidCounter,
@@ -246,15 +247,38 @@ impl Filler for KernelLogXid {
             }
             Err(e) => self.failing.fail(&what, &e.to_string()),
         }
-        for g in gpus
-            .iter_mut()
-            .filter(|g| g.readings.xid_errors.is_none() && !g.pci_bus_id.is_empty())
-        {
-            g.readings.xid_errors = Some(xid_errors(self.counter.counts(&g.pci_bus_id)));
-            g.readings.xid_last_timestamp_seconds = self.counter.last_timestamp(&g.pci_bus_id);
-            g.readings.xid_last_code = Some(last_code(self.counter.last_code(&g.pci_bus_id)));
+        // A stamp past now is a clock that was wrong, not a future Xid.
+        let now = unix_now();
+        for g in gpus.iter_mut().filter(|g| !g.pci_bus_id.is_empty()) {
+            let (bus, r) = (&g.pci_bus_id, &mut g.readings);
+            let logged = self.counter.counts(bus);
+            r.xid_errors = Some(match r.xid_errors.take() {
+                None => xid_errors(logged),
+                Some(seen) => by_code_max(seen, logged),
+            });
+            let stamp = self.counter.last_timestamp(bus).map(|t| t.min(now));
+            if r.xid_last_code.is_none() || stamp > r.xid_last_timestamp_seconds {
+                r.xid_last_timestamp_seconds = stamp;
+                r.xid_last_code = Some(last_code(self.counter.last_code(bus)));
+            }
         }
     }
+}
+
+/// The source's Xid counts with the kernel log's merged in, code by code:
+/// the larger count of the two, since an Xid the source saw is in the log
+/// too. The log is what still speaks for a GPU that fell off the bus,
+/// whose events the source no longer gets.
+fn by_code_max(seen: Vec<(u32, u64)>, logged: Vec<(u32, u64)>) -> Vec<(u32, u64)> {
+    let mut out = seen;
+    for (code, n) in logged {
+        match out.iter_mut().find(|(c, _)| *c == code) {
+            Some((_, count)) => *count = (*count).max(n),
+            None => out.push((code, n)),
+        }
+    }
+    out.sort_unstable();
+    out
 }
 
 #[cfg(test)]
@@ -328,6 +352,47 @@ mod tests {
         assert_eq!(c.counts("0000:38:00"), [(43, 1)]);
         let _ = std::fs::remove_file(&path);
         assert!(KmsgReader::new(&path).read_into(&mut c).is_err());
+    }
+
+    /// A GPU whose source counts Xid (NVML events) gets the log's counts
+    /// merged in by code, never added twice; a stamp from the future is
+    /// taken as now.
+    #[test]
+    fn the_log_merges_into_the_sources_counts_by_code() {
+        let path = std::env::temp_dir().join(format!(
+            "gpu-exporter-kmsg-merge-{}.log",
+            std::process::id()
+        ));
+        std::fs::write(&path, "").unwrap();
+        let mut filler = KernelLogXid::new(&path);
+        let line = |code: u32| {
+            format!(
+                "kern  :warn  : 2999-01-21T02:21:33,498559+00:00 NVRM: Xid (PCI:0000:38:00): {code}, pid=1, name=x, msg\n"
+            )
+        };
+        std::fs::write(&path, format!("{}{}{}", line(79), line(79), line(13))).unwrap();
+        let gpu = |seen: Option<Vec<(u32, u64)>>| {
+            let mut g = Gpu {
+                pci_bus_id: "00000000:38:00.0".into(),
+                ..Gpu::default()
+            };
+            g.readings.xid_errors = seen;
+            g
+        };
+        // The source saw one 79 and three 48; the log two 79 and a 13.
+        let mut gpus = [gpu(Some(vec![(48, 3), (79, 1)])), gpu(None)];
+        let before = unix_now();
+        filler.fill(0.0, &mut gpus);
+        let merged = gpus[0].readings.xid_errors.clone().unwrap();
+        assert_eq!(merged, [(13, 1), (48, 3), (79, 2)]);
+        let logged = gpus[1].readings.xid_errors.clone().unwrap();
+        assert!(logged.contains(&(79, 2)) && logged.contains(&(13, 1)));
+        for g in &gpus {
+            let stamp = g.readings.xid_last_timestamp_seconds.unwrap();
+            assert!(stamp >= before && stamp <= unix_now(), "{stamp}");
+            assert_eq!(g.readings.xid_last_code, Some(13.0));
+        }
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

@@ -110,6 +110,20 @@ impl Range {
     pub fn holds(self, v: f64) -> bool {
         v.is_finite() && self.min <= v && v <= self.max
     }
+
+    /// The range without 0: a maximum, limit or total of 0 is a source
+    /// that could not read it, not a GPU that has none.
+    pub const fn above_zero(self) -> Range {
+        Range {
+            min: f64::MIN_POSITIVE,
+            max: self.max,
+        }
+    }
+
+    /// Whether [`Range::above_zero`] made it: its low end reads "above 0".
+    pub fn excludes_zero(self) -> bool {
+        self.min == f64::MIN_POSITIVE
+    }
 }
 
 /// Die and memory temperature.

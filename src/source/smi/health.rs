@@ -68,7 +68,7 @@ pub fn collector_of(field: &str) -> Option<Collector> {
 }
 
 /// nvidia-smi's spelling of the recovery action, as NVML's number (see
-/// `gpu_recovery_action` in the README); other spellings are left out.
+/// `gpu_recovery_action` in docs/metrics.md); other spellings are left out.
 pub fn recovery_action(cell: &str) -> Option<f64> {
     let v = match cell.trim().to_ascii_lowercase().as_str() {
         "none" => 0,
