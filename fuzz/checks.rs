@@ -193,9 +193,9 @@ fn dcgm_fleet() -> &'static Snapshot {
     SNAPSHOT.get_or_init(|| {
         let every: String = FIELDS
             .iter()
-            .map(|f| match f.1 {
-                dcgm::Field::DriverVersion => format!("{}, label, h\n", f.0),
-                _ => format!("{}, gauge, h\n", f.0),
+            .map(|f| match f.1.is_label() {
+                true => format!("{}, label, h\n", f.0),
+                false => format!("{}, gauge, h\n", f.0),
             })
             .collect();
         let d = dcgm::parse(&every, "every").unwrap();
@@ -225,7 +225,7 @@ pub fn check_dcgm_counters(data: &[u8]) {
         assert!(!served(name), "{name} both served and left out");
     }
     d.hostname = Some(format!("node\"\\\n{}", data.len()));
-    d.old_hostname = data.len().is_multiple_of(3);
+    d.lowercase_hostname = data.len().is_multiple_of(3);
     let mut snapshot = dcgm_fleet().clone();
     snapshot.collectors = Collectors::NONE.with(Collector::Dcgm);
     snapshot.kubernetes.pod_labels = data.len() % 2 == 1;
@@ -237,11 +237,7 @@ pub fn check_dcgm_counters(data: &[u8]) {
     // Every GPU of the fleet reads its temperature; the host label is
     // escaped, under the spelling asked for.
     if d.fields.iter().any(|f| f.name == "DCGM_FI_DEV_GPU_TEMP") {
-        let host = if d.old_hostname {
-            "Hostname"
-        } else {
-            "hostname"
-        };
+        let host = d.hostname_label();
         let want = format!(",{host}=\"node\\\"\\\\\\n{}\"", data.len());
         let temps: Vec<&str> = text
             .lines()

@@ -187,7 +187,7 @@ fn a_scrape_with_the_dcgm_collector_allocates_nothing() {
     // the host name escaped, where dcgm-exporter prints it raw.
     assert_eq!(temps.len(), 5, "{temps:?}");
     assert!(
-        temps[2].contains(",hostname=\"node-\\\"1\\\"\","),
+        temps[2].contains(",Hostname=\"node-\\\"1\\\"\","),
         "{}",
         temps[2]
     );

@@ -203,10 +203,16 @@ fn server(
     Rc::new(Server::guarded(ctx, config.limits.clone(), guard))
 }
 
-/// The dcgm collector's fields it cannot serve: said once, with why.
+/// The dcgm collector's fields it cannot serve, said once with why, and
+/// what its counters file got wrong without stopping us.
 fn dcgm_left_out(config: &Config) {
-    for (name, why) in config.dcgm.iter().flat_map(|d| &d.left_out) {
-        log::info!("dcgm: {name} is left out: {why}");
+    for d in config.dcgm.iter() {
+        for (name, why) in &d.left_out {
+            log::info!("dcgm: {name} is left out: {why}");
+        }
+        for warning in &d.warnings {
+            log::warn!("dcgm: {warning}");
+        }
     }
 }
 

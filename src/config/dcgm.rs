@@ -1,12 +1,18 @@
 //! dcgm-exporter's counters file (`--compat.dcgm-counters`, the file it
 //! takes with `-f`): one `DCGM FIELD, type, help` a line, `#` comments.
-//! Here it is parsed and checked against the fields we know; which of our
-//! readings each field shows, and its unit, is the `dcgm` collector's
-//! (`exposition::dcgm`). A field we know but cannot serve is logged once,
-//! with why, and left out.
+//! It is read as dcgm-exporter reads it: every DCGM field name (and
+//! go-dcgm's legacy lowercase names, `names.rs`) is accepted, so a file
+//! it runs never stops us; a field we cannot serve is one log line and
+//! left out. Only a name that is no DCGM field, a type that is none or a
+//! malformed line is an error. Which of our readings each served field
+//! shows, and its unit, is the `dcgm` collector's (`exposition::dcgm`).
+
+pub mod names;
+mod table;
+
+pub use table::FIELDS;
 
 use super::{Collector, Collectors, ConfigError};
-use Collector::*;
 
 /// A dcgm-exporter field we know by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,6 +36,11 @@ pub enum Field {
     CorrectableRemapped,
     RowRemapFailure,
     DriverVersion,
+    DevName,
+    DevUuid,
+    PciBusId,
+    VbiosVersion,
+    InforomImage,
     TensorActive,
     DramActive,
     SmActive,
@@ -51,9 +62,30 @@ pub enum Field {
     PowerViolation,
     ThermalViolation,
     SyncBoostViolation,
+    FbTotal,
+    EnforcedPowerLimit,
+    Pstate,
+    FanSpeed,
+    PcieLinkGen,
+    PcieLinkWidth,
+    PcieMaxLinkGen,
+    PcieMaxLinkWidth,
+    ClocksEventReasons,
+    MemMaxOpTemp,
     XidCount,
     /// Known, but nothing of ours shows it.
     Unservable,
+}
+
+impl Field {
+    /// A string, served only as a label on the other series.
+    pub fn is_label(self) -> bool {
+        use Field::*;
+        matches!(
+            self,
+            DriverVersion | DevName | DevUuid | PciBusId | VbiosVersion | InforomImage
+        )
+    }
 }
 
 /// How we serve a field: from a collector's readings, or not, and why.
@@ -62,237 +94,6 @@ pub enum Serve {
     By(Collector),
     Not(&'static str),
 }
-
-/// Every field we know: its name, what it is here, and how it is served.
-pub const FIELDS: &[(&str, Field, Serve)] = &[
-    ("DCGM_FI_DEV_SM_CLOCK", Field::SmClock, Serve::By(Clocks)),
-    ("DCGM_FI_DEV_MEM_CLOCK", Field::MemClock, Serve::By(Clocks)),
-    (
-        "DCGM_FI_DEV_MEMORY_TEMP",
-        Field::MemoryTemp,
-        Serve::By(Temperature),
-    ),
-    (
-        "DCGM_FI_DEV_GPU_TEMP",
-        Field::GpuTemp,
-        Serve::By(Temperature),
-    ),
-    (
-        "DCGM_FI_DEV_POWER_USAGE",
-        Field::PowerUsage,
-        Serve::By(Power),
-    ),
-    (
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        Field::TotalEnergy,
-        Serve::By(Power),
-    ),
-    (
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        Field::PcieReplay,
-        Serve::By(Pcie),
-    ),
-    (
-        "DCGM_FI_DEV_GPU_UTIL",
-        Field::GpuUtil,
-        Serve::By(Utilization),
-    ),
-    (
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        Field::MemCopyUtil,
-        Serve::By(Utilization),
-    ),
-    ("DCGM_FI_DEV_ENC_UTIL", Field::EncUtil, Serve::By(Media)),
-    ("DCGM_FI_DEV_DEC_UTIL", Field::DecUtil, Serve::By(Media)),
-    ("DCGM_FI_DEV_XID_ERRORS", Field::XidErrors, Serve::By(Xid)),
-    ("DCGM_FI_DEV_FB_FREE", Field::FbFree, Serve::By(Memory)),
-    ("DCGM_FI_DEV_FB_USED", Field::FbUsed, Serve::By(Memory)),
-    (
-        "DCGM_FI_DEV_FB_RESERVED",
-        Field::FbReserved,
-        Serve::By(Memory),
-    ),
-    (
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        Field::UncorrectableRemapped,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        Field::CorrectableRemapped,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        Field::RowRemapFailure,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DRIVER_VERSION",
-        Field::DriverVersion,
-        Serve::By(Info),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        Field::TensorActive,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        Field::DramActive,
-        Serve::By(Gpm),
-    ),
-    ("DCGM_FI_PROF_SM_ACTIVE", Field::SmActive, Serve::By(Gpm)),
-    (
-        "DCGM_FI_PROF_SM_OCCUPANCY",
-        Field::SmOccupancy,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-        Field::Fp64Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-        Field::Fp32Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-        Field::Fp16Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        Field::EccSbeVol,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        Field::EccDbeVol,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-        Field::EccSbeAgg,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-        Field::EccDbeAgg,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_RETIRED_SBE",
-        Field::RetiredSbe,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_RETIRED_DBE",
-        Field::RetiredDbe,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_RETIRED_PENDING",
-        Field::RetiredPending,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
-        Field::NvlinkCrcFlit,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
-        Field::NvlinkCrcData,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
-        Field::NvlinkReplay,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
-        Field::NvlinkRecovery,
-        Serve::By(Nvlink),
-    ),
-    (
-        "DCGM_FI_DEV_POWER_VIOLATION",
-        Field::PowerViolation,
-        Serve::By(Clocks),
-    ),
-    (
-        "DCGM_FI_DEV_THERMAL_VIOLATION",
-        Field::ThermalViolation,
-        Serve::By(Clocks),
-    ),
-    (
-        "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
-        Field::SyncBoostViolation,
-        Serve::By(Clocks),
-    ),
-    ("DCGM_EXP_XID_ERRORS_COUNT", Field::XidCount, Serve::By(Xid)),
-    (
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
-        Field::Unservable,
-        Serve::Not(
-            "NVML's NVLink counters are bytes by direction, not DCGM's all-lane bandwidth counter; use rate(gpu_nvlink_bytes_total[1m])",
-        ),
-    ),
-    (
-        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
-        Field::Unservable,
-        Serve::Not("vGPU licensing is not read"),
-    ),
-    (
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        Field::Unservable,
-        Serve::Not(
-            "it needs GPM's graphics-activity metric, which is not read; gpu_sm_active_ratio is the nearest",
-        ),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        Field::Unservable,
-        Serve::Not(
-            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"tx\"}[1m])",
-        ),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        Field::Unservable,
-        Serve::Not(
-            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"rx\"}[1m])",
-        ),
-    ),
-    (
-        "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
-        Field::Unservable,
-        Serve::Not("NVML reports no violation time for it"),
-    ),
-    (
-        "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
-        Field::Unservable,
-        Serve::Not("NVML reports no violation time for it"),
-    ),
-    (
-        "DCGM_FI_DEV_RELIABILITY_VIOLATION",
-        Field::Unservable,
-        Serve::Not("NVML reports no violation time for it"),
-    ),
-    (
-        "DCGM_EXP_CLOCK_EVENTS_COUNT",
-        Field::Unservable,
-        Serve::Not("use increase(gpu_clocks_event_seconds_total[5m])"),
-    ),
-    (
-        "DCGM_EXP_GPU_HEALTH_STATUS",
-        Field::Unservable,
-        Serve::Not("DCGM's health watches are not run; the built-in alerts cover them"),
-    ),
-];
 
 /// dcgm-exporter's `etc/default-counters.csv`, the file without `-f`.
 pub const DEFAULT_COUNTERS: &str = include_str!("dcgm-default-counters.csv");
@@ -305,10 +106,11 @@ pub enum Kind {
     Label,
 }
 
-/// One field a counters file asks for that we serve.
+/// One field a counters file asks for that we serve, under the name the
+/// file gives (a legacy name stays legacy).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Wanted {
-    pub name: &'static str,
+    pub name: String,
     pub field: Field,
     pub kind: Kind,
     pub collector: Collector,
@@ -316,15 +118,20 @@ pub struct Wanted {
 }
 
 /// The dcgm collector's settings: the fields served, the fields left out
-/// (with why), and the `hostname` label.
+/// (with why), what the file got wrong without stopping us, and the host
+/// label.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Dcgm {
     pub fields: Vec<Wanted>,
-    pub left_out: Vec<(String, &'static str)>,
-    /// `hostname`'s value, `None` to leave it out (`--compat.dcgm-no-hostname`).
+    pub left_out: Vec<(String, String)>,
+    /// Said once at start, as warnings.
+    pub warnings: Vec<String>,
+    /// The host label's value, `None` to leave it out
+    /// (`--compat.dcgm-no-hostname`, dcgm-exporter's `-n`).
     pub hostname: Option<String>,
-    /// Spell it `Hostname`, as releases before 3.3 did.
-    pub old_hostname: bool,
+    /// Spell it `hostname`, as dcgm-exporter's unreleased main does; every
+    /// release prints `Hostname` (`--compat.dcgm-lowercase-hostname`).
+    pub lowercase_hostname: bool,
 }
 
 impl Dcgm {
@@ -335,10 +142,91 @@ impl Dcgm {
             .iter()
             .fold(Collectors::NONE, |s, f| s.with(f.collector))
     }
+
+    /// The host label's name.
+    pub fn hostname_label(&self) -> &'static str {
+        if self.lowercase_hostname {
+            "hostname"
+        } else {
+            "Hostname"
+        }
+    }
+
+    /// Takes the file's field `name` (a DCGM field, whose current name
+    /// hashes to `current`) as `kind`: served, or left out with why.
+    fn take(&mut self, name: &str, current: u32, kind: Kind, help: &str) {
+        let listed = |n: &str| {
+            self.fields.iter().any(|f| f.name == n) || self.left_out.iter().any(|f| f.0 == n)
+        };
+        if listed(name) {
+            self.warnings
+                .push(format!("{name} is listed again: its first line counts"));
+            return;
+        }
+        let known = FIELDS.iter().find(|f| names::hash(f.0) == current);
+        let served = match known {
+            None => Err("no reading of ours gives it"),
+            Some(&(_, _, Serve::Not(why))) => Err(why),
+            Some(&(_, field, Serve::By(_))) if field.is_label() != (kind == Kind::Label) => {
+                Err(if field.is_label() {
+                    "it is a string: list it as a label"
+                } else {
+                    "we have no string for it: only our string fields can be labels"
+                })
+            }
+            Some(&(_, field, Serve::By(collector))) => Ok((field, collector)),
+        };
+        match served {
+            Ok((field, collector)) => self.fields.push(Wanted {
+                name: name.to_string(),
+                field,
+                kind,
+                collector,
+                help: help.to_string(),
+            }),
+            Err(why) => self.left_out.push((name.to_string(), why.to_string())),
+        }
+    }
+}
+
+/// A line's three columns, as Go's CSV reader gives them to dcgm-exporter
+/// (a quoted column loses its quotes, `""` is a quote, a comma inside
+/// quotes is text), each trimmed; the help keeps any further commas.
+fn columns(line: &str) -> Result<[String; 3], &'static str> {
+    let (mut commas, mut n, mut quoted) = ([0; 2], 0, false);
+    for (i, b) in line.bytes().enumerate() {
+        match b {
+            b'"' => quoted = !quoted,
+            b',' if !quoted && n < 2 => {
+                commas[n] = i;
+                n += 1;
+            }
+            _ => {}
+        }
+    }
+    if quoted {
+        return Err("a quote is not closed");
+    }
+    if n < 2 {
+        return Err("expected \"DCGM FIELD, type, help\"");
+    }
+    let [a, b] = commas;
+    Ok([&line[..a], &line[a + 1..b], &line[b + 1..]].map(|c| {
+        let c = c.trim();
+        match c.strip_prefix('"').and_then(|c| c.strip_suffix('"')) {
+            Some(q) => q.replace("\"\"", "\""),
+            None => c.to_string(),
+        }
+    }))
 }
 
 /// Parses a counters file's `text`; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
+    if text.starts_with('\u{feff}') {
+        return Err(ConfigError(format!(
+            "{file}:1: the file starts with a byte-order mark (U+FEFF), which dcgm-exporter refuses too: save it as UTF-8 without one"
+        )));
+    }
     let mut d = Dcgm::default();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.trim();
@@ -346,42 +234,29 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
             continue;
         }
         let bad = |why: &str| ConfigError(format!("{file}:{}: {why}: {line:?}", i + 1));
-        let mut cols = line.splitn(3, ',').map(str::trim);
-        let (Some(name), Some(kind), help) = (cols.next(), cols.next(), cols.next()) else {
-            return Err(bad("expected \"DCGM FIELD, type, help\""));
-        };
-        let kind = match kind {
+        let [name, kind, help] = columns(line).map_err(bad)?;
+        let kind = match kind.as_str() {
             "gauge" => Kind::Gauge,
             "counter" => Kind::Counter,
             "label" => Kind::Label,
+            // dcgm-exporter takes them and prints one value: so do we.
+            "histogram" | "summary" => {
+                d.warnings.push(format!(
+                    "{name}: a single value is no {kind}: served as a gauge"
+                ));
+                Kind::Gauge
+            }
             _ => return Err(bad("the type is not gauge, counter or label")),
         };
-        let Some(&(name, field, serve)) = FIELDS.iter().find(|f| f.0 == name) else {
-            return Err(bad("unknown field"));
+        let Some(current) = names::current(&name) else {
+            return Err(bad("no DCGM field has this name (nor a legacy one)"));
         };
-        // Only the driver version is a string; it is nothing but a label.
-        if (kind == Kind::Label) != (field == Field::DriverVersion) {
-            return Err(bad(if kind == Kind::Label {
-                "only DCGM_FI_DRIVER_VERSION can be a label"
-            } else {
-                "DCGM_FI_DRIVER_VERSION is a label"
-            }));
-        }
-        match serve {
-            Serve::Not(why) => d.left_out.push((name.to_string(), why)),
-            Serve::By(collector) => {
-                if d.fields.iter().any(|f| f.name == name) {
-                    return Err(bad("field listed twice"));
-                }
-                d.fields.push(Wanted {
-                    name,
-                    field,
-                    kind,
-                    collector,
-                    help: help.unwrap_or("").to_string(),
-                });
-            }
-        }
+        d.take(&name, current, kind, &help);
+    }
+    if d.fields.is_empty() {
+        d.warnings.push(format!(
+            "{file} serves no field: the dcgm collector has nothing to show"
+        ));
     }
     Ok(d)
 }
@@ -389,12 +264,18 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use Collector::{Fans, Gpm, Xid};
+
+    fn left_out(d: &Dcgm) -> Vec<&str> {
+        d.left_out.iter().map(|f| f.0.as_str()).collect()
+    }
 
     #[test]
     fn the_default_file_and_edge_cases() {
         let d = parse(DEFAULT_COUNTERS, "default").unwrap();
         assert_eq!(d.fields.len(), 21);
         assert_eq!(d.left_out.len(), 5);
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         assert!(d.needs().has(Gpm) && d.needs().has(Xid) && !d.needs().has(Fans));
         let d = parse(
             "  # c\n DCGM_FI_DEV_GPU_TEMP ,gauge,  t, with a comma\n",
@@ -405,25 +286,99 @@ mod tests {
         for (text, want) in [
             (
                 "DCGM_FI_X, gauge, h",
-                "f:1: unknown field: \"DCGM_FI_X, gauge, h\"",
+                "f:1: no DCGM field has this name (nor a legacy one): \"DCGM_FI_X, gauge, h\"",
             ),
             ("\nDCGM_FI_DEV_GPU_TEMP", "f:2: expected"),
-            ("DCGM_FI_DEV_GPU_TEMP, gaug", "f:1: the type is not"),
+            ("DCGM_FI_DEV_GPU_TEMP, gauge", "f:1: expected"),
+            ("DCGM_FI_DEV_GPU_TEMP, gaug, h", "f:1: the type is not"),
             (
-                "DCGM_FI_DEV_GPU_TEMP, label",
-                "f:1: only DCGM_FI_DRIVER_VERSION can be a label",
+                "DCGM_FI_DEV_GPU_TEMP, gauge, \"h",
+                "f:1: a quote is not closed",
             ),
             (
-                "DCGM_FI_DRIVER_VERSION, gauge",
-                "f:1: DCGM_FI_DRIVER_VERSION is a label",
-            ),
-            (
-                "DCGM_FI_DEV_GPU_TEMP,gauge\nDCGM_FI_DEV_GPU_TEMP,gauge",
-                "f:2: field listed twice",
+                "\u{feff}# c\n",
+                "f:1: the file starts with a byte-order mark (U+FEFF)",
             ),
         ] {
             let e = parse(text, "f").unwrap_err().0;
             assert!(e.starts_with(want) && !e.contains('\n'), "{e}");
+            assert!(!e.contains("\\u{feff}"), "{e}");
+        }
+    }
+
+    /// Every real field name is taken; one we cannot serve is left out
+    /// with why, never an error.
+    #[test]
+    fn real_fields_we_cannot_serve_are_left_out() {
+        let d = parse(
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0, counter, f\nDCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, i\n\
+             DCGM_EXP_P2P_STATUS, gauge, p\nDCGM_FI_DEV_SERIAL, label, s\n\
+             DCGM_FI_DEV_GPU_TEMP, label, t\nDCGM_FI_DRIVER_VERSION, gauge, v\n\
+             DCGM_FI_DEV_VBIOS_VERSION, label, b\n",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(
+            left_out(&d),
+            [
+                "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
+                "DCGM_FI_PROF_PIPE_INT_ACTIVE",
+                "DCGM_EXP_P2P_STATUS",
+                "DCGM_FI_DEV_SERIAL",
+                "DCGM_FI_DEV_GPU_TEMP",
+                "DCGM_FI_DRIVER_VERSION"
+            ]
+        );
+        assert_eq!(d.fields.len(), 1);
+        assert_eq!(
+            (d.fields[0].field, d.fields[0].kind),
+            (Field::VbiosVersion, Kind::Label)
+        );
+        assert!(d.left_out[4].1.contains("only our string fields"));
+        assert!(d.left_out[5].1.contains("list it as a label"));
+    }
+
+    /// Legacy names are served under the file's name; a name listed twice
+    /// is served once, with one warning; quotes are Go's CSV reader's.
+    #[test]
+    fn legacy_names_duplicates_and_quotes() {
+        let d = parse(
+            "dcgm_gpu_temp, gauge, t\ndcgm_gpu_temp, gauge, again\n\
+             DCGM_FI_DEV_SM_CLOCK,\"gauge\", \"SM \"\"clock\"\", in MHz\"\n\
+             DCGM_FI_DEV_MEM_CLOCK, histogram, m\n\
+             DCGM_FI_DEV_CLOCK_THROTTLE_REASONS, gauge, r\n",
+            "f",
+        )
+        .unwrap();
+        let names: Vec<_> = d.fields.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "dcgm_gpu_temp",
+                "DCGM_FI_DEV_SM_CLOCK",
+                "DCGM_FI_DEV_MEM_CLOCK",
+                "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"
+            ]
+        );
+        // The deprecated alias is the current field, under the old name.
+        assert_eq!(d.fields[3].field, Field::ClocksEventReasons);
+        assert_eq!(d.fields[0].field, Field::GpuTemp);
+        assert_eq!(d.fields[0].help, "t");
+        assert_eq!(d.fields[1].help, "SM \"clock\", in MHz");
+        assert_eq!(d.fields[2].kind, Kind::Gauge);
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+        assert!(d.warnings[0].starts_with("dcgm_gpu_temp is listed again"));
+        assert!(d.warnings[1].contains("no histogram"));
+    }
+
+    #[test]
+    fn an_empty_file_is_a_warning() {
+        for text in ["", "# only comments\n\n", "DCGM_FI_DEV_SERIAL, label, s\n"] {
+            let d = parse(text, "f").unwrap();
+            assert_eq!(
+                d.warnings,
+                ["f serves no field: the dcgm collector has nothing to show"]
+            );
         }
     }
 }

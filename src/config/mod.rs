@@ -184,7 +184,7 @@ pub struct Config {
     pub collectors: Collectors,
     /// `--compat.dcgm-counters`; `None`: dcgm-exporter's default fields.
     pub dcgm_counters: Option<PathBuf>,
-    /// `--compat.dcgm-old-hostname`, `--compat.dcgm-no-hostname`.
+    /// `--compat.dcgm-lowercase-hostname`, `--compat.dcgm-no-hostname`.
     pub dcgm_hostname: (bool, bool),
     /// The dcgm collector's fields, read once the flags are parsed, where
     /// it is on.

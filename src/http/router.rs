@@ -201,10 +201,10 @@ pub fn refuse(access: Access, body: &mut Vec<u8>) -> Response {
     }
 }
 
-/// `/healthz` and `/readyz`, which `--web.open-probes` leaves without
-/// auth and the probe listener serves.
+/// `/healthz`, `/readyz` and dcgm-exporter's `/health`, which
+/// `--web.open-probes` leaves without auth and the probe listener serves.
 pub fn is_probe(path: &str) -> bool {
-    matches!(path, "/healthz" | "/readyz")
+    matches!(path, "/healthz" | "/readyz" | "/health")
 }
 
 /// Writes the body for `req` after what `body` holds and says how to head
@@ -222,6 +222,7 @@ pub fn route(
         Metrics,
         Landing,
         Healthz,
+        Health,
         Readyz,
         Alerts,
         Runbook(&'static str),
@@ -230,6 +231,7 @@ pub fn route(
         p if p == ctx.telemetry_path => Route::Metrics,
         "/" => Route::Landing,
         "/healthz" => Route::Healthz,
+        "/health" => Route::Health,
         "/readyz" => Route::Readyz,
         "/alerts" => Route::Alerts,
         p if let Some(text) = super::runbooks::find(p) => Route::Runbook(text),
@@ -263,6 +265,12 @@ pub fn route(
         }
         Route::Healthz => {
             body.extend_from_slice(b"ok\n");
+            Response::text(Status::Ok)
+        }
+        // dcgm-exporter's liveness answer, for its chart's and the GPU
+        // Operator's probes: 200 and "OK", no newline.
+        Route::Health => {
+            body.extend_from_slice(b"OK");
             Response::text(Status::Ok)
         }
         Route::Readyz => readyz(ctx, body),

@@ -33,19 +33,67 @@ fn units_are_dcgm_exporters_beside_our_own() {
     let ours = |n: &str| value(&body, &format!("{n}{GPU0}")).unwrap_or_else(|| panic!("{n}"));
     let theirs = |n: &str| value(&body, &format!("{n}{GPU0}")).unwrap_or_else(|| panic!("{n}"));
     let mib = 1024.0 * 1024.0;
-    for (dcgm, native, scale) in [
-        ("DCGM_FI_DEV_SM_CLOCK", "gpu_sm_clock_hertz", 1e-6),
-        ("DCGM_FI_DEV_MEM_CLOCK", "gpu_memory_clock_hertz", 1e-6),
-        ("DCGM_FI_DEV_FB_USED", "gpu_memory_used_bytes", 1.0 / mib),
-        ("DCGM_FI_DEV_GPU_TEMP", "gpu_temperature_celsius", 1.0),
-        ("DCGM_FI_DEV_POWER_USAGE", "gpu_power_usage_watts", 1.0),
-        ("DCGM_FI_DEV_GPU_UTIL", "gpu_utilization_ratio", 100.0),
+    // dcgm-exporter's integer fields are whole: MiB cut down as DCGM
+    // divides, the rest rounded; power stays as read.
+    type Shape = fn(f64) -> f64;
+    let (floor, round, same): (Shape, Shape, Shape) = (f64::floor, f64::round, |v| v);
+    for (dcgm, native, scale, shape) in [
+        ("DCGM_FI_DEV_SM_CLOCK", "gpu_sm_clock_hertz", 1e-6, round),
+        (
+            "DCGM_FI_DEV_MEM_CLOCK",
+            "gpu_memory_clock_hertz",
+            1e-6,
+            round,
+        ),
+        (
+            "DCGM_FI_DEV_FB_USED",
+            "gpu_memory_used_bytes",
+            1.0 / mib,
+            floor,
+        ),
+        (
+            "DCGM_FI_DEV_GPU_TEMP",
+            "gpu_temperature_celsius",
+            1.0,
+            round,
+        ),
+        (
+            "DCGM_FI_DEV_POWER_USAGE",
+            "gpu_power_usage_watts",
+            1.0,
+            same,
+        ),
+        (
+            "DCGM_FI_DEV_GPU_UTIL",
+            "gpu_utilization_ratio",
+            100.0,
+            round,
+        ),
+        (
+            "DCGM_FI_DEV_MEM_COPY_UTIL",
+            "gpu_memory_utilization_ratio",
+            100.0,
+            round,
+        ),
     ] {
-        let (t, o) = (theirs(dcgm), ours(native) * scale);
+        let (t, o) = (theirs(dcgm), shape(ours(native) * scale));
         assert!(
             (t - o).abs() < 1e-6 * o.abs().max(1.0),
             "{dcgm} {t} vs {native} {o}"
         );
+    }
+    // Printed as dcgm-exporter prints them: no fraction on an integer field.
+    for family in [
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        "DCGM_FI_DEV_FB_RESERVED",
+        "DCGM_FI_DEV_GPU_UTIL",
+    ] {
+        let line = body
+            .lines()
+            .find(|l| l.starts_with(&format!("{family}{GPU0}")))
+            .unwrap();
+        let v = line.rsplit(' ').next().unwrap();
+        assert!(v.bytes().all(|b| b.is_ascii_digit()), "{line}");
     }
     // Energy moves between the two reads of one scrape only by rounding.
     let (t, o) = (
@@ -53,7 +101,8 @@ fn units_are_dcgm_exporters_beside_our_own() {
         ours("gpu_energy_joules_total") * 1000.0,
     );
     assert!((t - o).abs() <= 1.0, "energy {t} mJ vs {o}");
-    assert_labels(&body, "hostname");
+    // Every release of dcgm-exporter spells it Hostname.
+    assert_labels(&body, "Hostname");
     assert!(body.contains(",device=\"nvidia0\","), "device label");
     // The sim's GPU 2 has a periodic Xid 48; the others none, so 0.
     for (g, want) in [("0", 0.0), ("2", 48.0)] {
@@ -77,6 +126,15 @@ fn units_are_dcgm_exporters_beside_our_own() {
     let all = per_gpu("");
     assert_eq!(dcgm, 20, "dcgm series for gpu 0");
     assert!(all <= 130, "{all} series for gpu 0 with both on");
+}
+
+/// dcgm-exporter's `/health`, which its chart's probes and the GPU
+/// Operator's ask: 200 and `OK`, as it answers.
+#[test]
+fn health_answers_as_dcgm_exporters() {
+    let e = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let r = e.get("/health", &[]);
+    assert_eq!((r.status, r.body.as_str()), (200, "OK"));
 }
 
 #[test]
@@ -131,7 +189,7 @@ fn a_counters_file_with_comments_labels_and_spaces() {
         "--collector.dcgm",
         "--compat.dcgm-counters",
         file.to_str().unwrap(),
-        "--compat.dcgm-old-hostname",
+        "--compat.dcgm-lowercase-hostname",
     ]);
     e.wait_log(
         "dcgm: DCGM_FI_PROF_GR_ENGINE_ACTIVE is left out: it needs GPM",
@@ -143,27 +201,27 @@ fn a_counters_file_with_comments_labels_and_spaces() {
         .filter(|l| l.starts_with("# TYPE DCGM"))
         .collect();
     assert_eq!(families, ["# TYPE DCGM_FI_DEV_GPU_TEMP gauge"]);
-    assert_labels(&body, "Hostname");
+    assert_labels(&body, "hostname");
 }
 
 #[test]
-fn an_unknown_field_or_a_malformed_line_is_exit_code_2() {
+fn a_name_that_is_no_dcgm_field_or_a_malformed_line_is_exit_code_2() {
     for (name, text, says) in [
         (
             "unknown.csv",
             "DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_NOPE, gauge, x\n",
-            ":2: unknown field",
+            ":2: no DCGM field has this name (nor a legacy one)",
         ),
         ("malformed.csv", "DCGM_FI_DEV_GPU_TEMP\n", ":1: expected"),
         (
             "badtype.csv",
-            "DCGM_FI_DEV_GPU_TEMP, histogram, t\n",
+            "DCGM_FI_DEV_GPU_TEMP, gaug, t\n",
             "not gauge, counter or label",
         ),
         (
-            "labeltype.csv",
-            "DCGM_FI_DEV_GPU_TEMP, label, t\n",
-            ":1: only DCGM_FI_DRIVER_VERSION can be a label",
+            "bom.csv",
+            "\u{feff}DCGM_FI_DEV_GPU_TEMP, gauge, t\n",
+            ":1: the file starts with a byte-order mark (U+FEFF)",
         ),
     ] {
         let file = temp_file(name, text);
@@ -175,6 +233,7 @@ fn an_unknown_field_or_a_malformed_line_is_exit_code_2() {
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(out.status.code(), Some(2), "{name}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(!err.contains("\\u{feff}"), "{err}");
         assert!(
             err.contains("--compat.dcgm-counters") && err.contains(says),
             "{err}"
@@ -205,7 +264,8 @@ fn the_fake_nvml_fleet_in_dcgm_units() {
     for (family, want) in [
         ("DCGM_FI_DEV_SM_CLOCK", 1980.0),
         ("DCGM_FI_DEV_MEM_CLOCK", 2619.0),
-        ("DCGM_FI_DEV_FB_USED", 44983939072.0 / 1048576.0),
+        // 42900.03 MiB, cut down to whole MiB as DCGM divides.
+        ("DCGM_FI_DEV_FB_USED", 42900.0),
         ("DCGM_FI_DEV_FB_RESERVED", 512.0),
         ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", 123456.0),
         ("DCGM_FI_DEV_POWER_USAGE", 350.0),
@@ -216,7 +276,8 @@ fn the_fake_nvml_fleet_in_dcgm_units() {
         assert!((v - want).abs() < 1e-6, "{family}: {v} vs {want}");
     }
     let temps = lines(&body, "DCGM_FI_DEV_GPU_TEMP");
-    assert!(temps[3].contains(",device=\"nvidia7\","), "{}", temps[3]);
+    // nvidia<index>, as dcgm-exporter builds it, though GPU 3's minor is 7.
+    assert!(temps[3].contains(",device=\"nvidia3\","), "{}", temps[3]);
     assert!(temps[0].contains(",device=\"nvidia0\","), "{}", temps[0]);
     assert!(temps[7].ends_with(" 57"), "{}", temps[7]);
     assert!(temps[0].contains("DCGM_FI_DRIVER_VERSION=\"550.54.15\""));
@@ -242,7 +303,7 @@ fn mig_instances_carry_gpu_i_profile_and_gpu_i_id() {
     assert_eq!(used.len(), 2, "{used:?}");
     assert_eq!(
         used[1],
-        "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-mig-parent\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 2813.02734375"
+        "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-mig-parent\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 2813"
     );
 }
 
@@ -391,7 +452,7 @@ fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
             "{xid:?}"
         );
     }
-    let hosts = query("count by (hostname) (DCGM_FI_DEV_XID_ERRORS{job=\"dcgm\"} != 0)");
+    let hosts = query("count by (Hostname) (DCGM_FI_DEV_XID_ERRORS{job=\"dcgm\"} != 0)");
     assert_eq!(hosts.len(), 1, "{hosts:?}");
     assert_eq!(hosts[0].1, 1.0, "{hosts:?}");
     for (q, want) in [
@@ -439,6 +500,8 @@ fn an_smi_capture_in_dcgm_units() {
         assert!((v - want).abs() < 1e-9 * want, "{family}: {v} vs {want}");
     }
     assert!(body.contains("modelName=\"NVIDIA GeForce RTX 4080 SUPER\""));
+    // nvidia-smi gives no minor number; dcgm-exporter's device is the index.
+    assert!(body.contains(",device=\"nvidia0\","), "{body}");
     assert!(body.contains("DCGM_FI_DRIVER_VERSION=\"595.71.05\""));
     // No Xid source at all (no events, no kernel log): absent, not 0.
     assert!(!body.contains("DCGM_FI_DEV_XID_ERRORS{"), "{body}");

@@ -320,6 +320,9 @@ fn open_probes_and_an_rsa_certificate() {
     let e = start(dir, "web-open.yml", &yaml, &["--web.open-probes"]);
     assert_eq!(curl(dir, &e, "/healthz", &[]).status, 200);
     assert_eq!(curl(dir, &e, "/readyz", &[]).status, 200);
+    // dcgm-exporter's chart probes /health: a probe too.
+    assert_eq!(curl(dir, &e, "/health", &[]).status, 200);
+    assert_eq!(probe(&e, "/health"), Some((200, "OK".to_string())));
     assert_eq!(curl(dir, &e, "/metrics", &[]).status, 401);
     assert_eq!(curl(dir, &e, "/", &[]).status, 401);
     let (ok, out) = s_client(dir, &e, &["-tls1_2"]);

@@ -393,20 +393,20 @@ const AFTER_ENGINES: &[Flag] = &[
         "--compat.dcgm-counters",
         "FILE",
         "",
-        "the dcgm collector's fields, in dcgm-exporter's counters file format (its -f); default its default-counters.csv. An unknown field or a malformed line is exit code 2",
+        "the dcgm collector's fields, in dcgm-exporter's counters file format (its -f); default its default-counters.csv. Turns the dcgm collector on (exit code 2 beside --no-collector.dcgm). A field we cannot serve is logged and left out; a name that is no DCGM field, an unknown type or a malformed line is exit code 2",
         |c, v| {
             c.dcgm_counters = Some(v.into());
             Ok(())
         },
     ),
     switch(
-        "--compat.dcgm-old-hostname",
-        "the dcgm collector spells its host label Hostname, as dcgm-exporter before 3.3 did",
+        "--compat.dcgm-lowercase-hostname",
+        "the dcgm collector spells its host label hostname, as dcgm-exporter's unreleased main does; every release, and the default here, prints Hostname",
         Action::Switch(|c| c.dcgm_hostname.0 = true),
     ),
     switch(
         "--compat.dcgm-no-hostname",
-        "the dcgm collector leaves out the hostname label (dcgm-exporter's --no-hostname)",
+        "the dcgm collector leaves out its host label (dcgm-exporter's -n, --no-hostname)",
         Action::Switch(|c| c.dcgm_hostname.1 = true),
     ),
     switch(
@@ -569,6 +569,7 @@ where
             }
         }
     }
+    dcgm_counters_turn_dcgm_on(&c, &mut chosen)?;
     c.collectors =
         Collector::ALL
             .into_iter()
@@ -587,6 +588,26 @@ where
     Ok(Command::Run(Box::new(c)))
 }
 
+/// `--compat.dcgm-counters` asks for dcgm's names: it turns the dcgm
+/// collector on, and cannot sit beside `--no-collector.dcgm`.
+fn dcgm_counters_turn_dcgm_on(
+    c: &Config,
+    chosen: &mut [Option<bool>; Collector::COUNT],
+) -> Result<(), ConfigError> {
+    if c.dcgm_counters.is_none() {
+        return Ok(());
+    }
+    let on = &mut chosen[Collector::Dcgm as usize];
+    if *on == Some(false) {
+        return Err(ConfigError(
+            "--compat.dcgm-counters asks for the dcgm collector, which --no-collector.dcgm turns off"
+                .into(),
+        ));
+    }
+    *on = Some(true);
+    Ok(())
+}
+
 /// The dcgm collector's counters file, its host name and label spelling.
 fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
     let flag = "--compat.dcgm-counters";
@@ -598,8 +619,8 @@ fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
             super::dcgm::parse(&text, &format!("{flag} {}", path.display()))?
         }
     };
-    let (old, none) = c.dcgm_hostname;
-    d.old_hostname = old;
+    let (lowercase, none) = c.dcgm_hostname;
+    d.lowercase_hostname = lowercase;
     d.hostname = (!none).then(host_name);
     Ok(d)
 }
@@ -852,5 +873,39 @@ mod tests {
             parse_args(["--version", "--nope"]),
             Ok(Command::Version)
         ));
+    }
+
+    /// A counters file asks for dcgm's names: the collector comes on, the
+    /// host label is `Hostname` as released; beside `--no-collector.dcgm`
+    /// it is one line, whatever the order.
+    #[test]
+    fn a_counters_file_turns_the_dcgm_collector_on() {
+        let file = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/dcgm/default-counters.csv"
+        );
+        let c = run(&[
+            "--collector.disable-defaults",
+            "--compat.dcgm-counters",
+            file,
+        ])
+        .unwrap();
+        assert!(c.collectors.has(Collector::Dcgm));
+        let d = c.dcgm.unwrap();
+        assert_eq!(d.hostname_label(), "Hostname");
+        assert!(d.fields.iter().any(|f| f.name == "DCGM_FI_DEV_GPU_TEMP"));
+        let c = run(&["--collector.dcgm", "--compat.dcgm-lowercase-hostname"]).unwrap();
+        assert_eq!(c.dcgm.unwrap().hostname_label(), "hostname");
+        assert!(run(&[]).unwrap().dcgm.is_none());
+        for args in [
+            ["--no-collector.dcgm", "--compat.dcgm-counters", file],
+            ["--compat.dcgm-counters", file, "--no-collector.dcgm"],
+        ] {
+            let e = run(&args).unwrap_err().0;
+            assert_eq!(
+                e,
+                "--compat.dcgm-counters asks for the dcgm collector, which --no-collector.dcgm turns off"
+            );
+        }
     }
 }

@@ -19,10 +19,10 @@ pub(super) fn render(w: &mut Writer, d: &Dcgm, gpus: &[Gpu], pod_labels: bool) {
         each_target(gpus, |t, r| {
             let mut sample = |w: &mut Writer, v: f64, code: Option<u32>| {
                 if !std::mem::replace(&mut headed, true) {
-                    head(w, f.name, &f.help, f.kind);
+                    head(w, &f.name, &f.help, f.kind);
                 }
                 for pod in copies(r, pod_labels) {
-                    w.put(f.name);
+                    w.put(&f.name);
                     labels(w, d, t);
                     if let Some(p) = pod {
                         w.label("pod", &p.pod);
@@ -44,7 +44,7 @@ pub(super) fn render(w: &mut Writer, d: &Dcgm, gpus: &[Gpu], pod_labels: bool) {
                 }
                 field => {
                     if let Some(v) = values::value(field, r) {
-                        sample(w, v, None);
+                        sample(w, values::shaped(field, v), None);
                     }
                 }
             }
@@ -73,7 +73,8 @@ fn head(w: &mut Writer, name: &str, help: &str, kind: Kind) {
 
 /// A target's label set, written once and then copied: `gpu`, `UUID`,
 /// `pci_bus_id`, `device`, `modelName`, on MIG `GPU_I_PROFILE` and
-/// `GPU_I_ID`, `hostname`, then the counters file's `label` fields.
+/// `GPU_I_ID`, `Hostname` (or `hostname`), then the counters file's
+/// `label` fields.
 fn labels(w: &mut Writer, d: &Dcgm, t: Target) {
     if let Some(&(start, end)) = w.cached.get(t.n).filter(|(s, e)| e > s) {
         w.out.extend_from_within(start..end);
@@ -86,28 +87,30 @@ fn labels(w: &mut Writer, d: &Dcgm, t: Target) {
     w.out.push(b'"');
     w.label("UUID", &g.uuid);
     w.label("pci_bus_id", &g.pci_bus_id);
-    if let Some(minor) = g.minor {
-        w.out.extend_from_slice(b",device=\"nvidia");
-        write_u64(w.out, minor as u64);
-        w.out.push(b'"');
-    }
+    // dcgm-exporter builds it from the index, not the device node's
+    // minor number, so every source has it.
+    w.out.extend_from_slice(b",device=\"nvidia");
+    write_u64(w.out, g.index as u64);
+    w.out.push(b'"');
     w.label("modelName", &g.model);
     if let Some(m) = t.mig {
         w.label("GPU_I_PROFILE", &m.profile);
         w.num_label("GPU_I_ID", m.gpu_instance_id);
     }
     if let Some(host) = &d.hostname {
-        let key = if d.old_hostname {
-            "Hostname"
-        } else {
-            "hostname"
-        };
-        w.label(key, host);
+        w.label(d.hostname_label(), host);
     }
     for f in d.fields.iter().filter(|f| f.kind == Kind::Label) {
-        if f.field == Field::DriverVersion {
-            w.label(f.name, &g.driver_version);
-        }
+        let value = match f.field {
+            Field::DriverVersion => &g.driver_version,
+            Field::DevName => &g.model,
+            Field::DevUuid => &g.uuid,
+            Field::PciBusId => &g.pci_bus_id,
+            Field::VbiosVersion => &g.vbios_version,
+            Field::InforomImage => &g.inforom_version,
+            _ => continue,
+        };
+        w.label(&f.name, value);
     }
     if let Some(slot) = w.cached.get_mut(t.n) {
         *slot = (start, w.out.len());

@@ -54,8 +54,34 @@ pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
         SyncBoostViolation => ns(4),
         // The last code, 0 before any, as dcgm-exporter.
         XidErrors => r.xid_last_code,
-        // Written by their own code: a label, and a series per code.
-        DriverVersion | XidCount | Unservable => None,
+        FbTotal => r.memory_total_bytes.map(|b| b / MIB),
+        EnforcedPowerLimit => r.power_limit_watts,
+        Pstate => h.performance_state,
+        // NVML's speed of the first fan, % of its maximum.
+        FanSpeed => h.fan_speed_ratios[0].map(|v| v * 100.0),
+        PcieLinkGen => h.pcie_link_generation,
+        PcieLinkWidth => h.pcie_link_width,
+        PcieMaxLinkGen => h.pcie_link_generation_max,
+        PcieMaxLinkWidth => h.pcie_link_width_max,
+        // NVML's mask as DCGM passes it on.
+        ClocksEventReasons => r.clocks_event_mask.map(|m| m as f64),
+        MemMaxOpTemp => h.memory_temperature_max_celsius,
+        // Written by their own code: labels, and a series per code.
+        DriverVersion | DevName | DevUuid | PciBusId | VbiosVersion | InforomImage | XidCount
+        | Unservable => None,
+    }
+}
+
+/// `v` as dcgm-exporter prints `f`: DCGM's integer fields as integers
+/// (its MiB are whole, cut down as DCGM divides; the rest are NVML's
+/// integers that our units carried through a float), the others as read.
+pub(super) fn shaped(f: Field, v: f64) -> f64 {
+    use Field::*;
+    match f {
+        FbFree | FbUsed | FbReserved | FbTotal => v.floor(),
+        PowerUsage | EnforcedPowerLimit | TensorActive | Fp64Active | Fp32Active | Fp16Active
+        | DramActive | SmActive | SmOccupancy => v,
+        _ => v.round(),
     }
 }
 

@@ -1,0 +1,298 @@
+//! The dcgm-exporter fields we know by their current DCGM name: which
+//! collector's readings serve each, or why none does. Every other DCGM
+//! name (`names.rs`) is left out with a generic reason.
+
+use super::{Field, Serve};
+use crate::config::Collector::*;
+
+/// Every field we know: its name, what it is here, and how it is served.
+pub const FIELDS: &[(&str, Field, Serve)] = &[
+    ("DCGM_FI_DEV_SM_CLOCK", Field::SmClock, Serve::By(Clocks)),
+    ("DCGM_FI_DEV_MEM_CLOCK", Field::MemClock, Serve::By(Clocks)),
+    (
+        "DCGM_FI_DEV_MEMORY_TEMP",
+        Field::MemoryTemp,
+        Serve::By(Temperature),
+    ),
+    (
+        "DCGM_FI_DEV_GPU_TEMP",
+        Field::GpuTemp,
+        Serve::By(Temperature),
+    ),
+    (
+        "DCGM_FI_DEV_POWER_USAGE",
+        Field::PowerUsage,
+        Serve::By(Power),
+    ),
+    (
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        Field::TotalEnergy,
+        Serve::By(Power),
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        Field::PcieReplay,
+        Serve::By(Pcie),
+    ),
+    (
+        "DCGM_FI_DEV_GPU_UTIL",
+        Field::GpuUtil,
+        Serve::By(Utilization),
+    ),
+    (
+        "DCGM_FI_DEV_MEM_COPY_UTIL",
+        Field::MemCopyUtil,
+        Serve::By(Utilization),
+    ),
+    ("DCGM_FI_DEV_ENC_UTIL", Field::EncUtil, Serve::By(Media)),
+    ("DCGM_FI_DEV_DEC_UTIL", Field::DecUtil, Serve::By(Media)),
+    ("DCGM_FI_DEV_XID_ERRORS", Field::XidErrors, Serve::By(Xid)),
+    ("DCGM_FI_DEV_FB_FREE", Field::FbFree, Serve::By(Memory)),
+    ("DCGM_FI_DEV_FB_USED", Field::FbUsed, Serve::By(Memory)),
+    (
+        "DCGM_FI_DEV_FB_RESERVED",
+        Field::FbReserved,
+        Serve::By(Memory),
+    ),
+    (
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        Field::UncorrectableRemapped,
+        Serve::By(Remap),
+    ),
+    (
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        Field::CorrectableRemapped,
+        Serve::By(Remap),
+    ),
+    (
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        Field::RowRemapFailure,
+        Serve::By(Remap),
+    ),
+    (
+        "DCGM_FI_DRIVER_VERSION",
+        Field::DriverVersion,
+        Serve::By(Info),
+    ),
+    ("DCGM_FI_DEV_NAME", Field::DevName, Serve::By(Info)),
+    ("DCGM_FI_DEV_UUID", Field::DevUuid, Serve::By(Info)),
+    ("DCGM_FI_DEV_PCI_BUSID", Field::PciBusId, Serve::By(Info)),
+    (
+        "DCGM_FI_DEV_VBIOS_VERSION",
+        Field::VbiosVersion,
+        Serve::By(Info),
+    ),
+    (
+        "DCGM_FI_DEV_INFOROM_IMAGE_VER",
+        Field::InforomImage,
+        Serve::By(Info),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+        Field::TensorActive,
+        Serve::By(Gpm),
+    ),
+    (
+        "DCGM_FI_PROF_DRAM_ACTIVE",
+        Field::DramActive,
+        Serve::By(Gpm),
+    ),
+    ("DCGM_FI_PROF_SM_ACTIVE", Field::SmActive, Serve::By(Gpm)),
+    (
+        "DCGM_FI_PROF_SM_OCCUPANCY",
+        Field::SmOccupancy,
+        Serve::By(Gpm),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+        Field::Fp64Active,
+        Serve::By(Gpm),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
+        Field::Fp32Active,
+        Serve::By(Gpm),
+    ),
+    (
+        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
+        Field::Fp16Active,
+        Serve::By(Gpm),
+    ),
+    (
+        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
+        Field::EccSbeVol,
+        Serve::By(Ecc),
+    ),
+    (
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        Field::EccDbeVol,
+        Serve::By(Ecc),
+    ),
+    (
+        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
+        Field::EccSbeAgg,
+        Serve::By(Ecc),
+    ),
+    (
+        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+        Field::EccDbeAgg,
+        Serve::By(Ecc),
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_SBE",
+        Field::RetiredSbe,
+        Serve::By(Remap),
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_DBE",
+        Field::RetiredDbe,
+        Serve::By(Remap),
+    ),
+    (
+        "DCGM_FI_DEV_RETIRED_PENDING",
+        Field::RetiredPending,
+        Serve::By(Remap),
+    ),
+    (
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        Field::NvlinkCrcFlit,
+        Serve::By(Nvlink),
+    ),
+    (
+        "DCGM_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL",
+        Field::NvlinkCrcData,
+        Serve::By(Nvlink),
+    ),
+    (
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        Field::NvlinkReplay,
+        Serve::By(Nvlink),
+    ),
+    (
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        Field::NvlinkRecovery,
+        Serve::By(Nvlink),
+    ),
+    (
+        "DCGM_FI_DEV_POWER_VIOLATION",
+        Field::PowerViolation,
+        Serve::By(Clocks),
+    ),
+    (
+        "DCGM_FI_DEV_THERMAL_VIOLATION",
+        Field::ThermalViolation,
+        Serve::By(Clocks),
+    ),
+    (
+        "DCGM_FI_DEV_SYNC_BOOST_VIOLATION",
+        Field::SyncBoostViolation,
+        Serve::By(Clocks),
+    ),
+    ("DCGM_FI_DEV_FB_TOTAL", Field::FbTotal, Serve::By(Memory)),
+    (
+        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
+        Field::EnforcedPowerLimit,
+        Serve::By(Power),
+    ),
+    (
+        "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        Field::Unservable,
+        Serve::Not("NVML's enforced limit is read: DCGM_FI_DEV_ENFORCED_POWER_LIMIT"),
+    ),
+    ("DCGM_FI_DEV_PSTATE", Field::Pstate, Serve::By(State)),
+    ("DCGM_FI_DEV_FAN_SPEED", Field::FanSpeed, Serve::By(Fans)),
+    (
+        "DCGM_FI_DEV_PCIE_LINK_GEN",
+        Field::PcieLinkGen,
+        Serve::By(Pcie),
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_LINK_WIDTH",
+        Field::PcieLinkWidth,
+        Serve::By(Pcie),
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_MAX_LINK_GEN",
+        Field::PcieMaxLinkGen,
+        Serve::By(Pcie),
+    ),
+    (
+        "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",
+        Field::PcieMaxLinkWidth,
+        Serve::By(Pcie),
+    ),
+    (
+        "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+        Field::ClocksEventReasons,
+        Serve::By(Clocks),
+    ),
+    (
+        "DCGM_FI_DEV_MEM_MAX_OP_TEMP",
+        Field::MemMaxOpTemp,
+        Serve::By(Temperature),
+    ),
+    ("DCGM_EXP_XID_ERRORS_COUNT", Field::XidCount, Serve::By(Xid)),
+    (
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
+        Field::Unservable,
+        Serve::Not(
+            "NVML's NVLink counters are bytes by direction, not DCGM's all-lane bandwidth counter; use rate(gpu_nvlink_bytes_total[1m])",
+        ),
+    ),
+    (
+        "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
+        Field::Unservable,
+        Serve::Not("vGPU licensing is not read"),
+    ),
+    (
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
+        Field::Unservable,
+        Serve::Not(
+            "it needs GPM's graphics-activity metric, which is not read; gpu_sm_active_ratio is the nearest",
+        ),
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_TX_BYTES",
+        Field::Unservable,
+        Serve::Not(
+            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"tx\"}[1m])",
+        ),
+    ),
+    (
+        "DCGM_FI_PROF_PCIE_RX_BYTES",
+        Field::Unservable,
+        Serve::Not(
+            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"rx\"}[1m])",
+        ),
+    ),
+    (
+        "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
+        Field::Unservable,
+        Serve::Not("NVML reports no violation time for it"),
+    ),
+    (
+        "DCGM_FI_DEV_LOW_UTIL_VIOLATION",
+        Field::Unservable,
+        Serve::Not("NVML reports no violation time for it"),
+    ),
+    (
+        "DCGM_FI_DEV_RELIABILITY_VIOLATION",
+        Field::Unservable,
+        Serve::Not("NVML reports no violation time for it"),
+    ),
+    (
+        "DCGM_EXP_CLOCK_EVENTS_COUNT",
+        Field::Unservable,
+        Serve::Not("use increase(gpu_clocks_event_seconds_total[5m])"),
+    ),
+    (
+        "DCGM_EXP_P2P_STATUS",
+        Field::Unservable,
+        Serve::Not("GPU peer-to-peer status is not read"),
+    ),
+    (
+        "DCGM_EXP_GPU_HEALTH_STATUS",
+        Field::Unservable,
+        Serve::Not("DCGM's health watches are not run; the built-in alerts cover them"),
+    ),
+];
