@@ -84,7 +84,7 @@ pub(super) fn rules() -> [Rule; 10] {
             5.0,
             5 * MIN,
             Severity::Ticket,
-            "GPU {{ $labels.gpu }} memory is {{ $value }} C from its slowdown temperature",
+            "GPU {{ $labels.gpu }} memory is {{ $value }} °C from its slowdown temperature",
         ),
         (
             "GPURecoveryReset",

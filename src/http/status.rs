@@ -103,17 +103,17 @@ fn standing(s: &Snapshot, fresh: Freshness, now: Instant, out: &mut Vec<u8>) {
     html_escape(out, s.source.as_str());
     out.extend_from_slice(b"</b> &middot; version ");
     html_escape(out, env!("CARGO_PKG_VERSION"));
+    // One word for the collection, the one /metrics and /readyz say: a
+    // stall outranks how the last collection ended.
     out.extend_from_slice(b" &middot; collection ");
     match &s.error {
+        _ if fresh.stalled => out.extend_from_slice(b"<b class=\"bad\">stalled</b>"),
         None => {
             out.extend_from_slice(b"<b>ok</b> in ");
             ms(out, s.collect_duration.as_secs_f64());
         }
         Some(_) if s.is_starting() => out.extend_from_slice(b"<b>starting</b>"),
         Some(_) => out.extend_from_slice(b"<b class=\"bad\">failing</b>"),
-    }
-    if fresh.stalled {
-        out.extend_from_slice(b", <b class=\"bad\">stalled</b>");
     }
     out.extend_from_slice(b" &middot; snapshot age ");
     let age = now.saturating_duration_since(s.published).as_secs_f64();
@@ -173,7 +173,7 @@ fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
         b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th><th>temp</th>\
           <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
           <th>memory used / total</th><th>largest free</th>\
-          <th title=\"the watched codes, that page or open a ticket, since the driver loaded\">Xid total</th><th>up</th>\
+          <th title=\"the watched codes, that page or open a ticket: a counter since the driver loaded, not a window\">Xid since driver load</th><th>up</th>\
           <th>health</th><th>used by</th></tr>\n",
     );
     if gpus.is_empty() {
@@ -413,7 +413,8 @@ fn alerts(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
         for state in [State::Firing, State::Pending] {
             for a in p.alerts.iter() {
                 if a.rule.severity == severity && a.state == state {
-                    alert(a, &p.snapshot.gpus, p.snapshot.at, runbook_base, out);
+                    let when = (p.snapshot.at, p.snapshot.process.start_time_seconds);
+                    alert(a, &p.snapshot.gpus, when, runbook_base, out);
                 }
             }
         }
@@ -421,7 +422,13 @@ fn alerts(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"</table>\n");
 }
 
-fn alert(a: &Alert, gpus: &[Gpu], at: f64, runbook_base: &str, out: &mut Vec<u8>) {
+fn alert(
+    a: &Alert,
+    gpus: &[Gpu],
+    (at, started): (f64, Option<f64>),
+    runbook_base: &str,
+    out: &mut Vec<u8>,
+) {
     let (severity, state) = (a.rule.severity.as_str(), a.state.as_str());
     out.extend_from_slice(b"<tr class=\"alert ");
     out.extend_from_slice(state.as_bytes());
@@ -463,6 +470,11 @@ fn alert(a: &Alert, gpus: &[Gpu], at: f64, runbook_base: &str, out: &mut Vec<u8>
     }
     out.extend_from_slice(b"</td><td class=\"n\">");
     duration(out, at - a.active_at);
+    // The simulator's past is replayed before serving: an alert from
+    // before this process started says so.
+    if started.is_some_and(|t| a.active_at < t) {
+        out.extend_from_slice(b" <small>(replayed)</small>");
+    }
     out.extend_from_slice(b"</td><td><a href=\"");
     // `Rule::runbook_url` spelled into the buffer: `<base><runbook>.md`.
     html_escape(out, runbook_base);
@@ -656,6 +668,45 @@ mod tests {
     /// The snapshot of `p`, to change in a test.
     fn snap(p: &mut Published) -> &mut Snapshot {
         std::sync::Arc::make_mut(&mut p.snapshot)
+    }
+
+    /// The header says what /metrics and /readyz say: a stalled
+    /// collection is "stalled", not "ok".
+    #[test]
+    fn the_header_tells_a_stall_as_metrics_do() {
+        let mut p = published(vec![]);
+        assert!(page(&p).contains("collection <b>ok</b> in "));
+        snap(&mut p).finished = Instant::now() - std::time::Duration::from_secs(10);
+        let stalled = page(&p);
+        assert!(
+            stalled.contains("collection <b class=\"bad\">stalled</b> &middot;"),
+            "{stalled}"
+        );
+        assert!(!stalled.contains("<b>ok</b>"), "{stalled}");
+    }
+
+    /// An alert active since before this process started comes from the
+    /// replayed past, and says so; a Xid count says it is no window.
+    #[test]
+    fn a_replayed_alert_and_the_xid_counter_say_what_they_are() {
+        let rules = defaults();
+        let rule = std::sync::Arc::new(rules.iter().find(|r| r.name == "GPULost").unwrap().clone());
+        let alert = |active_at| Alert {
+            rule: rule.clone(),
+            subject: Subject::Exporter,
+            state: State::Firing,
+            active_at,
+            value: 1.0,
+            muted_by: None,
+        };
+        let mut p = published(vec![]);
+        snap(&mut p).at = 1_000_000.0;
+        snap(&mut p).process.start_time_seconds = Some(999_000.0);
+        p.alerts = std::sync::Arc::new(vec![alert(990_000.0), alert(999_500.0)]);
+        let page = page(&p);
+        assert_eq!(page.matches("(replayed)").count(), 1, "{page}");
+        assert!(page.contains("2h 46m <small>(replayed)</small>"), "{page}");
+        assert!(page.contains(">Xid since driver load</th>"), "{page}");
     }
 
     #[test]
