@@ -235,18 +235,30 @@ impl Signal {
             | Signal::ServedRequests => {
                 let (from, models) = snap.served_models(fresh);
                 for (i, m) in (from..).zip(models) {
-                    // A held model's counts are no new samples.
-                    let v = match self {
-                        Signal::EngineUp => m.endpoint.map(|_| flag(!m.stale)),
-                        _ if m.stale => None,
-                        Signal::Requests => Some(m.ttft_seconds.count()),
-                        Signal::AnsweredRequests => m.outcomes.map(|o| o.answered),
-                        Signal::ServedRequests => m.outcomes.map(|o| o.answered - o.failed),
-                        _ => m.good(),
-                    };
-                    if let Some(v) = v {
-                        f(Who::Model(i), v);
+                    if self == Signal::EngineUp {
+                        if m.endpoint.is_some() {
+                            f(Who::Model(i), flag(!m.stale));
+                        }
+                        continue;
                     }
+                    // Each replica's counts apart; a held one's are no
+                    // new samples. A replica without failure counts leaves
+                    // the model without an availability verdict (its sums
+                    // have none), as its series would.
+                    let lacks = m.outcomes.is_none()
+                        && matches!(self, Signal::AnsweredRequests | Signal::ServedRequests);
+                    m.shares(&mut |r| {
+                        let v = match self {
+                            _ if r.stale || lacks => None,
+                            Signal::Requests => Some(r.requests),
+                            Signal::AnsweredRequests => r.outcomes.map(|o| o.answered),
+                            Signal::ServedRequests => r.outcomes.map(|o| o.answered - o.failed),
+                            _ => r.good,
+                        };
+                        if let Some(v) = v {
+                            f(Who::Replica(i, r.endpoint), v);
+                        }
+                    });
                 }
             }
             _ if fresh.hidden => {}
@@ -267,6 +279,10 @@ pub enum Who {
     Exporter,
     Gpu(usize),
     Model(usize),
+    /// A model's counter as one endpoint serving it counts it (by its
+    /// place in `Snapshot::engines`; `None`: the simulator's model): the
+    /// model's value is the sum of its replicas'.
+    Replica(usize, Option<usize>),
 }
 
 /// One pair of a multi-window burn-rate alert: both windows must burn the

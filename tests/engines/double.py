@@ -16,6 +16,8 @@ so what an exporter reads is exact; `--mode grow` records them again every
 requests by how they ended, with each engine's own counters (vLLM's
 finished_reason, SGLang's aborted of all, trtllm-serve's 5xx errors, NIM's
 failures, Triton's failure reasons), once and again with each grow.
+`--history 600:50000` records that mix once, before serving, and never
+again: a replica's lifetime counts from before the exporter watched it.
 `--no-ttft` (vllm) counts outcomes with no TTFT series. `--delay 1` answers each read a second after it came; `--reads FILE` adds a
 line to FILE as each read comes, so that a test counts them exactly. It
 exits after --lifetime seconds."""
@@ -155,6 +157,7 @@ def main():
     a.add_argument("--delay", type=float, default=0)
     a.add_argument("--reads")
     a.add_argument("--no-ttft", action="store_true")
+    a.add_argument("--history", nargs="*", default=[])
     args = a.parse_args()
     MODEL, NO_TTFT = args.model, args.no_ttft
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
@@ -163,6 +166,8 @@ def main():
         body, children, count = triton(obs, outcomes)
     else:
         body, children, count = registry(args.engine, obs)
+    if children:
+        observe(children, [tuple(int(x) for x in o.split(":")) for o in args.history])
     lock = threading.Lock()
 
     def tick():

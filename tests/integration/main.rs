@@ -29,6 +29,7 @@ mod pki;
 mod prometheus;
 mod ranges;
 mod release;
+mod replicas;
 #[path = "../support/response.rs"]
 mod response;
 mod rules;

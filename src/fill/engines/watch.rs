@@ -276,7 +276,8 @@ fn read_into(
 /// Adds `m` to the node's models: one model served by two endpoints (two
 /// replicas on the node) is one subject, its counts summed, where their
 /// buckets agree; else the first endpoint's stays, said at debug level
-/// (every round would say it again).
+/// (every round would say it again). Each replica's own counts stay
+/// beside the sums, for the evaluator to take its increases by.
 fn add(models: &mut Vec<Model>, m: Model, url: &str) {
     let Some(same) = models.iter_mut().find(|o| o.name == m.name) else {
         models.push(m);
@@ -293,10 +294,16 @@ fn add(models: &mut Vec<Model>, m: Model, url: &str) {
         );
         return;
     }
-    for (x, y) in a.buckets.iter_mut().zip(&b.buckets) {
+    if same.replicas.is_empty() {
+        let own = same.own_share();
+        same.replicas.push(own);
+    }
+    same.replicas.push(m.own_share());
+    let a = &mut same.ttft_seconds;
+    for (x, y) in a.buckets.iter_mut().zip(&m.ttft_seconds.buckets) {
         x.1 += y.1;
     }
-    a.sum += b.sum;
+    a.sum += m.ttft_seconds.sum;
     // A replica without failure counts leaves the sum without a verdict.
     same.outcomes = match (same.outcomes, m.outcomes) {
         (Some(x), Some(y)) => Some(Outcomes {
@@ -305,7 +312,8 @@ fn add(models: &mut Vec<Model>, m: Model, url: &str) {
         }),
         _ => None,
     };
-    // Held while any replica is down: its part of the sum is frozen.
+    // Down while any replica is (EngineDown); its burn verdicts are held
+    // only while every one is (`Model::held`): the others' still count.
     same.stale |= m.stale;
 }
 
@@ -423,6 +431,7 @@ pub fn judge(
             endpoint,
             stale: false,
             outcomes,
+            replicas: Vec::new(),
         });
     }
     for (name, outcomes) in counted {
@@ -438,6 +447,7 @@ pub fn judge(
             endpoint,
             stale: false,
             outcomes: Some(outcomes),
+            replicas: Vec::new(),
         });
     }
     models
