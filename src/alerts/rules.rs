@@ -232,35 +232,7 @@ impl Signal {
             | Signal::GoodRequests
             | Signal::EngineUp
             | Signal::AnsweredRequests
-            | Signal::ServedRequests => {
-                let (from, models) = snap.served_models(fresh);
-                for (i, m) in (from..).zip(models) {
-                    if self == Signal::EngineUp {
-                        if m.endpoint.is_some() {
-                            f(Who::Model(i), flag(!m.stale));
-                        }
-                        continue;
-                    }
-                    // Each replica's counts apart; a held one's are no
-                    // new samples. A replica without failure counts leaves
-                    // the model without an availability verdict (its sums
-                    // have none), as its series would.
-                    let lacks = m.outcomes.is_none()
-                        && matches!(self, Signal::AnsweredRequests | Signal::ServedRequests);
-                    m.shares(&mut |r| {
-                        let v = match self {
-                            _ if r.stale || lacks => None,
-                            Signal::Requests => Some(r.requests),
-                            Signal::AnsweredRequests => r.outcomes.map(|o| o.answered),
-                            Signal::ServedRequests => r.outcomes.map(|o| o.answered - o.failed),
-                            _ => r.good,
-                        };
-                        if let Some(v) = v {
-                            f(Who::Replica(i, r.endpoint), v);
-                        }
-                    });
-                }
-            }
+            | Signal::ServedRequests => self.each_model(snap, fresh, f),
             _ if fresh.hidden => {}
             _ => {
                 for (i, g) in snap.gpus.iter().enumerate() {

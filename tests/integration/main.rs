@@ -10,6 +10,7 @@ mod common;
 mod dcgm;
 mod deploy;
 mod dist;
+mod engine_names;
 mod engines;
 mod exposition;
 #[cfg(feature = "kubernetes")]

@@ -267,10 +267,20 @@ pub fn wanted(engine: Option<Engine>) -> Wanted {
             counters.push(o.counter.to_string());
         }
     }
+    let mut model_labels: Vec<String> = Vec::new();
+    for p in PROFILES
+        .iter()
+        .filter(|p| engine.is_none_or(|e| e == p.engine))
+    {
+        if !model_labels.iter().any(|l| l == p.model_label) {
+            model_labels.push(p.model_label.to_string());
+        }
+    }
     Wanted {
         histograms,
         counters,
         prefixes: PREFIXES.iter().map(|(p, _)| p.to_string()).collect(),
+        model_labels,
     }
 }
 

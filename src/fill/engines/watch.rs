@@ -8,8 +8,9 @@
 use super::client::{Failure, fetch};
 use super::profile::{self, detect, judged_at, wanted};
 use super::text::{Parsed, Wanted};
+use crate::config::engines::name_rule;
 use crate::config::engines::{Endpoint, Engine, Engines};
-use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
+use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes, Rejection};
 use base::time::unix_now;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -115,7 +116,15 @@ pub struct Memory {
     past_cap: usize,
     /// The models of the last good read, held while the engine is down.
     last: Vec<Model>,
+    /// Models left out since start, by [`Rejection`].
+    rejected: [u64; Rejection::ALL.len()],
+    /// Hashes of the names refused and said (a tenant's names may be
+    /// 10 KB each, and new every read): at most [`MAX_SAID_NAMES`].
+    names_said: HashSet<u64>,
 }
+
+/// Refused names said one by one per endpoint; past them, only counted.
+const MAX_SAID_NAMES: usize = 64;
 
 impl Memory {
     /// Before the first read, of `engine` where it is named.
@@ -127,6 +136,8 @@ impl Memory {
             bad: HashSet::new(),
             past_cap: 0,
             last: Vec::new(),
+            rejected: [0; Rejection::ALL.len()],
+            names_said: HashSet::new(),
         }
     }
 }
@@ -256,6 +267,7 @@ fn read_into(
     let outcome = read_one(ep, mem, options, i);
     state.duration = Some(started.elapsed().as_secs_f64());
     state.engine = mem.engine;
+    state.rejected = mem.rejected;
     say(ep, mem, &outcome);
     match outcome {
         Ok(m) => {
@@ -381,18 +393,11 @@ pub fn judge(
     endpoint: Option<usize>,
 ) -> Vec<Model> {
     let p = profile::profile(engine);
+    refuse(parsed, engine, url, mem);
     let (read, past) = profile::models(parsed, want, p);
     let tallies = profile::outcomes(parsed, want, p);
     let (counted, past) = counted_only(&read, &tallies, past);
-    if past != mem.past_cap {
-        if past > 0 {
-            log::warn!(
-                "{engine} at {url}: {past} models past the {} cap are left out",
-                profile::MAX_MODELS
-            );
-        }
-        mem.past_cap = past;
-    }
+    past_cap(past, engine, url, mem);
     if read.is_empty() && mem.bad.insert((String::new(), String::new())) {
         let hint = match engine {
             Engine::Triton => ": start Triton with --metrics-config histogram_latencies=true",
@@ -405,6 +410,7 @@ pub fn judge(
         let h = match h {
             Ok(h) => h,
             Err(why) => {
+                mem.rejected[Rejection::Counts as usize] += 1;
                 if mem.bad.insert((name.clone(), why.clone())) {
                     log::warn!("{engine} at {url}: model {name:?} left out: {why}");
                 }
@@ -451,6 +457,34 @@ pub fn judge(
         });
     }
     models
+}
+
+/// Says how many models are past the cap, where that changed.
+fn past_cap(past: usize, engine: Engine, url: &str, mem: &mut Memory) {
+    if past != mem.past_cap {
+        if past > 0 {
+            log::warn!(
+                "{engine} at {url}: {past} models past the {} cap are left out",
+                profile::MAX_MODELS
+            );
+        }
+        mem.past_cap = past;
+    }
+}
+
+/// Counts the models of `parsed` whose names may not be served (the
+/// reader refused their samples), and says each name once (cut short and
+/// escaped: a line holds no control character), up to [`MAX_SAID_NAMES`].
+fn refuse(parsed: &Parsed, engine: Engine, url: &str, mem: &mut Memory) {
+    mem.rejected[Rejection::Name as usize] += parsed.refused.len() as u64;
+    for (hash, shown, len) in &parsed.refused_shown {
+        if mem.names_said.len() < MAX_SAID_NAMES && mem.names_said.insert(*hash) {
+            log::warn!(
+                "{engine} at {url}: model {shown} ({len} bytes) not served: a name {}",
+                name_rule()
+            );
+        }
+    }
 }
 
 /// The models `tallies` has outcomes for but `read` no TTFT series of,
@@ -593,6 +627,50 @@ mod tests {
         assert_eq!(models.len(), profile::MAX_MODELS);
         assert!(models.iter().all(|m| m.name != "counted"));
         assert_eq!(mem.past_cap, 1);
+    }
+
+    /// A tenant's names over 128 bytes or with a control byte are not
+    /// served, whatever else the model has; they take no place under the
+    /// cap, are counted each read, and said once each.
+    #[test]
+    fn names_a_tenant_chooses_are_bounded_like_configured_ones() {
+        let head = "# TYPE vllm:time_to_first_token_seconds histogram\n\
+                    # TYPE vllm:request_success_total counter\n";
+        let mut body = head.to_string();
+        let mut hostile = Vec::new();
+        for i in 0..profile::MAX_MODELS {
+            let name = match i % 4 {
+                0 => format!("{i:02}{}", "x".repeat(10 * 1024)),
+                1 => format!("{i:02}nul\0byte"),
+                2 => format!("{i:02}esc\u{1b}[31m"),
+                _ => format!("{i:02}del\u{7f}cr\r"),
+            };
+            body += &timed(&name);
+            body += &counted(&name, 10, Some(1));
+            hostile.push(name);
+        }
+        let edge = "e".repeat(128);
+        body += &timed(&edge);
+        body += &timed("ok");
+        let mut mem = Memory::new(Some(Engine::Vllm));
+        for read in 1..=3u64 {
+            let models = judged(&body, &mut mem);
+            let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(names, [edge.as_str(), "ok"]);
+            assert_eq!(mem.rejected, [read * 32, 0]);
+        }
+        assert_eq!(mem.past_cap, 0);
+        assert_eq!(mem.names_said.len(), 32);
+        // A name a byte longer is one more refused.
+        let models = judged(&(head.to_string() + &timed(&"e".repeat(129))), &mut mem);
+        assert!(models.is_empty());
+        assert_eq!(mem.rejected, [97, 0]);
+        // New names every read are counted, but said at most 64 times.
+        for i in 0..100 {
+            judged(&(head.to_string() + &timed(&format!("{i}\u{7}"))), &mut mem);
+        }
+        assert_eq!(mem.names_said.len(), MAX_SAID_NAMES);
+        assert_eq!(mem.rejected, [197, 0]);
     }
 
     #[test]
