@@ -329,7 +329,8 @@ pub fn model_name_ok(name: &str) -> bool {
 
 /// The engine a flag or file names.
 fn engine_named(name: &str) -> Result<Engine, String> {
-    let e = Engine::ALL.into_iter().find(|e| e.name() == name);
+    // `vLLM=URL` as the engines spell themselves.
+    let e = (Engine::ALL.into_iter()).find(|e| e.name().eq_ignore_ascii_case(name));
     e.ok_or_else(|| {
         let names: Vec<_> = Engine::ALL.iter().map(|e| e.name()).collect();
         format!(
@@ -424,6 +425,18 @@ mod tests {
         assert_eq!(parse_endpoint("http://h:9").unwrap().path, "/metrics");
         let e = parse_endpoint("http://h:1/m?a=b=c").unwrap();
         assert_eq!((e.engine, e.path.as_str()), (None, "/m?a=b=c"));
+        // Named as the engines spell themselves: any case.
+        for (named, engine) in [
+            ("vLLM", Engine::Vllm),
+            ("SGLang", Engine::Sglang),
+            ("NIM", Engine::Nim),
+            ("TRTLLM", Engine::Trtllm),
+        ] {
+            let e = parse_endpoint(&format!("{named}=http://h:1/metrics")).unwrap();
+            assert_eq!(e.engine, Some(engine), "{named}");
+        }
+        let err = parse_endpoint("vllmx=http://h:1/metrics").unwrap_err();
+        assert!(err.contains("no engine we read"), "{err}");
     }
 
     #[test]

@@ -86,6 +86,9 @@ pub struct Parsed {
     pub refused: BTreeSet<u64>,
     /// The first [`MAX_SHOWN`] of them: hash, as a log shows it, length.
     pub refused_shown: Vec<(u64, String, usize)>,
+    /// The body's first byte that is not white space: `{` or `[` is JSON
+    /// (trtllm-serve's `/metrics`), worth a hint.
+    pub first: Option<u8>,
 }
 
 /// The reader: [`Reader::feed`] chunks in, [`Reader::finish`] at the end.
@@ -114,6 +117,9 @@ impl<'w> Reader<'w> {
 
     /// Reads the next piece of the body; pieces may split lines anywhere.
     pub fn feed(&mut self, mut chunk: &[u8]) {
+        if self.out.first.is_none() {
+            self.out.first = chunk.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        }
         while !chunk.is_empty() {
             let end = chunk.iter().position(|&b| b == b'\n');
             let (piece, rest) = match end {

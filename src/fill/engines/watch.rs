@@ -352,16 +352,24 @@ fn read_one(
 ) -> Result<Vec<Model>, Failure> {
     let want = wanted(mem.engine);
     let parsed = fetch(ep, &want, options.timeout)?;
+    let hint = match parsed.first {
+        // An opening brace or bracket: JSON.
+        Some(0x7b | 0x5b) => {
+            "; a JSON body: trtllm-serve's /metrics is JSON, its Prometheus text is at /prometheus/metrics"
+        }
+        _ => "",
+    };
     if parsed.lines > 0 && parsed.malformed == parsed.lines {
         return Err((
             EngineError::Parse,
-            format!("no Prometheus text in {} lines", parsed.lines),
+            format!("no Prometheus text in {} lines{hint}", parsed.lines),
         ));
     }
     let engine = match mem.engine {
         Some(e) => e,
         None => {
-            let e = detect(&parsed, &want).map_err(|why| (EngineError::UnknownEngine, why))?;
+            let e = detect(&parsed, &want)
+                .map_err(|why| (EngineError::UnknownEngine, format!("{why}{hint}")))?;
             log::info!("engine at {}: told {e} by its metric names", ep.url);
             mem.engine = Some(e);
             e
@@ -671,6 +679,44 @@ mod tests {
         }
         assert_eq!(mem.names_said.len(), MAX_SAID_NAMES);
         assert_eq!(mem.rejected, [197, 0]);
+    }
+
+    /// An endpoint on loopback that answers one read with `answer`.
+    fn answering(answer: String) -> Endpoint {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/metrics", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let _ = s.read(&mut [0; 4096]);
+            let _ = s.write_all(answer.as_bytes());
+        });
+        crate::config::engines::parse_endpoint(&url).unwrap()
+    }
+
+    /// trtllm-serve's `/metrics` is JSON: the line says where its
+    /// Prometheus text is, named or not; a body of other text does not.
+    #[test]
+    fn a_json_body_points_at_trtllm_serves_prometheus_text() {
+        let cases = [
+            (None, "[{\"gpuMemUsage\": 1, \"iter\": 2}]"),
+            (Some(Engine::Trtllm), "\n {\n\"iter\": 2\n}\n"),
+            (None, "<html>not text</html>\n"),
+        ];
+        for (engine, body) in cases {
+            let len = body.len();
+            let ep = answering(format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n{body}"
+            ));
+            let mut mem = Memory::new(engine);
+            let (_, why) = read_one(&ep, &mut mem, &Engines::default(), 0).unwrap_err();
+            let json = body.trim_start().starts_with(['{', '[']);
+            assert_eq!(
+                why.contains("its Prometheus text is at /prometheus/metrics"),
+                json,
+                "{why}"
+            );
+        }
     }
 
     #[test]
