@@ -11,8 +11,15 @@ const MODEL: &str = "replicated";
 /// A vLLM double of [`MODEL`] that records 5 requests at 100 ms every
 /// 100 ms, after `history` (recorded once), on `port` where given.
 fn replica(history: &[&str], port: Option<&str>) -> Double {
+    flowing(&["100:5"], history, port)
+}
+
+/// A vLLM double of [`MODEL`] that records the `observe` mix every
+/// 100 ms, after `history` (recorded once), on `port` where given.
+fn flowing(observe: &[&str], history: &[&str], port: Option<&str>) -> Double {
     let mut args = vec!["--engine", "vllm", "--mode", "grow", "--model", MODEL];
-    args.extend(["--observe", "100:5"]);
+    args.push("--observe");
+    args.extend(observe);
     if !history.is_empty() {
         args.push("--history");
         args.extend(history);
@@ -21,6 +28,41 @@ fn replica(history: &[&str], port: Option<&str>) -> Double {
         args.extend(["--port", p]);
     }
     started(&args)
+}
+
+/// Kills `d` and starts it again on its port, its counters from 0,
+/// recording the `observe` mix.
+fn restart(d: &mut Double, observe: &[&str]) -> Double {
+    let port = d.url.split(':').nth(2).unwrap();
+    let port = port.trim_end_matches("/metrics").to_string();
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let restarted = flowing(observe, &[], Some(&port));
+    assert_eq!(restarted.url, d.url);
+    restarted
+}
+
+/// The exporter reading `replicas` every 200 ms with the short burn
+/// windows, once it has read each.
+fn watching(replicas: &[&Double]) -> Exporter {
+    let rules = crate::common::temp_file("engine-replicas.json", SHORT_BURN);
+    let mut args = vec!["--engine.interval", "200ms"];
+    for d in replicas {
+        args.extend(["--engine.endpoint", &d.url]);
+    }
+    args.extend(["--rules.file", rules.to_str().unwrap()]);
+    let e = Exporter::start(&args);
+    e.wait_for("/metrics", Duration::from_secs(20), |b| {
+        replicas.iter().all(|d| up(b, &d.url))
+    });
+    e
+}
+
+fn up(metrics: &str, url: &str) -> bool {
+    value(
+        metrics,
+        &format!("gpu_exporter_engine_up{{endpoint=\"{url}\""),
+    ) == Some(1.0)
 }
 
 fn burning(alerts: &str) -> Vec<String> {
@@ -42,35 +84,13 @@ fn a_replica_restart_pages_nothing_while_the_other_holds_old_slow_requests() {
     }
     let old = replica(&["600:50000"], None);
     let mut restarting = replica(&[], None);
-    let rules = crate::common::temp_file("engine-replicas.json", SHORT_BURN);
-    let e = Exporter::start(&[
-        "--engine.interval",
-        "200ms",
-        "--engine.endpoint",
-        &old.url,
-        "--engine.endpoint",
-        &restarting.url,
-        "--rules.file",
-        rules.to_str().unwrap(),
-    ]);
-    let up = |b: &str, url: &str| {
-        let series = format!("gpu_exporter_engine_up{{endpoint=\"{url}\"");
-        value(b, &series) == Some(1.0)
-    };
-    e.wait_for("/metrics", Duration::from_secs(20), |b| {
-        up(b, &old.url) && up(b, &restarting.url)
-    });
+    let e = watching(&[&old, &restarting]);
     // Past the longest window (8 s) with both read: quiet.
     std::thread::sleep(Duration::from_secs(9));
     let alerts = e.get("/alerts", &[]).body;
     assert!(burning(&alerts).is_empty(), "before the restart: {alerts}");
 
-    let port = restarting.url.split(':').nth(2).unwrap();
-    let port = port.trim_end_matches("/metrics").to_string();
-    let _ = restarting.child.kill();
-    let _ = restarting.child.wait();
-    let restarted = replica(&[], Some(&port));
-    assert_eq!(restarted.url, restarting.url);
+    let restarted = restart(&mut restarting, &["100:5"]);
     // Through the longest window after the restart, every evaluation.
     let since = Instant::now();
     let mut seen_up = false;
@@ -81,4 +101,35 @@ fn a_replica_restart_pages_nothing_while_the_other_holds_old_slow_requests() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(seen_up, "the restarted replica was never read: {}", e.log());
+}
+
+/// Replica A holds 1M good requests; replica B restarts and serves half
+/// its requests slow from then. Summed before the increase, the reset
+/// counted A's 1M good in the windows and hid the burn until it left the
+/// 6 s window; taken per replica, the page comes within the short window
+/// and `for` (2 s and 1 s) of B's first reads.
+#[test]
+fn a_burn_on_a_restarted_replica_pages_at_once_beside_old_good_requests() {
+    if !python_ready() {
+        return;
+    }
+    let old = replica(&["100:1000000"], None);
+    let mut restarting = replica(&[], None);
+    let e = watching(&[&old, &restarting]);
+    std::thread::sleep(Duration::from_secs(7));
+    let alerts = e.get("/alerts", &[]).body;
+    assert!(burning(&alerts).is_empty(), "before the restart: {alerts}");
+
+    let restarted = restart(&mut restarting, &["100:5", "600:5"]);
+    e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        up(b, &restarted.url)
+    });
+    let since = Instant::now();
+    let fast = |b: &str| burning(b).contains(&"TTFTBudgetBurn".to_string());
+    e.wait_for("/alerts", Duration::from_secs(20), fast);
+    let took = since.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "paged {took:?} after the restart"
+    );
 }
