@@ -141,9 +141,10 @@ fn a_burn_on_a_restarted_replica_pages_at_once_beside_old_good_requests() {
 }
 
 /// Replica B comes up after the exporter, holding 50,000 slow requests
-/// from before; both serve every request fast now. Summed before the
-/// increase, B's lifetime counts landed in the windows at once; as a new
-/// series, only its increases from its first read count.
+/// (of 550,000) from before; both serve every request fast now. Summed
+/// before the increase, B's lifetime counts landed in the windows at once
+/// (a 9% error ratio); as a new series, only its increases from its first
+/// read count.
 #[test]
 fn a_replica_coming_up_after_the_exporter_changes_nothing_but_its_share() {
     if !python_ready() {
@@ -159,7 +160,10 @@ fn a_replica_coming_up_after_the_exporter_changes_nothing_but_its_share() {
     let e = reading(&[&first.url, &late_url]);
     e.wait_for("/metrics", Duration::from_secs(20), |b| up(b, &first.url));
     std::thread::sleep(Duration::from_secs(3));
-    let late = replica(&["600:50000"], Some(&port));
+    // Mostly good before: a new series with few good requests but many
+    // slow ones is extrapolated towards its zero points unevenly in its
+    // first windows, by Prometheus as by the exporter (see the docs).
+    let late = replica(&["600:50000", "100:500000"], Some(&port));
     e.wait_for("/metrics", Duration::from_secs(10), |b| up(b, &late.url));
     let since = Instant::now();
     while since.elapsed() < Duration::from_secs(10) {
