@@ -664,6 +664,7 @@ pub fn check_engine_text(data: &[u8]) {
         histograms: vec!["vllm:time_to_first_token_seconds".into(), "h".into()],
         counters: vec!["vllm:request_success_total".into(), "c_total".into()],
         prefixes: vec!["vllm:".into()],
+        model_labels: vec!["model_name".into()],
     };
     let whole = engine_text::parse(data, &wanted);
     let at = data.first().map_or(0, |&b| b as usize % (data.len() + 1));

@@ -288,12 +288,59 @@ pub struct Model {
     /// Its engine's request outcomes, where the engine counts failures
     /// (see `fill::engines::profile`); `None`: no availability verdict.
     pub outcomes: Option<Outcomes>,
+    /// Each endpoint's own counts where several serve the model
+    /// (replicas), whose sums the fields above hold; empty where one
+    /// endpoint serves it. See [`Model::shares`].
+    pub replicas: Vec<Replica>,
+}
+
+/// One endpoint's counts of a model that several endpoints serve. The
+/// alert evaluator takes each counter's increase per replica and sums
+/// after, as Prometheus takes `sum(rate())`: a replica that restarts
+/// resets its own counters, not the model's, so neither its lifetime
+/// counts nor another replica's land in a window.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Replica {
+    /// Its endpoint, by its place in [`Snapshot::engines`].
+    pub endpoint: Option<usize>,
+    /// Requests timed, and of them those within the model's bound.
+    pub requests: f64,
+    pub good: Option<f64>,
+    pub outcomes: Option<Outcomes>,
+    /// Its endpoint did not answer the last read: these counts are held.
+    pub stale: bool,
 }
 
 impl Model {
     /// Requests whose first token came within [`Model::good_within`].
     pub fn good(&self) -> Option<f64> {
         self.ttft_seconds.at_or_below(self.good_within?)
+    }
+
+    /// Its counts as one replica, where it is served by one endpoint.
+    pub fn own_share(&self) -> Replica {
+        Replica {
+            endpoint: self.endpoint,
+            requests: self.ttft_seconds.count(),
+            good: self.good(),
+            outcomes: self.outcomes,
+            stale: self.stale,
+        }
+    }
+
+    /// Calls `f` with each series its counters are taken by: each
+    /// replica's, or its own where one endpoint serves it.
+    pub fn shares(&self, f: &mut dyn FnMut(&Replica)) {
+        if self.replicas.is_empty() {
+            f(&self.own_share());
+        }
+        self.replicas.iter().for_each(f);
+    }
+
+    /// Whether every endpoint serving it is down: its counts are all
+    /// held, so its burn verdicts must be held too.
+    pub fn held(&self) -> bool {
+        self.stale && self.replicas.iter().all(|r| r.stale)
     }
 }
 
@@ -488,6 +535,7 @@ mod tests {
             endpoint,
             stale: false,
             outcomes: None,
+            replicas: Vec::new(),
         };
         let mut s = Snapshot::empty(SourceKind::Sim);
         s.models = vec![model("sim", None), model("vllm", Some(0))];

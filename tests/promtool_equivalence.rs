@@ -236,6 +236,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
                 endpoint: None,
                 stale: false,
                 outcomes: None,
+                replicas: Vec::new(),
             });
             if x.name == "gpu_exporter_engine_model_up" {
                 m.endpoint = Some(0);

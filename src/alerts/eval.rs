@@ -56,7 +56,19 @@ struct Subjects {
     /// unchanged fleet needs no lookup.
     gpus: Vec<u32>,
     models: Vec<u32>,
+    /// The subject of each series, by series id: a signal's history is
+    /// kept per series, a subject's own or a model's replica's, and a
+    /// range function's value is the sum of its series' (as Prometheus'
+    /// `sum(increase())`), so a replica's counter reset is its own.
+    owner: Vec<u32>,
+    /// Each subject's own series, by subject id (`NONE` until it has one).
+    own: Vec<u32>,
+    /// Replicas' series, by subject id, then their endpoint's URL: stable
+    /// across reloads, which move an endpoint's place.
+    replicas: HashMap<u32, Vec<(String, u32)>>,
 }
+
+const NONE: u32 = u32::MAX;
 
 impl Subjects {
     fn id(&mut self, s: Subject) -> u32 {
@@ -95,12 +107,39 @@ impl Subjects {
         }
     }
 
-    fn of(&mut self, who: Who) -> u32 {
-        match who {
-            Who::Exporter => self.id(Subject::Exporter),
-            Who::Gpu(i) => self.gpus[i],
-            Who::Model(i) => self.models[i],
+    /// The subject `who` is, and the series its value in `snap` is of.
+    fn of(&mut self, who: Who, snap: &Snapshot) -> (u32, u32) {
+        let (id, endpoint) = match who {
+            Who::Exporter => (self.id(Subject::Exporter), None),
+            Who::Gpu(i) => (self.gpus[i], None),
+            Who::Model(i) => (self.models[i], None),
+            Who::Replica(i, e) => (self.models[i], e.and_then(|e| snap.engines.get(e))),
+        };
+        let next = self.owner.len() as u32;
+        let series = match endpoint {
+            None => {
+                if self.own.len() <= id as usize {
+                    self.own.resize(id as usize + 1, NONE);
+                }
+                let own = &mut self.own[id as usize];
+                *own = if *own == NONE { next } else { *own };
+                *own
+            }
+            Some(e) => {
+                let of = self.replicas.entry(id).or_default();
+                match of.iter().find(|(url, _)| *url == e.url) {
+                    Some(&(_, series)) => series,
+                    None => {
+                        of.push((e.url.clone(), next));
+                        next
+                    }
+                }
+            }
+        };
+        if series == next {
+            self.owner.push(id);
         }
+        (id, series)
     }
 }
 
@@ -119,7 +158,7 @@ pub struct Evaluator {
     /// Every signal a rule reads; those with windows keep history.
     signals: Vec<(Signal, Spans)>,
     subjects: Subjects,
-    /// By entry of `signals`, then subject id.
+    /// By entry of `signals`, then series id.
     tracks: Vec<Vec<Option<Track>>>,
     /// By rule, then subject id.
     slots: Vec<Vec<Option<Slot>>>,
@@ -199,18 +238,23 @@ impl Evaluator {
             cur.resize(n, f64::NAN);
             let subjects = &mut self.subjects;
             let mut got = Vec::new();
-            signal.each(snap, fresh, &mut |who, v| got.push((subjects.of(who), v)));
+            signal.each(snap, fresh, &mut |who, v| {
+                got.push((subjects.of(who, snap), v))
+            });
             // The exporter's id may be new.
             cur.resize(self.subjects.list.len(), f64::NAN);
             let tracks = &mut self.tracks[k];
             let keep = spans.iter().any(|&s| s > 0.0);
-            for (id, v) in got {
-                cur[id as usize] = v;
+            for ((id, series), v) in got {
+                // A model's replicas sum to its value.
+                let c = &mut cur[id as usize];
+                *c = if c.is_nan() { v } else { *c + v };
                 if keep {
-                    if tracks.len() <= id as usize {
-                        tracks.resize_with(id as usize + 1, || None);
+                    let series = series as usize;
+                    if tracks.len() <= series {
+                        tracks.resize_with(series + 1, || None);
                     }
-                    tracks[id as usize]
+                    tracks[series]
                         .get_or_insert_with(|| Track::new(signal.is_counter(), &spans))
                         .push(t, v);
                 }
@@ -226,7 +270,8 @@ impl Evaluator {
         self.ranges.clear();
     }
 
-    /// A range expression's values this evaluation, by subject id.
+    /// A range expression's values this evaluation, by subject id: the
+    /// sum of its series' values, where any has one.
     fn range(&mut self, r: Range) -> &Dense {
         let (signal, w) = match r {
             Range::Increase(s, w) | Range::Deriv(s, w) => (s, w),
@@ -234,15 +279,19 @@ impl Evaluator {
         let k = self.signal_index(signal);
         let (at, n) = (self.at, self.subjects.list.len());
         let tracks = k.map(|k| &self.tracks[k]);
+        let owner = &self.subjects.owner;
         self.ranges.entry(r).or_insert_with(|| {
             let mut out = vec![f64::NAN; n];
-            for (id, track) in tracks.into_iter().flatten().enumerate() {
+            for (series, track) in tracks.into_iter().flatten().enumerate() {
                 let Some(track) = track else { continue };
                 let v = match r {
                     Range::Increase(..) => track.increase(at, w),
                     Range::Deriv(..) => track.deriv(at, w),
                 };
-                out[id] = v.unwrap_or(f64::NAN);
+                if let Some(v) = v {
+                    let o = &mut out[owner[series] as usize];
+                    *o = if o.is_nan() { v } else { *o + v };
+                }
             }
             out
         })
@@ -328,7 +377,7 @@ impl Evaluator {
         let list = &self.subjects.list;
         list.iter()
             .map(|s| match s {
-                Subject::Model(name) => snap.models.iter().any(|m| m.stale && &m.name == name),
+                Subject::Model(name) => snap.models.iter().any(|m| m.held() && &m.name == name),
                 _ => false,
             })
             .collect()
@@ -446,13 +495,8 @@ impl Evaluator {
         alerts
     }
 
-    fn track(&self, signal: Signal, subject: &Subject) -> Option<&Track> {
-        let k = self.signal_index(signal)?;
-        let id = *self.subjects.ids.get(subject)?;
-        self.tracks[k].get(id as usize)?.as_ref()
-    }
-
-    /// `increase()` of a counter signal over `window` ending at `t`.
+    /// `increase()` of a counter signal over `window` ending at `t`,
+    /// summed over the subject's series.
     pub fn increase(
         &self,
         signal: Signal,
@@ -460,7 +504,12 @@ impl Evaluator {
         t: f64,
         window: Duration,
     ) -> Option<f64> {
-        self.track(signal, subject)?.increase(t, window)
+        let k = self.signal_index(signal)?;
+        let id = *self.subjects.ids.get(subject)?;
+        let owned = (self.subjects.owner.iter().zip(&self.tracks[k]))
+            .filter(|(o, _)| **o == id)
+            .filter_map(|(_, track)| track.as_ref()?.increase(t, window));
+        owned.reduce(|a, b| a + b)
     }
 
     /// The TTFT objective `model` is judged at by the first TTFT
@@ -664,6 +713,7 @@ mod tests {
             endpoint: Some(0),
             stale,
             outcomes: None,
+            replicas: Vec::new(),
         }];
         s
     }
@@ -761,5 +811,115 @@ mod tests {
             Evaluator::new(Vec::new()).ttft_objective(&Subject::Exporter),
             None
         );
+    }
+
+    /// Model `m` served by endpoints `replica-0` and `replica-1`, each
+    /// with its (requests, good) counts where it serves it. `apart`: with
+    /// each replica's counts; else summed alone, as before replicas were
+    /// kept (the control that shows what each test guards).
+    fn replicated(at: f64, shares: &[Option<(f64, f64)>], apart: bool) -> Snapshot {
+        let mut s = model_snap(at, 0.0, 0.0, false);
+        let url = |i: usize| format!("http://replica-{i}/metrics");
+        s.engines = (0..shares.len())
+            .map(|i| crate::snapshot::EngineEndpoint {
+                url: url(i),
+                up: true,
+                ..Default::default()
+            })
+            .collect();
+        let m = &mut s.models[0];
+        for (i, &(requests, good)) in shares
+            .iter()
+            .enumerate()
+            .filter_map(|(i, c)| Some((i, c.as_ref()?)))
+        {
+            m.ttft_seconds.buckets[0].1 += good;
+            m.ttft_seconds.buckets[1].1 += requests;
+            m.replicas.push(crate::snapshot::Replica {
+                endpoint: Some(i),
+                requests,
+                good: Some(good),
+                ..Default::default()
+            });
+        }
+        if !apart || m.replicas.len() < 2 {
+            m.endpoint = m.replicas.first().and_then(|r| r.endpoint);
+            m.replicas.clear();
+        }
+        s
+    }
+
+    /// The first second in 0..90 at which [`burn_rule`] fires, a sample a
+    /// second of `counts(t)`.
+    fn fires_at(apart: bool, counts: impl Fn(f64) -> Vec<Option<(f64, f64)>>) -> Option<f64> {
+        let mut e = Evaluator::new(vec![burn_rule()]);
+        (0..90).map(f64::from).find(|&t| {
+            e.eval(&replicated(t, &counts(t), apart));
+            !e.alerts().is_empty()
+        })
+    }
+
+    /// 10,000 requests a second, 1 of them slow (0.01%: a tenth of the
+    /// budget), from `since`: (requests, good) at `t`. Begun before the
+    /// first sample, so that no window extrapolates one counter to its
+    /// zero and not the other, as Prometheus does.
+    fn quiet(t: f64, since: f64) -> (f64, f64) {
+        let n = (t - since).max(0.0);
+        (10_000.0 * n, 9_999.0 * n)
+    }
+
+    /// Replica 0 holds 50,000 slow requests from before; both run at
+    /// 0.01% slow; replica 1 restarts at 30 s (its counters back to 0).
+    /// Taken per replica, nothing burns; summed first, the drop is read
+    /// as the model's reset and the 50,000 land in the windows.
+    #[test]
+    fn a_replica_restart_lands_no_old_slow_requests_in_the_windows() {
+        let counts = |t: f64| {
+            let (r, g) = quiet(t, -10.0);
+            let restarted = if t < 30.0 {
+                quiet(t, -10.0)
+            } else {
+                quiet(t, 29.5)
+            };
+            vec![Some((r + 50_000.0, g)), Some(restarted)]
+        };
+        assert_eq!(fires_at(true, counts), None);
+        assert_eq!(fires_at(false, counts), Some(30.0));
+    }
+
+    /// Replica 0 holds 1M good requests; replica 1 restarts at 30 s and
+    /// serves half its requests slow from then. Taken per replica, the burn
+    /// pages in the first evaluations after the restart; summed first, the
+    /// reset counts the 1M good in the windows and hides it.
+    #[test]
+    fn a_burn_on_a_restarted_replica_is_seen_at_once() {
+        let counts = |t: f64| {
+            let other = (1e6 + 100.0 * t, 1e6 + 100.0 * t);
+            let restarted = if t < 30.0 {
+                (100.0 * t, 100.0 * t)
+            } else {
+                let n = t - 29.0;
+                (100.0 * n, 50.0 * n)
+            };
+            vec![Some(other), Some(restarted)]
+        };
+        let at = fires_at(true, counts).unwrap();
+        assert!((30.0..=32.0).contains(&at), "{at}");
+        let summed = fires_at(false, counts);
+        assert!(summed.is_none_or(|t| t > 40.0), "{summed:?}");
+    }
+
+    /// Replica 1 comes up at 30 s holding 50,000 slow requests from
+    /// before the exporter watched it: only its increases count from its
+    /// first sample, as a new series' do in Prometheus.
+    #[test]
+    fn a_replica_appearing_changes_nothing_but_its_share() {
+        let counts = |t: f64| {
+            let (r, g) = quiet(t, -10.0);
+            let late = (t >= 30.0).then_some((r + 50_000.0, g));
+            vec![Some(quiet(t, -10.0)), late]
+        };
+        assert_eq!(fires_at(true, counts), None);
+        assert_eq!(fires_at(false, counts), Some(30.0));
     }
 }

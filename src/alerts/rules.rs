@@ -232,23 +232,7 @@ impl Signal {
             | Signal::GoodRequests
             | Signal::EngineUp
             | Signal::AnsweredRequests
-            | Signal::ServedRequests => {
-                let (from, models) = snap.served_models(fresh);
-                for (i, m) in (from..).zip(models) {
-                    // A held model's counts are no new samples.
-                    let v = match self {
-                        Signal::EngineUp => m.endpoint.map(|_| flag(!m.stale)),
-                        _ if m.stale => None,
-                        Signal::Requests => Some(m.ttft_seconds.count()),
-                        Signal::AnsweredRequests => m.outcomes.map(|o| o.answered),
-                        Signal::ServedRequests => m.outcomes.map(|o| o.answered - o.failed),
-                        _ => m.good(),
-                    };
-                    if let Some(v) = v {
-                        f(Who::Model(i), v);
-                    }
-                }
-            }
+            | Signal::ServedRequests => self.each_model(snap, fresh, f),
             _ if fresh.hidden => {}
             _ => {
                 for (i, g) in snap.gpus.iter().enumerate() {
@@ -267,6 +251,10 @@ pub enum Who {
     Exporter,
     Gpu(usize),
     Model(usize),
+    /// A model's counter as one endpoint serving it counts it (by its
+    /// place in `Snapshot::engines`; `None`: the simulator's model): the
+    /// model's value is the sum of its replicas'.
+    Replica(usize, Option<usize>),
 }
 
 /// One pair of a multi-window burn-rate alert: both windows must burn the

@@ -1,6 +1,8 @@
-//! Every [`Signal`] and its name in rule files.
+//! Every [`Signal`], its name in rule files, and how the models' signals
+//! are read from a snapshot.
 
-use super::rules::Signal;
+use super::rules::{Signal, Who};
+use crate::snapshot::{Freshness, Snapshot};
 
 impl Signal {
     pub const ALL: [Signal; 28] = [
@@ -65,6 +67,40 @@ impl Signal {
             Signal::RecoveryReset => "recovery_reset",
             Signal::AnsweredRequests => "answered_requests",
             Signal::ServedRequests => "served_requests",
+        }
+    }
+}
+
+impl Signal {
+    /// [`Signal::each`] for the models' signals: engine up by model, the
+    /// counters by replica (see `snapshot::Replica`), so that the
+    /// evaluator takes each replica's increase apart and sums after.
+    pub(super) fn each_model(self, snap: &Snapshot, fresh: Freshness, f: &mut dyn FnMut(Who, f64)) {
+        let (from, models) = snap.served_models(fresh);
+        for (i, m) in (from..).zip(models) {
+            if self == Signal::EngineUp {
+                if m.endpoint.is_some() {
+                    f(Who::Model(i), if m.stale { 0.0 } else { 1.0 });
+                }
+                continue;
+            }
+            // A held replica's counts are no new samples. One without
+            // failure counts leaves the model without an availability
+            // verdict, as its sums have none.
+            let lacks = m.outcomes.is_none()
+                && matches!(self, Signal::AnsweredRequests | Signal::ServedRequests);
+            m.shares(&mut |r| {
+                let v = match self {
+                    _ if r.stale || lacks => None,
+                    Signal::Requests => Some(r.requests),
+                    Signal::AnsweredRequests => r.outcomes.map(|o| o.answered),
+                    Signal::ServedRequests => r.outcomes.map(|o| o.answered - o.failed),
+                    _ => r.good,
+                };
+                if let Some(v) = v {
+                    f(Who::Replica(i, r.endpoint), v);
+                }
+            });
         }
     }
 }

@@ -304,10 +304,8 @@ fn model(v: Value, at: &str, before: &[ModelSlo]) -> Result<ModelSlo, String> {
     if !named {
         return Err(format!("{at}: missing"));
     }
-    if name.is_empty() || name.len() > MAX_NAME || name.chars().any(char::is_control) {
-        return Err(format!(
-            "{at}: {name:?} must be 1 to {MAX_NAME} bytes without control characters"
-        ));
+    if !model_name_ok(name) {
+        return Err(format!("{at}: {} {}", json::shown(name), name_rule()));
     }
     if before.iter().any(|o| o.name == *name) {
         return Err(format!("{at}: {name:?} is given twice"));
@@ -315,9 +313,24 @@ fn model(v: Value, at: &str, before: &[ModelSlo]) -> Result<ModelSlo, String> {
     Ok(m)
 }
 
+/// What [`model_name_ok`] holds a name to, as lines say it.
+pub fn name_rule() -> String {
+    format!("must be 1 to {MAX_NAME} bytes without control characters")
+}
+
+/// Whether `name` may name a model ([`name_rule`]). One rule for the
+/// names of `--engine.config` and those an engine's `/metrics` gives (a
+/// tenant chooses its `--served-model-name`): a name is served on
+/// `/metrics`, the status page and `/alerts`, so it stays short and
+/// printable.
+pub fn model_name_ok(name: &str) -> bool {
+    !name.is_empty() && name.len() <= MAX_NAME && !name.chars().any(char::is_control)
+}
+
 /// The engine a flag or file names.
 fn engine_named(name: &str) -> Result<Engine, String> {
-    let e = Engine::ALL.into_iter().find(|e| e.name() == name);
+    // `vLLM=URL` as the engines spell themselves.
+    let e = (Engine::ALL.into_iter()).find(|e| e.name().eq_ignore_ascii_case(name));
     e.ok_or_else(|| {
         let names: Vec<_> = Engine::ALL.iter().map(|e| e.name()).collect();
         format!(
@@ -375,6 +388,28 @@ fn endpoint(engine: Option<Engine>, url: &str) -> Result<Endpoint, String> {
 mod tests {
     use super::*;
 
+    /// One rule for a configured name and an engine's: 1 to 128 bytes,
+    /// no control character; the file's line shows a long name cut short.
+    #[test]
+    fn a_model_name_is_1_to_128_bytes_without_control_characters() {
+        let long = "é".repeat(64);
+        assert!(model_name_ok(&long) && model_name_ok("a") && model_name_ok("org/m:8b"));
+        for bad in [
+            "",
+            &format!("{long}x"),
+            "a\0b",
+            "a\u{1b}[m",
+            "a\u{7f}",
+            "a\rb",
+        ] {
+            assert!(!model_name_ok(bad), "{bad:?}");
+        }
+        let file = format!(r#"{{"models": [{{"name": "{}"}}]}}"#, "x".repeat(10_000));
+        let err = with_file(&Engines::default(), &file).unwrap_err();
+        assert!(err.starts_with("models[0].name: \"xxx"), "{err}");
+        assert!(err.ends_with(&name_rule()) && err.len() < 200, "{err}");
+    }
+
     #[test]
     fn endpoints_parse_with_and_without_their_engine() {
         let e = parse_endpoint("http://127.0.0.1:8000/metrics").unwrap();
@@ -390,6 +425,18 @@ mod tests {
         assert_eq!(parse_endpoint("http://h:9").unwrap().path, "/metrics");
         let e = parse_endpoint("http://h:1/m?a=b=c").unwrap();
         assert_eq!((e.engine, e.path.as_str()), (None, "/m?a=b=c"));
+        // Named as the engines spell themselves: any case.
+        for (named, engine) in [
+            ("vLLM", Engine::Vllm),
+            ("SGLang", Engine::Sglang),
+            ("NIM", Engine::Nim),
+            ("TRTLLM", Engine::Trtllm),
+        ] {
+            let e = parse_endpoint(&format!("{named}=http://h:1/metrics")).unwrap();
+            assert_eq!(e.engine, Some(engine), "{named}");
+        }
+        let err = parse_endpoint("vllmx=http://h:1/metrics").unwrap_err();
+        assert!(err.contains("no engine we read"), "{err}");
     }
 
     #[test]

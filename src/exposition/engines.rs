@@ -1,11 +1,12 @@
 //! The engine reader's own families, from the snapshot's endpoints.
 
+use super::catalogue::Family;
 use super::catalogue::engines::{
-    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_UP, ENGINE_READ_DURATION,
-    ENGINE_UP,
+    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_UP,
+    ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
 };
 use super::writer::Writer;
-use crate::snapshot::{EngineError, Snapshot};
+use crate::snapshot::{EngineEndpoint, EngineError, Rejection, Snapshot};
 
 pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
     let engines = &snapshot.engines;
@@ -39,15 +40,12 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
             }
         }
     }
-    w.head(&ENGINE_ERRORS);
-    for e in engines {
-        for (reason, n) in EngineError::ALL.iter().zip(e.errors) {
-            w.name(&ENGINE_ERRORS);
-            w.open_label("endpoint", &e.url);
-            w.label("reason", reason.label());
-            w.value(n as f64);
-        }
-    }
+    let errors = EngineError::ALL.map(EngineError::label);
+    by_reason(w, engines, &ENGINE_ERRORS, &errors, |e| &e.errors);
+    let rejected = Rejection::ALL.map(Rejection::label);
+    by_reason(w, engines, &ENGINE_MODELS_REJECTED, &rejected, |e| {
+        &e.rejected
+    });
     let url = |i: usize| engines.get(i).map_or("", |e| e.url.as_str());
     let models = || {
         snapshot
@@ -76,5 +74,25 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
         w.open_label("endpoint", endpoint);
         w.label("model_name", &m.name);
         w.value(at);
+    }
+}
+
+/// A counter family by endpoint and `reason`: each endpoint's `counts`,
+/// one a reason, in `reasons`' order.
+fn by_reason(
+    w: &mut Writer,
+    engines: &[EngineEndpoint],
+    fam: &Family,
+    reasons: &[&str],
+    counts: fn(&EngineEndpoint) -> &[u64],
+) {
+    w.head(fam);
+    for e in engines {
+        for (reason, &n) in reasons.iter().zip(counts(e)) {
+            w.name(fam);
+            w.open_label("endpoint", &e.url);
+            w.label("reason", reason);
+            w.value(n as f64);
+        }
     }
 }

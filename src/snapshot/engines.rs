@@ -43,6 +43,29 @@ impl EngineError {
     }
 }
 
+/// Why a model an engine gave is not served
+/// (`gpu_exporter_engine_models_rejected_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Its name breaks `config::engines::model_name_ok` (over 128 bytes,
+    /// a control character): a tenant's, served nowhere.
+    Name,
+    /// A count or sum no engine can have (negative, NaN, infinite).
+    Counts,
+}
+
+impl Rejection {
+    pub const ALL: [Rejection; 2] = [Rejection::Name, Rejection::Counts];
+
+    /// Its `reason` label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Rejection::Name => "name",
+            Rejection::Counts => "counts",
+        }
+    }
+}
+
 /// One engine endpoint, as its last read left it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineEndpoint {
@@ -58,6 +81,9 @@ pub struct EngineEndpoint {
     pub duration: Option<f64>,
     /// Failed reads since start, by [`EngineError`] (its discriminant).
     pub errors: [u64; EngineError::ALL.len()],
+    /// Models left out of its reads since start, a model each read, by
+    /// [`Rejection`] (its discriminant).
+    pub rejected: [u64; Rejection::ALL.len()],
 }
 
 /// One model's requests by outcome, as its engine counts them (counters):

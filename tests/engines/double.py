@@ -16,6 +16,11 @@ so what an exporter reads is exact; `--mode grow` records them again every
 requests by how they ended, with each engine's own counters (vLLM's
 finished_reason, SGLang's aborted of all, trtllm-serve's 5xx errors, NIM's
 failures, Triton's failure reasons), once and again with each grow.
+`--history 600:50000` records that mix once, before serving, and never
+again: a replica's lifetime counts from before the exporter watched it.
+`--hostile N` (vllm) also serves N models a tenant named: 10 KB names
+holding NUL, ESC, DEL and CR (prometheus_client escapes only backslash,
+newline and quote), each with a failed request, and one at 600 ms each time outcomes are counted.
 `--no-ttft` (vllm) counts outcomes with no TTFT series. `--delay 1` answers each read a second after it came; `--reads FILE` adds a
 line to FILE as each read comes, so that a test counts them exactly. It
 exits after --lifetime seconds."""
@@ -32,6 +37,7 @@ TRITON_TTFT_MS = [100, 500, 2000, 5000]
 CUSTOM = [0.1, 0.2, 0.3, 0.5, 1.0, 2.5]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 NO_TTFT = False
+HOSTILE = []
 
 
 def observe(children, observations):
@@ -53,6 +59,9 @@ def registry(engine, observations):
         # Two data-parallel engines: the exporter sums them per model; none
         # with --no-ttft (the counters alone, the histogram's head only).
         children = [] if NO_TTFT else [ttft.labels(MODEL, "0"), ttft.labels(MODEL, "1")]
+        hostile = [ttft.labels(name, "0") for name in HOSTILE]
+        for name in HOSTILE:
+            ok.labels(name, "0", "error").inc()
         for r in ("stop", "length", "abort", "error", "repetition"):
             ok.labels(MODEL, "0", r)
         count = lambda reason, n: ok.labels(MODEL, "0", reason).inc(n)
@@ -106,7 +115,18 @@ def registry(engine, observations):
     else:
         raise SystemExit(f"no prometheus_client profile for {engine}")
     observe(children, observations)
+    if engine in ("vllm", "vllm-custom"):
+        count = with_hostile(count, hostile)
     return (lambda: generate_latest(reg)), children, count
+
+
+def with_hostile(count, hostile):
+    """`count`, which also records a slow request for each hostile model."""
+    def both(reason, n):
+        for child in hostile:
+            child.observe(0.6)
+        count(reason, n)
+    return both
 
 
 def triton(observations, outcomes):
@@ -155,14 +175,19 @@ def main():
     a.add_argument("--delay", type=float, default=0)
     a.add_argument("--reads")
     a.add_argument("--no-ttft", action="store_true")
+    a.add_argument("--history", nargs="*", default=[])
+    a.add_argument("--hostile", type=int, default=0)
     args = a.parse_args()
     MODEL, NO_TTFT = args.model, args.no_ttft
+    HOSTILE.extend(f"{i:02}hostile\x00\x1b[31m\x7f\r" + "x" * 10240 for i in range(args.hostile))
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
     outcomes = [(o.split(":")[0], int(o.split(":")[1])) for o in args.outcomes]
     if args.engine == "triton":
         body, children, count = triton(obs, outcomes)
     else:
         body, children, count = registry(args.engine, obs)
+    if children:
+        observe(children, [tuple(int(x) for x in o.split(":")) for o in args.history])
     lock = threading.Lock()
 
     def tick():

@@ -11,9 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// One double; killed on drop.
-struct Double {
-    child: Child,
-    url: String,
+pub struct Double {
+    pub child: Child,
+    pub url: String,
 }
 
 impl Drop for Double {
@@ -23,7 +23,7 @@ impl Drop for Double {
     }
 }
 
-fn python_ready() -> bool {
+pub fn python_ready() -> bool {
     have("python3", &["-c", "import prometheus_client"])
 }
 
@@ -31,7 +31,7 @@ fn python_ready() -> bool {
 const TRAFFIC: [&str; 3] = ["100:97", "270:2", "600:1"];
 
 /// A double started with `args` (`--lifetime 120` first), once it listens.
-fn started(args: &[&str]) -> Double {
+pub fn started(args: &[&str]) -> Double {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/engines/double.py");
     let child = Command::new("python3")
         .arg(script)
@@ -341,7 +341,7 @@ fn the_seed_table_burns_each_models_own_objective() {
 }
 
 /// Burn-rate windows scaled to seconds, as the Prometheus tests scale them.
-const SHORT_BURN: &str = r#"{ "rules": [
+pub const SHORT_BURN: &str = r#"{ "rules": [
   { "name": "EngineDown", "for": "1s" },
   { "name": "TTFTBudgetBurn", "for": "1s",
     "windows": [{ "long": "6s", "short": "2s", "factor": 14.4 }] },

@@ -11,6 +11,7 @@ mod dcgm;
 mod dcgm_files;
 mod deploy;
 mod dist;
+mod engine_names;
 mod engines;
 mod exposition;
 #[cfg(feature = "kubernetes")]
@@ -30,6 +31,7 @@ mod pki;
 mod prometheus;
 mod ranges;
 mod release;
+mod replicas;
 #[path = "../support/response.rs"]
 mod response;
 mod rules;

@@ -25,6 +25,11 @@ pub static ENGINE_ERRORS: Family = family(
     Counter,
     "Failed reads of the engine endpoint, by reason: connect, timeout, status (redirects are not followed), too_large (over 8 MiB), parse, unknown_engine.",
 );
+pub static ENGINE_MODELS_REJECTED: Family = family(
+    "gpu_exporter_engine_models_rejected",
+    Counter,
+    "Models the engine endpoint gave that are not served, one a read, by reason: name (over 128 bytes or a control character), counts (negative, NaN or infinite).",
+);
 pub static ENGINE_MODEL_UP: Family = family(
     "gpu_exporter_engine_model_up",
     Gauge,

@@ -37,17 +37,22 @@ pub fn fetch(ep: &Endpoint, wanted: &Wanted, timeout: Duration) -> Result<Parsed
     let mut buf = vec![0; MAX_HEAD];
     let mut filled = 0;
     let (framing, start) = loop {
+        match head(&buf[..filled])? {
+            Some(Head::Final(framing, start)) => break (framing, start),
+            // What came after an interim head is read as a head again.
+            Some(Head::Interim(n)) => {
+                buf.copy_within(n..filled, 0);
+                filled -= n;
+                continue;
+            }
+            None if filled == MAX_HEAD => return Err(parse("a head over 16 KiB")),
+            None => {}
+        }
         let n = conn.read(&mut buf[filled..], "the head")?;
         if n == 0 {
             return Err(parse("closed before a whole head"));
         }
         filled += n;
-        if let Some(head) = head(&buf[..filled])? {
-            break head;
-        }
-        if filled == MAX_HEAD {
-            return Err(parse("a head over 16 KiB"));
-        }
     };
     let mut reader = Reader::new(wanted);
     let mut body = Body {
@@ -134,8 +139,17 @@ enum Framing {
     Close,
 }
 
-/// The head, once whole: the body's framing and where it starts.
-fn head(buf: &[u8]) -> Result<Option<(Framing, usize)>, Failure> {
+/// A whole head.
+enum Head {
+    /// An interim answer (`100 Continue`, `103 Early Hints`) of this many
+    /// bytes: the answer follows it, on the same connection.
+    Interim(usize),
+    /// The answer: its body's framing and where the body starts.
+    Final(Framing, usize),
+}
+
+/// The head, once whole.
+fn head(buf: &[u8]) -> Result<Option<Head>, Failure> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut r = httparse::Response::new(&mut headers);
     let start = match r.parse(buf) {
@@ -144,6 +158,10 @@ fn head(buf: &[u8]) -> Result<Option<(Framing, usize)>, Failure> {
         Err(e) => return Err(parse(&format!("not an HTTP/1.x answer: {e}"))),
     };
     let code = r.code.unwrap_or(0);
+    // 101 switches protocols, which no GET here asks for.
+    if (100..200).contains(&code) && code != 101 {
+        return Ok(Some(Head::Interim(start)));
+    }
     if code != 200 {
         let location = r
             .headers
@@ -182,7 +200,7 @@ fn head(buf: &[u8]) -> Result<Option<(Framing, usize)>, Failure> {
             )));
         }
     }
-    Ok(Some((framing, start)))
+    Ok(Some(Head::Final(framing, start)))
 }
 
 /// Where a chunked body is.
@@ -354,7 +372,12 @@ mod tests {
             &BODY[5..]
         );
         let close = format!("HTTP/1.0 200 OK\r\n\r\n{BODY}");
+        // Interim answers before the answer are skipped, never its status.
+        let interim = format!(
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n{len}"
+        );
         for piece in [1, 3, 4096] {
+            assert_eq!(kept(get(&interim, piece)), 1, "interim, {piece}");
             assert_eq!(kept(get(&len, piece)), 1, "length, {piece}");
             assert_eq!(kept(get(&chunked, piece)), 1, "chunked, {piece}");
             assert_eq!(kept(get(&close, piece)), 1, "close, {piece}");
@@ -404,6 +427,16 @@ mod tests {
                 "chunk size",
             ),
             ("HTTP/1.1 200", EngineError::Parse, "before a whole head"),
+            (
+                "HTTP/1.1 100 Continue\r\n\r\n",
+                EngineError::Parse,
+                "before a whole head",
+            ),
+            (
+                "HTTP/1.1 101 Switching Protocols\r\n\r\n",
+                EngineError::Status,
+                "answered 101",
+            ),
         ] {
             let (r, why) = failure(get(answer, 4096));
             assert_eq!(r, reason, "{answer:?}: {why}");

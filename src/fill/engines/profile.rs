@@ -267,10 +267,20 @@ pub fn wanted(engine: Option<Engine>) -> Wanted {
             counters.push(o.counter.to_string());
         }
     }
+    let mut model_labels: Vec<String> = Vec::new();
+    for p in PROFILES
+        .iter()
+        .filter(|p| engine.is_none_or(|e| e == p.engine))
+    {
+        if !model_labels.iter().any(|l| l == p.model_label) {
+            model_labels.push(p.model_label.to_string());
+        }
+    }
     Wanted {
         histograms,
         counters,
         prefixes: PREFIXES.iter().map(|(p, _)| p.to_string()).collect(),
+        model_labels,
     }
 }
 
@@ -353,7 +363,8 @@ pub fn models(parsed: &Parsed, wanted: &Wanted, p: &Profile) -> (BTreeMap<String
         match s.part {
             Part::Bucket(le) => one.buckets.push((le / p.per_second, s.value)),
             Part::Sum => one.sum = s.value / p.per_second,
-            Part::Count | Part::Counter => {}
+            Part::Count => one.count = Some(s.value),
+            Part::Counter => {}
         }
     }
     let past = series.len().saturating_sub(MAX_MODELS);
@@ -369,6 +380,8 @@ pub fn models(parsed: &Parsed, wanted: &Wanted, p: &Profile) -> (BTreeMap<String
 struct Series {
     buckets: Vec<(f64, f64)>,
     sum: f64,
+    /// Its `_count`, only checked: the `+Inf` bucket is the count read.
+    count: Option<f64>,
 }
 
 /// One histogram of series that share their bounds.
@@ -378,7 +391,10 @@ fn sum(all: impl Iterator<Item = Series>) -> Read {
     // broken exporter or a mangled body says, never a verdict.
     let count = |v: f64| v.is_finite() && v >= 0.0;
     for (i, mut s) in all.enumerate() {
-        if !s.buckets.iter().all(|b| count(b.1)) || !count(s.sum) {
+        if !s.buckets.iter().all(|b| count(b.1))
+            || !count(s.sum)
+            || s.count.is_some_and(|c| !count(c))
+        {
             return Err("a series has a negative, NaN or infinite count or sum".into());
         }
         s.buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -666,6 +682,35 @@ nv_inference_first_response_histogram_ms_sum{model=\"t\",version=\"1\"} 700
         let body = "time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 2\n";
         let (m, _) = models(&parse(body.as_bytes(), &w), &w, profile(Engine::Trtllm));
         assert_eq!(m["m"].as_ref().unwrap().count(), 2.0);
+    }
+
+    /// A `_count` of NaN, -5 or +Inf makes no model, as a bucket or
+    /// `_sum` of them does: the model is left out with the reason.
+    #[test]
+    fn a_count_no_engine_can_have_makes_no_model() {
+        let w = wanted(Some(Engine::Vllm));
+        let body = |count: &str| {
+            let name = "vllm:time_to_first_token_seconds";
+            format!(
+                "{name}_bucket{{model_name=\"m\",le=\"0.25\"}} 9\n\
+                 {name}_bucket{{model_name=\"m\",le=\"+Inf\"}} 10\n\
+                 {name}_sum{{model_name=\"m\"}} 1\n\
+                 {name}_count{{model_name=\"m\"}} {count}\n"
+            )
+        };
+        let read = |count: &str| {
+            let (m, _) = models(
+                &parse(body(count).as_bytes(), &w),
+                &w,
+                profile(Engine::Vllm),
+            );
+            m["m"].clone()
+        };
+        assert_eq!(read("10").map(|h| h.count()), Ok(10.0));
+        for bad in ["NaN", "-5", "+Inf"] {
+            let why = read(bad).unwrap_err();
+            assert!(why.contains("NaN or infinite count"), "{bad}: {why}");
+        }
     }
 
     #[test]

@@ -9,6 +9,9 @@
 //! counted, never kept. Nothing here allocates without bound, loops on
 //! its input, or panics.
 
+use crate::config::engines::model_name_ok;
+use std::collections::BTreeSet;
+
 /// The longest line kept; engines' lines are well under 1 KiB.
 pub const MAX_LINE: usize = 16 * 1024;
 /// The most samples kept from one body.
@@ -31,7 +34,13 @@ pub struct Wanted {
     pub counters: Vec<String>,
     /// Name prefixes whose presence is noted, to tell engines apart.
     pub prefixes: Vec<String>,
+    /// The labels that name a model: a sample whose model name may not be
+    /// served (`config::engines::model_name_ok`) is refused, not kept.
+    pub model_labels: Vec<String>,
 }
+
+/// Refused model names a body shows, at most, for the log.
+pub const MAX_SHOWN: usize = 64;
 
 /// Which part of a family a sample is.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -71,6 +80,15 @@ pub struct Parsed {
     pub prefixes_seen: Vec<bool>,
     /// Whether OpenMetrics' `# EOF` was read.
     pub eof: bool,
+    /// The model names refused, by a hash of each, at most [`MAX_SERIES`]:
+    /// their samples are not kept, so a tenant's names (10 KB each, say)
+    /// take no room under the caps from the models that may be served.
+    pub refused: BTreeSet<u64>,
+    /// The first [`MAX_SHOWN`] of them: hash, as a log shows it, length.
+    pub refused_shown: Vec<(u64, String, usize)>,
+    /// The body's first byte that is not white space: `{` or `[` is JSON
+    /// (trtllm-serve's `/metrics`), worth a hint.
+    pub first: Option<u8>,
 }
 
 /// The reader: [`Reader::feed`] chunks in, [`Reader::finish`] at the end.
@@ -99,6 +117,9 @@ impl<'w> Reader<'w> {
 
     /// Reads the next piece of the body; pieces may split lines anywhere.
     pub fn feed(&mut self, mut chunk: &[u8]) {
+        if self.out.first.is_none() {
+            self.out.first = chunk.iter().find(|b| !b.is_ascii_whitespace()).copied();
+        }
         while !chunk.is_empty() {
             let end = chunk.iter().position(|&b| b == b'\n');
             let (piece, rest) = match end {
@@ -204,6 +225,9 @@ impl<'w> Reader<'w> {
             }
             part => part,
         };
+        if self.refuse(&labels) {
+            return;
+        }
         let bytes: usize = labels.iter().map(|(k, v)| k.len() + v.len()).sum();
         if self.out.samples.len() >= MAX_SERIES || self.kept + bytes > MAX_KEPT {
             self.out.dropped += 1;
@@ -216,6 +240,30 @@ impl<'w> Reader<'w> {
             labels,
             value,
         });
+    }
+}
+
+impl Reader<'_> {
+    /// Whether `labels` name a model that may not be served; noted once.
+    fn refuse(&mut self, labels: &[(String, String)]) -> bool {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let model_label = |(k, _): &&(String, String)| self.wanted.model_labels.contains(k);
+        let Some((_, name)) = labels.iter().find(model_label) else {
+            return false;
+        };
+        if model_name_ok(name) {
+            return false;
+        }
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(name);
+        let out = &mut self.out;
+        if out.refused.len() < MAX_SERIES
+            && out.refused.insert(hash)
+            && out.refused_shown.len() < MAX_SHOWN
+        {
+            out.refused_shown
+                .push((hash, base::json::shown(name), name.len()));
+        }
+        true
     }
 }
 
@@ -317,6 +365,7 @@ mod tests {
             histograms: vec!["vllm:time_to_first_token_seconds".into()],
             counters: vec!["vllm:request_success_total".into()],
             prefixes: vec!["vllm:".into(), "sglang:".into()],
+            model_labels: vec!["model_name".into()],
         }
     }
 
@@ -372,6 +421,7 @@ vllm:num_requests_running{engine=\"0\",model_name=\"m\"} 2.0\n";
             histograms: vec!["nv_inference_first_response_histogram_ms".into()],
             counters: vec!["nv_inference_request_failure".into()],
             prefixes: vec![],
+            model_labels: vec!["model".into()],
         };
         // prometheus-cpp's text: integer values, no `_total` on counters.
         let text = "nv_inference_first_response_histogram_ms_bucket{model=\"a\",version=\"1\",le=\"100\"} 4\n\
@@ -391,7 +441,7 @@ nv_inference_request_failure{model=\"a\",reason=\"BACKEND\",version=\"1\"} 2\r\n
     #[test]
     fn unescapes_label_values() {
         let wanted = vllm();
-        let text = "vllm:request_success_total{model_name=\"a\\\"b\\\\c\\nd\"} 1\n";
+        let text = "vllm:request_success_total{finished_reason=\"a\\\"b\\\\c\\nd\"} 1\n";
         let got = parse(text.as_bytes(), &wanted);
         assert_eq!(got.samples[0].labels[0].1, "a\"b\\c\nd");
     }
@@ -436,14 +486,42 @@ vllm:time_to_first_token_seconds_bucket{le=\"NaN\"} 1\n\xff\xfe\n";
     fn past_the_byte_cap_samples_are_dropped() {
         let wanted = vllm();
         let value = "v".repeat(MAX_LINE - 100);
-        let line = format!("vllm:request_success_total{{model_name=\"{value}\"}} 1\n");
+        let line = format!("vllm:request_success_total{{engine=\"{value}\"}} 1\n");
         let mut reader = Reader::new(&wanted);
         for _ in 0..100 {
             reader.feed(line.as_bytes());
         }
         let got = reader.finish();
         assert!(got.dropped > 0);
-        let kept: usize = got.samples.iter().map(|s| s.labels[0].1.len() + 10).sum();
+        let kept: usize = got.samples.iter().map(|s| s.labels[0].1.len() + 6).sum();
         assert!(kept <= MAX_KEPT);
+    }
+
+    /// A model name that may not be served costs nothing under the caps:
+    /// its samples are refused, each name noted once, and a good model
+    /// after 100 of them at 16 KB is kept.
+    #[test]
+    fn refused_model_names_take_no_room() {
+        let wanted = vllm();
+        let mut reader = Reader::new(&wanted);
+        for i in 0..100 {
+            let name = format!("{i}{}", "v".repeat(MAX_LINE - 100));
+            for part in ["stop", "error"] {
+                let line = format!(
+                    "vllm:request_success_total{{finished_reason=\"{part}\",model_name=\"{name}\"}} 1\n"
+                );
+                reader.feed(line.as_bytes());
+            }
+        }
+        reader.feed(b"vllm:request_success_total{model_name=\"esc\x1b\"} 1\n");
+        reader.feed(b"vllm:request_success_total{model_name=\"\"} 1\n");
+        reader.feed(b"vllm:request_success_total{model_name=\"ok\"} 1\n");
+        let got = reader.finish();
+        assert_eq!((got.dropped, got.refused.len()), (0, 102));
+        assert_eq!(got.refused_shown.len(), MAX_SHOWN);
+        assert!(got.refused_shown.iter().all(|(_, s, _)| s.len() < 100));
+        assert_eq!(got.refused_shown[0].2, MAX_LINE - 99);
+        assert_eq!(got.samples.len(), 1);
+        assert_eq!(got.samples[0].labels, [("model_name".into(), "ok".into())]);
     }
 }

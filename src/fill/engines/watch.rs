@@ -8,8 +8,9 @@
 use super::client::{Failure, fetch};
 use super::profile::{self, detect, judged_at, wanted};
 use super::text::{Parsed, Wanted};
+use crate::config::engines::name_rule;
 use crate::config::engines::{Endpoint, Engine, Engines};
-use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes};
+use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes, Rejection};
 use base::time::unix_now;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -115,7 +116,15 @@ pub struct Memory {
     past_cap: usize,
     /// The models of the last good read, held while the engine is down.
     last: Vec<Model>,
+    /// Models left out since start, by [`Rejection`].
+    rejected: [u64; Rejection::ALL.len()],
+    /// Hashes of the names refused and said (a tenant's names may be
+    /// 10 KB each, and new every read): at most [`MAX_SAID_NAMES`].
+    names_said: HashSet<u64>,
 }
+
+/// Refused names said one by one per endpoint; past them, only counted.
+const MAX_SAID_NAMES: usize = 64;
 
 impl Memory {
     /// Before the first read, of `engine` where it is named.
@@ -127,6 +136,8 @@ impl Memory {
             bad: HashSet::new(),
             past_cap: 0,
             last: Vec::new(),
+            rejected: [0; Rejection::ALL.len()],
+            names_said: HashSet::new(),
         }
     }
 }
@@ -256,6 +267,7 @@ fn read_into(
     let outcome = read_one(ep, mem, options, i);
     state.duration = Some(started.elapsed().as_secs_f64());
     state.engine = mem.engine;
+    state.rejected = mem.rejected;
     say(ep, mem, &outcome);
     match outcome {
         Ok(m) => {
@@ -276,7 +288,8 @@ fn read_into(
 /// Adds `m` to the node's models: one model served by two endpoints (two
 /// replicas on the node) is one subject, its counts summed, where their
 /// buckets agree; else the first endpoint's stays, said at debug level
-/// (every round would say it again).
+/// (every round would say it again). Each replica's own counts stay
+/// beside the sums, for the evaluator to take its increases by.
 fn add(models: &mut Vec<Model>, m: Model, url: &str) {
     let Some(same) = models.iter_mut().find(|o| o.name == m.name) else {
         models.push(m);
@@ -293,10 +306,16 @@ fn add(models: &mut Vec<Model>, m: Model, url: &str) {
         );
         return;
     }
-    for (x, y) in a.buckets.iter_mut().zip(&b.buckets) {
+    if same.replicas.is_empty() {
+        let own = same.own_share();
+        same.replicas.push(own);
+    }
+    same.replicas.push(m.own_share());
+    let a = &mut same.ttft_seconds;
+    for (x, y) in a.buckets.iter_mut().zip(&m.ttft_seconds.buckets) {
         x.1 += y.1;
     }
-    a.sum += b.sum;
+    a.sum += m.ttft_seconds.sum;
     // A replica without failure counts leaves the sum without a verdict.
     same.outcomes = match (same.outcomes, m.outcomes) {
         (Some(x), Some(y)) => Some(Outcomes {
@@ -305,7 +324,8 @@ fn add(models: &mut Vec<Model>, m: Model, url: &str) {
         }),
         _ => None,
     };
-    // Held while any replica is down: its part of the sum is frozen.
+    // Down while any replica is (EngineDown); its burn verdicts are held
+    // only while every one is (`Model::held`): the others' still count.
     same.stale |= m.stale;
 }
 
@@ -332,16 +352,24 @@ fn read_one(
 ) -> Result<Vec<Model>, Failure> {
     let want = wanted(mem.engine);
     let parsed = fetch(ep, &want, options.timeout)?;
+    let hint = match parsed.first {
+        // An opening brace or bracket: JSON.
+        Some(0x7b | 0x5b) => {
+            "; a JSON body: trtllm-serve's /metrics is JSON, its Prometheus text is at /prometheus/metrics"
+        }
+        _ => "",
+    };
     if parsed.lines > 0 && parsed.malformed == parsed.lines {
         return Err((
             EngineError::Parse,
-            format!("no Prometheus text in {} lines", parsed.lines),
+            format!("no Prometheus text in {} lines{hint}", parsed.lines),
         ));
     }
     let engine = match mem.engine {
         Some(e) => e,
         None => {
-            let e = detect(&parsed, &want).map_err(|why| (EngineError::UnknownEngine, why))?;
+            let e = detect(&parsed, &want)
+                .map_err(|why| (EngineError::UnknownEngine, format!("{why}{hint}")))?;
             log::info!("engine at {}: told {e} by its metric names", ep.url);
             mem.engine = Some(e);
             e
@@ -373,18 +401,11 @@ pub fn judge(
     endpoint: Option<usize>,
 ) -> Vec<Model> {
     let p = profile::profile(engine);
+    refuse(parsed, engine, url, mem);
     let (read, past) = profile::models(parsed, want, p);
     let tallies = profile::outcomes(parsed, want, p);
     let (counted, past) = counted_only(&read, &tallies, past);
-    if past != mem.past_cap {
-        if past > 0 {
-            log::warn!(
-                "{engine} at {url}: {past} models past the {} cap are left out",
-                profile::MAX_MODELS
-            );
-        }
-        mem.past_cap = past;
-    }
+    past_cap(past, engine, url, mem);
     if read.is_empty() && mem.bad.insert((String::new(), String::new())) {
         let hint = match engine {
             Engine::Triton => ": start Triton with --metrics-config histogram_latencies=true",
@@ -397,6 +418,7 @@ pub fn judge(
         let h = match h {
             Ok(h) => h,
             Err(why) => {
+                mem.rejected[Rejection::Counts as usize] += 1;
                 if mem.bad.insert((name.clone(), why.clone())) {
                     log::warn!("{engine} at {url}: model {name:?} left out: {why}");
                 }
@@ -423,6 +445,7 @@ pub fn judge(
             endpoint,
             stale: false,
             outcomes,
+            replicas: Vec::new(),
         });
     }
     for (name, outcomes) in counted {
@@ -438,9 +461,38 @@ pub fn judge(
             endpoint,
             stale: false,
             outcomes: Some(outcomes),
+            replicas: Vec::new(),
         });
     }
     models
+}
+
+/// Says how many models are past the cap, where that changed.
+fn past_cap(past: usize, engine: Engine, url: &str, mem: &mut Memory) {
+    if past != mem.past_cap {
+        if past > 0 {
+            log::warn!(
+                "{engine} at {url}: {past} models past the {} cap are left out",
+                profile::MAX_MODELS
+            );
+        }
+        mem.past_cap = past;
+    }
+}
+
+/// Counts the models of `parsed` whose names may not be served (the
+/// reader refused their samples), and says each name once (cut short and
+/// escaped: a line holds no control character), up to [`MAX_SAID_NAMES`].
+fn refuse(parsed: &Parsed, engine: Engine, url: &str, mem: &mut Memory) {
+    mem.rejected[Rejection::Name as usize] += parsed.refused.len() as u64;
+    for (hash, shown, len) in &parsed.refused_shown {
+        if mem.names_said.len() < MAX_SAID_NAMES && mem.names_said.insert(*hash) {
+            log::warn!(
+                "{engine} at {url}: model {shown} ({len} bytes) not served: a name {}",
+                name_rule()
+            );
+        }
+    }
 }
 
 /// The models `tallies` has outcomes for but `read` no TTFT series of,
@@ -583,6 +635,88 @@ mod tests {
         assert_eq!(models.len(), profile::MAX_MODELS);
         assert!(models.iter().all(|m| m.name != "counted"));
         assert_eq!(mem.past_cap, 1);
+    }
+
+    /// A tenant's names over 128 bytes or with a control byte are not
+    /// served, whatever else the model has; they take no place under the
+    /// cap, are counted each read, and said once each.
+    #[test]
+    fn names_a_tenant_chooses_are_bounded_like_configured_ones() {
+        let head = "# TYPE vllm:time_to_first_token_seconds histogram\n\
+                    # TYPE vllm:request_success_total counter\n";
+        let mut body = head.to_string();
+        let mut hostile = Vec::new();
+        for i in 0..profile::MAX_MODELS {
+            let name = match i % 4 {
+                0 => format!("{i:02}{}", "x".repeat(10 * 1024)),
+                1 => format!("{i:02}nul\0byte"),
+                2 => format!("{i:02}esc\u{1b}[31m"),
+                _ => format!("{i:02}del\u{7f}cr\r"),
+            };
+            body += &timed(&name);
+            body += &counted(&name, 10, Some(1));
+            hostile.push(name);
+        }
+        let edge = "e".repeat(128);
+        body += &timed(&edge);
+        body += &timed("ok");
+        let mut mem = Memory::new(Some(Engine::Vllm));
+        for read in 1..=3u64 {
+            let models = judged(&body, &mut mem);
+            let names: Vec<&str> = models.iter().map(|m| m.name.as_str()).collect();
+            assert_eq!(names, [edge.as_str(), "ok"]);
+            assert_eq!(mem.rejected, [read * 32, 0]);
+        }
+        assert_eq!(mem.past_cap, 0);
+        assert_eq!(mem.names_said.len(), 32);
+        // A name a byte longer is one more refused.
+        let models = judged(&(head.to_string() + &timed(&"e".repeat(129))), &mut mem);
+        assert!(models.is_empty());
+        assert_eq!(mem.rejected, [97, 0]);
+        // New names every read are counted, but said at most 64 times.
+        for i in 0..100 {
+            judged(&(head.to_string() + &timed(&format!("{i}\u{7}"))), &mut mem);
+        }
+        assert_eq!(mem.names_said.len(), MAX_SAID_NAMES);
+        assert_eq!(mem.rejected, [197, 0]);
+    }
+
+    /// An endpoint on loopback that answers one read with `answer`.
+    fn answering(answer: String) -> Endpoint {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/metrics", l.local_addr().unwrap());
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let _ = s.read(&mut [0; 4096]);
+            let _ = s.write_all(answer.as_bytes());
+        });
+        crate::config::engines::parse_endpoint(&url).unwrap()
+    }
+
+    /// trtllm-serve's `/metrics` is JSON: the line says where its
+    /// Prometheus text is, named or not; a body of other text does not.
+    #[test]
+    fn a_json_body_points_at_trtllm_serves_prometheus_text() {
+        let cases = [
+            (None, "[{\"gpuMemUsage\": 1, \"iter\": 2}]"),
+            (Some(Engine::Trtllm), "\n {\n\"iter\": 2\n}\n"),
+            (None, "<html>not text</html>\n"),
+        ];
+        for (engine, body) in cases {
+            let len = body.len();
+            let ep = answering(format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n{body}"
+            ));
+            let mut mem = Memory::new(engine);
+            let (_, why) = read_one(&ep, &mut mem, &Engines::default(), 0).unwrap_err();
+            let json = body.trim_start().starts_with(['{', '[']);
+            assert_eq!(
+                why.contains("its Prometheus text is at /prometheus/metrics"),
+                json,
+                "{why}"
+            );
+        }
     }
 
     #[test]

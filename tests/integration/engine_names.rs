@@ -1,0 +1,77 @@
+//! Model names a tenant chooses (vLLM's `--served-model-name`), bounded
+//! like those of `--engine.config`: 1 to 128 bytes without control
+//! characters, or the model is not served anywhere, and the drop counted.
+
+use crate::common::{Exporter, value};
+use crate::engines::{SHORT_BURN, python_ready, started};
+use std::time::Duration;
+
+/// A vLLM double serving `fine` beside 32 models with 10 KB names holding
+/// NUL, ESC, DEL and CR, each failing and slow every 100 ms: served, they
+/// would burn both budgets. None is served on `/metrics`, the status page
+/// or `/alerts`; each read counts 32 drops; each name is said once.
+#[test]
+fn a_hostile_engines_names_are_served_nowhere_and_counted() {
+    if !python_ready() {
+        return;
+    }
+    let hostile = started(&[
+        "--engine",
+        "vllm-custom",
+        "--mode",
+        "grow",
+        "--model",
+        "fine",
+        "--observe",
+        "100:5",
+        "--outcomes",
+        "stop:5",
+        "--hostile",
+        "32",
+    ]);
+    let rules = crate::common::temp_file("engine-names.json", SHORT_BURN);
+    let e = Exporter::start(&[
+        "--engine.interval",
+        "200ms",
+        "--engine.endpoint",
+        &hostile.url,
+        "--rules.file",
+        rules.to_str().unwrap(),
+    ]);
+    let rejected = |b: &str| {
+        let series = format!(
+            "gpu_exporter_engine_models_rejected_total{{endpoint=\"{}\",reason=\"name\"",
+            hostile.url
+        );
+        value(b, &series).unwrap_or(0.0)
+    };
+    // Three reads or more, each whole (the endpoint is up: the names, not
+    // the body, were refused), with `fine` served.
+    let metrics = e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        let up = format!("gpu_exporter_engine_up{{endpoint=\"{}\"", hostile.url);
+        let fine = format!(
+            "gpu_exporter_engine_model_up{{endpoint=\"{}\",model_name=\"fine\"",
+            hostile.url
+        );
+        value(b, &up) == Some(1.0) && value(b, &fine) == Some(1.0) && rejected(b) >= 96.0
+    });
+    assert_eq!(rejected(&metrics) % 32.0, 0.0, "{}", rejected(&metrics));
+    // Past the burn windows, so that a served hostile model would page.
+    std::thread::sleep(Duration::from_secs(9));
+    for path in ["/metrics", "/", "/alerts"] {
+        let body = e.get(path, &[]).body;
+        assert!(!body.contains("hostile"), "{path} serves a hostile name");
+        assert!(!body.contains("xxxxxxxxxx"), "{path} serves a hostile name");
+        let control = body.bytes().find(|&b| matches!(b, 0 | 0x1b | 0x7f | b'\r'));
+        assert_eq!(control, None, "{path} serves a control byte");
+        assert!(body.len() < 256 * 1024, "{path}: {} bytes", body.len());
+    }
+    let page = e.get("/", &[]).body;
+    assert!(page.contains("<td>fine</td>"), "{page}");
+    let log = e.log();
+    let said = log
+        .lines()
+        .filter(|l| l.contains("not served: a name must be 1 to 128 bytes"));
+    assert_eq!(said.count(), 32, "{log}");
+    assert!(log.contains("(10257 bytes)"), "{log}");
+}
