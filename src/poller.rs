@@ -8,7 +8,7 @@ use crate::alerts::{Alert, Rule};
 use crate::config::dcgm::Dcgm;
 use crate::config::engines::Engine;
 use crate::config::{Collector, Collectors};
-use crate::fill::engines::watch::{Memory, judge};
+use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
 use crate::snapshot::{
@@ -95,7 +95,7 @@ pub fn source_models(source: &dyn Source, said: &mut Memory) -> Vec<Model> {
     let parsed = text::parse(body.as_bytes(), &want);
     let slo = |_: &str| TTFT_SLO_SECONDS;
     let url = "the simulator";
-    judge(&parsed, &want, Engine::Vllm, url, said, &slo, None)
+    models_of(&parsed, &want, Engine::Vllm, url, said, &slo, None)
 }
 
 /// What reading the source's models has said.

@@ -651,3 +651,31 @@ fn the_cycle_check_finds_a_cycle_and_resolves_files() {
     assert!(file_of(&path("source::Source")).ends_with("source/mod.rs"));
     assert!(file_of(&path("Error")).ends_with("lib.rs"));
 }
+
+/// One meaning per name: `judge` is the alert evaluator's thread
+/// (`src/judge.rs`), `signals` the rules' signals (`src/alerts/`), `tls`
+/// the connection (`src/http/`). Unix signals, the web config's TLS and
+/// the readers' verdicts are named for what they are.
+#[test]
+fn judge_signals_and_tls_have_one_meaning_each() {
+    let owners = [
+        ("judge.rs", "src/judge.rs"),
+        ("signals.rs", "src/alerts/signals.rs"),
+        ("tls.rs", "src/http/tls.rs"),
+    ];
+    for file in all_files() {
+        let shown = shown(&file);
+        let name = file.file_name().unwrap().to_string_lossy();
+        for (stem, owner) in owners {
+            assert!(
+                name != stem || shown == owner,
+                "{shown}: only {owner} is named {stem}"
+            );
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(
+            shown == "src/judge.rs" || !text.contains("fn judge("),
+            "{shown}: a function named judge; the judge is src/judge.rs's thread"
+        );
+    }
+}

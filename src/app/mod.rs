@@ -3,7 +3,7 @@
 
 mod listen;
 mod load;
-mod signals;
+mod unix_signals;
 
 use crate::alerts;
 use crate::config::{Config, ConfigError, SourceKind};
@@ -82,7 +82,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
         return Ok(once(plan, rules, &config, bounds));
     }
     let (listeners, probes) = watched(listeners, probes, &config)?;
-    let signals = signals::handle()?;
+    let signals = unix_signals::handle()?;
 
     let latest = Arc::new(Latest::new(Published {
         snapshot: Arc::new(Snapshot::starting(plan.kind())),
@@ -111,7 +111,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
     let server = server(&config, latest, bounds, shared);
     let hups = load::reloader(config, simulated, reloads, retune)
         .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
-    Ok(signals::serve_until_stopped(
+    Ok(unix_signals::serve_until_stopped(
         signals,
         listeners,
         probes,

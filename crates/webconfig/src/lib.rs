@@ -7,7 +7,8 @@
 //! - `file.rs`: the schema, key by key, every problem one line naming it;
 //! - `bcrypt.rs`: bcrypt verification; `auth.rs`: basic auth, off the HTTP
 //!   thread and rate-bounded;
-//! - `tls.rs`: the rustls server configuration, and its crypto provider;
+//! - `server_config.rs`: the rustls server configuration, and its crypto
+//!   provider;
 //! - here: the loaded file with what it turns on, and [`Watch`], which
 //!   re-reads it when it or a file it names changes.
 // Functions stay short enough to read whole (clippy.toml: 80 lines of code).
@@ -16,7 +17,7 @@
 pub mod auth;
 pub mod bcrypt;
 mod file;
-pub mod tls;
+pub mod server_config;
 mod yaml;
 
 use base::file::read_config;
@@ -214,7 +215,11 @@ impl Loaded {
         let dir = path.parent().unwrap_or(Path::new(""));
         let web = WebConfig::parse(&text, dir)?;
         file::check_costs(&web.users, max_cost)?;
-        let tls = web.tls.as_ref().map(tls::server_config).transpose()?;
+        let tls = web
+            .tls
+            .as_ref()
+            .map(server_config::server_config)
+            .transpose()?;
         let rate = web
             .rate_limit
             .map(|r| TokenBucket::new(r.interval, r.burst));

@@ -376,7 +376,7 @@ fn read_one(
         }
     };
     let threshold = |name: &str| options.threshold(name);
-    Ok(judge(
+    Ok(models_of(
         &parsed,
         &want,
         engine,
@@ -391,7 +391,7 @@ fn read_one(
 /// at its bound for `threshold`, with its outcomes, at most
 /// [`profile::MAX_MODELS`]; what is wrong said once. The reader's path for
 /// every endpoint's body, and the simulator's for the one it spells.
-pub fn judge(
+pub fn models_of(
     parsed: &Parsed,
     want: &Wanted,
     engine: Engine,
@@ -555,12 +555,12 @@ mod tests {
         })
     }
 
-    /// A vLLM body through the reader's path (`text::parse`, `judge`).
+    /// A vLLM body through the reader's path (`text::parse`, `models_of`).
     fn judged(body: &str, mem: &mut Memory) -> Vec<Model> {
         let want = wanted(Some(Engine::Vllm));
         let parsed = super::super::text::parse(body.as_bytes(), &want);
         let url = "http://h:1/metrics";
-        judge(&parsed, &want, Engine::Vllm, url, mem, &|_| 0.3, Some(0))
+        models_of(&parsed, &want, Engine::Vllm, url, mem, &|_| 0.3, Some(0))
     }
 
     /// vLLM's outcome counters for `model`: `stop` served, `error` failed.

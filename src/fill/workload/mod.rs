@@ -169,7 +169,7 @@ impl WorkloadStats {
                 continue; // gone since the listing: renamed over or deleted
             };
             present.insert(path.clone());
-            let target = match judge(seen, now, max_age, gpus) {
+            let target = match verdict(seen, now, max_age, gpus) {
                 Verdict::Fresh(target) => target,
                 Verdict::Stale => {
                     out.stale += 1;
@@ -246,7 +246,7 @@ enum Verdict {
     Bad(String),
 }
 
-fn judge(seen: &Seen<Stats>, now: f64, max_age: f64, gpus: &[Gpu]) -> Verdict {
+fn verdict(seen: &Seen<Stats>, now: f64, max_age: f64, gpus: &[Gpu]) -> Verdict {
     let s = match &seen.parsed {
         Ok(s) => s,
         Err(e) => return Verdict::Bad(e.clone()),
