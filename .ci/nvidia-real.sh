@@ -4,7 +4,7 @@
 # (tests/integration/nvidia_real.rs and the image test): downloaded with
 # apt-get download and unpacked with dpkg-deb -x, NEVER installed.
 #
-# Usage: .ci/nvidia-real.sh [--arch amd64|arm64] [DEST]
+# Usage: .ci/nvidia-real.sh [--source-only] [--arch amd64|arm64] [DEST]
 #   amd64 (the default): libnvidia-ml1 and nvidia-smi into DEST (default
 #   target/nvidia-real). arm64: libnvidia-ml1:arm64 alone into DEST (default
 #   target/nvidia-real-arm64), for the aarch64 build under qemu-user
@@ -29,6 +29,13 @@
 set -euo pipefail
 
 ARCH=amd64
+# --source-only: write the non-free source file (step 1) and stop; for
+# the test that holds it to one stanza per archive.
+SOURCE_ONLY=false
+if [[ ${1:-} == --source-only ]]; then
+  SOURCE_ONLY=true
+  shift
+fi
 if [[ ${1:-} == --arch ]]; then
   ARCH=${2:?--arch needs amd64 or arm64}
   shift 2
@@ -64,7 +71,7 @@ report() {
   [[ -z $SMI_REL ]] || echo "NVIDIA_SMI=$DEST/$SMI_REL"
 }
 
-if done_already; then
+if ! $SOURCE_ONLY && done_already; then
   report
   exit 0
 fi
@@ -74,7 +81,7 @@ SUDO=
 
 # A foreign architecture's packages are only downloadable once dpkg knows it.
 added_arch=false
-if [[ $(dpkg --print-architecture) != "$ARCH" ]] &&
+if ! $SOURCE_ONLY && [[ $(dpkg --print-architecture) != "$ARCH" ]] &&
   ! dpkg --print-foreign-architectures | grep -qx "$ARCH"; then
   $SUDO dpkg --add-architecture "$ARCH"
   added_arch=true
@@ -136,6 +143,14 @@ write_nonfree_source() {
       }' "$f")
     [[ -z $out ]] || stanzas+=$out$'\n\n'
   done
+  # The same archive and suites named in two files (sources.list and a
+  # .sources file, as some images have) is one stanza, the first: apt
+  # warns of a source configured twice, and refuses two Signed-By values.
+  stanzas=$(printf '%s' "$stanzas" | awk '
+    BEGIN { RS = ""; ORS = "\n\n" }
+    { key = ""; n = split($0, l, "\n")
+      for (i = 1; i <= n; i++) if (l[i] ~ /^(URIs|Suites):/) key = key l[i] "\n"
+      if (!seen[key]++) print }')
   if [[ -z $stanzas ]]; then
     echo "fetch.sh: no enabled Debian archive source found in $APT_ETC to mirror" >&2
     exit 1
@@ -148,6 +163,9 @@ write_nonfree_source() {
 
 if ! has_nonfree; then
   [[ -f $NONFREE_FILE ]] || write_nonfree_source
+fi
+if $SOURCE_ONLY; then
+  exit 0
 fi
 
 # --- 2. apt-get update (only when the non-free index is not there yet) ----

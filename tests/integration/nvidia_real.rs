@@ -352,3 +352,64 @@ fn the_shipped_memory_limits_hold_the_real_library_with_margin() {
         );
     }
 }
+
+/// The non-free source `.ci/nvidia-real.sh` adds mirrors each Debian
+/// archive once, though a machine names it in `sources.list` and in a
+/// `.sources` file (apt warns of a source configured twice, and refuses
+/// two Signed-By values for one); run again, it writes nothing new.
+#[test]
+fn the_non_free_source_names_each_archive_once() {
+    let etc = std::env::temp_dir().join(format!("gpu-exporter-apt-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&etc);
+    std::fs::create_dir_all(etc.join("sources.list.d")).unwrap();
+    std::fs::write(
+        etc.join("sources.list"),
+        "deb http://deb.debian.org/debian bookworm main\n\
+         deb http://deb.debian.org/debian-security bookworm-security main\n",
+    )
+    .unwrap();
+    std::fs::write(
+        etc.join("sources.list.d/debian.sources"),
+        "Types: deb\nURIs: http://deb.debian.org/debian\nSuites: bookworm\n\
+         Components: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n",
+    )
+    .unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/nvidia-real.sh");
+    let run = || {
+        let out = Command::new("bash")
+            .arg(&script)
+            .args(["--source-only", etc.join("dest").to_str().unwrap()])
+            .env("APT_ETC", &etc)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read_to_string(etc.join("sources.list.d/gpu-exporter-non-free.sources")).unwrap()
+    };
+    let written = run();
+    let archives: Vec<String> = written
+        .split("\n\n")
+        .map(|stanza| {
+            stanza
+                .lines()
+                .filter(|l| l.starts_with("URIs:") || l.starts_with("Suites:"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|a| !a.is_empty())
+        .collect();
+    assert_eq!(
+        archives,
+        [
+            "URIs: http://deb.debian.org/debian Suites: bookworm",
+            "URIs: http://deb.debian.org/debian-security Suites: bookworm-security"
+        ],
+        "{written}"
+    );
+    assert_eq!(written.matches("Components: non-free").count(), 2);
+    assert_eq!(run(), written);
+    let _ = std::fs::remove_dir_all(&etc);
+}
