@@ -100,7 +100,7 @@ impl Plan {
                 } else if let Some(trace) = n
                     .found()
                     .then(|| "the NVML library".to_string())
-                    .or_else(|| host::nvidia_trace(&config.sysfs, Path::new("/dev")))
+                    .or_else(|| host::nvidia_trace(&config.sysfs, &config.devfs))
                 {
                     // A GPU node whose driver is broken: never invented GPUs.
                     log::warn!(

@@ -136,6 +136,9 @@ pub struct Config {
     pub smi_path: PathBuf,
     /// Where sysfs is mounted: `auto` looks for NVIDIA PCI functions there.
     pub sysfs: PathBuf,
+    /// Where the device nodes are: `auto` takes `nvidia*` there as a trace
+    /// of an NVIDIA host.
+    pub devfs: PathBuf,
     /// Where procfs is mounted: `driver/nvidia/gpus` lists the GPUs this
     /// container (or host) was given.
     pub procfs: PathBuf,
@@ -222,6 +225,7 @@ impl Default for Config {
             nvml_library: None,
             smi_path: PathBuf::from("nvidia-smi"),
             sysfs: PathBuf::from("/sys"),
+            devfs: PathBuf::from("/dev"),
             procfs: PathBuf::from("/proc"),
             smi_timeout: Duration::from_secs(5),
             xid_kmsg: None,

@@ -353,6 +353,8 @@ fn auto_picks_nvidia_smi_and_xid_comes_from_the_kernel_log() {
 
 #[test]
 fn auto_with_nothing_falls_back_to_the_simulator_loudly() {
+    let empty = Path::new(env!("CARGO_TARGET_TMPDIR")).join("host-without-nvidia");
+    std::fs::create_dir_all(&empty).unwrap();
     let out = std::process::Command::new(crate::common::BIN)
         .args([
             "--once",
@@ -362,6 +364,11 @@ fn auto_with_nothing_falls_back_to_the_simulator_loudly() {
             "/nonexistent/nvidia-smi",
             "--nvml.library",
             "libnvidia-ml-not-here.so.1",
+            // A made-up host with no trace of NVIDIA, whatever this one has.
+            "--path.sysfs",
+            empty.to_str().unwrap(),
+            "--path.devfs",
+            empty.to_str().unwrap(),
         ])
         .output()
         .unwrap();
@@ -396,6 +403,10 @@ fn auto_on_a_host_with_an_unbound_nvidia_gpu_never_simulates() {
         "",
         "--path.sysfs",
         sysfs.to_str().unwrap(),
+        // No device nodes: the PCI function alone is the trace, whatever
+        // this host's /dev holds.
+        "--path.devfs",
+        sysfs.join("no-dev").to_str().unwrap(),
     ]);
     e.wait_log("NVIDIA PCI function 0000:9b:00.0", Duration::from_secs(10));
     let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {

@@ -179,6 +179,16 @@ const BEFORE_ENGINES: &[Flag] = &[
         },
     ),
     set(
+        "--path.devfs",
+        "PATH",
+        "/dev",
+        "where the device nodes are: --source auto takes an nvidia* node there for a GPU node whose driver is broken, which never serves the simulator",
+        |c, v| {
+            c.devfs = v.into();
+            Ok(())
+        },
+    ),
+    set(
         "--path.procfs",
         "PATH",
         "/proc",
