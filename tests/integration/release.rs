@@ -20,15 +20,19 @@ const MIB: u64 = 1024 * 1024;
 /// `cargo auditable` where it is installed, as `deploy/release.sh` builds).
 const MAX_BINARY_BYTES: u64 = MIB * 275 / 100;
 /// A build without default features: no web config, TLS or basic auth.
-/// 1.61 MiB: it was 1.5 until reading `dmesg -T` stamps in the host's time
+/// 1.65 MiB: it was 1.5 until reading `dmesg -T` stamps in the host's time
 /// zone (TZif and POSIX rules, `base::tz`) took 10 KB past it, then 1.55
 /// until `--engine.config` with its reload and per-model rules (23 KB), the
 /// engines' availability counters and parallel reads (21 KB) and the
 /// stack-line render (11 KB, for a 25% faster render) took 28 KB past it,
 /// then 1.6 until dcgm-exporter's counters files read as it reads them
 /// (issue 39: every DCGM field name, kept as 2.7 KB of hashes, labels,
-/// ten more fields, `/health`; 9.3 KB) took it about 6 KB past.
-const MAX_BINARY_WITHOUT_TLS_BYTES: u64 = MIB * 161 / 100;
+/// ten more fields, `/health`; 9.3 KB) took it about 6 KB past, then 1.61
+/// until replicas taken per series with tenant names bounded (issue 40),
+/// plausibility checks, a first read's identity, the status page's policy
+/// and the dcgm drop-in's second round took it 13 KB past (1,700,976
+/// bytes). The next round owes a trim before it asks for more.
+const MAX_BINARY_WITHOUT_TLS_BYTES: u64 = MIB * 165 / 100;
 
 #[test]
 fn the_release_binary_is_within_its_ceiling() {
