@@ -470,6 +470,87 @@ fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
     }
 }
 
+/// The drop-in answers text 0.0.4 to any Accept, as dcgm-exporter does, so
+/// that its counters (no `_total`) stay counters; with anything beside the
+/// dcgm collector, the client's choice holds.
+#[test]
+fn the_drop_in_answers_text_0_0_4_whatever_the_client_offers() {
+    let om = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let dropin = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let both = Exporter::start(&["--collector.dcgm"]);
+    for (e, accept, want) in [
+        (&dropin, Some(om), "text/plain; version=0.0.4"),
+        (&dropin, None, "text/plain; version=0.0.4"),
+        (
+            &both,
+            Some(om),
+            "application/openmetrics-text; version=1.0.0",
+        ),
+        (&both, None, "text/plain; version=0.0.4"),
+    ] {
+        let r = e.metrics(accept);
+        let got = r.header("content-type").unwrap_or_default();
+        assert!(got.starts_with(want), "{accept:?}: {got}");
+        let eof = r.body.ends_with("# EOF\n");
+        assert_eq!(eof, want.starts_with("application"), "{accept:?}");
+    }
+    // A scrape that asks for the dcgm collector alone is the drop-in's too.
+    let r = both.get("/metrics?collect[]=dcgm", &[("Accept", om)]);
+    let got = r.header("content-type").unwrap_or_default();
+    assert!(got.starts_with("text/plain; version=0.0.4"), "{got}");
+    let total = "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter";
+    assert!(r.body.contains(total), "{}", r.body);
+}
+
+/// Prometheus, with its default scrape protocols (OpenMetrics first),
+/// types every `counter` field of dcgm-exporter's default file `counter`
+/// in `/api/v1/metadata`: in OpenMetrics they would be `unknown`.
+#[test]
+fn every_default_counter_is_a_counter_in_a_real_prometheus() {
+    use crate::deploy::Prometheus;
+    use std::time::Duration;
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let dropin = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let body = dropin.metrics(None).body;
+    let file = include_str!("../../src/config/dcgm-default-counters.csv");
+    let counters: Vec<&str> = file
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let mut cols = l.split(',').map(str::trim);
+            let (name, kind) = (cols.next()?, cols.next()?);
+            (kind == "counter").then_some(name)
+        })
+        .filter(|name| body.contains(&format!("\n{name}{{")))
+        .collect();
+    for want in [
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    ] {
+        assert!(counters.contains(&want), "{want} served: {counters:?}");
+    }
+    let mut prom = Prometheus::with_config(
+        &format!("prometheus-dcgm-types-{}", dropin.addr.port()),
+        &format!(
+            "scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: ['{}']\n",
+            dropin.addr
+        ),
+    );
+    for name in counters {
+        let meta = crate::common::eventually(Duration::from_secs(30), || {
+            match prom.get(&format!("/api/v1/metadata?metric={name}")) {
+                Some((200, b)) if b.contains("\"type\"") => Ok(b),
+                other => Err(format!("{name}: {other:?}")),
+            }
+        });
+        assert!(meta.contains(r#""type":"counter""#), "{name}: {meta}");
+    }
+}
+
 /// An nvidia-smi capture (an RTX 4080 SUPER under load) in dcgm's units:
 /// its own MiB, MHz, W and % come back as they were printed.
 #[test]
