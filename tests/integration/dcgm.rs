@@ -645,3 +645,79 @@ fn xid_errors_is_the_last_code_from_the_kernel_log_and_nvml_events() {
     );
     assert_eq!(last(&body, "DCGM_FI_DEV_XID_ERRORS", 2), Some(0.0));
 }
+
+/// dcgm-exporter's Xid series as released. `DCGM_FI_DEV_XID_ERRORS`
+/// carries the last code as `err_code` with its table's `err_msg`.
+/// `DCGM_EXP_XID_ERRORS_COUNT`, where the file lists it, counts each code
+/// over the window (`--compat.dcgm-xid-window`, its `-x`): it rises after
+/// an Xid 79, and once the window has passed the GPU is back to its one
+/// zero series without `xid`; `gpu_xid_errors_total` still counts it.
+#[test]
+fn xid_count_over_a_window_and_the_last_code_with_its_text() {
+    use crate::kernel_log::{append, xid};
+    use crate::sources::{fake_nvml::Fixture, fleet, gpu, nvml_args, start};
+    use std::time::{Duration, Instant};
+    let log = temp_file("dcgm-xid-window-kern.log", "");
+    let file = temp_file(
+        "dcgm-xid-window.csv",
+        "DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_DEV_XID_ERRORS, gauge, last\n\
+         DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window\n",
+    );
+    // GPU 0 (bus 9B, the log lines' bus) counts from the kernel log.
+    let gpus = [
+        gpu(0, r#","events":false"#).replace("00000000:18:00.0", "00000000:9B:00.0"),
+        gpu(1, ""),
+    ];
+    let f = Fixture::new("dcgm-xid-window", &fleet(&gpus));
+    let mut args = nvml_args(&f);
+    let at = args.iter().position(|a| a == "--xid.kmsg").unwrap() + 1;
+    args[at] = log.to_str().unwrap().to_string();
+    for a in [
+        "--collector.dcgm",
+        "--compat.dcgm-counters",
+        file.to_str().unwrap(),
+        "--compat.dcgm-xid-window",
+        "3s",
+    ] {
+        args.push(a.into());
+    }
+    let e = start(&args);
+    let count = "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"";
+    let series = |b: &str, g: u32| -> Vec<String> {
+        b.lines()
+            .filter(|l| l.starts_with(&format!("{count}{g}\",")))
+            .map(|l| l[l.find("Hostname").unwrap()..].to_string())
+            .map(|l| l[l.find(',').unwrap() + 1..].to_string())
+            .collect()
+    };
+    let zero = "window_size_in_ms=\"3000\"} 0";
+    let limit = Duration::from_secs(20);
+    let body = e.wait_for("/metrics", limit, |b| series(b, 0) == [zero]);
+    assert_eq!(series(&body, 1), [zero]);
+    let last = "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\",";
+    let line = body.lines().find(|l| l.starts_with(last)).unwrap();
+    assert!(
+        line.ends_with(",err_code=\"0\",err_msg=\"No Error\"} 0"),
+        "{line}"
+    );
+    let t = crate::common::uptime() + 100.0;
+    append(&log, &xid(t, 79));
+    let one = "window_size_in_ms=\"3000\",xid=\"79\"} 1";
+    let body = e.wait_for("/metrics", limit, |b| series(b, 0) == [one]);
+    let seen = Instant::now();
+    assert_eq!(series(&body, 1), [zero], "GPU 1 had none");
+    let line = body.lines().find(|l| l.starts_with(last)).unwrap();
+    assert!(
+        line.ends_with(",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79"),
+        "{line}"
+    );
+    // Back to the zero series once the window has passed, not before.
+    let body = e.wait_for("/metrics", limit, |b| series(b, 0) == [zero]);
+    let after = seen.elapsed();
+    assert!(after >= Duration::from_millis(2500), "{after:?}");
+    let total = "gpu_xid_errors_total{gpu=\"0\",";
+    let counted = body
+        .lines()
+        .find(|l| l.starts_with(total) && l.contains(",xid=\"79\"}"));
+    assert!(counted.is_some_and(|l| l.ends_with(" 1")), "{counted:?}");
+}
