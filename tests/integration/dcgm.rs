@@ -285,25 +285,62 @@ fn the_fake_nvml_fleet_in_dcgm_units() {
 
 #[test]
 fn mig_instances_carry_gpu_i_profile_and_gpu_i_id() {
-    use crate::sources::{fake_nvml::Fixture, fleet, nvml_args, start};
-    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","bus_id":"00000000:18:00.0","temperature":50,
+    use crate::sources::{fake_nvml::Fixture, fleet, gpu, nvml_args, start};
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","bus_id":"00000000:18:00.0","temperature":50,"power_mw":300000,
         "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
         "mig":[
           {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
            "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}}
         ]}"#;
-    let f = Fixture::new("dcgm-mig", &fleet(&[mig.to_string()]));
+    // GPU 1 has no MIG instances: it is served as the GPU.
+    let f = Fixture::new("dcgm-mig", &fleet(&[mig.to_string(), gpu(1, "")]));
     let mut args = nvml_args(&f);
     args.extend(["--collector.dcgm", "--compat.dcgm-no-hostname"].map(String::from));
     let e = start(&args);
     let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
-        b.contains("GPU_I_ID=\"1\"")
+        b.contains("GPU_I_ID=\"1\"") && b.contains("DCGM_FI_DEV_FB_USED{gpu=\"1\"")
     });
+    // As dcgm-exporter's default -d f: the instance, not its GPU, so that
+    // a sum counts each byte once.
     let used = lines(&body, "DCGM_FI_DEV_FB_USED");
     assert_eq!(used.len(), 2, "{used:?}");
     assert_eq!(
-        used[1],
+        used[0],
         "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-mig-parent\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 2813"
+    );
+    assert!(used[1].starts_with("DCGM_FI_DEV_FB_USED{gpu=\"1\","));
+    let sum: f64 = used
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    let mib = 1024.0 * 1024.0;
+    assert_eq!(sum, 2813.0 + (44983939072.0f64 / mib).floor());
+    // Device-wide fields are the GPU's on its instance, as DCGM gives them
+    // (dashboard 12239's temperature and power panels keep their data);
+    // whole-GPU utilization is not given for an instance.
+    for (family, want) in [
+        ("DCGM_FI_DEV_GPU_TEMP", Some(50.0)),
+        ("DCGM_FI_DEV_GPU_UTIL", None),
+    ] {
+        let on_gpu0: Vec<&str> = lines(&body, family)
+            .into_iter()
+            .filter(|l| l.contains("{gpu=\"0\","))
+            .collect();
+        match want {
+            Some(v) => {
+                assert_eq!(on_gpu0.len(), 1, "{family}: {on_gpu0:?}");
+                assert!(on_gpu0[0].contains("GPU_I_ID=\"1\""), "{on_gpu0:?}");
+                assert_eq!(on_gpu0[0].rsplit(' ').next(), Some(&*v.to_string()));
+            }
+            None => assert!(on_gpu0.is_empty(), "{family}: {on_gpu0:?}"),
+        }
+    }
+    let power = lines(&body, "DCGM_FI_DEV_POWER_USAGE");
+    assert!(
+        power
+            .iter()
+            .any(|l| l.contains("GPU_I_ID=\"1\"") && l.ends_with(" 300")),
+        "{power:?}"
     );
 }
 

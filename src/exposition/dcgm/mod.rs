@@ -33,28 +33,69 @@ pub(super) fn render(w: &mut Writer, d: &Dcgm, gpus: &[Gpu], pod_labels: bool) {
             pod_labels,
             headed: false,
         };
-        each_target(gpus, |t, r| match (f.field, &r.xid_window) {
-            // Xid of each code in the window; a GPU with none has one
-            // series at 0 without `xid`, as dcgm-exporter prints it.
-            (Field::XidCount, Some(window)) if window.is_empty() => {
-                fam.sample(w, t, r, 0.0, Extra::Window(d.xid_window_ms, None));
-            }
-            (Field::XidCount, window) => {
-                for &(code, n) in window.iter().flatten() {
-                    let extra = Extra::Window(d.xid_window_ms, Some(code));
-                    fam.sample(w, t, r, n as f64, extra);
-                }
-            }
-            (field, _) => {
-                if let Some(v) = values::value(field, r) {
-                    let extra = match field {
-                        Field::XidErrors => Extra::Code(v as u32),
-                        _ => Extra::None,
-                    };
-                    fam.sample(w, t, r, values::shaped(field, v), extra);
-                }
-            }
+        each_entity(gpus, |t, own, gpu| {
+            // A GPU instance has its own memory, profiling and pods; the
+            // device-wide fields are its GPU's, as DCGM gives them; the
+            // whole-GPU utilizations it has not.
+            let r = match (t.mig, instance_field(f.field)) {
+                (None, _) | (Some(_), Some(true)) => own,
+                (Some(_), Some(false)) => gpu,
+                (Some(_), None) => return,
+            };
+            sample_field(&mut fam, w, t, r, own)
         });
+    }
+}
+
+/// Whether a MIG instance's series of `f` shows its own reading (`true`),
+/// its GPU's (`false`), or none.
+fn instance_field(f: Field) -> Option<bool> {
+    use Field::*;
+    match f {
+        FbFree | FbUsed | FbReserved | FbTotal | TensorActive | Fp64Active | Fp32Active
+        | Fp16Active | DramActive | SmActive | SmOccupancy => Some(true),
+        GpuUtil | MemCopyUtil | EncUtil | DecUtil => None,
+        _ => Some(false),
+    }
+}
+
+/// dcgm-exporter's entities with its default `-d f`: each GPU, but a GPU
+/// with MIG instances is its instances alone, so that a sum counts each
+/// byte once. `f` gets the target, its readings and its GPU's; targets are
+/// numbered as [`each_target`] numbers them.
+fn each_entity<'a>(gpus: &'a [Gpu], mut f: impl FnMut(Target<'a>, &'a Readings, &'a Readings)) {
+    each_target(gpus, |t, r| {
+        if t.mig.is_some() || t.gpu.mig.is_empty() {
+            f(t, r, &t.gpu.readings);
+        }
+    });
+}
+
+/// The samples of one field for target `t` from readings `r`; pods are
+/// `own`'s.
+fn sample_field(fam: &mut Family, w: &mut Writer, t: Target, r: &Readings, own: &Readings) {
+    let d = fam.d;
+    match (fam.f.field, &r.xid_window) {
+        // Xid of each code in the window; a GPU with none has one
+        // series at 0 without `xid`, as dcgm-exporter prints it.
+        (Field::XidCount, Some(window)) if window.is_empty() => {
+            fam.sample(w, t, own, 0.0, Extra::Window(d.xid_window_ms, None));
+        }
+        (Field::XidCount, window) => {
+            for &(code, n) in window.iter().flatten() {
+                let extra = Extra::Window(d.xid_window_ms, Some(code));
+                fam.sample(w, t, own, n as f64, extra);
+            }
+        }
+        (field, _) => {
+            if let Some(v) = values::value(field, r) {
+                let extra = match field {
+                    Field::XidErrors => Extra::Code(v as u32),
+                    _ => Extra::None,
+                };
+                fam.sample(w, t, own, values::shaped(field, v), extra);
+            }
+        }
     }
 }
 
