@@ -12,7 +12,7 @@ use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
 use crate::snapshot::{
-    Kubernetes, MAX_PROCESSES, Model, Snapshot, TTFT_SLO_SECONDS, bound_processes,
+    Kubernetes, MAX_PROCESSES, Model, Snapshot, TTFT_SLO_SECONDS, XidWindow, bound_processes,
 };
 use crate::source::Source;
 use base::quiet::{Repeating, Verdict};
@@ -200,6 +200,8 @@ pub struct Poller {
     reads: Collectors,
     /// The dcgm collector's fields.
     dcgm: Option<Arc<Dcgm>>,
+    /// Xid over dcgm's window, where its fields ask for the count.
+    xid_window: Option<XidWindow>,
     /// `--kubernetes.pod-labels`.
     pod_labels: bool,
     /// The engine reader, where `--engine.endpoint` names any.
@@ -217,6 +219,7 @@ impl Poller {
             collectors: Collectors::DEFAULT,
             reads: Collectors::DEFAULT,
             dcgm: None,
+            xid_window: None,
             pod_labels: false,
             engines: None,
             said: said(),
@@ -236,6 +239,10 @@ impl Poller {
         if let Some(d) = &dcgm {
             self.reads = self.collectors.or(d.needs());
         }
+        self.xid_window = dcgm
+            .as_deref()
+            .filter(|d| d.counts_xid())
+            .map(|d| XidWindow::new(d.xid_window_ms as f64 / 1000.0));
         self.dcgm = dcgm;
         self
     }
@@ -303,6 +310,9 @@ impl Poller {
             Ok(mut gpus) => {
                 let on = self.collectors;
                 retain(&mut gpus, self.reads);
+                if let Some(w) = &mut self.xid_window {
+                    w.observe(at, &mut gpus);
+                }
                 let s = Snapshot {
                     gpus,
                     models: if on.has(Collector::Models) {

@@ -13,6 +13,8 @@ pub mod readings;
 pub use readings::Readings;
 mod users;
 pub use users::*;
+mod xid_window;
+pub use xid_window::XidWindow;
 
 /// NVML clock event reasons, in bit order: reason `i` is bit `1 << i`.
 pub const CLOCK_EVENT_REASONS: [&str; 9] = [

@@ -85,7 +85,12 @@ pub fn run(config: Config) -> Result<u8, Error> {
     let signals = unix_signals::handle()?;
 
     let latest = Arc::new(Latest::new(Published {
-        snapshot: Arc::new(Snapshot::starting(plan.kind())),
+        // The flags' collectors from the start: a drop-in's first scrape
+        // is text 0.0.4 like the rest (`Format::for_scrape`).
+        snapshot: Arc::new(Snapshot {
+            collectors: config.collectors,
+            ..Snapshot::starting(plan.kind())
+        }),
         alerts: Default::default(),
         replay: None,
     }));

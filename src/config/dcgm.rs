@@ -132,6 +132,9 @@ pub struct Dcgm {
     /// Spell it `hostname`, as dcgm-exporter's unreleased main does; every
     /// release prints `Hostname` (`--compat.dcgm-lowercase-hostname`).
     pub lowercase_hostname: bool,
+    /// What `DCGM_EXP_XID_ERRORS_COUNT` counts over, in ms
+    /// (`--compat.dcgm-xid-window`, dcgm-exporter's `-x`).
+    pub xid_window_ms: u64,
 }
 
 impl Dcgm {
@@ -141,6 +144,12 @@ impl Dcgm {
         self.fields
             .iter()
             .fold(Collectors::NONE, |s, f| s.with(f.collector))
+    }
+
+    /// Whether the file asks for `DCGM_EXP_XID_ERRORS_COUNT`, which needs
+    /// Xid counted over a window ([`crate::snapshot::XidWindow`]).
+    pub fn counts_xid(&self) -> bool {
+        self.fields.iter().any(|f| f.field == Field::XidCount)
     }
 
     /// The host label's name.

@@ -189,6 +189,9 @@ pub struct Config {
     pub dcgm_counters: Option<PathBuf>,
     /// `--compat.dcgm-lowercase-hostname`, `--compat.dcgm-no-hostname`.
     pub dcgm_hostname: (bool, bool),
+    /// `--compat.dcgm-xid-window`: what `DCGM_EXP_XID_ERRORS_COUNT` counts
+    /// over (dcgm-exporter's `-x`).
+    pub dcgm_xid_window: Duration,
     /// The dcgm collector's fields, read once the flags are parsed, where
     /// it is on.
     pub dcgm: Option<std::sync::Arc<dcgm::Dcgm>>,
@@ -246,6 +249,7 @@ impl Default for Config {
             rules_file: None,
             dcgm_counters: None,
             dcgm_hostname: (false, false),
+            dcgm_xid_window: Duration::from_secs(300),
             dcgm: None,
             collectors: Collectors::DEFAULT,
             web_config: None,

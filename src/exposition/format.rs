@@ -1,5 +1,7 @@
 //! Content negotiation: which of the two formats a scrape gets.
 
+use crate::config::{Collector, Collectors};
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
     Text,
@@ -11,6 +13,20 @@ impl Format {
         match self {
             Format::Text => "text/plain; version=0.0.4; charset=utf-8",
             Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+
+    /// The format a scrape of the collectors `on` gets. The dcgm
+    /// collector's alone (the drop-in: `--collector.disable-defaults
+    /// --collector.dcgm`, or `collect[]=dcgm`) is text 0.0.4 whatever the
+    /// client offers, as dcgm-exporter serves it: OpenMetrics wants a
+    /// counter's samples to end in `_total`, which dcgm-exporter's names do
+    /// not, so Prometheus would type those counters `unknown`. A server may
+    /// choose; with anything else on, the client's Accept decides.
+    pub fn for_scrape(accept: Option<&[u8]>, on: Collectors) -> Format {
+        match on == Collectors::NONE.with(Collector::Dcgm) {
+            true => Format::Text,
+            false => Format::negotiate(accept),
         }
     }
 
@@ -87,5 +103,20 @@ mod tests {
             );
         }
         assert_eq!(Format::negotiate(None), Text);
+    }
+
+    #[test]
+    fn the_dcgm_drop_in_is_always_text() {
+        let om = Some(&b"application/openmetrics-text;version=1.0.0"[..]);
+        let dcgm = Collectors::NONE.with(Collector::Dcgm);
+        assert_eq!(Format::for_scrape(om, dcgm), Format::Text);
+        assert_eq!(Format::for_scrape(None, dcgm), Format::Text);
+        for on in [
+            Collectors::DEFAULT,
+            dcgm.with(Collector::Xid),
+            Collectors::NONE,
+        ] {
+            assert_eq!(Format::for_scrape(om, on), Format::OpenMetrics);
+        }
     }
 }

@@ -134,11 +134,11 @@ impl Writer<'_> {
     }
 
     #[inline(always)]
-    pub(super) fn num_label(&mut self, k: &str, n: u32) {
+    pub(super) fn num_label(&mut self, k: &str, n: impl Into<u64>) {
         self.out.push(b',');
         self.put(k);
         self.out.extend_from_slice(b"=\"");
-        write_u64(self.out, n as u64);
+        write_u64(self.out, n.into());
         self.out.push(b'"');
     }
 

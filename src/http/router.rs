@@ -310,8 +310,8 @@ fn metrics(
             return Response::text(Status::BadRequest);
         }
     };
-    let format = Format::negotiate(req.accept);
     let published = ctx.latest.get();
+    let format = Format::for_scrape(req.accept, published.snapshot.collectors.and(only));
     let http = ctx.http.get();
     let now = Instant::now();
     let s = &published.snapshot;

@@ -56,6 +56,11 @@ pub struct Readings {
     /// `xid_errors` is read: no Xid has code 0, and dcgm-exporter's
     /// `DCGM_FI_DEV_XID_ERRORS` reads 0 then too.
     pub xid_last_code: Option<f64>,
+    /// Xid counts by code over the dcgm collector's window, as
+    /// [`super::XidWindow`] sets them where its counters file asks for
+    /// `DCGM_EXP_XID_ERRORS_COUNT`; else, and where `xid_errors` is `None`,
+    /// `None`.
+    pub xid_window: Option<Vec<(u32, u64)>>,
     pub ecc_corrected_total: Option<f64>,
     pub ecc_uncorrected_total: Option<f64>,
     pub energy_joules_total: Option<f64>,

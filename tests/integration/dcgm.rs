@@ -285,25 +285,62 @@ fn the_fake_nvml_fleet_in_dcgm_units() {
 
 #[test]
 fn mig_instances_carry_gpu_i_profile_and_gpu_i_id() {
-    use crate::sources::{fake_nvml::Fixture, fleet, nvml_args, start};
-    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","bus_id":"00000000:18:00.0","temperature":50,
+    use crate::sources::{fake_nvml::Fixture, fleet, gpu, nvml_args, start};
+    let mig = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-mig-parent","bus_id":"00000000:18:00.0","temperature":50,"power_mw":300000,
         "memory":{"total":85520809984,"reserved":536870912,"free":1000,"used":2000},
         "mig":[
           {"name":"NVIDIA H100 80GB HBM3 MIG 3g.40gb","uuid":"MIG-aaaa","gpu_instance_id":1,
            "memory":{"total":42949672960,"reserved":0,"free":40000000000,"used":2949672960}}
         ]}"#;
-    let f = Fixture::new("dcgm-mig", &fleet(&[mig.to_string()]));
+    // GPU 1 has no MIG instances: it is served as the GPU.
+    let f = Fixture::new("dcgm-mig", &fleet(&[mig.to_string(), gpu(1, "")]));
     let mut args = nvml_args(&f);
     args.extend(["--collector.dcgm", "--compat.dcgm-no-hostname"].map(String::from));
     let e = start(&args);
     let body = e.wait_for("/metrics", std::time::Duration::from_secs(10), |b| {
-        b.contains("GPU_I_ID=\"1\"")
+        b.contains("GPU_I_ID=\"1\"") && b.contains("DCGM_FI_DEV_FB_USED{gpu=\"1\"")
     });
+    // As dcgm-exporter's default -d f: the instance, not its GPU, so that
+    // a sum counts each byte once.
     let used = lines(&body, "DCGM_FI_DEV_FB_USED");
     assert_eq!(used.len(), 2, "{used:?}");
     assert_eq!(
-        used[1],
+        used[0],
         "DCGM_FI_DEV_FB_USED{gpu=\"0\",UUID=\"GPU-mig-parent\",pci_bus_id=\"00000000:18:00.0\",device=\"nvidia0\",modelName=\"NVIDIA H100 80GB HBM3\",GPU_I_PROFILE=\"3g.40gb\",GPU_I_ID=\"1\",DCGM_FI_DRIVER_VERSION=\"550.54.15\"} 2813"
+    );
+    assert!(used[1].starts_with("DCGM_FI_DEV_FB_USED{gpu=\"1\","));
+    let sum: f64 = used
+        .iter()
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum();
+    let mib = 1024.0 * 1024.0;
+    assert_eq!(sum, 2813.0 + (44983939072.0f64 / mib).floor());
+    // Device-wide fields are the GPU's on its instance, as DCGM gives them
+    // (dashboard 12239's temperature and power panels keep their data);
+    // whole-GPU utilization is not given for an instance.
+    for (family, want) in [
+        ("DCGM_FI_DEV_GPU_TEMP", Some(50.0)),
+        ("DCGM_FI_DEV_GPU_UTIL", None),
+    ] {
+        let on_gpu0: Vec<&str> = lines(&body, family)
+            .into_iter()
+            .filter(|l| l.contains("{gpu=\"0\","))
+            .collect();
+        match want {
+            Some(v) => {
+                assert_eq!(on_gpu0.len(), 1, "{family}: {on_gpu0:?}");
+                assert!(on_gpu0[0].contains("GPU_I_ID=\"1\""), "{on_gpu0:?}");
+                assert_eq!(on_gpu0[0].rsplit(' ').next(), Some(&*v.to_string()));
+            }
+            None => assert!(on_gpu0.is_empty(), "{family}: {on_gpu0:?}"),
+        }
+    }
+    let power = lines(&body, "DCGM_FI_DEV_POWER_USAGE");
+    assert!(
+        power
+            .iter()
+            .any(|l| l.contains("GPU_I_ID=\"1\"") && l.ends_with(" 300")),
+        "{power:?}"
     );
 }
 
@@ -470,6 +507,87 @@ fn dashboard_12239_and_dcgm_alerts_in_a_real_prometheus() {
     }
 }
 
+/// The drop-in answers text 0.0.4 to any Accept, as dcgm-exporter does, so
+/// that its counters (no `_total`) stay counters; with anything beside the
+/// dcgm collector, the client's choice holds.
+#[test]
+fn the_drop_in_answers_text_0_0_4_whatever_the_client_offers() {
+    let om = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+    let dropin = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let both = Exporter::start(&["--collector.dcgm"]);
+    for (e, accept, want) in [
+        (&dropin, Some(om), "text/plain; version=0.0.4"),
+        (&dropin, None, "text/plain; version=0.0.4"),
+        (
+            &both,
+            Some(om),
+            "application/openmetrics-text; version=1.0.0",
+        ),
+        (&both, None, "text/plain; version=0.0.4"),
+    ] {
+        let r = e.metrics(accept);
+        let got = r.header("content-type").unwrap_or_default();
+        assert!(got.starts_with(want), "{accept:?}: {got}");
+        let eof = r.body.ends_with("# EOF\n");
+        assert_eq!(eof, want.starts_with("application"), "{accept:?}");
+    }
+    // A scrape that asks for the dcgm collector alone is the drop-in's too.
+    let r = both.get("/metrics?collect[]=dcgm", &[("Accept", om)]);
+    let got = r.header("content-type").unwrap_or_default();
+    assert!(got.starts_with("text/plain; version=0.0.4"), "{got}");
+    let total = "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter";
+    assert!(r.body.contains(total), "{}", r.body);
+}
+
+/// Prometheus, with its default scrape protocols (OpenMetrics first),
+/// types every `counter` field of dcgm-exporter's default file `counter`
+/// in `/api/v1/metadata`: in OpenMetrics they would be `unknown`.
+#[test]
+fn every_default_counter_is_a_counter_in_a_real_prometheus() {
+    use crate::deploy::Prometheus;
+    use std::time::Duration;
+    if !have("prometheus", &["--version"]) {
+        return;
+    }
+    let dropin = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
+    let body = dropin.metrics(None).body;
+    let file = include_str!("../../src/config/dcgm-default-counters.csv");
+    let counters: Vec<&str> = file
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| {
+            let mut cols = l.split(',').map(str::trim);
+            let (name, kind) = (cols.next()?, cols.next()?);
+            (kind == "counter").then_some(name)
+        })
+        .filter(|name| body.contains(&format!("\n{name}{{")))
+        .collect();
+    for want in [
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+    ] {
+        assert!(counters.contains(&want), "{want} served: {counters:?}");
+    }
+    let mut prom = Prometheus::with_config(
+        &format!("prometheus-dcgm-types-{}", dropin.addr.port()),
+        &format!(
+            "scrape_configs:\n  - job_name: dcgm\n    static_configs:\n      - targets: ['{}']\n",
+            dropin.addr
+        ),
+    );
+    for name in counters {
+        let meta = crate::common::eventually(Duration::from_secs(30), || {
+            match prom.get(&format!("/api/v1/metadata?metric={name}")) {
+                Some((200, b)) if b.contains("\"type\"") => Ok(b),
+                other => Err(format!("{name}: {other:?}")),
+            }
+        });
+        assert!(meta.contains(r#""type":"counter""#), "{name}: {meta}");
+    }
+}
+
 /// An nvidia-smi capture (an RTX 4080 SUPER under load) in dcgm's units:
 /// its own MiB, MHz, W and % come back as they were printed.
 #[test]
@@ -563,4 +681,81 @@ fn xid_errors_is_the_last_code_from_the_kernel_log_and_nvml_events() {
         (Some(1.0), Some(1.0))
     );
     assert_eq!(last(&body, "DCGM_FI_DEV_XID_ERRORS", 2), Some(0.0));
+}
+
+/// dcgm-exporter's Xid series as released. `DCGM_FI_DEV_XID_ERRORS`
+/// carries the last code as `err_code` with its table's `err_msg`.
+/// `DCGM_EXP_XID_ERRORS_COUNT`, where the file lists it, counts each code
+/// over the window (`--compat.dcgm-xid-window`, its `-x`): it rises after
+/// an Xid 79, and once the window has passed the GPU is back to its one
+/// zero series without `xid`; `gpu_xid_errors_total` still counts it.
+#[test]
+fn xid_count_over_a_window_and_the_last_code_with_its_text() {
+    use crate::kernel_log::{append, xid};
+    use crate::sources::{fake_nvml::Fixture, fleet, gpu, nvml_args, start};
+    use std::time::{Duration, Instant};
+    let log = temp_file("dcgm-xid-window-kern.log", "");
+    let file = temp_file(
+        "dcgm-xid-window.csv",
+        "DCGM_FI_DEV_GPU_TEMP, gauge, t\nDCGM_FI_DEV_XID_ERRORS, gauge, last\n\
+         DCGM_EXP_XID_ERRORS_COUNT, gauge, Count of XID Errors within user-specified time window\n",
+    );
+    // GPU 0 (bus 9B, the log lines' bus) counts from the kernel log.
+    let gpus = [
+        gpu(0, r#","events":false"#).replace("00000000:18:00.0", "00000000:9B:00.0"),
+        gpu(1, ""),
+    ];
+    let f = Fixture::new("dcgm-xid-window", &fleet(&gpus));
+    let mut args = nvml_args(&f);
+    let at = args.iter().position(|a| a == "--xid.kmsg").unwrap() + 1;
+    args[at] = log.to_str().unwrap().to_string();
+    for a in [
+        "--collector.dcgm",
+        "--compat.dcgm-counters",
+        file.to_str().unwrap(),
+        "--compat.dcgm-xid-window",
+        "3s",
+    ] {
+        args.push(a.into());
+    }
+    let e = start(&args);
+    let count = "DCGM_EXP_XID_ERRORS_COUNT{gpu=\"";
+    let series = |b: &str, g: u32| -> Vec<String> {
+        b.lines()
+            .filter(|l| l.starts_with(&format!("{count}{g}\",")))
+            .map(|l| l[l.find("Hostname").unwrap()..].to_string())
+            .map(|l| l[l.find(',').unwrap() + 1..].to_string())
+            .collect()
+    };
+    let zero = "window_size_in_ms=\"3000\"} 0";
+    let limit = Duration::from_secs(20);
+    let body = e.wait_for("/metrics", limit, |b| series(b, 0) == [zero]);
+    assert_eq!(series(&body, 1), [zero]);
+    let last = "DCGM_FI_DEV_XID_ERRORS{gpu=\"0\",";
+    let line = body.lines().find(|l| l.starts_with(last)).unwrap();
+    assert!(
+        line.ends_with(",err_code=\"0\",err_msg=\"No Error\"} 0"),
+        "{line}"
+    );
+    let t = crate::common::uptime() + 100.0;
+    // The Xid is stamped with a collection after this.
+    let appended = Instant::now();
+    append(&log, &xid(t, 79));
+    let one = "window_size_in_ms=\"3000\",xid=\"79\"} 1";
+    let body = e.wait_for("/metrics", limit, |b| series(b, 0) == [one]);
+    assert_eq!(series(&body, 1), [zero], "GPU 1 had none");
+    let line = body.lines().find(|l| l.starts_with(last)).unwrap();
+    assert!(
+        line.ends_with(",err_code=\"79\",err_msg=\"GPU has fallen off the bus\"} 79"),
+        "{line}"
+    );
+    // Back to the zero series once the window has passed, not before.
+    let body = e.wait_for("/metrics", limit, |b| series(b, 0) == [zero]);
+    let after = appended.elapsed();
+    assert!(after >= Duration::from_millis(2900), "{after:?}");
+    let total = "gpu_xid_errors_total{gpu=\"0\",";
+    let counted = body
+        .lines()
+        .find(|l| l.starts_with(total) && l.contains(",xid=\"79\"}"));
+    assert!(counted.is_some_and(|l| l.ends_with(" 1")), "{counted:?}");
 }

@@ -414,6 +414,19 @@ const AFTER_ENGINES: &[Flag] = &[
         "the dcgm collector spells its host label hostname, as dcgm-exporter's unreleased main does; every release, and the default here, prints Hostname",
         Action::Switch(|c| c.dcgm_hostname.0 = true),
     ),
+    set(
+        "--compat.dcgm-xid-window",
+        "DUR",
+        "5m",
+        "the window DCGM_EXP_XID_ERRORS_COUNT counts Xid over, at least 1ms (dcgm-exporter's -x, in ms)",
+        |c, v| {
+            c.dcgm_xid_window = parse_duration(v)?;
+            if c.dcgm_xid_window.as_millis() == 0 {
+                return Err(format!("{v:?} is below the 1ms minimum"));
+            }
+            Ok(())
+        },
+    ),
     switch(
         "--compat.dcgm-no-hostname",
         "the dcgm collector leaves out its host label (dcgm-exporter's -n, --no-hostname)",
@@ -632,6 +645,7 @@ fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
     let (lowercase, none) = c.dcgm_hostname;
     d.lowercase_hostname = lowercase;
     d.hostname = (!none).then(host_name);
+    d.xid_window_ms = c.dcgm_xid_window.as_millis() as u64;
     Ok(d)
 }
 

@@ -85,18 +85,36 @@ pub(super) fn shaped(f: Field, v: f64) -> f64 {
     }
 }
 
-/// dcgm-exporter's `err_msg` for the Xid codes seen most, else "".
+/// dcgm-exporter's `err_msg` outside its table.
+const UNKNOWN: &str = "Unknown Error";
+
+/// dcgm-exporter's `err_msg` for an Xid code: line `code` of its table
+/// (`xid-messages.txt`: its `xidErrCodeToText`, read at commit 3446595
+/// of NVIDIA/dcgm-exporter, with 173 codes from 0, "No Error", to 172),
+/// `Unknown Error` outside it.
+#[cfg(feature = "dcgm-xid-texts")]
+pub(super) fn xid_message(code: u32) -> &'static str {
+    XID_MESSAGES.lines().nth(code as usize).unwrap_or(UNKNOWN)
+}
+
+#[cfg(any(test, feature = "dcgm-xid-texts"))]
+const XID_MESSAGES: &str = include_str!("xid-messages.txt");
+
+/// A build without the table (`--no-default-features`, held to its size)
+/// has the texts of the codes seen most; other codes read `Unknown Error`.
+#[cfg(not(feature = "dcgm-xid-texts"))]
 pub(super) fn xid_message(code: u32) -> &'static str {
     match code {
+        0 => "No Error",
         13 => "Graphics Engine Exception",
         31 => "GPU memory page fault",
         43 => "GPU stopped processing",
-        45 => "Preemptive cleanup, due to previous errors",
+        45 => {
+            "Preemptive cleanup, due to previous errors -- Most likely to see when running multiple cuda"
+        }
         48 => "Double Bit ECC Error",
-        62 => "Internal micro-controller halt",
         63 => "ECC page retirement or row remapping recording event",
         64 => "ECC page retirement or row remapper recording failure",
-        68 => "NVDEC0 Exception",
         74 => "NVLINK Error",
         79 => "GPU has fallen off the bus",
         92 => "High single-bit ECC error rate",
@@ -105,6 +123,31 @@ pub(super) fn xid_message(code: u32) -> &'static str {
         109 => "Context Switch Timeout Error",
         119 => "GSP RPC Timeout",
         120 => "GSP Error",
-        _ => "",
+        _ => UNKNOWN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One text a line, codes 0 to 172; the short table, where a build
+    /// has it, says what the full one says.
+    #[test]
+    fn xid_messages() {
+        let lines: Vec<&str> = XID_MESSAGES.lines().collect();
+        assert_eq!(lines.len(), 173);
+        assert!(lines.iter().all(|l| !l.is_empty() && l.trim() == *l));
+        for (code, want) in [(0, "No Error"), (79, "GPU has fallen off the bus")] {
+            assert_eq!(lines[code], want);
+        }
+        assert_eq!(lines[172], "Uncorrectable SRAM Error");
+        for code in 0..200 {
+            let got = xid_message(code);
+            let full = lines.get(code as usize).copied().unwrap_or(UNKNOWN);
+            assert!(got == full || got == UNKNOWN, "{code}: {got}");
+        }
+        assert_eq!(xid_message(173), UNKNOWN);
+        assert_eq!(xid_message(u32::MAX), UNKNOWN);
     }
 }

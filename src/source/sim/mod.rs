@@ -298,6 +298,7 @@ impl Sim {
             xid_errors: Some(xids),
             xid_last_timestamp_seconds: last_xid.map(|(t, _)| t),
             xid_last_code: Some(last_code(last_xid.map(|(_, c)| c))),
+            xid_window: None,
             ecc_corrected_total: Some(0.0),
             ecc_uncorrected_total: Some(0.0),
             energy_joules_total: Some(g.energy.at(at).round()),
