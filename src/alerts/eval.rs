@@ -70,6 +70,11 @@ struct Subjects {
 
 const NONE: u32 = u32::MAX;
 
+/// Adds a series' `v` to its subject's sum, NaN until a series has one.
+fn add_to(sum: &mut f64, v: f64) {
+    *sum = if sum.is_nan() { v } else { *sum + v };
+}
+
 impl Subjects {
     fn id(&mut self, s: Subject) -> u32 {
         if let Some(&id) = self.ids.get(&s) {
@@ -247,8 +252,7 @@ impl Evaluator {
             let keep = spans.iter().any(|&s| s > 0.0);
             for ((id, series), v) in got {
                 // A model's replicas sum to its value.
-                let c = &mut cur[id as usize];
-                *c = if c.is_nan() { v } else { *c + v };
+                add_to(&mut cur[id as usize], v);
                 if keep {
                     let series = series as usize;
                     if tracks.len() <= series {
@@ -289,8 +293,7 @@ impl Evaluator {
                     Range::Deriv(..) => track.deriv(at, w),
                 };
                 if let Some(v) = v {
-                    let o = &mut out[owner[series] as usize];
-                    *o = if o.is_nan() { v } else { *o + v };
+                    add_to(&mut out[owner[series] as usize], v);
                 }
             }
             out
