@@ -20,17 +20,24 @@
 #   gpu-exporter-VERSION-linux-arm64.tar.gz   docs/, LICENSE and deploy/
 #   gpu-exporter-VERSION.cdx.json             CycloneDX SBOM of the crates
 #   gpu-exporter-VERSION-image.oci.tar        the image index, OCI archive
+#   gpu-exporter-VERSION.tgz                  the Helm chart (docs/helm.md)
 #   SHA256SUMS                                `sha256sum -c SHA256SUMS`
 #
 # The deploy/ in each tarball names the image IMAGE=[REGISTRY/]gpu-exporter:VERSION
 # (the manifests' one image reference, `gpu-exporter:0.1.0` in the source
 # tree). --push REGISTRY copies the whole index there (skopeo copy --all)
-# as REGISTRY/gpu-exporter:VERSION; a registry on localhost or 127.0.0.1 is
-# spoken to over plain HTTP, as docker does.
+# as REGISTRY/gpu-exporter:VERSION, and the chart as an OCI artifact,
+# oci://REGISTRY/charts/gpu-exporter:VERSION; a registry on localhost or
+# 127.0.0.1 is spoken to over plain HTTP, as docker does.
+#
+# The chart's version and appVersion are VERSION (Helm wants it semver),
+# its image [REGISTRY/]gpu-exporter, in the tarballs' deploy/helm too; it
+# is packaged and pushed with Helm's own Go SDK from PyPI helm-python-sdk
+# (tests/helm/requirements.txt; x86_64 wheels only), no helm binary.
 #
 # Needs: cargo-auditable (cargo install --locked cargo-auditable), the
 # aarch64 target and cross gcc, buildah, python3 (the SBOM, from `cargo
-# metadata`), and skopeo for --push. Env: CARGO_TARGET_DIR, DIST,
+# metadata`), helm-python-sdk (the chart), and skopeo for --push. Env: CARGO_TARGET_DIR, DIST,
 # CARGO_FLAGS (extra cargo flags, e.g. "--offline -j1"), BUILDAH_FLAGS
 # (global buildah flags, e.g. "--root DIR --runroot DIR"),
 # SOURCE_DATE_EPOCH (default: the last commit's time).
@@ -60,6 +67,10 @@ cargo auditable --version >/dev/null 2>&1 ||
 if [[ -n $registry ]]; then
   command -v skopeo >/dev/null || { echo "release.sh: --push needs skopeo" >&2; exit 1; }
 fi
+python3 -c 'import helm_python' 2>/dev/null ||
+  { echo "release.sh: the chart needs helm-python-sdk (python3 -m pip install --require-hashes -r tests/helm/requirements.txt)" >&2; exit 1; }
+plain_http=
+[[ $registry == localhost[:/]* || $registry == 127.0.0.1[:/]* || $registry == localhost ]] && plain_http=1
 dist="${DIST:-$root/dist}"
 target="${CARGO_TARGET_DIR:-$root/target}"
 # Not exported: ring's build script (through cc) reruns when
@@ -72,6 +83,25 @@ name="gpu-exporter-release:$version"
 archive="gpu-exporter-$version-image.oci.tar"
 mkdir -p "$dist"
 rm -f "$dist/SHA256SUMS" "$dist/gpu-exporter-$version"[-.]*
+
+# --- the Helm chart ---------------------------------------------------------
+# As this release ships it: its image the one built here, its version and
+# appVersion VERSION; the dashboards' link resolved into a copy.
+chart="$target/release-stage/chart/gpu-exporter"
+rm -rf "$target/release-stage/chart"
+mkdir -p "$target/release-stage/chart"
+cp -R deploy/helm/gpu-exporter "$chart"
+rm "$chart/files/dashboards"
+cp -R deploy/grafana "$chart/files/dashboards"
+sed -i -E -e "s#^version: .*#version: $version#" -e "s#^appVersion: .*#appVersion: \"$version\"#" "$chart/Chart.yaml"
+sed -i -E "s#^(  repository: )gpu-exporter\$#\1${registry:+$registry/}gpu-exporter#" "$chart/values.yaml"
+python3 - "$chart" "$dist" "$version" <<'PY' >/dev/null
+import sys
+import helm_python as helm
+chart, dist, version = sys.argv[1:]
+print(helm.package(chart, destination=dist, version=version, app_version=version))
+PY
+[[ -f "$dist/gpu-exporter-$version.tgz" ]] || { echo "release.sh: no chart gpu-exporter-$version.tgz" >&2; exit 1; }
 
 # --- binaries, stages and tarballs ----------------------------------------
 tarballs=()
@@ -92,6 +122,8 @@ for arch in amd64 arm64; do
   install -m 0644 README.md LICENSE "$tree/"
   cp -R docs "$tree/docs"
   cp -R deploy "$tree/deploy"
+  rm -rf "$tree/deploy/helm/gpu-exporter"
+  cp -R "$chart" "$tree/deploy/helm/gpu-exporter"
   # The manifests' one image reference, filled in for this release.
   find "$tree/deploy" -name '*.yaml' -exec \
     sed -i -E "s#^([[:space:]]*image:[[:space:]]*)gpu-exporter:[0-9A-Za-z.+_-]+[[:space:]]*\$#\\1$image#" {} +
@@ -123,15 +155,23 @@ for arch in amd64 arm64; do
 done
 "${buildah[@]}" manifest push --quiet --all "$name" "oci-archive:$dist/$archive:gpu-exporter:$version"
 
-(cd "$dist" && sha256sum "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" >SHA256SUMS)
+(cd "$dist" && sha256sum "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" \
+  "gpu-exporter-$version.tgz" >SHA256SUMS)
 
 if [[ -n $registry ]]; then
   tls=()
-  [[ $registry == localhost[:/]* || $registry == 127.0.0.1[:/]* || $registry == localhost ]] &&
-    tls=(--dest-tls-verify=false)
+  [[ -n $plain_http ]] && tls=(--dest-tls-verify=false)
   skopeo copy --quiet --all "${tls[@]}" "oci-archive:$dist/$archive" "docker://$image" >&2
   echo "release.sh: pushed $image" >&2
+  python3 - "$dist/gpu-exporter-$version.tgz" "oci://$registry/charts" "$plain_http" <<'PY' >&2
+import sys
+import helm_python as helm
+tgz, remote, plain = sys.argv[1:]
+helm.push(tgz, remote, plain_http=bool(plain))
+print(f"release.sh: pushed {remote}/gpu-exporter")
+PY
 fi
 "${buildah[@]}" manifest rm "$name" >/dev/null 2>&1 || true
 echo "release.sh: $image in $dist:" >&2
-(cd "$dist" && ls -l "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" SHA256SUMS >&2)
+(cd "$dist" && ls -l "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" \
+  "gpu-exporter-$version.tgz" SHA256SUMS >&2)

@@ -221,6 +221,7 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
         format!("gpu-exporter-{VERSION}-linux-arm64.tar.gz"),
         archive.clone(),
         sbom.clone(),
+        format!("gpu-exporter-{VERSION}.tgz"),
     ];
     expected.sort();
     assert_eq!(checked, expected, "{sums}");
@@ -309,6 +310,9 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
             }
         }
     }
+
+    // --- the registry: the chart beside the image, pulled back.
+    crate::helm::the_released_chart_round_trips(&registry.addr, &dist, VERSION);
 
     // --- the registry: one index, both platforms.
     let mut inspect = Command::new("skopeo");

@@ -643,3 +643,67 @@ fn dcgm_mode_probes_tcp_under_basic_auth() {
     ]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+#[test]
+fn the_charts_version_is_the_crates() {
+    let chart = std::fs::read_to_string(root().join(CHART).join("Chart.yaml")).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    assert!(
+        chart.contains(&format!("\nversion: {version}\n")),
+        "{chart}"
+    );
+    assert!(
+        chart.contains(&format!("\nappVersion: \"{version}\"\n")),
+        "{chart}"
+    );
+    assert!(chart.contains("\napiVersion: v2\n"), "{chart}");
+}
+
+/// The release's chart (`dist/gpu-exporter-VERSION.tgz`) pulled back from
+/// the registry at `registry` it was pushed to: the same bytes, and it
+/// renders the release's image, at its version.
+pub fn the_released_chart_round_trips(registry: &str, dist: &Path, version: &str) {
+    if !helm_ready() {
+        return;
+    }
+    let tgz = format!("gpu-exporter-{version}.tgz");
+    let back = dist.parent().unwrap().join("chart-pulled");
+    std::fs::create_dir_all(&back).unwrap();
+    let out = chart_py(&[
+        "pull",
+        &format!("oci://{registry}/charts/gpu-exporter"),
+        version,
+        back.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(back.join(&tgz)).unwrap(),
+        std::fs::read(dist.join(&tgz)).unwrap(),
+        "the pulled chart is not the pushed one"
+    );
+    let rendered = back.join("rendered");
+    let files = render_in(
+        &rendered,
+        &back.join(&tgz),
+        "{}",
+        "gpu-exporter",
+        "gpu-exporter",
+    );
+    let m = flatten_paths(&files).unwrap();
+    let c = "DaemonSet/gpu-exporter.spec.template.spec.containers[gpu-exporter]";
+    expect(
+        &m,
+        &format!("{c}.image"),
+        &format!("\"{registry}/gpu-exporter:{version}\""),
+    );
+    expect(
+        &m,
+        "DaemonSet/gpu-exporter.metadata.labels.app.kubernetes.io/version",
+        &format!("{version:?}"),
+    );
+    // The dashboards came with it, resolved from their link.
+    assert!(
+        m.keys()
+            .any(|k| k.starts_with("ConfigMap/gpu-exporter-gpu-fleet.data."))
+    );
+}
