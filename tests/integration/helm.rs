@@ -103,7 +103,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "everything-else",
-        r#"{"namespace":{"create":true},"attribution":{"enabled":true},"web":{"config":{"secretName":"w","tls":true}},"podMonitor":{"enabled":true},"collectors":{"disableDefaults":true,"enable":["temperature","power"],"disable":["ecc"]},"extraArgs":["--collect.interval=5s"],"prometheusRule":{"runbookBaseUrl":"https://wiki.example/runbooks/","labels":{"release":"kps"}},"serviceMonitor":{"labels":{"release":"kps"}},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"nvidia.com/gpu.present","operator":"Exists"}]}]}}}}"#,
+        r#"{"namespace":{"create":true},"attribution":{"enabled":true},"kernelLog":{"enabled":true},"web":{"config":{"secretName":"w","tls":true}},"podMonitor":{"enabled":true},"collectors":{"disableDefaults":true,"enable":["temperature","power"],"disable":["ecc"]},"extraArgs":["--collect.interval=5s"],"prometheusRule":{"runbookBaseUrl":"https://wiki.example/runbooks/","labels":{"release":"kps"}},"serviceMonitor":{"labels":{"release":"kps"}},"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"nvidia.com/gpu.present","operator":"Exists"}]}]}}}}"#,
     ),
 ];
 
@@ -332,6 +332,7 @@ fn each_value_renders_what_it_says() {
     for k in [
         format!("{pod}.volumes[web].secret.secretName"),
         format!("{pod}.hostNetwork"),
+        format!("{pod}.volumes[kmsg].hostPath.path"),
         format!("{e}.scheme"),
     ] {
         assert!(!base.contains_key(&k), "{k}");
@@ -369,6 +370,23 @@ fn the_runbook_url_and_the_job_reach_the_rules() {
         &m,
         "PrometheusRule/gpu-exporter.metadata.labels.release",
         r#""kps""#,
+    );
+    // The kernel log, read-only from the node.
+    let pod = "DaemonSet/gpu-exporter.spec.template.spec";
+    expect(
+        &m,
+        &format!("{pod}.volumes[kmsg].hostPath.path"),
+        r#""/dev/kmsg""#,
+    );
+    expect(
+        &m,
+        &format!("{pod}.volumes[kmsg].hostPath.type"),
+        r#""CharDevice""#,
+    );
+    expect(
+        &m,
+        &format!("{pod}.containers[gpu-exporter].volumeMounts[kmsg].readOnly"),
+        "true",
     );
     // The exporter gets the same URL for its own pages.
     let c = "DaemonSet/gpu-exporter.spec.template.spec.containers[gpu-exporter]";
