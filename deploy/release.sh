@@ -21,6 +21,8 @@
 #   gpu-exporter-VERSION.cdx.json             CycloneDX SBOM of the crates
 #   gpu-exporter-VERSION-image.oci.tar        the image index, OCI archive
 #   gpu-exporter-VERSION.tgz                  the Helm chart (docs/helm.md)
+#   gpu-exporter_PKGVERSION_ARCH.deb          packages with the systemd unit
+#   gpu-exporter-PKGVERSION-1.ARCH.rpm        (deploy/package.sh), both archs
 #   SHA256SUMS                                `sha256sum -c SHA256SUMS`
 #
 # The deploy/ in each tarball names the image IMAGE=[REGISTRY/]gpu-exporter:VERSION
@@ -37,7 +39,8 @@
 #
 # Needs: cargo-auditable (cargo install --locked cargo-auditable), the
 # aarch64 target and cross gcc, buildah, python3 (the SBOM, from `cargo
-# metadata`), helm-python-sdk (the chart), and skopeo for --push. Env: CARGO_TARGET_DIR, DIST,
+# metadata`), helm-python-sdk (the chart), dpkg-deb and rpmbuild (Debian's
+# rpm; the packages), and skopeo for --push. Env: CARGO_TARGET_DIR, DIST,
 # CARGO_FLAGS (extra cargo flags, e.g. "--offline -j1"), BUILDAH_FLAGS
 # (global buildah flags, e.g. "--root DIR --runroot DIR"),
 # SOURCE_DATE_EPOCH (default: the last commit's time).
@@ -82,7 +85,8 @@ image="${registry:+$registry/}gpu-exporter:$version"
 name="gpu-exporter-release:$version"
 archive="gpu-exporter-$version-image.oci.tar"
 mkdir -p "$dist"
-rm -f "$dist/SHA256SUMS" "$dist/gpu-exporter-$version"[-.]*
+rm -f "$dist/SHA256SUMS" "$dist/gpu-exporter-$version"[-.]* \
+  "$dist/gpu-exporter_${version//-/\~}_"*.deb "$dist/gpu-exporter-${version//-/\~}-1."*.rpm
 
 # --- the Helm chart ---------------------------------------------------------
 # As this release ships it: its image the one built here, its version and
@@ -105,6 +109,7 @@ PY
 
 # --- binaries, stages and tarballs ----------------------------------------
 tarballs=()
+packages=()
 for arch in amd64 arm64; do
   case $arch in
     amd64) build=() ;;
@@ -133,6 +138,9 @@ for arch in amd64 arm64; do
   tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$epoch" \
     -C "$(dirname "$tree")" -cf - "$pkg" | gzip -9n >"$dist/$pkg.tar.gz"
   tarballs+=("$pkg.tar.gz")
+  while read -r built; do
+    packages+=("$(basename "$built")")
+  done < <("$root/deploy/package.sh" "$arch" "$version" "$bin" "$dist")
 done
 
 # --- the SBOM ---------------------------------------------------------------
@@ -156,7 +164,7 @@ done
 "${buildah[@]}" manifest push --quiet --all "$name" "oci-archive:$dist/$archive:gpu-exporter:$version"
 
 (cd "$dist" && sha256sum "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" \
-  "gpu-exporter-$version.tgz" >SHA256SUMS)
+  "gpu-exporter-$version.tgz" "${packages[@]}" >SHA256SUMS)
 
 if [[ -n $registry ]]; then
   tls=()
@@ -174,4 +182,4 @@ fi
 "${buildah[@]}" manifest rm "$name" >/dev/null 2>&1 || true
 echo "release.sh: $image in $dist:" >&2
 (cd "$dist" && ls -l "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" \
-  "gpu-exporter-$version.tgz" SHA256SUMS >&2)
+  "gpu-exporter-$version.tgz" "${packages[@]}" SHA256SUMS >&2)

@@ -663,16 +663,7 @@ fn systemd_unit_is_hardened_and_verifies() {
     // verify checks that ExecStart exists, so point a copy at the binary
     // under test. It warns on stderr and still exits 0, so output fails.
     let dir = TempDir::new("systemd");
-    let verify = |unit: &str| {
-        let path = dir.0.join("gpu-exporter.service");
-        std::fs::write(&path, unit).unwrap();
-        let out = Command::new("systemd-analyze")
-            .arg("verify")
-            .arg(&path)
-            .output()
-            .unwrap();
-        (out.status.success(), text(&out))
-    };
+    let verify = |unit: &str| systemd_verify(&dir.0, unit);
     let local = unit.replace(
         "ExecStart=/usr/local/bin/gpu-exporter",
         &format!("ExecStart={BIN}"),
@@ -760,17 +751,25 @@ fn with_tls(text: &str) -> String {
         .collect()
 }
 
+/// `systemd-analyze verify` of `unit`, written as gpu-exporter.service in
+/// `dir`: whether it passed, and what it said.
+pub(crate) fn systemd_verify(dir: &Path, unit: &str) -> (bool, String) {
+    let path = dir.join("gpu-exporter.service");
+    std::fs::write(&path, unit).unwrap();
+    let out = Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+        .unwrap();
+    (out.status.success(), text(&out))
+}
+
 /// TLS and basic auth turned on: the unit's `#tls|` lines, and the chart's
 /// web config values (helm.rs checks the manifests they render), whose
 /// DaemonSet args serve.
 #[test]
 fn the_tls_variants_turn_on_and_serve() {
     let dir = TempDir::new("deploy-tls");
-    let write = |name: &str, text: String| {
-        let path = dir.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    };
     let unit = with_tls(&read(UNIT));
 
     // The unit: the credentials and the flag, and systemd takes it.
@@ -795,17 +794,8 @@ fn the_tls_variants_turn_on_and_serve() {
             "ExecStart=/usr/local/bin/gpu-exporter",
             &format!("ExecStart={BIN}"),
         );
-        let path = write("gpu-exporter.service", local);
-        let out = Command::new("systemd-analyze")
-            .arg("verify")
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success() && text(&out).is_empty(),
-            "{}",
-            text(&out)
-        );
+        let (ok, out) = systemd_verify(&dir.0, &local);
+        assert!(ok && out.is_empty(), "{out}");
     }
 
     // The chart's DaemonSet's args serve: over TLS with basic auth, the

@@ -222,6 +222,10 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
         archive.clone(),
         sbom.clone(),
         format!("gpu-exporter-{VERSION}.tgz"),
+        "gpu-exporter_0.1.0~test_amd64.deb".into(),
+        "gpu-exporter_0.1.0~test_arm64.deb".into(),
+        "gpu-exporter-0.1.0~test-1.x86_64.rpm".into(),
+        "gpu-exporter-0.1.0~test-1.aarch64.rpm".into(),
     ];
     expected.sort();
     assert_eq!(checked, expected, "{sums}");
@@ -310,6 +314,9 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
             }
         }
     }
+
+    // --- the packages: lint, install, remove.
+    crate::packages::check_packages(&dist, VERSION);
 
     // --- the registry: the chart beside the image, pulled back.
     crate::helm::the_released_chart_round_trips(&registry.addr, &dist, VERSION);

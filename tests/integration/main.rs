@@ -27,6 +27,7 @@ mod kubelet;
 mod listen;
 mod lost;
 mod nvidia_real;
+mod packages;
 #[path = "../support/pki.rs"]
 mod pki;
 mod prometheus;
