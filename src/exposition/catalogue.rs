@@ -118,7 +118,7 @@ pub static HTTP_OPEN: Family = family(
 pub static HTTP_EVICTED: Family = family(
     "gpu_exporter_http_connections_evicted",
     Counter,
-    "HTTP connections closed to make room, by reason: idle keep-alive and incomplete_head connections at the connection cap, stalled_write when a request needed the response slot of a client that was not reading.",
+    "HTTP connections closed to make room, by reason: idle keep-alive, incomplete_head and tls_handshake (mid-handshake) connections at the connection cap, stalled_write when a request needed the response slot of a client that was not reading.",
 );
 pub static HTTP_ACCEPT_PAUSED: Family = family(
     "gpu_exporter_http_accept_paused_seconds",

@@ -61,7 +61,10 @@ pub async fn run(
     match done {
         Ok(true) => Some(tls),
         Ok(false) => {
-            srv.ctx.http.handshake_error(HandshakeError::Timeout);
+            // An eviction is counted as one, not as a handshake error.
+            if !srv.evicted(key) {
+                srv.ctx.http.handshake_error(HandshakeError::Timeout);
+            }
             if let Some(b) = tls.release() {
                 srv.tlsbufs.put(b);
             }
@@ -112,6 +115,7 @@ async fn handshake(
         tls.filled(n);
         out.clear();
         let step = tls.handshake(out);
+        srv.heard(key, matches!(step, Ok(Handshake::Done)));
         // A flight, or the alert that says why not.
         let sent = send(srv, key, stream, deadline, out).await;
         match step? {
