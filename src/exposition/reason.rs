@@ -46,6 +46,7 @@ reasons! {
     HandshakeError {
         Timeout => "timeout",
         Failed => "failed",
+        Closed => "closed",
     }
 }
 
@@ -148,7 +149,7 @@ mod tests {
         let t = Tally::<HandshakeError>::default();
         assert_eq!(
             t.each().map(|(r, _)| r.label()).collect::<Vec<_>>(),
-            ["timeout", "failed"]
+            ["timeout", "failed", "closed"]
         );
     }
 }

@@ -665,6 +665,58 @@ fn evictions_over_tls_are_named_and_answered() {
     assert_eq!(timeouts, 0.0, "an eviction is no handshake error: {after}");
 }
 
+/// Silent connections churning at the cap over TLS: every TLS scrape on a
+/// new connection gets its 200 (a scrape's handshake is heard, so the
+/// silent ones go first), and the silent ones are counted as evicted
+/// mid-handshake or closed by their client, never as timeouts.
+#[test]
+fn tls_scrapes_get_through_silent_churn_at_the_cap() {
+    let Some(dir) = tools() else { return };
+    let e = start(dir, "web-churn.yml", TLS, &["--web.max-connections", "8"]);
+    let config = tls_client::config(dir, None, false);
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = e.addr;
+    let churn = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // At most 20 open, each held 1.5 s: past the cap of 8, and past
+            // the second that makes a silent one evictable. Bounded by the
+            // flag and 60 s.
+            let t0 = Instant::now();
+            let mut open = std::collections::VecDeque::new();
+            while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(60) {
+                if let Ok(s) = TcpStream::connect(addr) {
+                    open.push_back((Instant::now(), s));
+                }
+                while open.len() > 20
+                    || open
+                        .front()
+                        .is_some_and(|(t, _)| t.elapsed() > Duration::from_millis(1500))
+                {
+                    open.pop_front();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let mut buf = Vec::new();
+    let mut ok = 0;
+    for _ in 0..6 {
+        let mut c = tls_client::Client::connect(e.addr, config.clone());
+        c.exchange(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &mut buf, false);
+        ok += usize::from(buf.starts_with(b"HTTP/1.1 200"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    assert_eq!(ok, 6);
+    let m = String::from_utf8_lossy(&buf).into_owned();
+    let evicted = "gpu_exporter_http_connections_evicted_total{reason=\"tls_handshake\"}";
+    assert!(value(&m, evicted).unwrap_or(0.0) > 0.0, "{m}");
+    assert_eq!(handshake_errors(&m, "timeout"), 0.0, "{m}");
+    assert!(handshake_errors(&m, "closed") > 0.0, "{m}");
+}
+
 #[test]
 fn printed_rules_link_runbooks_over_https_when_tls_is_on() {
     let Some(dir) = pki() else { return };
