@@ -4,7 +4,8 @@
 
 use super::conn;
 use super::guard;
-use super::server::{Lane, Server};
+use super::room::Lane;
+use super::server::Server;
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
 use smol::future::FutureExt;
@@ -58,7 +59,7 @@ pub async fn serve(
     loop {
         // At most cap + 1 sockets: wait for evicted ones to close first.
         while srv.entries(lane) > cap {
-            srv.room_changed().await;
+            srv.room.changed().await;
         }
         let (stream, peer) = match listener.get_ref().accept() {
             Ok((stream, peer)) => (stream, peer.ip()),
@@ -99,13 +100,14 @@ pub async fn serve(
                 // connection's becoming evictable, which nothing else marks.
                 match srv.next_evictable(lane) {
                     Some(at) => {
-                        srv.room_changed()
+                        srv.room
+                            .changed()
                             .or(async {
                                 Timer::at(at).await;
                             })
                             .await
                     }
-                    None => srv.room_changed().await,
+                    None => srv.room.changed().await,
                 }
             }
             srv.paused(since.elapsed());

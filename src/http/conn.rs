@@ -11,6 +11,7 @@
 //! one vectored write (sealed into TLS records first, over TLS).
 
 use super::cache::Cache;
+
 use super::guard::{self, Gate};
 use super::gzip::{Coding, negotiate};
 use super::reply::{Reply, Shared};

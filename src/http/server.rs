@@ -44,19 +44,17 @@ use super::deadline::Deadlines;
 use super::guard::Guard;
 use super::pool::Pool;
 use super::reply::Reply;
+use super::room::{CapLog, Lane, PROBE_CONNECTIONS, Room};
 use crate::config::Limits;
-use crate::exposition::reason::Reason;
-use crate::exposition::{Evicted, Tally};
+use crate::exposition::Evicted;
 use async_io::Async;
 use smol::future::FutureExt;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// What a connection is doing.
@@ -73,18 +71,6 @@ pub enum Phase {
     /// Evicted; its task has not closed it yet.
     Closing,
 }
-
-/// The listener a connection came in on: each has its own cap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Lane {
-    /// Everything (`--web.listen-address`).
-    Main = 0,
-    /// `/healthz` and `/readyz` only (`--web.probe-address`).
-    Probes = 1,
-}
-
-/// The probe listener's cap: a kubelet probes a few times a period.
-pub const PROBE_CONNECTIONS: usize = 16;
 
 /// What an eviction can tell a connection's client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -168,15 +154,6 @@ pub(super) const FULL: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
 Content-Length: 26\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections\n";
 
-/// What happened at the caps since the last log line: logged at most
-/// once a minute.
-#[derive(Default)]
-struct CapLog {
-    next: Option<Instant>,
-    evicted: Tally<Evicted>,
-    paused: Duration,
-}
-
 pub struct Server {
     pub ctx: Context,
     pub limits: Limits,
@@ -195,7 +172,7 @@ pub struct Server {
     /// The accept loop waits at the cap: responses close their connections.
     pub(super) crowded: Cell<bool>,
     /// The accept loop, waiting for room.
-    room: Cell<Option<Waker>>,
+    pub(super) room: Room,
     next_id: Cell<u64>,
     /// Request head buffers, zeroed once when first made.
     pub inbufs: Pool,
@@ -238,7 +215,7 @@ impl Server {
             admitted: Default::default(),
             answering: Cell::new(0),
             crowded: Cell::new(false),
-            room: Cell::new(None),
+            room: Room::default(),
             next_id: Cell::new(0),
             inbufs: Pool::new(|| vec![0; INBUF]),
             outbufs: Pool::new(|| Vec::with_capacity(OUTBUF)),
@@ -284,7 +261,7 @@ impl Server {
         drop(conns);
         if matches!(phase, Phase::Head | Phase::Idle) {
             // It may be evictable now.
-            self.wake_accept();
+            self.room.wake();
         }
     }
 
@@ -491,7 +468,7 @@ impl Server {
             self.outbufs.put(out);
         }
         self.count_open();
-        self.wake_accept();
+        self.room.wake();
     }
 
     /// Closes `lane`'s oldest evictable connection (see the module's
@@ -585,80 +562,19 @@ impl Server {
         e.phase = Phase::Closing;
         Self::add(&self.admitted, e.lane, -1);
         self.ctx.http.evicted(reason);
-        self.log.borrow_mut().evicted.add(reason, 1);
-        self.log_caps();
+        self.log.borrow_mut().evicted(reason, &self.limits);
+    }
+
+    /// The accept loop waited `d` at the cap.
+    pub(super) fn paused(&self, d: Duration) {
+        self.ctx.http.paused(d);
+        self.log.borrow_mut().paused(d, &self.limits);
     }
 
     fn count_open(&self) {
         self.ctx
             .http
             .set_open(self.entries.iter().map(Cell::get).sum());
-    }
-
-    /// The accept loop waited `d` at the cap.
-    pub(super) fn paused(&self, d: Duration) {
-        self.ctx.http.paused(d);
-        self.log.borrow_mut().paused += d;
-        self.log_caps();
-    }
-
-    /// Logs what happened at the caps, at most once a minute.
-    fn log_caps(&self) {
-        let mut log = self.log.borrow_mut();
-        let now = Instant::now();
-        if log.next.is_some_and(|next| now < next) {
-            return;
-        }
-        let mut evicted = String::new();
-        for (reason, n) in log.evicted.each() {
-            let sep = if evicted.is_empty() { "" } else { ", " };
-            evicted += &format!("{sep}{n} {}", reason.label());
-        }
-        log::warn!(
-            "http: limits reached (--web.max-connections {}, --web.max-requests {}) since \
-             the last such line: evicted {evicted}; accepting paused {:.1}s (logged at most \
-             once a minute)",
-            self.limits.max_connections,
-            self.limits.max_requests,
-            log.paused.as_secs_f64(),
-        );
-        *log = CapLog {
-            next: Some(now + Duration::from_secs(60)),
-            ..CapLog::default()
-        };
-    }
-
-    fn wake_accept(&self) {
-        if let Some(w) = self.room.take() {
-            w.wake();
-        }
-    }
-
-    /// Ready once something may have made room (a connection closed or
-    /// became evictable), or spuriously: callers check again.
-    pub(super) fn room_changed(&self) -> RoomChanged<'_> {
-        RoomChanged {
-            srv: self,
-            armed: false,
-        }
-    }
-}
-
-pub(super) struct RoomChanged<'a> {
-    srv: &'a Server,
-    armed: bool,
-}
-
-impl Future for RoomChanged<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
-        if self.armed {
-            return Poll::Ready(());
-        }
-        self.srv.room.set(Some(cx.waker().clone()));
-        self.armed = true;
-        Poll::Pending
     }
 }
 
