@@ -1,52 +1,93 @@
 #!/usr/bin/env python3
-"""Peak RSS of an exporter binary at 64 simulated GPUs under clients that
-never read and a flood of silent connections:
+"""Clients that pipeline and never read, against one or more builds side by
+side: how long the next scrape waits behind them, how long /healthz on the
+probe listener takes while the metrics port is full of them, and how long
+SIGTERM takes to exit. Not a test: timings on shared machines are noise,
+so each build runs interleaved with the others, RUNS times, and the
+medians are printed.
 
-    python3 benches/never_readers.py BINARY [NEVER_READERS=100] [FLOOD=2000] [FLAGS...]
+    cargo build --release && python3 benches/never_readers.py \
+        target/release/gpu-exporter [OTHER_BUILD ...]
+"""
+import json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
-Bounded: one connection per never-reader and per flood member, held a few
-seconds, then the process is killed. Loopback only."""
-import re, socket, subprocess, sys, time, json, os
-binary = sys.argv[1]
-n_never = int(sys.argv[2]) if len(sys.argv) > 2 else 100
-flood = int(sys.argv[3]) if len(sys.argv) > 3 else 2000
-scen = "/tmp/gpu-exporter-bench-64.json"
-open(scen, "w").write(json.dumps({"gpus": [{}] * 64}))
-s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
-p = subprocess.Popen([binary, "--sim.scenario", scen, "--web.listen-address", f"127.0.0.1:{port}"] + sys.argv[4:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-def get():
-    c = socket.create_connection(("127.0.0.1", port), timeout=10)
-    c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-    data = b""
-    while True:
-        b = c.recv(1 << 20)
-        if not b: break
-        data += b
-    c.close(); return data
-for _ in range(100):
+CLIENTS, RUNS = 200, 3
+FLEET = os.path.join(tempfile.mkdtemp(), "fleet.json")
+with open(FLEET, "w") as f:
+    json.dump({"gpus": [{}] * 64}, f)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get(port, path):
+    t = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+        while s.recv(1 << 16):
+            pass
+    return time.monotonic() - t
+
+
+def once(binary):
+    port, probes = free_port(), free_port()
+    p = subprocess.Popen(
+        [binary, "--source", "sim", "--sim.scenario", FLEET,
+         "--web.listen-address", f"127.0.0.1:{port}",
+         "--web.probe-address", f"127.0.0.1:{probes}",
+         "--web.max-connections", str(CLIENTS), "--web.max-requests", str(CLIENTS),
+         "--web.write-timeout", "30s", "--collect.interval", "1h"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        if b"200 OK" in get()[:20]: break
-    except OSError: pass
-    time.sleep(0.1)
-print("first scrape", len(get()))
-never = []
-for i in range(n_never):
-    c = socket.create_connection(("127.0.0.1", port), timeout=10)
-    c.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-    c.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 600)
-    never.append(c)
-time.sleep(1)
-conns = []
-for i in range(flood):
-    try:
-        conns.append(socket.create_connection(("127.0.0.1", port), timeout=10))
-    except OSError as e:
-        print("flood", i, e); break
-time.sleep(3)
-for c in conns: c.close()
-body = get(); ok = len(body)
-m = re.search(rb'evicted_total\{reason="stalled_write"\} (\S+)', body); print("stalled", m and m.group(1))
+        for _ in range(600):
+            try:
+                get(probes, "/readyz")
+                break
+            except OSError:
+                time.sleep(0.05)
+        time.sleep(1.5)
+        stuck = []
+        for _ in range(CLIENTS - 1):
+            s = socket.create_connection(("127.0.0.1", port))
+            s.setblocking(False)
+            try:
+                s.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 600)
+            except BlockingIOError:
+                pass
+            stuck.append(s)
+        first = get(port, "/metrics")
+        # The metrics port is full now: one more never-reader fills it.
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setblocking(False)
+        s.send(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 600)
+        stuck.append(s)
+        time.sleep(0.5)
+        probe = get(probes, "/healthz")
+        t = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=10)
+        return first, probe, time.monotonic() - t
+    finally:
+        p.kill()
+        p.wait()
 
-hwm = [l for l in open(f"/proc/{p.pid}/status") if l.startswith(("VmHWM", "VmRSS"))]
-print("after: scrape", ok, " ".join(x.split()[0] + x.split()[1] for x in hwm))
-p.kill()
+
+def main():
+    builds = sys.argv[1:]
+    if not builds:
+        sys.exit(__doc__)
+    results = {b: [] for b in builds}
+    for _ in range(RUNS):
+        for b in builds:
+            results[b].append(once(b))
+    print(f"{CLIENTS} pipelining never-readers, 64 GPUs, medians of {RUNS} interleaved runs")
+    print("build | first scrape behind them | /healthz on the probe port | SIGTERM to exit")
+    for b, rs in results.items():
+        med = [statistics.median(r[i] for r in rs) for i in range(3)]
+        print(f"{b} | {med[0]*1000:.0f} ms | {med[1]*1000:.0f} ms | {med[2]*1000:.0f} ms")
+
+
+main()

@@ -118,7 +118,7 @@ pub static HTTP_OPEN: Family = family(
 pub static HTTP_EVICTED: Family = family(
     "gpu_exporter_http_connections_evicted",
     Counter,
-    "HTTP connections closed to make room, by reason: idle keep-alive and incomplete_head connections at the connection cap, stalled_write when a request needed the response slot of a client that was not reading.",
+    "HTTP connections closed to make room, by reason: idle keep-alive, incomplete_head and tls_handshake (mid-handshake) connections at the connection cap, stalled_write when a request needed the response slot of a client that was not reading.",
 );
 pub static HTTP_ACCEPT_PAUSED: Family = family(
     "gpu_exporter_http_accept_paused_seconds",
@@ -134,7 +134,7 @@ pub static HTTP_GZIPPED: Family = family(
 pub static TLS_HANDSHAKE_ERRORS: Family = family(
     "gpu_exporter_tls_handshake_errors",
     Counter,
-    "TLS handshakes that did not complete, by reason: timeout within --web.header-timeout, or failed (no common version or suite, a client certificate refused, garbage).",
+    "TLS handshakes that did not complete, by reason: timeout within --web.header-timeout, failed (no common version or suite, a client certificate refused, garbage), or closed by the client (a TCP health check, a client that gave up). A connection evicted mid-handshake is counted in gpu_exporter_http_connections_evicted_total instead.",
 );
 
 pub type ProcessReading = fn(&ProcessStats) -> Option<f64>;

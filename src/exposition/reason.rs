@@ -36,6 +36,7 @@ reasons! {
         Idle => "idle",
         IncompleteHead => "incomplete_head",
         StalledWrite => "stalled_write",
+        Handshake => "tls_handshake",
     }
 }
 
@@ -45,11 +46,12 @@ reasons! {
     HandshakeError {
         Timeout => "timeout",
         Failed => "failed",
+        Closed => "closed",
     }
 }
 
 /// The most values any reason has.
-const MAX: usize = 3;
+const MAX: usize = 4;
 
 /// A count per value of `R`.
 #[derive(Debug)]
@@ -137,12 +139,17 @@ mod tests {
         let labels: Vec<_> = shared.get().each().map(|(r, n)| (r.label(), n)).collect();
         assert_eq!(
             labels,
-            [("idle", 1), ("incomplete_head", 0), ("stalled_write", 2)]
+            [
+                ("idle", 1),
+                ("incomplete_head", 0),
+                ("stalled_write", 2),
+                ("tls_handshake", 0)
+            ]
         );
         let t = Tally::<HandshakeError>::default();
         assert_eq!(
             t.each().map(|(r, _)| r.label()).collect::<Vec<_>>(),
-            ["timeout", "failed"]
+            ["timeout", "failed", "closed"]
         );
     }
 }

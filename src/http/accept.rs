@@ -4,6 +4,7 @@
 
 use super::conn;
 use super::guard;
+use super::room::Lane;
 use super::server::Server;
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
@@ -17,6 +18,9 @@ use std::time::{Duration, Instant};
 /// there. std's 128 overflows under a flood, and an overflowing queue drops
 /// connection attempts, which clients retry only a second later.
 const BACKLOG: i32 = 4096;
+
+/// Each connection's socket send buffer; the kernel doubles it.
+pub const SEND_BUFFER: usize = 128 * 1024;
 
 /// Whether connections wait in the listener's queue (a poll that does not
 /// wait).
@@ -43,18 +47,25 @@ pub async fn serve(
     if let Err(e) = rustix::net::listen(listener.get_ref(), BACKLOG) {
         log::warn!("cannot deepen the listen queue: {e}");
     }
-    let cap = srv.limits.max_connections;
+    let lane = if probes { Lane::Probes } else { Lane::Main };
+    let cap = srv.cap(lane);
     let mut accepted = 0u32;
+    // Only the main lane's queue closes keep-alive connections.
+    let crowded = |v: bool| {
+        if lane == Lane::Main {
+            srv.crowded.set(v)
+        }
+    };
     loop {
         // At most cap + 1 sockets: wait for evicted ones to close first.
-        while srv.entries.get() > cap {
-            srv.room_changed().await;
+        while srv.entries(lane) > cap {
+            srv.room.changed().await;
         }
         let (stream, peer) = match listener.get_ref().accept() {
             Ok((stream, peer)) => (stream, peer.ip()),
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 // Nobody waits: keep-alive is back.
-                srv.crowded.set(false);
+                crowded(false);
                 let _ = listener.readable().await;
                 continue;
             }
@@ -67,6 +78,11 @@ pub async fn serve(
         };
         // Responses go out in one write; don't let Nagle hold them.
         let _ = stream.set_nodelay(true);
+        // A fixed send buffer, not the kernel's autotuned 4 MiB: a client
+        // that pipelines and never reads makes this thread copy no more
+        // than this into the kernel before its writes block
+        // (docs/http-and-security.md, Kernel send buffers).
+        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, SEND_BUFFER);
         let stream = match Async::new(stream) {
             Ok(stream) => Rc::new(stream),
             Err(e) => {
@@ -74,23 +90,24 @@ pub async fn serve(
                 continue;
             }
         };
-        if srv.admitted.get() >= cap && !srv.make_room() {
+        if srv.admitted(lane) >= cap && !srv.make_room(lane) {
             // Until the queue is empty, every response closes its
             // connection, so that those waiting get their turn.
-            srv.crowded.set(true);
+            crowded(true);
             let since = Instant::now();
-            while srv.admitted.get() >= cap && !srv.make_room() {
+            while srv.admitted(lane) >= cap && !srv.make_room(lane) {
                 // A close or a phase change wakes it, and so does a silent
                 // connection's becoming evictable, which nothing else marks.
-                match srv.next_evictable() {
+                match srv.next_evictable(lane) {
                     Some(at) => {
-                        srv.room_changed()
+                        srv.room
+                            .changed()
                             .or(async {
                                 Timer::at(at).await;
                             })
                             .await
                     }
-                    None => srv.room_changed().await,
+                    None => srv.room.changed().await,
                 }
             }
             srv.paused(since.elapsed());
@@ -99,12 +116,12 @@ pub async fn serve(
             true => None,
             false => guard::tls(srv.guard.current().as_ref()),
         };
-        let key = srv.admit(stream.clone(), tls.is_some());
+        let key = srv.admit(stream.clone(), tls.is_some(), lane);
         ex.spawn(conn::serve(stream, key, srv.clone(), tls, probes, peer))
             .detach();
         if srv.crowded.get() && !waiting(&listener) {
             // The queue is served: keep-alive is back.
-            srv.crowded.set(false);
+            crowded(false);
         }
         // Let the connections run between bursts of accepts.
         accepted = accepted.wrapping_add(1);

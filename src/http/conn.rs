@@ -11,6 +11,7 @@
 //! one vectored write (sealed into TLS records first, over TLS).
 
 use super::cache::Cache;
+
 use super::guard::{self, Gate};
 use super::gzip::{Coding, negotiate};
 use super::reply::{Reply, Shared};
@@ -343,7 +344,7 @@ async fn access(srv: &Server, key: Key, deadline: Instant, g: Gate) -> Access {
 
 /// Closes the connection and gives its buffers back.
 fn hang_up(srv: &Server, key: Key, stream: &Async<TcpStream>, mut wire: Wire, inbuf: Vec<u8>) {
-    close(srv, stream, &mut wire);
+    close(srv, key, stream, &mut wire);
     drain(stream);
     if !inbuf.is_empty() {
         srv.inbufs.put(inbuf);
@@ -523,18 +524,22 @@ fn seal(srv: &Server, wire: &mut Wire, out: Vec<u8>, a: Answer) -> Option<Reply>
     }
 }
 
-/// Ends the transport: a TLS close_notify, best effort.
-fn close(srv: &Server, stream: &Async<TcpStream>, wire: &mut Wire) {
+/// Ends the transport: a TLS close_notify, best effort, after the 503 an
+/// eviction owes (over plain HTTP the eviction wrote it).
+fn close(srv: &Server, key: Key, stream: &Async<TcpStream>, wire: &mut Wire) {
     #[cfg(feature = "tls")]
     if let Wire::Tls(tls) = wire {
         let mut out = srv.outbufs.take();
         out.clear();
+        if srv.owes_full(key) {
+            let _ = tls.seal([super::server::FULL, &[], &[]], &mut out);
+        }
         tls.close(&mut out);
         // The socket's buffer is empty between requests: one write fits.
         let _ = stream.get_ref().write(&out);
         srv.outbufs.put(out);
     }
-    let _ = (srv, stream, wire);
+    let _ = (srv, key, stream, wire);
 }
 
 /// Reads a little of what the client sent and was not read: closing over

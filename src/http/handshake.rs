@@ -59,9 +59,15 @@ pub async fn run(
     let done = handshake(srv, key, stream, &mut tls, deadline, &mut out).await;
     srv.outbufs.put(out);
     match done {
-        Ok(true) => Some(tls),
-        Ok(false) => {
-            srv.ctx.http.handshake_error(HandshakeError::Timeout);
+        Ok(Ended::Done) => Some(tls),
+        Ok(ended) => {
+            // An eviction is counted as one, not as a handshake error.
+            if !srv.evicted(key) {
+                srv.ctx.http.handshake_error(match ended {
+                    Ended::Closed => HandshakeError::Closed,
+                    _ => HandshakeError::Timeout,
+                });
+            }
             if let Some(b) = tls.release() {
                 srv.tlsbufs.put(b);
             }
@@ -79,7 +85,15 @@ fn failed(srv: &Server, e: &TlsError) {
     log::debug!("TLS handshake failed: {e}");
 }
 
-/// `Ok(false)` when the deadline came first or the client left.
+/// How a handshake that did not fail ended.
+enum Ended {
+    Done,
+    /// The deadline came first.
+    Timeout,
+    /// The client closed, or the socket failed.
+    Closed,
+}
+
 async fn handshake(
     srv: &Server,
     key: Key,
@@ -87,37 +101,39 @@ async fn handshake(
     tls: &mut Tls,
     deadline: Instant,
     out: &mut Vec<u8>,
-) -> Result<bool, TlsError> {
+) -> Result<Ended, TlsError> {
     // Each turn reads at least one byte of a handshake a few KB long, or
     // ends it; the deadline ends a client that sends nothing.
     loop {
-        if !matches!(
-            before(srv, key, deadline, stream.readable()).await,
-            Some(Ok(()))
-        ) {
-            return Ok(false);
+        match before(srv, key, deadline, stream.readable()).await {
+            Some(Ok(())) => {}
+            Some(Err(_)) => return Ok(Ended::Closed),
+            None => return Ok(Ended::Timeout),
         }
         let Some(_permit) = before(srv, key, deadline, srv.handshakes.acquire()).await else {
-            return Ok(false);
+            return Ok(Ended::Timeout);
         };
         // Whatever was already waiting to run goes first.
         smol::future::yield_now().await;
         let room = tls.room(|| srv.tlsbufs.take());
         let n = match stream.get_ref().read(room) {
-            Ok(0) => return Ok(false),
+            Ok(0) => return Ok(Ended::Closed),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-            Err(_) => return Ok(false),
+            Err(_) => return Ok(Ended::Closed),
         };
         tls.filled(n);
         out.clear();
         let step = tls.handshake(out);
+        srv.heard(key, matches!(step, Ok(Handshake::Done)));
         // A flight, or the alert that says why not.
         let sent = send(srv, key, stream, deadline, out).await;
         match step? {
-            Handshake::Done if sent => return Ok(true),
+            Handshake::Done if sent => return Ok(Ended::Done),
             Handshake::More if sent => {}
-            _ => return Ok(false),
+            // The flight could not go out in time, or the socket failed.
+            _ if Instant::now() >= deadline => return Ok(Ended::Timeout),
+            _ => return Ok(Ended::Closed),
         }
     }
 }

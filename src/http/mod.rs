@@ -15,6 +15,7 @@ pub mod query;
 pub mod redact;
 pub mod reply;
 pub mod request;
+pub mod room;
 pub mod router;
 pub mod runbooks;
 pub mod server;

@@ -11,13 +11,19 @@
 //!   at the cap takes the place of the oldest evictable one: a connection
 //!   idle between requests is closed, one whose request head is incomplete
 //!   (or that has sent nothing yet) gets 503 with `Retry-After` and is
-//!   closed. A connection whose head is complete is answered, never
-//!   evicted, and one whose request bytes are waiting unread counts as
-//!   such. With nothing to evict the loop stops accepting (the kernel's
+//!   closed (over TLS, once its handshake is done, sealed by its task).
+//!   Among these, the one that has sent nothing for longest goes first; a
+//!   TLS handshake that makes progress is not silent. A connection whose
+//!   head is complete is answered, never evicted, and one whose request
+//!   bytes are waiting unread counts as such. With nothing to evict the loop stops accepting (the kernel's
 //!   queue holds the newcomers) until a connection closes or becomes
 //!   evictable (a silent new one by its own timer), and every response
 //!   closes its connection
 //!   until the queue has been served, so keep-alive clients take turns.
+//! - **Probes.** The probe listener (`--web.probe-address`) has a cap of
+//!   its own, [`PROBE_CONNECTIONS`], outside `max_connections`: silent or
+//!   slow connections on the metrics port never queue a kubelet's probe.
+//!   Without a probe listener, `/healthz` shares the metrics port's cap.
 //! - **Response slots.** At most `max_requests` responses are in flight
 //!   (rendered and not yet written). A scrape's slot holds its head and
 //!   the exporter's own families, and a reference to the snapshot's
@@ -38,19 +44,17 @@ use super::deadline::Deadlines;
 use super::guard::Guard;
 use super::pool::Pool;
 use super::reply::Reply;
+use super::room::{CapLog, Lane, PROBE_CONNECTIONS, Room};
 use crate::config::Limits;
-use crate::exposition::reason::Reason;
-use crate::exposition::{Evicted, Tally};
+use crate::exposition::Evicted;
 use async_io::Async;
 use smol::future::FutureExt;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
-use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// What a connection is doing.
@@ -68,6 +72,17 @@ pub enum Phase {
     Closing,
 }
 
+/// What an eviction can tell a connection's client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A plain 503, written at once.
+    Plain,
+    /// Nothing: TLS, handshake not done.
+    Handshaking,
+    /// A 503 its task seals into TLS before it closes.
+    Tls,
+}
+
 /// A connection's place in the registry, and its deadline key.
 #[derive(Clone, Copy, Debug)]
 pub struct Key {
@@ -78,10 +93,14 @@ pub struct Key {
 struct Entry {
     id: u64,
     stream: Rc<Async<TcpStream>>,
-    /// Over TLS: an eviction closes it without a plain-text 503.
-    tls: bool,
+    transport: Transport,
+    /// Evicted over TLS with its head incomplete: its task owes the 503.
+    owed: bool,
+    lane: Lane,
     phase: Phase,
-    /// When the phase began; while answering, when the client last read.
+    /// When the phase began, or (before a head is complete) when the
+    /// client last sent handshake bytes; while answering, when the client
+    /// last read.
     since: Instant,
     /// While answering: the response, and how much of it has gone. The
     /// server holds it, not the task, so that an eviction frees it at once.
@@ -131,18 +150,9 @@ const SILENT: Duration = Duration::from_secs(1);
 
 /// A connection waiting at the cap, or evicted while its head was
 /// incomplete, gets this and is closed.
-const FULL: &[u8] =
+pub(super) const FULL: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
 Content-Length: 26\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections\n";
-
-/// What happened at the caps since the last log line: logged at most
-/// once a minute.
-#[derive(Default)]
-struct CapLog {
-    next: Option<Instant>,
-    evicted: Tally<Evicted>,
-    paused: Duration,
-}
 
 pub struct Server {
     pub ctx: Context,
@@ -152,16 +162,17 @@ pub struct Server {
     /// Open connections by `Key::index`; `None` is a free place.
     conns: RefCell<Vec<Option<Entry>>>,
     free: RefCell<Vec<usize>>,
-    /// Registered connections, the evicted but not yet closed included.
-    pub(super) entries: Cell<usize>,
-    /// Registered connections not evicted: at most `max_connections`.
-    pub(super) admitted: Cell<usize>,
+    /// Registered connections per lane, the evicted but not yet closed
+    /// included.
+    entries: [Cell<usize>; 2],
+    /// Registered connections per lane not evicted: at most its cap.
+    admitted: [Cell<usize>; 2],
     /// Connections answering: the response slots taken.
     answering: Cell<usize>,
     /// The accept loop waits at the cap: responses close their connections.
     pub(super) crowded: Cell<bool>,
     /// The accept loop, waiting for room.
-    room: Cell<Option<Waker>>,
+    pub(super) room: Room,
     next_id: Cell<u64>,
     /// Request head buffers, zeroed once when first made.
     pub inbufs: Pool,
@@ -200,11 +211,11 @@ impl Server {
             free: RefCell::new(Vec::with_capacity(reserve)),
             ctx,
             limits,
-            entries: Cell::new(0),
-            admitted: Cell::new(0),
+            entries: Default::default(),
+            admitted: Default::default(),
             answering: Cell::new(0),
             crowded: Cell::new(false),
-            room: Cell::new(None),
+            room: Room::default(),
             next_id: Cell::new(0),
             inbufs: Pool::new(|| vec![0; INBUF]),
             outbufs: Pool::new(|| Vec::with_capacity(OUTBUF)),
@@ -250,7 +261,7 @@ impl Server {
         drop(conns);
         if matches!(phase, Phase::Head | Phase::Idle) {
             // It may be evictable now.
-            self.wake_accept();
+            self.room.wake();
         }
     }
 
@@ -299,6 +310,18 @@ impl Server {
         }
     }
 
+    /// Closes the responses whose client has read nothing for `quiet`: a
+    /// stop waits for readers, not for clients that stopped reading.
+    pub fn drop_stalled(&self, quiet: Duration) {
+        let now = Instant::now();
+        let mut conns = self.conns.borrow_mut();
+        for e in conns.iter_mut().flatten() {
+            if e.phase == Phase::Answering && now.saturating_duration_since(e.since) >= quiet {
+                self.evict(e);
+            }
+        }
+    }
+
     /// Writes what the socket takes of connection `key`'s response,
     /// without waiting. Once all is sent, its buffer goes back to the pool
     /// and its slot is free.
@@ -330,14 +353,43 @@ impl Server {
         sent
     }
 
+    /// How many connections `lane` admits.
+    pub(super) fn cap(&self, lane: Lane) -> usize {
+        match lane {
+            Lane::Main => self.limits.max_connections,
+            Lane::Probes => PROBE_CONNECTIONS,
+        }
+    }
+
+    /// `lane`'s registered connections, the evicted not yet closed included.
+    pub(super) fn entries(&self, lane: Lane) -> usize {
+        self.entries[lane as usize].get()
+    }
+
+    /// `lane`'s connections not evicted.
+    pub(super) fn admitted(&self, lane: Lane) -> usize {
+        self.admitted[lane as usize].get()
+    }
+
+    fn add(counts: &[Cell<usize>; 2], lane: Lane, by: isize) {
+        let c = &counts[lane as usize];
+        c.set(c.get().wrapping_add_signed(by));
+    }
+
     /// Registers a new connection.
-    pub(super) fn admit(&self, stream: Rc<Async<TcpStream>>, tls: bool) -> Key {
+    pub(super) fn admit(&self, stream: Rc<Async<TcpStream>>, tls: bool, lane: Lane) -> Key {
+        let transport = match tls {
+            true => Transport::Handshaking,
+            false => Transport::Plain,
+        };
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         let entry = Entry {
             id,
             stream,
-            tls,
+            transport,
+            owed: false,
+            lane,
             phase: Phase::New,
             since: Instant::now(),
             reply: Reply::default(),
@@ -353,10 +405,42 @@ impl Server {
                 conns.len() - 1
             }
         };
-        self.entries.set(self.entries.get() + 1);
-        self.admitted.set(self.admitted.get() + 1);
+        Self::add(&self.entries, lane, 1);
+        Self::add(&self.admitted, lane, 1);
         self.count_open();
         Key { index, id }
+    }
+
+    /// Connection `key`'s client sent handshake bytes (`done`: the last
+    /// of them): it is not silent.
+    pub fn heard(&self, key: Key, done: bool) {
+        if let Some(Some(e)) = self.conns.borrow_mut().get_mut(key.index)
+            && e.id == key.id
+            && e.phase == Phase::New
+        {
+            e.since = Instant::now();
+            if done {
+                e.transport = Transport::Tls;
+            }
+        }
+    }
+
+    /// Whether connection `key` was evicted (it is closing).
+    pub fn evicted(&self, key: Key) -> bool {
+        self.with(key, |e| e.phase == Phase::Closing)
+    }
+
+    /// Whether connection `key` was evicted over TLS before its request
+    /// came: its task seals [`FULL`] before closing.
+    pub fn owes_full(&self, key: Key) -> bool {
+        self.with(key, |e| e.owed)
+    }
+
+    fn with(&self, key: Key, f: impl Fn(&Entry) -> bool) -> bool {
+        match self.conns.borrow().get(key.index) {
+            Some(Some(e)) if e.id == key.id => f(e),
+            _ => false,
+        }
     }
 
     /// Connection `key` is closed: its place is free.
@@ -372,37 +456,39 @@ impl Server {
             Phase::Closing => {}
             Phase::Answering => {
                 self.answering.set(self.answering.get() - 1);
-                self.admitted.set(self.admitted.get() - 1);
+                Self::add(&self.admitted, e.lane, -1);
             }
-            _ => self.admitted.set(self.admitted.get() - 1),
+            _ => Self::add(&self.admitted, e.lane, -1),
         }
         self.free.borrow_mut().push(key.index);
-        self.entries.set(self.entries.get() - 1);
+        Self::add(&self.entries, e.lane, -1);
         drop(conns);
         let out = e.reply.into_buffer();
         if out.capacity() > 0 {
             self.outbufs.put(out);
         }
         self.count_open();
-        self.wake_accept();
+        self.room.wake();
     }
 
-    /// Closes the oldest evictable connection (see the module's policy);
-    /// false when there is none.
-    pub(super) fn make_room(&self) -> bool {
+    /// Closes `lane`'s oldest evictable connection (see the module's
+    /// policy); false when there is none.
+    pub(super) fn make_room(&self, lane: Lane) -> bool {
         let mut conns = self.conns.borrow_mut();
         let now = Instant::now();
         // The LOOK first to go, oldest first within each rank: silent new
-        // connections (which never sent a byte), then partial heads, and
+        // connections and partial heads, the longest silent first, and
         // only then kept-alive ones, which have finished requests and are
         // most likely a scraper's.
         let mut oldest: [Option<(u8, Instant, usize)>; LOOK] = [None; LOOK];
         for (i, e) in conns.iter().enumerate() {
-            let Some(e) = e else { continue };
+            let Some(e) = e.as_ref().filter(|e| e.lane == lane) else {
+                continue;
+            };
             let rank = match e.phase {
                 Phase::New if now.saturating_duration_since(e.since) >= SILENT => 0,
-                Phase::Head => 1,
-                Phase::Idle => 2,
+                Phase::Head => 0,
+                Phase::Idle => 1,
                 Phase::New | Phase::Answering | Phase::Closing => continue,
             };
             let mut item = Some((rank, e.since, i));
@@ -433,13 +519,13 @@ impl Server {
     /// been silent [`SILENT`]): nothing else wakes the accept loop then, so
     /// it sleeps until that moment too. `None` when no new connection waits
     /// to become evictable.
-    pub(super) fn next_evictable(&self) -> Option<Instant> {
+    pub(super) fn next_evictable(&self, lane: Lane) -> Option<Instant> {
         let conns = self.conns.borrow();
         let now = Instant::now();
         conns
             .iter()
             .flatten()
-            .filter(|e| e.phase == Phase::New)
+            .filter(|e| e.lane == lane && e.phase == Phase::New)
             .map(|e| e.since + SILENT)
             .filter(|at| *at > now)
             .min()
@@ -448,96 +534,47 @@ impl Server {
     /// Closes `e`'s connection to make room: its task sees the end of the
     /// stream, or a failed write, and forgets it.
     fn evict(&self, e: &mut Entry) {
-        let reason = match e.phase {
-            Phase::Idle => Evicted::Idle,
-            Phase::New | Phase::Head => Evicted::IncompleteHead,
-            Phase::Answering => Evicted::StalledWrite,
-            Phase::Closing => return,
+        let reason = match (e.phase, e.transport) {
+            (Phase::Idle, _) => Evicted::Idle,
+            (Phase::New, Transport::Handshaking) => Evicted::Handshake,
+            (Phase::New | Phase::Head, _) => Evicted::IncompleteHead,
+            (Phase::Answering, _) => Evicted::StalledWrite,
+            (Phase::Closing, _) => return,
         };
-        if reason == Evicted::IncompleteHead && !e.tls {
-            // An empty send buffer: one non-blocking write fits.
-            let _ = e.stream.get_ref().write(FULL);
-        }
-        let _ = e.stream.get_ref().shutdown(Shutdown::Both);
+        let how = match (reason, e.transport) {
+            (Evicted::IncompleteHead, Transport::Plain) => {
+                // An empty send buffer: one non-blocking write fits.
+                let _ = e.stream.get_ref().write(FULL);
+                Shutdown::Both
+            }
+            (Evicted::IncompleteHead, Transport::Tls) => {
+                // Its task sees the end of input and seals the 503.
+                e.owed = true;
+                Shutdown::Read
+            }
+            _ => Shutdown::Both,
+        };
+        let _ = e.stream.get_ref().shutdown(how);
         if e.phase == Phase::Answering {
             self.answering.set(self.answering.get() - 1);
             self.outbufs.put(std::mem::take(&mut e.reply).into_buffer());
         }
         e.phase = Phase::Closing;
-        self.admitted.set(self.admitted.get() - 1);
+        Self::add(&self.admitted, e.lane, -1);
         self.ctx.http.evicted(reason);
-        self.log.borrow_mut().evicted.add(reason, 1);
-        self.log_caps();
-    }
-
-    fn count_open(&self) {
-        self.ctx.http.set_open(self.entries.get());
+        self.log.borrow_mut().evicted(reason, &self.limits);
     }
 
     /// The accept loop waited `d` at the cap.
     pub(super) fn paused(&self, d: Duration) {
         self.ctx.http.paused(d);
-        self.log.borrow_mut().paused += d;
-        self.log_caps();
+        self.log.borrow_mut().paused(d, &self.limits);
     }
 
-    /// Logs what happened at the caps, at most once a minute.
-    fn log_caps(&self) {
-        let mut log = self.log.borrow_mut();
-        let now = Instant::now();
-        if log.next.is_some_and(|next| now < next) {
-            return;
-        }
-        let mut evicted = String::new();
-        for (reason, n) in log.evicted.each() {
-            let sep = if evicted.is_empty() { "" } else { ", " };
-            evicted += &format!("{sep}{n} {}", reason.label());
-        }
-        log::warn!(
-            "http: limits reached (--web.max-connections {}, --web.max-requests {}) since \
-             the last such line: evicted {evicted}; accepting paused {:.1}s (logged at most \
-             once a minute)",
-            self.limits.max_connections,
-            self.limits.max_requests,
-            log.paused.as_secs_f64(),
-        );
-        *log = CapLog {
-            next: Some(now + Duration::from_secs(60)),
-            ..CapLog::default()
-        };
-    }
-
-    fn wake_accept(&self) {
-        if let Some(w) = self.room.take() {
-            w.wake();
-        }
-    }
-
-    /// Ready once something may have made room (a connection closed or
-    /// became evictable), or spuriously: callers check again.
-    pub(super) fn room_changed(&self) -> RoomChanged<'_> {
-        RoomChanged {
-            srv: self,
-            armed: false,
-        }
-    }
-}
-
-pub(super) struct RoomChanged<'a> {
-    srv: &'a Server,
-    armed: bool,
-}
-
-impl Future for RoomChanged<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
-        if self.armed {
-            return Poll::Ready(());
-        }
-        self.srv.room.set(Some(cx.waker().clone()));
-        self.armed = true;
-        Poll::Pending
+    fn count_open(&self) {
+        self.ctx
+            .http
+            .set_open(self.entries.iter().map(Cell::get).sum());
     }
 }
 

@@ -451,3 +451,28 @@ pub fn processes() -> Vec<Proc> {
     }
     found
 }
+
+/// The probe listener's address, from the log.
+pub fn probe_addr(e: &Exporter) -> SocketAddr {
+    let log = e.log();
+    let url = log
+        .split("serving probes on http://")
+        .nth(1)
+        .expect("a probe listener");
+    url.split('/').next().unwrap().parse().unwrap()
+}
+
+/// GET `path` from the probe listener, in plain HTTP: (status, body).
+pub fn probe(e: &Exporter, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(probe_addr(e)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (head, body) = raw.split_once("\r\n\r\n")?;
+    Some((head.get(9..12)?.parse().ok()?, body.to_string()))
+}

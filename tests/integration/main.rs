@@ -18,6 +18,7 @@ mod exposition;
 #[path = "../support/fake_kubelet.rs"]
 mod fake_kubelet;
 mod faults;
+mod gpu_check;
 mod helm;
 mod http;
 mod image;

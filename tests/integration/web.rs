@@ -4,11 +4,11 @@
 //! rotation without a restart; bounded handshakes; and exporter-toolkit's
 //! own web config files.
 
-use crate::common::{BIN, Exporter, eventually, have, value};
+use crate::common::{BIN, Exporter, eventually, have, probe, value};
 use crate::pki::{odd_files, pki, web_config};
 use crate::tls_client;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -60,31 +60,6 @@ fn start(dir: &Path, name: &str, yaml: &str, args: &[&str]) -> Exporter {
         other => Err(format!("{other:?}\n{}", e.log())),
     });
     e
-}
-
-/// The probe listener's address, from the log.
-fn probe_addr(e: &Exporter) -> SocketAddr {
-    let log = e.log();
-    let url = log
-        .split("serving probes on http://")
-        .nth(1)
-        .expect("a probe listener");
-    url.split('/').next().unwrap().parse().unwrap()
-}
-
-/// GET `path` from the probe listener, in plain HTTP: (status, body).
-fn probe(e: &Exporter, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(probe_addr(e)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let (head, body) = raw.split_once("\r\n\r\n")?;
-    Some((head.get(9..12)?.parse().ok()?, body.to_string()))
 }
 
 /// What curl got: status (0 when no HTTP answer came: a refused
@@ -634,6 +609,112 @@ fn a_scrape_gets_through_a_flood_of_handshakes() {
     let flood: usize = handshakes.into_iter().map(|t| t.join().unwrap()).sum();
     println!("{flood} handshakes beside 50 scrapes");
     assert!(flood > 8);
+}
+
+/// At the connection cap over TLS: a connection silent mid-handshake is
+/// evicted as such (not counted as a handshake error), and one whose
+/// handshake is done but whose request has not come gets its 503 sealed
+/// into TLS, not a bare close that a client reads as an empty reply.
+#[test]
+fn evictions_over_tls_are_named_and_answered() {
+    let Some(dir) = tools() else { return };
+    let e = start(dir, "web-cap.yml", TLS, &["--web.max-connections", "2"]);
+    let config = tls_client::config(dir, None, false);
+    let before = curl(dir, &e, "/metrics", &[]).body;
+    // The cap: one silent socket, then one handshaken that asks nothing.
+    let mut silent = TcpStream::connect(e.addr).unwrap();
+    let mut done = tls_client::Client::connect(e.addr, config.clone());
+    done.handshake();
+    // A newcomer takes the silent one's place after its second, then
+    // stays kept alive; the next takes the handshaken one's.
+    let mut buf = Vec::new();
+    let mut kept = tls_client::Client::connect(e.addr, config.clone());
+    kept.exchange(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", &mut buf, false);
+    assert!(buf.starts_with(b"HTTP/1.1 200"), "{buf:?}");
+    // Silent for a second, the handshaken one goes before the idle one.
+    std::thread::sleep(Duration::from_millis(1100));
+    let mut next = tls_client::Client::connect(e.addr, config);
+    next.exchange(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &mut buf, false);
+    assert!(buf.starts_with(b"HTTP/1.1 200"));
+    let after = String::from_utf8_lossy(&buf).into_owned();
+    silent
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(
+        silent.read(&mut [0u8; 16]).unwrap_or(0),
+        0,
+        "closed without a word"
+    );
+    let answer = done.read_to_end();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 503 Service Unavailable"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    let evicted = |m: &str, reason: &str| {
+        value(
+            m,
+            &format!("gpu_exporter_http_connections_evicted_total{{reason=\"{reason}\"}}"),
+        )
+        .unwrap_or(0.0)
+    };
+    let grew = |reason: &str| evicted(&after, reason) - evicted(&before, reason);
+    assert_eq!(grew("tls_handshake"), 1.0, "{after}");
+    assert_eq!(grew("incomplete_head"), 1.0, "{after}");
+    let timeouts = handshake_errors(&after, "timeout") - handshake_errors(&before, "timeout");
+    assert_eq!(timeouts, 0.0, "an eviction is no handshake error: {after}");
+}
+
+/// Silent connections churning at the cap over TLS: every TLS scrape on a
+/// new connection gets its 200 (a scrape's handshake is heard, so the
+/// silent ones go first), and the silent ones are counted as evicted
+/// mid-handshake or closed by their client, never as timeouts.
+#[test]
+fn tls_scrapes_get_through_silent_churn_at_the_cap() {
+    let Some(dir) = tools() else { return };
+    let e = start(dir, "web-churn.yml", TLS, &["--web.max-connections", "8"]);
+    let config = tls_client::config(dir, None, false);
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = e.addr;
+    let churn = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            // At most 20 open, each held 1.5 s: past the cap of 8, and past
+            // the second that makes a silent one evictable. Bounded by the
+            // flag and 60 s.
+            let t0 = Instant::now();
+            let mut open = std::collections::VecDeque::new();
+            while !stop.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(60) {
+                if let Ok(s) = TcpStream::connect(addr) {
+                    open.push_back((Instant::now(), s));
+                }
+                while open.len() > 20
+                    || open
+                        .front()
+                        .is_some_and(|(t, _)| t.elapsed() > Duration::from_millis(1500))
+                {
+                    open.pop_front();
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let mut buf = Vec::new();
+    let mut ok = 0;
+    for _ in 0..6 {
+        let mut c = tls_client::Client::connect(e.addr, config.clone());
+        c.exchange(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", &mut buf, false);
+        ok += usize::from(buf.starts_with(b"HTTP/1.1 200"));
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+    assert_eq!(ok, 6);
+    let m = String::from_utf8_lossy(&buf).into_owned();
+    let evicted = "gpu_exporter_http_connections_evicted_total{reason=\"tls_handshake\"}";
+    assert!(value(&m, evicted).unwrap_or(0.0) > 0.0, "{m}");
+    assert_eq!(handshake_errors(&m, "timeout"), 0.0, "{m}");
+    assert!(handshake_errors(&m, "closed") > 0.0, "{m}");
 }
 
 #[test]

@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// Builds fake-nvml into a target directory of its own (so the build never
-/// waits on the lock `cargo test` holds) and returns the library's path.
-pub fn build_fake(old_driver: bool) -> PathBuf {
-    let variant = if old_driver { "old-driver" } else { "current" };
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-nvml-{variant}"));
+/// Builds workspace member `package` (with `features`) into a target
+/// directory of its own under the test's temporary directory, named `dir`
+/// (so the build never waits on the lock `cargo test` holds), and returns
+/// that directory's `debug/`.
+pub fn build_member(package: &str, features: &[&str], dir: &str) -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(dir);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -19,20 +20,30 @@ pub fn build_fake(old_driver: bool) -> PathBuf {
             "--offline",
             "--quiet",
             "-p",
-            "fake-nvml",
+            package,
             "--target-dir",
         ])
         .arg(&target);
-    if old_driver {
-        cmd.args(["--features", "old-driver"]);
+    if !features.is_empty() {
+        cmd.args(["--features", &features.join(",")]);
     }
-    let out = cmd.output().expect("cannot run cargo to build fake-nvml");
+    let out = cmd.output().expect("cannot run cargo");
     assert!(
         out.status.success(),
-        "building fake-nvml ({variant}) failed:\n{}",
+        "building {package} ({dir}) failed:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let lib = target.join("debug").join("libnvidia_ml.so");
+    target.join("debug")
+}
+
+/// Builds fake-nvml and returns the library's path.
+pub fn build_fake(old_driver: bool) -> PathBuf {
+    let (variant, features): (_, &[&str]) = match old_driver {
+        true => ("old-driver", &["old-driver"]),
+        false => ("current", &[]),
+    };
+    let lib = build_member("fake-nvml", features, &format!("fake-nvml-{variant}"))
+        .join("libnvidia_ml.so");
     assert!(lib.exists(), "{} was not built", lib.display());
     lib
 }

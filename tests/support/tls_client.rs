@@ -64,6 +64,20 @@ impl Client {
         }
     }
 
+    /// Completes the handshake and sends nothing.
+    pub fn handshake(&mut self) {
+        while self.stream.conn.is_handshaking() {
+            self.stream.conn.complete_io(&mut self.stream.sock).unwrap();
+        }
+    }
+
+    /// Every plaintext byte the server sends until it closes.
+    pub fn read_to_end(&mut self) -> Vec<u8> {
+        let mut all = Vec::new();
+        let _ = self.stream.read_to_end(&mut all);
+        all
+    }
+
     /// Sends `request` and reads one response into `buf`; returns the
     /// length of its head. `head_only` for a HEAD request.
     pub fn exchange(&mut self, request: &[u8], buf: &mut Vec<u8>, head_only: bool) -> usize {

@@ -1,0 +1,112 @@
+//! The connection caps, one per listener, the accept loop's waiting for
+//! room at them (until a connection closes or becomes evictable), and
+//! what happened there, logged at most once a minute.
+
+use crate::config::Limits;
+use crate::exposition::reason::Reason;
+use crate::exposition::{Evicted, Tally};
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// The listener a connection came in on: each has its own cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lane {
+    /// Everything (`--web.listen-address`).
+    Main = 0,
+    /// `/healthz` and `/readyz` only (`--web.probe-address`).
+    Probes = 1,
+}
+
+/// The probe listener's cap: a kubelet probes a few times a period.
+pub const PROBE_CONNECTIONS: usize = 16;
+
+/// What happened at the caps since the last log line.
+#[derive(Default)]
+pub struct CapLog {
+    next: Option<Instant>,
+    evicted: Tally<Evicted>,
+    paused: Duration,
+}
+
+impl CapLog {
+    /// A connection was evicted for `reason`.
+    pub fn evicted(&mut self, reason: Evicted, limits: &Limits) {
+        self.evicted.add(reason, 1);
+        self.log(limits);
+    }
+
+    /// The accept loop waited `d` at the cap.
+    pub fn paused(&mut self, d: Duration, limits: &Limits) {
+        self.paused += d;
+        self.log(limits);
+    }
+
+    /// Logs what happened at the caps, at most once a minute.
+    fn log(&mut self, limits: &Limits) {
+        let now = Instant::now();
+        if self.next.is_some_and(|next| now < next) {
+            return;
+        }
+        let mut evicted = String::new();
+        for (reason, n) in self.evicted.each() {
+            let sep = if evicted.is_empty() { "" } else { ", " };
+            evicted += &format!("{sep}{n} {}", reason.label());
+        }
+        log::warn!(
+            "http: limits reached (--web.max-connections {}, --web.max-requests {}) since \
+             the last such line: evicted {evicted}; accepting paused {:.1}s (logged at most \
+             once a minute)",
+            limits.max_connections,
+            limits.max_requests,
+            self.paused.as_secs_f64(),
+        );
+        *self = CapLog {
+            next: Some(now + Duration::from_secs(60)),
+            ..CapLog::default()
+        };
+    }
+}
+
+/// The accept loop, waiting for room.
+#[derive(Default)]
+pub struct Room(Cell<Option<Waker>>);
+
+impl Room {
+    /// Something may have made room: a connection closed or became
+    /// evictable.
+    pub fn wake(&self) {
+        if let Some(w) = self.0.take() {
+            w.wake();
+        }
+    }
+
+    /// Ready at the next [`Room::wake`], or spuriously: callers check
+    /// again.
+    pub fn changed(&self) -> Changed<'_> {
+        Changed {
+            room: self,
+            armed: false,
+        }
+    }
+}
+
+pub struct Changed<'a> {
+    room: &'a Room,
+    armed: bool,
+}
+
+impl Future for Changed<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> Poll<()> {
+        if self.armed {
+            return Poll::Ready(());
+        }
+        self.room.0.set(Some(cx.waker().clone()));
+        self.armed = true;
+        Poll::Pending
+    }
+}
