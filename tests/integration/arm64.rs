@@ -97,18 +97,31 @@ pub fn elf_machine(file: &Path) -> u16 {
 }
 
 /// `qemu-aarch64 -L ROOT BIN`: ROOT is where the loader and the
-/// libraries are looked up first.
+/// libraries are looked up first, and the guest's library path names
+/// ROOT's directories (guest paths, which -L resolves in ROOT first): on
+/// a host with multiarch arm64 libraries, the loader's cache would
+/// otherwise pair ROOT's loader with the host's libc, which spins.
 fn qemu(root: &Path, bin: &Path) -> Command {
     let mut cmd = Command::new("qemu-aarch64");
-    cmd.arg("-L").arg(root).arg(bin);
+    guest(&mut cmd, root, bin);
     cmd
+}
+
+const GUEST_LIBRARY_PATH: &str =
+    "LD_LIBRARY_PATH=/lib:/lib/aarch64-linux-gnu:/usr/lib/aarch64-linux-gnu";
+
+fn guest(cmd: &mut Command, root: &Path, bin: &Path) {
+    cmd.arg("-L")
+        .arg(root)
+        .args(["-E", GUEST_LIBRARY_PATH])
+        .arg(bin);
 }
 
 /// The same as nobody where we are root (the real NVML's init as root
 /// would create /dev/nvidiactl); None, after printing why, without setpriv.
 fn qemu_as_nobody(root: &Path, bin: &Path) -> Option<Command> {
     let mut cmd = as_nobody(Path::new("qemu-aarch64"))?;
-    cmd.arg("-L").arg(root).arg(bin);
+    guest(&mut cmd, root, bin);
     Some(cmd)
 }
 

@@ -49,9 +49,16 @@ impl Exporter {
             .spawn()
             .expect("spawn gpu-exporter");
         let (log, hostport) = watch_log(child.stderr.take().unwrap());
-        let hostport = hostport
-            .recv_timeout(Duration::from_secs(20))
-            .expect("exporter logged its address");
+        let Ok(hostport) = hostport.recv_timeout(Duration::from_secs(20)) else {
+            // Not yet an Exporter, whose drop would kill it: a binary that
+            // hangs before serving must not outlive the failed test.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the exporter logged no address within 20 s: {}",
+                log.lock().unwrap()
+            );
+        };
         Exporter {
             child,
             addr: hostport.parse().unwrap(),

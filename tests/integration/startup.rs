@@ -216,3 +216,21 @@ fn nvidia_smi_never_outlives_the_exporter() {
         });
     }
 }
+
+/// The harness kills what it started when a start fails: a binary that
+/// hangs before it says where it serves must not outlive the failed test.
+#[test]
+fn a_start_that_never_serves_leaves_no_process_behind() {
+    let marker = format!("gpu-exporter-hung-start-{}", std::process::id());
+    let mut cmd = Command::new("bash");
+    cmd.args(["-c", &format!("exec -a {marker} sleep 120"), "--"]);
+    let start = std::panic::AssertUnwindSafe(|| Exporter::serving(cmd, &[]));
+    let failed = std::panic::catch_unwind(start);
+    assert!(failed.is_err(), "a start that never serves fails");
+    let alive = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|p| std::fs::read(p.path().join("cmdline")).ok())
+        .any(|c| String::from_utf8_lossy(&c).contains(&marker));
+    assert!(!alive, "{marker} outlived the failed start");
+}
