@@ -1,5 +1,5 @@
 use crate::common::{Exporter, closed_after, read_response, send, temp_file};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::time::Duration;
 
 #[test]
@@ -125,6 +125,37 @@ fn malformed_requests_get_400_and_close() {
     assert_eq!(closed_after(&e, long.as_bytes()), (414, true));
     let many = format!("GET / HTTP/1.1\r\nHost: x\r\n{}\r\n", "X: y\r\n".repeat(65));
     assert_eq!(closed_after(&e, many.as_bytes()), (431, true));
+}
+
+/// A client still sending a request line far past the head limit reads
+/// its 414: the server answers, stops sending and reads on (bounded)
+/// before it closes, so no reset destroys the answer on its way.
+#[test]
+fn a_414_reaches_a_client_still_sending() {
+    let e = Exporter::start(&[]);
+    for _ in 0..5 {
+        let mut s = e.connect();
+        let mut w = s.try_clone().unwrap();
+        let writer = std::thread::spawn(move || {
+            let _ = w.write_all(b"GET /");
+            let chunk = vec![b'a'; 64 * 1024];
+            // 1 MiB, or until the server closes.
+            for _ in 0..16 {
+                if w.write_all(&chunk).is_err() {
+                    break;
+                }
+            }
+        });
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        writer.join().unwrap();
+        assert!(
+            got.starts_with(b"HTTP/1.1 414 URI Too Long"),
+            "{:?}",
+            String::from_utf8_lossy(&got)
+        );
+    }
 }
 
 #[test]
