@@ -17,7 +17,8 @@ pub use scenario::Scenario;
 
 use super::{Source, SourceError};
 use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
+use crate::config::dcgm::prof;
+use crate::snapshot::{Gpu, Health, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
 use base::units::MHZ;
 use scenario::{Action, GpuState, ModelState};
 use std::fmt::Write;
@@ -273,6 +274,7 @@ impl Sim {
             return gpu;
         }
         let (xids, last_xid) = Sim::xids(g, at);
+        let health = g.health.readings(g.sm_active, at);
         gpu.readings = Readings {
             temperature_celsius: Some(g.temp),
             memory_temperature_celsius: Some(g.mem_temp),
@@ -312,13 +314,48 @@ impl Sim {
                 rx: g.nvlink.at(at).round(),
             }),
             clocks_event_seconds_total: g.event_seconds.map(|s| Some(s.at(at))),
-            health: g.health.readings(g.sm_active, at),
+            profiling: profiling(g, &health),
+            health,
             processes: g.users.processes.clone(),
             pods: g.users.pods.clone(),
             jobs: g.users.jobs.clone(),
         };
         gpu
     }
+}
+
+/// The GPM metrics of a GPM-capable H100 SXM (7 NVDEC, 7 NVJPG, an OFA;
+/// NVLink over all links, not per link), in DCGM's units, from the
+/// readings they agree with: the engines as busy as the media readings,
+/// most tensor work half-precision, the byte rates as the counters grow.
+fn profiling(g: &GpuState, h: &Health) -> Vec<(u32, f64)> {
+    use prof::*;
+    let [tensor, fp64, fp32, fp16] = h.pipe_active_ratios.map(|v| v.unwrap_or(0.0));
+    let [_, decoder, jpeg, ofa] = h.media_ratios.map(|v| v.unwrap_or(0.0));
+    let mut out = vec![
+        (GRAPHICS_UTIL, g.util),
+        (SM_UTIL, g.sm_active),
+        (SM_OCCUPANCY, g.sm_occupancy),
+        (INTEGER_UTIL, g.sm_active * 0.15),
+        (ANY_TENSOR_UTIL, tensor),
+        (DFMA_TENSOR_UTIL, 0.0),
+        (HMMA_TENSOR_UTIL, tensor * 0.9),
+        (IMMA_TENSOR_UTIL, tensor * 0.1),
+        (DRAM_BW_UTIL, g.dram_active),
+        (FP64_UTIL, fp64),
+        (FP32_UTIL, fp32),
+        (FP16_UTIL, fp16),
+        (PCIE_TX_PER_SEC, g.pcie_rate.round()),
+        (PCIE_RX_PER_SEC, (g.pcie_rate * 0.8).round()),
+        (NVOFA_0_UTIL, ofa),
+        (NVLINK_TOTAL_RX_PER_SEC, g.nvlink_rate.round()),
+        (NVLINK_TOTAL_TX_PER_SEC, g.nvlink_rate.round()),
+    ];
+    for i in 0..7 {
+        out.push((NVDEC_0_UTIL + i, decoder));
+        out.push((NVJPG_0_UTIL + i, jpeg));
+    }
+    out
 }
 
 impl Source for Sim {
