@@ -476,4 +476,19 @@ mod tests {
         assert_eq!(prof::Scale::Percent.dcgm(50.0), 0.5);
         assert!(!ids.has(200) && ids.with(200) == ids && !ids.has(0));
     }
+
+    /// docs/migrating-from-dcgm-exporter.md's table of the profiling
+    /// fields, from [`prof::PROF`].
+    #[test]
+    fn the_migration_document_lists_the_profiling_fields() {
+        let mut t = String::from("| field | GPM metric (nvml.h id) | served as |\n|---|---|---|\n");
+        for p in &prof::PROF {
+            let unit = match p.scale {
+                prof::Scale::Percent => "ratio (GPM's % / 100)",
+                prof::Scale::MibPerSecond => "bytes per second (GPM's MiB/s × 1048576)",
+            };
+            t.push_str(&format!("| `{}` | {} | {unit} |\n", p.field, p.gpm));
+        }
+        crate::testkit::readme::holds("dcgm-prof", &t);
+    }
 }
