@@ -149,3 +149,46 @@ pub(super) fn set_gpm(r: &mut Readings, gpm: Option<&Gpm>, wanted: GpmIds) -> Gp
     }
     refused
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_asked_for_are_each_once() {
+        let wanted = GpmIds::NONE.with(prof::GRAPHICS_UTIL).with(prof::SM_UTIL);
+        assert_eq!(metrics(false, false, GpmIds::NONE), Vec::<u32>::new());
+        assert_eq!(metrics(false, true, GpmIds::NONE), [20, 21]);
+        assert_eq!(metrics(true, false, wanted), [1, 2, 3, 5, 10, 11, 12, 13]);
+        assert_eq!(metrics(false, false, wanted), [1, 2]);
+    }
+
+    /// Our ratios and the wanted fields in DCGM's units; a metric NVML
+    /// refused is named, one it answered with no number is just absent.
+    #[test]
+    fn set_gpm_scales_and_names_what_nvml_refused() {
+        let g = Gpm {
+            values: vec![
+                (prof::SM_UTIL, Ok(50.0)),
+                (prof::PCIE_TX_PER_SEC, Ok(100.0)),
+                (prof::NVLINK_TOTAL_TX_PER_SEC, Err(Error::NOT_SUPPORTED)),
+                (prof::INTEGER_UTIL, Ok(f64::NAN)),
+            ],
+            seconds: 1.0,
+        };
+        let wanted = [
+            prof::SM_UTIL,
+            prof::PCIE_TX_PER_SEC,
+            prof::NVLINK_TOTAL_TX_PER_SEC,
+            prof::INTEGER_UTIL,
+        ]
+        .into_iter()
+        .fold(GpmIds::NONE, GpmIds::with);
+        let mut r = Readings::default();
+        let refused = set_gpm(&mut r, Some(&g), wanted);
+        assert_eq!(refused, GpmIds::NONE.with(prof::NVLINK_TOTAL_TX_PER_SEC));
+        assert_eq!(r.sm_active_ratio, Some(0.5));
+        assert_eq!(r.profiling, [(2, 0.5), (20, 104_857_600.0)]);
+        assert_eq!(set_gpm(&mut r, None, wanted), GpmIds::NONE);
+    }
+}
