@@ -79,7 +79,7 @@ impl Plan {
                 collectors: config.reads(),
                 deadline: config.interval,
                 max_late: config.max_stale,
-                prof: config.dcgm.as_ref().map(|d| d.prof()).unwrap_or_default(),
+                dcgm: config.dcgm.clone(),
                 ..nvml::Options::default()
             };
             Nvml::new(self.library.clone(), options)

@@ -91,13 +91,22 @@ pub enum Serve {
     Not(&'static str),
 }
 
-/// Each profiling field's name hash and GPM metric, worked out at
+/// Each profiling field's name hash, then its GPM metric, worked out at
 /// compile time: the names stay out of the binary.
-static PROF_HASHES: [(u32, u32); prof::PROF.len()] = {
-    let mut out = [(0, 0); prof::PROF.len()];
+static PROF_HASHES: [u32; prof::PROF.len()] = {
+    let mut out = [0; prof::PROF.len()];
     let mut i = 0;
     while i < out.len() {
-        out[i] = (names::hash(prof::PROF[i].field), prof::PROF[i].gpm);
+        out[i] = names::hash(prof::PROF[i].field);
+        i += 1;
+    }
+    out
+};
+static PROF_IDS: [u8; prof::PROF.len()] = {
+    let mut out = [0; prof::PROF.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = prof::PROF[i].gpm as u8;
         i += 1;
     }
     out
@@ -171,12 +180,11 @@ impl Dcgm {
 
     /// The profiling fields listed: each one's GPM metric and the name the
     /// file gives it.
-    pub fn prof(&self) -> Vec<(u32, String)> {
-        let id = |f: &Wanted| match f.field {
-            Field::Prof(id) => Some((id, f.name.clone())),
+    pub fn prof(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.fields.iter().filter_map(|f| match f.field {
+            Field::Prof(id) => Some((id, f.name.as_str())),
             _ => None,
-        };
-        self.fields.iter().filter_map(id).collect()
+        })
     }
 
     /// Takes the file's field `name` (a DCGM field, whose current name
@@ -190,8 +198,9 @@ impl Dcgm {
                 .push(format!("{name} is listed again: its first line counts"));
             return;
         }
-        let prof = PROF_HASHES.iter().find(|p| p.0 == current);
-        let known = prof.map(|p| (Field::Prof(p.1), Serve::By(Collector::Gpm)));
+        let prof = PROF_HASHES.iter().position(|&h| h == current);
+        let prof = prof.map(|i| Field::Prof(PROF_IDS[i].into()));
+        let known = prof.map(|f| (f, Serve::By(Collector::Gpm)));
         let known = known.or_else(|| {
             let f = FIELDS.iter().find(|f| names::hash(f.0) == current)?;
             Some((f.1, f.2))
@@ -448,7 +457,7 @@ mod tests {
             ids = ids.with(p.gpm);
             let d = parse(&format!("{}, gauge, h\n", p.field), "f").unwrap();
             assert_eq!(d.fields[0].field, Field::Prof(p.gpm));
-            assert_eq!(d.prof(), [(p.gpm, p.field.to_string())]);
+            assert_eq!(d.prof().collect::<Vec<_>>(), [(p.gpm, p.field)]);
         }
         assert_eq!(ids.iter().count(), 69);
         // Every other profiling field of DCGM's has no GPM metric.

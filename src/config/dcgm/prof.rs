@@ -255,7 +255,7 @@ impl GpmIds {
     }
 
     /// The ids in either set.
-    pub fn or(self, other: GpmIds) -> GpmIds {
+    pub const fn or(self, other: GpmIds) -> GpmIds {
         GpmIds(self.0 | other.0)
     }
 

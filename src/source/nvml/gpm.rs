@@ -31,13 +31,19 @@ pub(super) const GPM_PCIE: [u32; 2] = [prof::PCIE_TX_PER_SEC, prof::PCIE_RX_PER_
 /// The metrics to ask for: `gpm`'s, PCIe's when `pcie` too, and the
 /// profiling fields' `wanted`, each once.
 pub(super) fn metrics(gpm: bool, pcie: bool, wanted: GpmIds) -> Vec<u32> {
-    let mut set = wanted;
-    let ours = gpm.then_some(&GPM_METRICS[..]).into_iter().flatten();
-    let pcie = pcie.then_some(&GPM_PCIE[..]).into_iter().flatten();
-    for &id in ours.chain(pcie) {
-        set = set.with(id);
+    const fn set(ids: &[u32]) -> GpmIds {
+        let (mut set, mut i) = (GpmIds::NONE, 0);
+        while i < ids.len() {
+            set = set.with(ids[i]);
+            i += 1;
+        }
+        set
     }
-    set.iter().collect()
+    const OURS: GpmIds = set(&GPM_METRICS);
+    const PCIE: GpmIds = set(&GPM_PCIE);
+    let none = GpmIds::NONE;
+    let set = wanted.or(if gpm { OURS } else { none });
+    set.or(if pcie { PCIE } else { none }).iter().collect()
 }
 
 pub(super) enum GpmSlot {

@@ -75,6 +75,7 @@ mod readers;
 mod xid;
 
 use super::{Source, SourceError};
+use crate::config::dcgm::Dcgm;
 use crate::config::dcgm::prof::GpmIds;
 use crate::config::{Collector, Collectors, SourceKind};
 use crate::snapshot::{Gpu, Readings, Timings};
@@ -111,9 +112,9 @@ pub struct Options {
     pub deadline: Duration,
     /// How old a late GPU's last read may be and still be served.
     pub max_late: Duration,
-    /// The dcgm collector's profiling fields: each one's GPM metric and
-    /// its name in the counters file ([`crate::config::dcgm::Dcgm::prof`]).
-    pub prof: Vec<(u32, String)>,
+    /// The dcgm collector's fields, for the GPM metrics of its profiling
+    /// fields ([`Dcgm::prof`]).
+    pub dcgm: Option<Arc<Dcgm>>,
 }
 
 impl Default for Options {
@@ -125,7 +126,7 @@ impl Default for Options {
             collectors: Collectors::DEFAULT,
             deadline: Duration::from_secs(1),
             max_late: Duration::from_secs(60),
-            prof: Vec::new(),
+            dcgm: None,
         }
     }
 }
@@ -138,8 +139,9 @@ pub struct Nvml {
     uuids: HashMap<u32, String>,
     /// (GPU, reading) pairs that answered NVML's "not available" sentinel.
     sentinels: Noted<(String, &'static str)>,
-    /// (GPU, GPM metric) pairs of the profiling fields it does not give.
-    refused: Noted<(String, u32)>,
+    /// (GPU index, GPM metric) pairs of the profiling fields it does not
+    /// give.
+    refused: Noted<(u32, u32)>,
     /// A thread per GPU index, reading it.
     readers: Readers,
     /// Late collections by GPU index.
@@ -382,22 +384,18 @@ impl Nvml {
         Some(gpu)
     }
 
-    /// Logs the profiling fields GPU `gpu` does not give, once per GPU
-    /// and field, in one line.
+    /// Logs each profiling field GPU `gpu` does not give, once per GPU and
+    /// field, as dcgm-exporter logs a field not enabled.
     fn note_refused(&mut self, gpu: &Gpu, refused: GpmIds) {
-        let mut names = String::new();
-        for (id, name) in &self.options.prof {
-            if refused.has(*id) && self.refused.first((gpu.uuid.clone(), *id)) {
-                names.push_str(if names.is_empty() { "" } else { ", " });
-                names.push_str(name);
+        let Some(d) = &self.options.dcgm else { return };
+        for (id, name) in d.prof() {
+            if refused.has(id) && self.refused.first((gpu.index, id)) {
+                log::warn!(
+                    "source nvml: GPU {} ({}): GPM does not give {name} (no GPM before Hopper, or a metric this GPU lacks): no series for it, as dcgm-exporter skips a profiling field not enabled (logged once per GPU and field)",
+                    gpu.index,
+                    gpu.uuid
+                );
             }
-        }
-        if !names.is_empty() {
-            log::warn!(
-                "source nvml: GPU {} ({}): GPM does not give {names} (no GPM before Hopper, or a metric this GPU lacks): no series for it, as dcgm-exporter skips a profiling field not enabled (logged once per GPU and field)",
-                gpu.index,
-                gpu.uuid
-            );
         }
     }
 }
@@ -440,11 +438,8 @@ impl Source for Nvml {
         let deadline = Instant::now() + self.options.deadline;
         self.timings = Timings::default();
         let mut gpus = Vec::with_capacity(count as usize);
-        let prof = self
-            .options
-            .prof
-            .iter()
-            .fold(GpmIds::NONE, |s, p| s.with(p.0));
+        let prof = self.options.dcgm.iter().flat_map(|d| d.prof());
+        let prof = prof.fold(GpmIds::NONE, |s, p| s.with(p.0));
         let ask = Ask { on, prof };
         for (index, outcome) in (0..).zip(self.readers.read(count, &lib, ask, deadline)) {
             let Some(mut gpu) = self.settle(index, outcome) else {

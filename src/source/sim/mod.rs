@@ -325,37 +325,74 @@ impl Sim {
 }
 
 /// The GPM metrics of a GPM-capable H100 SXM (7 NVDEC, 7 NVJPG, an OFA;
-/// NVLink over all links, not per link), in DCGM's units, from the
-/// readings they agree with: the engines as busy as the media readings,
-/// most tensor work half-precision, the byte rates as the counters grow.
-fn profiling(g: &GpuState, h: &Health) -> Vec<(u32, f64)> {
+/// NVLink over all links, not per link): each one's id, the reading it
+/// follows ([`profiling`]'s `from`) and its share of it. The engines are
+/// as busy as the media readings, most tensor work half-precision, and
+/// the byte rates are those the counters grow at. A table, not code: the
+/// binary is held to its size.
+const H100_GPM: [(u32, usize, f64); 31] = {
     use prof::*;
-    let [tensor, fp64, fp32, fp16] = h.pipe_active_ratios.map(|v| v.unwrap_or(0.0));
-    let [_, decoder, jpeg, ofa] = h.media_ratios.map(|v| v.unwrap_or(0.0));
-    let mut out = vec![
-        (GRAPHICS_UTIL, g.util),
-        (SM_UTIL, g.sm_active),
-        (SM_OCCUPANCY, g.sm_occupancy),
-        (INTEGER_UTIL, g.sm_active * 0.15),
-        (ANY_TENSOR_UTIL, tensor),
-        (DFMA_TENSOR_UTIL, 0.0),
-        (HMMA_TENSOR_UTIL, tensor * 0.9),
-        (IMMA_TENSOR_UTIL, tensor * 0.1),
-        (DRAM_BW_UTIL, g.dram_active),
-        (FP64_UTIL, fp64),
-        (FP32_UTIL, fp32),
-        (FP16_UTIL, fp16),
-        (PCIE_TX_PER_SEC, g.pcie_rate.round()),
-        (PCIE_RX_PER_SEC, (g.pcie_rate * 0.8).round()),
-        (NVOFA_0_UTIL, ofa),
-        (NVLINK_TOTAL_RX_PER_SEC, g.nvlink_rate.round()),
-        (NVLINK_TOTAL_TX_PER_SEC, g.nvlink_rate.round()),
+    [
+        (GRAPHICS_UTIL, 0, 1.0),
+        (SM_UTIL, 1, 1.0),
+        (SM_OCCUPANCY, 2, 1.0),
+        (INTEGER_UTIL, 1, 0.15),
+        (ANY_TENSOR_UTIL, 4, 1.0),
+        (DFMA_TENSOR_UTIL, 4, 0.0),
+        (HMMA_TENSOR_UTIL, 4, 0.9),
+        (IMMA_TENSOR_UTIL, 4, 0.1),
+        (DRAM_BW_UTIL, 3, 1.0),
+        (FP64_UTIL, 5, 1.0),
+        (FP32_UTIL, 6, 1.0),
+        (FP16_UTIL, 7, 1.0),
+        (PCIE_TX_PER_SEC, 8, 1.0),
+        (PCIE_RX_PER_SEC, 8, 0.8),
+        (NVOFA_0_UTIL, 12, 1.0),
+        (NVLINK_TOTAL_RX_PER_SEC, 9, 1.0),
+        (NVLINK_TOTAL_TX_PER_SEC, 9, 1.0),
+        (NVDEC_0_UTIL, 10, 1.0),
+        (NVDEC_0_UTIL + 1, 10, 1.0),
+        (NVDEC_0_UTIL + 2, 10, 1.0),
+        (NVDEC_0_UTIL + 3, 10, 1.0),
+        (NVDEC_0_UTIL + 4, 10, 1.0),
+        (NVDEC_0_UTIL + 5, 10, 1.0),
+        (NVDEC_0_UTIL + 6, 10, 1.0),
+        (NVJPG_0_UTIL, 11, 1.0),
+        (NVJPG_0_UTIL + 1, 11, 1.0),
+        (NVJPG_0_UTIL + 2, 11, 1.0),
+        (NVJPG_0_UTIL + 3, 11, 1.0),
+        (NVJPG_0_UTIL + 4, 11, 1.0),
+        (NVJPG_0_UTIL + 5, 11, 1.0),
+        (NVJPG_0_UTIL + 6, 11, 1.0),
+    ]
+};
+
+/// [`H100_GPM`] in DCGM's units (byte rates whole) from the GPU's state
+/// and its health readings.
+fn profiling(g: &GpuState, h: &Health) -> Vec<(u32, f64)> {
+    let (p, m) = (h.pipe_active_ratios, h.media_ratios);
+    // 0-3 util, SM active, occupancy, DRAM; 4-7 the pipes; 8-9 PCIe TX and
+    // NVLink byte rates; 10-12 decoder, JPEG, OFA.
+    let from = [
+        Some(g.util),
+        Some(g.sm_active),
+        Some(g.sm_occupancy),
+        Some(g.dram_active),
+        p[0],
+        p[1],
+        p[2],
+        p[3],
+        Some(g.pcie_rate),
+        Some(g.nvlink_rate),
+        m[1],
+        m[2],
+        m[3],
     ];
-    for i in 0..7 {
-        out.push((NVDEC_0_UTIL + i, decoder));
-        out.push((NVJPG_0_UTIL + i, jpeg));
-    }
-    out
+    let value = |&(id, i, share): &(u32, usize, f64)| {
+        let v = from[i].unwrap_or(0.0) * share;
+        (id, if i == 8 || i == 9 { v.round() } else { v })
+    };
+    H100_GPM.iter().map(value).collect()
 }
 
 impl Source for Sim {
