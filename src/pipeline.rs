@@ -79,6 +79,7 @@ impl Plan {
                 collectors: config.reads(),
                 deadline: config.interval,
                 max_late: config.max_stale,
+                dcgm: config.dcgm.clone(),
                 ..nvml::Options::default()
             };
             Nvml::new(self.library.clone(), options)

@@ -177,6 +177,9 @@ impl Readings {
         if !on.has(Collector::Processes) {
             self.processes.clear();
         }
+        if !on.has(Collector::Gpm) {
+            self.profiling.clear();
+        }
     }
 }
 

@@ -41,15 +41,18 @@
 //!                "memory": { ... }, "gpm": { ... } } ],
 //!     "gpm": { "sm_active": 50.0, "sm_occupancy": 25.0, "dram_active": 40.0,
 //!              "tensor": 30.0, "fp64": 0.0, "fp32": 5.0, "fp16": 2.0,
-//!              "pcie_tx_mibps": 100.0, "pcie_rx_mibps": 50.0 },
+//!              "pcie_tx_mibps": 100.0, "pcie_rx_mibps": 50.0,
+//!              "fields": { "DCGM_FI_PROF_NVLINK_TX_BYTES": 100.0 } },
 //!     "events": true, "xids": [79, 48] } ] }
 //! ```
 //!
 //! A "collection" is one `nvmlDeviceGetCount_v2` call. A lost GPU answers
 //! GPU_IS_LOST to every call on it. `hang` sleeps the first call of that
 //! name once. `xids` are queued when the GPU registers for Xid events and
-//! handed out one per `nvmlEventSetWait_v2`. GPM metrics (percentages)
-//! come from the scenario of the device both samples were taken of.
+//! handed out one per `nvmlEventSetWait_v2`. GPM metrics (percentages,
+//! MiB/s) come from the scenario of the device both samples were taken
+//! of; `fields` gives any other metric by the DCGM profiling field the
+//! exporter's table (`src/config/dcgm/prof.rs`) maps to it.
 //! `violation_ns` answers nvmlDeviceGetViolationStatus per policy (power,
 //! thermal, sync boost; every other policy, or one left out, is
 //! NOT_SUPPORTED). nvmlDeviceGetFieldValues answers the NVLink data
@@ -287,8 +290,11 @@ mod scenario {
         pub rx: u64,
     }
 
-    #[derive(DeJson, Clone, Copy)]
+    #[derive(DeJson, Clone)]
     pub struct Gpm {
+        /// Any GPM metric by the DCGM profiling field it gives
+        /// (`src/config/dcgm/prof.rs`), in GPM's unit (percent, MiB/s).
+        pub fields: Option<std::collections::HashMap<String, f64>>,
         pub sm_active: f64,
         pub sm_occupancy: f64,
         pub dram_active: f64,
@@ -1697,7 +1703,7 @@ fn record_sample(sample: *mut c_void, of: (usize, Option<usize>)) -> Ret {
 pub extern "C" fn nvmlGpmSampleGet(dev: Device, sample: *mut c_void) -> Ret {
     let mut of = None;
     let r = on_device("nvmlGpmSampleGet", dev, |gi, t| {
-        supported(t.gpu()?.gpm)?;
+        supported(t.gpu()?.gpm.as_ref())?;
         of = Some((gi, None));
         Ok(())
     });
@@ -1722,7 +1728,7 @@ pub extern "C" fn nvmlGpmMigSampleGet(
             .enumerate()
             .find(|(_, m)| m.gpu_instance_id == gpu_instance_id)
             .ok_or(NOT_FOUND)?;
-        supported(m.gpm)?;
+        supported(m.gpm.as_ref())?;
         of = Some((gi, Some(mi)));
         Ok(())
     });
@@ -1765,8 +1771,8 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(query: *mut GpmMetricsGet) -> Ret {
         return INVALID_ARGUMENT;
     };
     let gpm = match mi {
-        None => g.gpm,
-        Some(mi) => g.mig.as_ref().and_then(|m| m.get(mi)).and_then(|m| m.gpm),
+        None => g.gpm.as_ref(),
+        Some(mi) => g.mig.as_ref().and_then(|m| m.get(mi)?.gpm.as_ref()),
     };
     let Some(gpm) = gpm else {
         return NOT_SUPPORTED;
@@ -1790,6 +1796,7 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(query: *mut GpmMetricsGet) -> Ret {
             21 => gpm.pcie_rx_mibps,
             _ => None,
         };
+        let value = value.or_else(|| by_field(gpm, m.metric_id));
         m.nvml_return = if value.is_some() {
             SUCCESS
         } else {
@@ -1798,6 +1805,18 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(query: *mut GpmMetricsGet) -> Ret {
         m.value = value.unwrap_or(0.0);
     }
     SUCCESS
+}
+
+/// The exporter's table of DCGM profiling fields and their GPM metrics.
+#[allow(dead_code)] // the exporter's scale and id set
+#[path = "../../src/config/dcgm/prof.rs"]
+mod prof;
+
+/// GPM metric `id` from the scenario's `fields`, by the profiling field
+/// the exporter's table says it gives.
+fn by_field(gpm: &scenario::Gpm, id: c_uint) -> Option<f64> {
+    let row = prof::PROF.iter().find(|p| p.gpm == id)?;
+    gpm.fields.as_ref()?.get(row.field).copied()
 }
 
 // ---- Failure scripts (issue 11): a hung first init, counters that reset,

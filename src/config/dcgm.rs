@@ -8,6 +8,7 @@
 //! shows, and its unit, is the `dcgm` collector's (`exposition::dcgm`).
 
 pub mod names;
+pub mod prof;
 mod table;
 
 pub use table::FIELDS;
@@ -41,13 +42,8 @@ pub enum Field {
     PciBusId,
     VbiosVersion,
     InforomImage,
-    TensorActive,
-    DramActive,
-    SmActive,
-    SmOccupancy,
-    Fp64Active,
-    Fp32Active,
-    Fp16Active,
+    /// A profiling field: the GPM metric that gives it ([`prof::PROF`]).
+    Prof(u32),
     EccSbeVol,
     EccDbeVol,
     EccSbeAgg,
@@ -94,6 +90,27 @@ pub enum Serve {
     By(Collector),
     Not(&'static str),
 }
+
+/// Each profiling field's name hash, then its GPM metric, worked out at
+/// compile time: the names stay out of the binary.
+static PROF_HASHES: [u32; prof::PROF.len()] = {
+    let mut out = [0; prof::PROF.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = names::hash(prof::PROF[i].field);
+        i += 1;
+    }
+    out
+};
+static PROF_IDS: [u8; prof::PROF.len()] = {
+    let mut out = [0; prof::PROF.len()];
+    let mut i = 0;
+    while i < out.len() {
+        out[i] = prof::PROF[i].gpm as u8;
+        i += 1;
+    }
+    out
+};
 
 /// dcgm-exporter's `etc/default-counters.csv`, the file without `-f`.
 pub const DEFAULT_COUNTERS: &str = include_str!("dcgm-default-counters.csv");
@@ -161,6 +178,15 @@ impl Dcgm {
         }
     }
 
+    /// The profiling fields listed: each one's GPM metric and the name the
+    /// file gives it.
+    pub fn prof(&self) -> impl Iterator<Item = (u32, &str)> {
+        self.fields.iter().filter_map(|f| match f.field {
+            Field::Prof(id) => Some((id, f.name.as_str())),
+            _ => None,
+        })
+    }
+
     /// Takes the file's field `name` (a DCGM field, whose current name
     /// hashes to `current`) as `kind`: served, or left out with why.
     fn take(&mut self, name: &str, current: u32, kind: Kind, help: &str) {
@@ -172,18 +198,24 @@ impl Dcgm {
                 .push(format!("{name} is listed again: its first line counts"));
             return;
         }
-        let known = FIELDS.iter().find(|f| names::hash(f.0) == current);
+        let prof = PROF_HASHES.iter().position(|&h| h == current);
+        let prof = prof.map(|i| Field::Prof(PROF_IDS[i].into()));
+        let known = prof.map(|f| (f, Serve::By(Collector::Gpm)));
+        let known = known.or_else(|| {
+            let f = FIELDS.iter().find(|f| names::hash(f.0) == current)?;
+            Some((f.1, f.2))
+        });
         let served = match known {
             None => Err("no reading of ours gives it"),
-            Some(&(_, _, Serve::Not(why))) => Err(why),
-            Some(&(_, field, Serve::By(_))) if field.is_label() != (kind == Kind::Label) => {
+            Some((_, Serve::Not(why))) => Err(why),
+            Some((field, Serve::By(_))) if field.is_label() != (kind == Kind::Label) => {
                 Err(if field.is_label() {
                     "it is a string: list it as a label"
                 } else {
                     "we have no string for it: only our string fields can be labels"
                 })
             }
-            Some(&(_, field, Serve::By(collector))) => Ok((field, collector)),
+            Some((field, Serve::By(collector))) => Ok((field, collector)),
         };
         match served {
             Ok((field, collector)) => self.fields.push(Wanted {
@@ -282,8 +314,9 @@ mod tests {
     #[test]
     fn the_default_file_and_edge_cases() {
         let d = parse(DEFAULT_COUNTERS, "default").unwrap();
-        assert_eq!(d.fields.len(), 21);
-        assert_eq!(d.left_out.len(), 5);
+        // All but NVLINK_BANDWIDTH_TOTAL and VGPU_LICENSE_STATUS.
+        assert_eq!(d.fields.len(), 24);
+        assert_eq!(d.left_out.len(), 2);
         assert!(d.warnings.is_empty(), "{:?}", d.warnings);
         assert!(d.needs().has(Gpm) && d.needs().has(Xid) && !d.needs().has(Fans));
         let d = parse(
@@ -320,7 +353,7 @@ mod tests {
     #[test]
     fn real_fields_we_cannot_serve_are_left_out() {
         let d = parse(
-            "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0, counter, f\nDCGM_FI_PROF_PIPE_INT_ACTIVE, gauge, i\n\
+            "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0, counter, f\nDCGM_FI_PROF_NVOFA1_ACTIVE, gauge, i\n\
              DCGM_EXP_P2P_STATUS, gauge, p\nDCGM_FI_DEV_SERIAL, label, s\n\
              DCGM_FI_DEV_GPU_TEMP, label, t\nDCGM_FI_DRIVER_VERSION, gauge, v\n\
              DCGM_FI_DEV_VBIOS_VERSION, label, b\n",
@@ -331,7 +364,7 @@ mod tests {
             left_out(&d),
             [
                 "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
-                "DCGM_FI_PROF_PIPE_INT_ACTIVE",
+                "DCGM_FI_PROF_NVOFA1_ACTIVE",
                 "DCGM_EXP_P2P_STATUS",
                 "DCGM_FI_DEV_SERIAL",
                 "DCGM_FI_DEV_GPU_TEMP",
@@ -389,5 +422,82 @@ mod tests {
                 ["f serves no field: the dcgm collector has nothing to show"]
             );
         }
+    }
+
+    /// The profiling table against go-dcgm's field ids and nvml.h's
+    /// metric ids: each DCGM field is the GPM metric of the same meaning.
+    #[test]
+    fn profiling_fields_are_gpm_metrics() {
+        let text = include_str!("dcgm-fields.txt");
+        let dcgm_id = |name: &str| -> u32 {
+            let row = text
+                .lines()
+                .find(|l| l.starts_with(&format!("field {name} ")));
+            row.and_then(|l| l.rsplit(' ').next()?.parse().ok())
+                .unwrap_or_else(|| panic!("{name} is no DCGM field"))
+        };
+        // DCGM 1001-1016 as nvml.h numbers them; then NVDEC 0-7, NVJPG 0-7,
+        // NVOFA 0, and each link's TX then RX, as GPM's do (RX first).
+        let first = [1, 2, 3, 5, 10, 11, 12, 13, 20, 21, 61, 60, 9, 7, 6, 4];
+        let gpm = |id: u32| match id {
+            1001..=1016 => first[(id - 1001) as usize],
+            1017..=1024 => 30 + id - 1017,
+            1025..=1032 => 40 + id - 1025,
+            1033 => 50,
+            1040..=1075 => 62 + (id - 1040) / 2 * 2 + (1 - (id - 1040) % 2),
+            _ => panic!("{id}: no GPM metric"),
+        };
+        let mut ids = prof::GpmIds::NONE;
+        for p in &prof::PROF {
+            assert_eq!(gpm(dcgm_id(p.field)), p.gpm, "{}", p.field);
+            let bytes = p.field.ends_with("_BYTES");
+            assert_eq!(bytes, p.scale == prof::Scale::MibPerSecond, "{}", p.field);
+            assert_eq!(prof::scale(p.gpm), p.scale, "{}", p.field);
+            assert!(!ids.has(p.gpm), "{} twice", p.gpm);
+            ids = ids.with(p.gpm);
+            let d = parse(&format!("{}, gauge, h\n", p.field), "f").unwrap();
+            assert_eq!(d.fields[0].field, Field::Prof(p.gpm));
+            assert_eq!(d.prof().collect::<Vec<_>>(), [(p.gpm, p.field)]);
+        }
+        assert_eq!(ids.iter().count(), 69);
+        // Every other profiling field of DCGM's has no GPM metric.
+        let others: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("field DCGM_FI_PROF_"))
+            .filter_map(|l| l.split(' ').next())
+            .filter(|n| !prof::PROF.iter().any(|p| p.field[13..] == **n))
+            .collect();
+        assert_eq!(
+            others,
+            [
+                "NVOFA1_ACTIVE",
+                "C2C_TX_ALL_BYTES",
+                "C2C_TX_DATA_BYTES",
+                "C2C_RX_ALL_BYTES",
+                "C2C_RX_DATA_BYTES",
+                "HOSTMEM_CACHE_HIT",
+                "HOSTMEM_CACHE_MISS",
+                "PEERMEM_CACHE_HIT",
+                "PEERMEM_CACHE_MISS"
+            ]
+        );
+        assert_eq!(prof::Scale::MibPerSecond.dcgm(100.0), 104_857_600.0);
+        assert_eq!(prof::Scale::Percent.dcgm(50.0), 0.5);
+        assert!(!ids.has(200) && ids.with(200) == ids && !ids.has(0));
+    }
+
+    /// docs/migrating-from-dcgm-exporter.md's table of the profiling
+    /// fields, from [`prof::PROF`].
+    #[test]
+    fn the_migration_document_lists_the_profiling_fields() {
+        let mut t = String::from("| field | GPM metric (nvml.h id) | served as |\n|---|---|---|\n");
+        for p in &prof::PROF {
+            let unit = match p.scale {
+                prof::Scale::Percent => "ratio (GPM's % / 100)",
+                prof::Scale::MibPerSecond => "bytes per second (GPM's MiB/s × 1048576)",
+            };
+            t.push_str(&format!("| `{}` | {} | {unit} |\n", p.field, p.gpm));
+        }
+        crate::testkit::readme::holds("dcgm-prof", &t);
     }
 }

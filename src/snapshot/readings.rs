@@ -16,11 +16,11 @@
 
 mod family;
 pub mod health;
-
-pub use family::*;
+mod profiling;
 
 use super::{GpuProcess, Health, NvlinkLink, Pod, TxRx};
 use crate::config::Collector;
+pub use family::*;
 
 /// Everything a source can read about one GPU (or MIG instance). Gauges
 /// and counters are in base units.
@@ -70,6 +70,8 @@ pub struct Readings {
     /// Seconds spent under each reason in [`super::CLOCK_EVENT_REASONS`] order;
     /// NVML reports violation time only for some of them.
     pub clocks_event_seconds_total: [Option<f64>; 9],
+    /// The dcgm collector's profiling fields, by GPM metric (`profiling.rs`).
+    pub profiling: Vec<(u32, f64)>,
     /// Hardware health and state beyond the readings above.
     pub health: Health,
     /// Processes using the memory (the `processes` collector), the

@@ -115,7 +115,7 @@ fn units_are_dcgm_exporters_beside_our_own() {
         }
     }
     // The series budget per GPU with both on: ours, plus at most one per
-    // served field of the default file (20: 26 fields, 5 not servable, one
+    // served field of the default file (23: 26 fields, 2 not servable, one
     // a label).
     let per_gpu = |p: &str| {
         body.lines()
@@ -124,7 +124,7 @@ fn units_are_dcgm_exporters_beside_our_own() {
     };
     let dcgm = per_gpu("DCGM_");
     let all = per_gpu("");
-    assert_eq!(dcgm, 20, "dcgm series for gpu 0");
+    assert_eq!(dcgm, 23, "dcgm series for gpu 0");
     assert!(all <= 130, "{all} series for gpu 0 with both on");
 }
 
@@ -182,7 +182,7 @@ fn a_counters_file_with_comments_labels_and_spaces() {
         "dcgm-counters.csv",
         "# mine\n\n   # indented comment\n  DCGM_FI_DEV_GPU_TEMP ,  gauge , GPU temperature (in C).\n\
          #DCGM_FI_DEV_SM_CLOCK, gauge, off\nDCGM_FI_DRIVER_VERSION,label,Driver\n\
-         DCGM_FI_PROF_GR_ENGINE_ACTIVE, gauge, not servable\n",
+         DCGM_FI_PROF_NVOFA1_ACTIVE, gauge, not servable\n",
     );
     let e = Exporter::start(&[
         "--collector.disable-defaults",
@@ -192,7 +192,7 @@ fn a_counters_file_with_comments_labels_and_spaces() {
         "--compat.dcgm-lowercase-hostname",
     ]);
     e.wait_log(
-        "dcgm: DCGM_FI_PROF_GR_ENGINE_ACTIVE is left out: it needs GPM",
+        "dcgm: DCGM_FI_PROF_NVOFA1_ACTIVE is left out: no reading of ours gives it",
         std::time::Duration::from_secs(5),
     );
     let body = e.metrics(None).body;

@@ -64,8 +64,8 @@ const G: &str = "gauge";
 const C: &str = "counter";
 
 /// The families of dcp-metrics-included.csv as shipped: the first 17 are
-/// the default file's.
-const DCP: [(&str, &str); 19] = [
+/// the default file's; the profiling fields come from the simulator's GPM.
+const DCP: [(&str, &str); 22] = [
     ("DCGM_FI_DEV_SM_CLOCK", G),
     ("DCGM_FI_DEV_MEM_CLOCK", G),
     ("DCGM_FI_DEV_MEMORY_TEMP", G),
@@ -83,8 +83,11 @@ const DCP: [(&str, &str); 19] = [
     ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", C),
     ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", C),
     ("DCGM_FI_DEV_ROW_REMAP_FAILURE", G),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", G),
     ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", G),
     ("DCGM_FI_PROF_DRAM_ACTIVE", G),
+    ("DCGM_FI_PROF_PCIE_TX_BYTES", G),
+    ("DCGM_FI_PROF_PCIE_RX_BYTES", G),
 ];
 
 #[test]
@@ -109,9 +112,6 @@ fn dcgm_exporters_dcp_metrics_file() {
         &[
             "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL",
             "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
-            "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-            "DCGM_FI_PROF_PCIE_TX_BYTES",
-            "DCGM_FI_PROF_PCIE_RX_BYTES",
         ],
     );
     let temp = body
@@ -119,14 +119,28 @@ fn dcgm_exporters_dcp_metrics_file() {
         .find(|l| l.starts_with("DCGM_FI_DEV_GPU_TEMP{"))
         .unwrap();
     assert!(temp.contains(",DCGM_FI_DRIVER_VERSION=\""), "{temp}");
+    // The simulated H100's GPM in DCGM's units: ratios, whole bytes per
+    // second (its PCIe TX rate, scenarios/default.json, and 0.8 of it).
+    let first = |family: &str| {
+        crate::common::value(&body, &format!("{family}{{gpu=\"0\","))
+            .unwrap_or_else(|| panic!("{family}"))
+    };
+    for family in ["DCGM_FI_PROF_GR_ENGINE_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE"] {
+        assert!((0.0..=1.0).contains(&first(family)), "{family}");
+    }
+    let (tx, rx) = (
+        first("DCGM_FI_PROF_PCIE_TX_BYTES"),
+        first("DCGM_FI_PROF_PCIE_RX_BYTES"),
+    );
+    assert!(
+        tx > 1e6 && tx.fract() == 0.0 && rx == (tx * 0.8).round(),
+        "{tx} {rx}"
+    );
 }
 
-/// Every line of dcp-metrics-included.csv uncommented: its 9 `label`
-/// fields, its ECC, retired-page, NVLink and violation counters. Labels
-/// we have are served as labels; the others, and fields we do not read,
-/// are one log line each.
-#[test]
-fn dcgm_exporters_dcp_metrics_file_with_every_line_on() {
+/// dcp-metrics-included.csv with every field line uncommented, written
+/// to a temporary file `name`.
+pub fn dcp_every_line_on(name: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(format!("{DIR}dcp-metrics-included.csv")).unwrap();
     let on: String = text
         .lines()
@@ -137,7 +151,16 @@ fn dcgm_exporters_dcp_metrics_file_with_every_line_on() {
         })
         .map(|l| format!("{l}\n"))
         .collect();
-    let file = temp_file("dcp-every-line.csv", &on);
+    temp_file(name, &on)
+}
+
+/// Every line of dcp-metrics-included.csv uncommented: its 9 `label`
+/// fields, its ECC, retired-page, NVLink and violation counters. Labels
+/// we have are served as labels; the others, and fields we do not read,
+/// are one log line each.
+#[test]
+fn dcgm_exporters_dcp_metrics_file_with_every_line_on() {
+    let file = dcp_every_line_on("dcp-every-line.csv");
     let e = start(file.to_str().unwrap());
     for name in [
         "DCGM_FI_NVML_VERSION",
@@ -148,22 +171,38 @@ fn dcgm_exporters_dcp_metrics_file_with_every_line_on() {
         "DCGM_FI_DEV_POWER_INFOROM_VER",
         "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
         "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
     ] {
         e.wait_log(
             &format!("dcgm: {name} is left out: "),
             Duration::from_secs(5),
         );
     }
+    // Listed as a counter near the top and as a gauge further down: the
+    // first line counts.
+    e.wait_log(
+        "dcgm: DCGM_FI_PROF_PCIE_TX_BYTES is listed again",
+        Duration::from_secs(5),
+    );
     let body = e.metrics(None).body;
     let got = families(&body);
-    for name in [
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        "DCGM_FI_DEV_POWER_VIOLATION",
-        "DCGM_FI_PROF_SM_ACTIVE",
-        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
+    for (name, kind) in [
+        ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", C),
+        ("DCGM_FI_DEV_POWER_VIOLATION", C),
+        ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", G),
+        ("DCGM_FI_PROF_SM_ACTIVE", G),
+        ("DCGM_FI_PROF_SM_OCCUPANCY", G),
+        ("DCGM_FI_PROF_PIPE_FP64_ACTIVE", G),
+        ("DCGM_FI_PROF_PIPE_FP32_ACTIVE", G),
+        ("DCGM_FI_PROF_PIPE_FP16_ACTIVE", G),
+        ("DCGM_FI_PROF_PCIE_TX_BYTES", C),
+        ("DCGM_FI_PROF_PCIE_RX_BYTES", C),
     ] {
-        assert!(got.iter().any(|f| f.0 == name), "{name}: {got:?}");
+        assert!(
+            got.iter().any(|f| f == &(name.into(), kind.into())),
+            "{name}: {got:?}"
+        );
+        let samples = body.lines().filter(|l| l.starts_with(&format!("{name}{{")));
+        assert_eq!(samples.count(), 4, "{name}");
     }
     let temp = body
         .lines()
@@ -193,6 +232,8 @@ fn dcgm_exporters_1x_compatibility_file() {
             ("dcgm_gpu_temp", G),
             ("dcgm_power_usage", G),
             ("dcgm_total_energy_consumption", C),
+            ("dcgm_fi_prof_pcie_tx_bytes", C),
+            ("dcgm_fi_prof_pcie_rx_bytes", C),
             ("dcgm_pcie_replay_counter", C),
             ("dcgm_gpu_utilization", G),
             ("dcgm_mem_copy_utilization", G),
@@ -201,15 +242,11 @@ fn dcgm_exporters_1x_compatibility_file() {
             ("dcgm_xid_errors", G),
             ("dcgm_fb_free", G),
             ("dcgm_fb_used", G),
+            ("dcgm_fi_prof_gr_engine_active", G),
             ("dcgm_fi_prof_pipe_tensor_active", G),
             ("dcgm_fi_prof_dram_active", G),
         ],
-        &[
-            "dcgm_fi_prof_pcie_tx_bytes",
-            "dcgm_fi_prof_pcie_rx_bytes",
-            "dcgm_nvlink_bandwidth_total",
-            "dcgm_fi_prof_gr_engine_active",
-        ],
+        &["dcgm_nvlink_bandwidth_total"],
     );
     let e = start(&file);
     for name in ["dcgm_fi_prof_pcie_tx_bytes", "dcgm_fi_prof_pcie_rx_bytes"] {
@@ -261,14 +298,21 @@ fn real_dcgm_names_that_used_to_exit_are_served_or_logged() {
     ];
     let logged = [
         "DCGM_FI_DEV_POWER_MGMT_LIMIT",
+        "DCGM_FI_PROF_NVOFA1_ACTIVE",
+        "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
+        "DCGM_EXP_P2P_STATUS",
+    ];
+    // The simulated H100's GPM gives them: ratios, and bytes per second.
+    let prof = [
         "DCGM_FI_PROF_NVLINK_TX_BYTES",
         "DCGM_FI_PROF_NVLINK_RX_BYTES",
         "DCGM_FI_PROF_PIPE_INT_ACTIVE",
         "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE",
         "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE",
         "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE",
-        "DCGM_FI_DEV_NVLINK_BANDWIDTH_L0",
-        "DCGM_EXP_P2P_STATUS",
+        "DCGM_FI_PROF_NVDEC0_ACTIVE",
+        "DCGM_FI_PROF_NVJPG6_ACTIVE",
+        "DCGM_FI_PROF_NVOFA0_ACTIVE",
     ];
     let text: String = served
         .iter()
@@ -277,6 +321,7 @@ fn real_dcgm_names_that_used_to_exit_are_served_or_logged() {
             "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
             "DCGM_FI_DEV_FAN_SPEED",
         ])
+        .chain(prof)
         .chain(logged)
         .map(|n| format!("{n}, gauge, h\n"))
         .collect();
@@ -305,4 +350,11 @@ fn real_dcgm_names_that_used_to_exit_are_served_or_logged() {
     }
     let mask = first("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS");
     assert_eq!(mask, mask.trunc(), "a bitmask is an integer");
+    for family in prof {
+        let v = first(family);
+        match family.ends_with("_BYTES") {
+            true => assert!(v > 0.0 && v.fract() == 0.0, "{family} {v}"),
+            false => assert!((0.0..=1.0).contains(&v), "{family} {v}"),
+        }
+    }
 }

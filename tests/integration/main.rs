@@ -9,6 +9,7 @@ mod collectors;
 mod common;
 mod dcgm;
 mod dcgm_files;
+mod dcgm_prof;
 mod deploy;
 mod dist;
 mod engine_names;

@@ -23,7 +23,7 @@ const fn fnv(bytes: &[u8], start: usize, end: usize) -> u32 {
 }
 
 /// A name's hash, as the table's are kept.
-pub fn hash(name: &str) -> u32 {
+pub const fn hash(name: &str) -> u32 {
     fnv(name.as_bytes(), 0, name.len())
 }
 

@@ -1,6 +1,7 @@
 //! The dcgm-exporter fields we know by their current DCGM name: which
-//! collector's readings serve each, or why none does. Every other DCGM
-//! name (`names.rs`) is left out with a generic reason.
+//! collector's readings serve each, or why none does. The profiling
+//! fields GPM gives are in `prof.rs`; every other DCGM name (`names.rs`)
+//! is left out with a generic reason.
 
 use super::{Field, Serve};
 use crate::config::Collector::*;
@@ -86,37 +87,6 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
         "DCGM_FI_DEV_INFOROM_IMAGE_VER",
         Field::InforomImage,
         Serve::By(Info),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-        Field::TensorActive,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_DRAM_ACTIVE",
-        Field::DramActive,
-        Serve::By(Gpm),
-    ),
-    ("DCGM_FI_PROF_SM_ACTIVE", Field::SmActive, Serve::By(Gpm)),
-    (
-        "DCGM_FI_PROF_SM_OCCUPANCY",
-        Field::SmOccupancy,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-        Field::Fp64Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-        Field::Fp32Active,
-        Serve::By(Gpm),
-    ),
-    (
-        "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-        Field::Fp16Active,
-        Serve::By(Gpm),
     ),
     (
         "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
@@ -243,27 +213,6 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
         "DCGM_FI_DEV_VGPU_LICENSE_STATUS",
         Field::Unservable,
         Serve::Not("vGPU licensing is not read"),
-    ),
-    (
-        "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-        Field::Unservable,
-        Serve::Not(
-            "it needs GPM's graphics-activity metric, which is not read; gpu_sm_active_ratio is the nearest",
-        ),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_TX_BYTES",
-        Field::Unservable,
-        Serve::Not(
-            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"tx\"}[1m])",
-        ),
-    ),
-    (
-        "DCGM_FI_PROF_PCIE_RX_BYTES",
-        Field::Unservable,
-        Serve::Not(
-            "the snapshot holds byte counters, not rates; use rate(gpu_pcie_bytes_total{direction=\"rx\"}[1m])",
-        ),
     ),
     (
         "DCGM_FI_DEV_BOARD_LIMIT_VIOLATION",

@@ -52,8 +52,7 @@ pub(super) fn render(w: &mut Writer, d: &Dcgm, gpus: &[Gpu], pod_labels: bool) {
 fn instance_field(f: Field) -> Option<bool> {
     use Field::*;
     match f {
-        FbFree | FbUsed | FbReserved | FbTotal | TensorActive | Fp64Active | Fp32Active
-        | Fp16Active | DramActive | SmActive | SmOccupancy => Some(true),
+        FbFree | FbUsed | FbReserved | FbTotal | Prof(_) => Some(true),
         GpuUtil | MemCopyUtil | EncUtil | DecUtil => None,
         _ => Some(false),
     }

@@ -1,5 +1,6 @@
 //! Which of our readings each dcgm-exporter field shows, in its unit:
-//! MHz, MiB, mJ since boot, %, W, °C, ns of throttling.
+//! MHz, MiB, mJ since boot, %, W, °C, ns of throttling; the profiling
+//! fields' ratios and bytes per second are read in it.
 
 use crate::config::dcgm::Field;
 use crate::snapshot::Readings;
@@ -30,13 +31,7 @@ pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
         CorrectableRemapped => h.remapped_rows[0],
         UncorrectableRemapped => h.remapped_rows[1],
         RowRemapFailure => flag(h.row_remap_failed),
-        TensorActive => h.pipe_active_ratios[0],
-        Fp64Active => h.pipe_active_ratios[1],
-        Fp32Active => h.pipe_active_ratios[2],
-        Fp16Active => h.pipe_active_ratios[3],
-        DramActive => r.dram_active_ratio,
-        SmActive => r.sm_active_ratio,
-        SmOccupancy => r.sm_occupancy_ratio,
+        Prof(id) => r.profiling(id),
         EccSbeVol => r.ecc_corrected_total,
         EccDbeVol => r.ecc_uncorrected_total,
         EccSbeAgg => h.ecc_corrected_lifetime,
@@ -79,8 +74,8 @@ pub(super) fn shaped(f: Field, v: f64) -> f64 {
     use Field::*;
     match f {
         FbFree | FbUsed | FbReserved | FbTotal => v.floor(),
-        PowerUsage | EnforcedPowerLimit | TensorActive | Fp64Active | Fp32Active | Fp16Active
-        | DramActive | SmActive | SmOccupancy => v,
+        // The byte rates are whole where they were read.
+        PowerUsage | EnforcedPowerLimit | Prof(_) => v,
         _ => v.round(),
     }
 }

@@ -1167,16 +1167,6 @@ impl Drop for EventSet {
     }
 }
 
-/// GPM metric ids (nvml.h `NVML_GPM_METRIC_*`); values are percentages
-/// but for PCIe, MiB/s.
-pub const GPM_SM_UTIL: u32 = 2;
-pub const GPM_SM_OCCUPANCY: u32 = 3;
-pub const GPM_DRAM_BW_UTIL: u32 = 10;
-/// Any tensor core, then the non-tensor FP64, FP32 and FP16 pipes.
-pub const GPM_PIPES: [u32; 4] = [5, 11, 12, 13];
-/// PCIe traffic from and to the GPU, MiB/s.
-pub const GPM_PCIE: [u32; 2] = [20, 21];
-
 /// A GPM sample buffer, freed on drop. Metrics come from two samples of
 /// the same device taken some time apart.
 pub struct GpmSample {

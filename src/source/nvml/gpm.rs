@@ -1,12 +1,11 @@
 //! GPM (Hopper and later): SM active, SM occupancy, DRAM active, the
-//! tensor and FP pipes, and PCIe traffic, between this collection's sample
-//! and the previous one, for GPUs and MIG instances alike; the first
-//! collection has none.
+//! tensor and FP pipes, PCIe traffic, and the dcgm collector's profiling
+//! fields, between this collection's sample and the previous one, for
+//! GPUs and MIG instances alike; the first collection has none.
 
-use super::ffi::{
-    Error, GPM_DRAM_BW_UTIL, GPM_PCIE, GPM_PIPES, GPM_SM_OCCUPANCY, GPM_SM_UTIL, GpmSample, Library,
-};
+use super::ffi::{Error, GpmSample, Library};
 use super::probe::Probe;
+use crate::config::dcgm::prof::{self, GpmIds};
 use crate::snapshot::Readings;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,35 +15,35 @@ pub(super) const GPM_MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What the `gpm` collector reads: SM active, SM occupancy, DRAM active,
 /// then the pipes in [`crate::snapshot::Health::pipe_active_ratios`] order.
-pub(super) const GPM_METRICS: [u32; 7] = [
-    GPM_SM_UTIL,
-    GPM_SM_OCCUPANCY,
-    GPM_DRAM_BW_UTIL,
-    GPM_PIPES[0],
-    GPM_PIPES[1],
-    GPM_PIPES[2],
-    GPM_PIPES[3],
+const GPM_METRICS: [u32; 7] = [
+    prof::SM_UTIL,
+    prof::SM_OCCUPANCY,
+    prof::DRAM_BW_UTIL,
+    prof::ANY_TENSOR_UTIL,
+    prof::FP64_UTIL,
+    prof::FP32_UTIL,
+    prof::FP16_UTIL,
 ];
 
-/// The metrics to ask for: `gpm`'s, then PCIe (tx, rx) when `pcie` too.
-pub(super) fn metrics(gpm: bool, pcie: bool) -> &'static [u32] {
-    const BOTH: [u32; 9] = [
-        GPM_METRICS[0],
-        GPM_METRICS[1],
-        GPM_METRICS[2],
-        GPM_METRICS[3],
-        GPM_METRICS[4],
-        GPM_METRICS[5],
-        GPM_METRICS[6],
-        GPM_PCIE[0],
-        GPM_PCIE[1],
-    ];
-    match (gpm, pcie) {
-        (true, true) => &BOTH,
-        (true, false) => &GPM_METRICS,
-        (false, true) => &GPM_PCIE,
-        (false, false) => &[],
+/// PCIe traffic from and to the GPU, MiB/s.
+pub(super) const GPM_PCIE: [u32; 2] = [prof::PCIE_TX_PER_SEC, prof::PCIE_RX_PER_SEC];
+
+/// The metrics to ask for: `gpm`'s, PCIe's when `pcie` too, and the
+/// profiling fields' `wanted`, each once.
+pub(super) fn metrics(gpm: bool, pcie: bool, wanted: GpmIds) -> Vec<u32> {
+    const fn set(ids: &[u32]) -> GpmIds {
+        let (mut set, mut i) = (GpmIds::NONE, 0);
+        while i < ids.len() {
+            set = set.with(ids[i]);
+            i += 1;
+        }
+        set
     }
+    const OURS: GpmIds = set(&GPM_METRICS);
+    const PCIE: GpmIds = set(&GPM_PCIE);
+    let none = GpmIds::NONE;
+    let set = wanted.or(if gpm { OURS } else { none });
+    set.or(if pcie { PCIE } else { none }).iter().collect()
 }
 
 pub(super) enum GpmSlot {
@@ -57,11 +56,19 @@ pub(super) enum GpmSlot {
     },
 }
 
-/// Metrics between two samples, in the order asked for, and the seconds
+/// Metrics between two samples, each with NVML's answer, and the seconds
 /// between the samples.
 pub(super) struct Gpm {
-    pub(super) values: Vec<Option<f64>>,
+    values: Vec<(u32, Result<f64, Error>)>,
     pub(super) seconds: f64,
+}
+
+impl Gpm {
+    /// Metric `id`, where NVML gave a number.
+    pub(super) fn get(&self, id: u32) -> Option<f64> {
+        let v = self.values.iter().find(|v| v.0 == id)?.1;
+        v.ok().filter(|v| v.is_finite())
+    }
 }
 
 impl GpmSlot {
@@ -110,7 +117,7 @@ impl GpmSlot {
         if let Some((then, earlier)) = last.take() {
             let values = p.get("gpm metrics", || sample.metrics_since(&earlier, ids));
             out = values.map(|v| Gpm {
-                values: v.into_iter().map(Result::ok).collect(),
+                values: ids.iter().copied().zip(v).collect(),
                 seconds: taken.saturating_duration_since(then).as_secs_f64(),
             });
             *spare = Some(earlier);
@@ -120,14 +127,74 @@ impl GpmSlot {
     }
 }
 
-/// Lays `gpm`'s own metrics (the first [`GPM_METRICS`]) over `r`, as ratios.
-pub(super) fn set_gpm(r: &mut Readings, gpm: Option<&Gpm>) {
-    let Some(g) = gpm else { return };
-    let ratio = |i: usize| g.values.get(i).copied().flatten().map(|pc| pc / 100.0);
-    r.sm_active_ratio = ratio(0);
-    r.sm_occupancy_ratio = ratio(1);
-    r.dram_active_ratio = ratio(2);
-    for (i, o) in r.health.pipe_active_ratios.iter_mut().enumerate() {
-        *o = ratio(3 + i);
+/// Lays `gpm`'s own metrics over `r`, as ratios, and the profiling
+/// fields' `wanted` in DCGM's units; the ones of `wanted` NVML refused.
+pub(super) fn set_gpm(r: &mut Readings, gpm: Option<&Gpm>, wanted: GpmIds) -> GpmIds {
+    let Some(g) = gpm else {
+        return GpmIds::NONE;
+    };
+    let ratio = |id: u32| g.get(id).map(|pc| pc / 100.0);
+    r.sm_active_ratio = ratio(GPM_METRICS[0]);
+    r.sm_occupancy_ratio = ratio(GPM_METRICS[1]);
+    r.dram_active_ratio = ratio(GPM_METRICS[2]);
+    for (o, &id) in r
+        .health
+        .pipe_active_ratios
+        .iter_mut()
+        .zip(&GPM_METRICS[3..])
+    {
+        *o = ratio(id);
+    }
+    let mut refused = GpmIds::NONE;
+    for &(id, v) in g.values.iter().filter(|v| wanted.has(v.0)) {
+        match v {
+            Ok(v) if v.is_finite() => r.profiling.push((id, prof::scale(id).dcgm(v))),
+            Ok(_) => {}
+            Err(_) => refused = refused.with(id),
+        }
+    }
+    refused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_metrics_asked_for_are_each_once() {
+        let wanted = GpmIds::NONE.with(prof::GRAPHICS_UTIL).with(prof::SM_UTIL);
+        assert_eq!(metrics(false, false, GpmIds::NONE), Vec::<u32>::new());
+        assert_eq!(metrics(false, true, GpmIds::NONE), [20, 21]);
+        assert_eq!(metrics(true, false, wanted), [1, 2, 3, 5, 10, 11, 12, 13]);
+        assert_eq!(metrics(false, false, wanted), [1, 2]);
+    }
+
+    /// Our ratios and the wanted fields in DCGM's units; a metric NVML
+    /// refused is named, one it answered with no number is just absent.
+    #[test]
+    fn set_gpm_scales_and_names_what_nvml_refused() {
+        let g = Gpm {
+            values: vec![
+                (prof::SM_UTIL, Ok(50.0)),
+                (prof::PCIE_TX_PER_SEC, Ok(100.0)),
+                (prof::NVLINK_TOTAL_TX_PER_SEC, Err(Error::NOT_SUPPORTED)),
+                (prof::INTEGER_UTIL, Ok(f64::NAN)),
+            ],
+            seconds: 1.0,
+        };
+        let wanted = [
+            prof::SM_UTIL,
+            prof::PCIE_TX_PER_SEC,
+            prof::NVLINK_TOTAL_TX_PER_SEC,
+            prof::INTEGER_UTIL,
+        ]
+        .into_iter()
+        .fold(GpmIds::NONE, GpmIds::with);
+        let mut r = Readings::default();
+        let refused = set_gpm(&mut r, Some(&g), wanted);
+        assert_eq!(refused, GpmIds::NONE.with(prof::NVLINK_TOTAL_TX_PER_SEC));
+        assert_eq!(r.sm_active_ratio, Some(0.5));
+        assert_eq!(r.profiling, [(2, 0.5), (20, 104_857_600.0)]);
+        assert_eq!(set_gpm(&mut r, None, wanted), GpmIds::NONE);
     }
 }

@@ -31,9 +31,13 @@
 //! from the enumeration) is still reported, lost, with its counts, so the
 //! Xid that came with the loss is served.
 //!
-//! GPM (Hopper and later): SM active, SM occupancy and DRAM active are
-//! computed between this collection's sample and the previous one, for
-//! GPUs and MIG instances alike; the first collection has none.
+//! GPM (Hopper and later): SM active, SM occupancy, DRAM active, the
+//! pipes and the dcgm collector's profiling fields (those its counters
+//! file lists, `Options::prof`) are computed between this collection's
+//! sample and the previous one, for GPUs and MIG instances alike; the
+//! first collection has none. A listed field a GPU does not give (no GPM,
+//! or a metric it lacks) is logged once per GPU and field and has no
+//! series there, as dcgm-exporter skips a profiling field not enabled.
 //!
 //! Clock-event durations: `nvmlDeviceGetViolationStatus` (cumulative ns)
 //! for the three policies with a counterpart in our reasons: power →
@@ -71,12 +75,15 @@ mod readers;
 mod xid;
 
 use super::{Source, SourceError};
+use crate::config::dcgm::Dcgm;
+use crate::config::dcgm::prof::GpmIds;
 use crate::config::{Collector, Collectors, SourceKind};
 use crate::snapshot::{Gpu, Readings, Timings};
 use base::quiet::Noted;
 use ffi::{Library, OpenError};
 #[cfg(feature = "internals")]
 pub use ffi::{SYMBOLS, missing_symbols};
+use read::Ask;
 use readers::{Read, Readers};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -105,6 +112,9 @@ pub struct Options {
     pub deadline: Duration,
     /// How old a late GPU's last read may be and still be served.
     pub max_late: Duration,
+    /// The dcgm collector's fields, for the GPM metrics of its profiling
+    /// fields ([`Dcgm::prof`]).
+    pub dcgm: Option<Arc<Dcgm>>,
 }
 
 impl Default for Options {
@@ -116,6 +126,7 @@ impl Default for Options {
             collectors: Collectors::DEFAULT,
             deadline: Duration::from_secs(1),
             max_late: Duration::from_secs(60),
+            dcgm: None,
         }
     }
 }
@@ -128,6 +139,9 @@ pub struct Nvml {
     uuids: HashMap<u32, String>,
     /// (GPU, reading) pairs that answered NVML's "not available" sentinel.
     sentinels: Noted<(String, &'static str)>,
+    /// (GPU index, GPM metric) pairs of the profiling fields it does not
+    /// give.
+    refused: Noted<(u32, u32)>,
     /// A thread per GPU index, reading it.
     readers: Readers,
     /// Late collections by GPU index.
@@ -186,6 +200,7 @@ impl Nvml {
             },
             uuids: HashMap::new(),
             sentinels: Noted::default(),
+            refused: Noted::default(),
             readers: Readers::default(),
             late: HashMap::new(),
             xids: Arc::new(Mutex::new(HashMap::new())),
@@ -365,7 +380,23 @@ impl Nvml {
                 );
             }
         }
+        self.note_refused(&gpu, read.refused);
         Some(gpu)
+    }
+
+    /// Logs each profiling field GPU `gpu` does not give, once per GPU and
+    /// field, as dcgm-exporter logs a field not enabled.
+    fn note_refused(&mut self, gpu: &Gpu, refused: GpmIds) {
+        let Some(d) = &self.options.dcgm else { return };
+        for (id, name) in d.prof() {
+            if refused.has(id) && self.refused.first((gpu.index, id)) {
+                log::warn!(
+                    "source nvml: GPU {} ({}): GPM does not give {name} (no GPM before Hopper, or a metric this GPU lacks): no series for it, as dcgm-exporter skips a profiling field not enabled (logged once per GPU and field)",
+                    gpu.index,
+                    gpu.uuid
+                );
+            }
+        }
     }
 }
 
@@ -407,7 +438,10 @@ impl Source for Nvml {
         let deadline = Instant::now() + self.options.deadline;
         self.timings = Timings::default();
         let mut gpus = Vec::with_capacity(count as usize);
-        for (index, outcome) in (0..).zip(self.readers.read(count, &lib, on, deadline)) {
+        let prof = self.options.dcgm.iter().flat_map(|d| d.prof());
+        let prof = prof.fold(GpmIds::NONE, |s, p| s.with(p.0));
+        let ask = Ask { on, prof };
+        for (index, outcome) in (0..).zip(self.readers.read(count, &lib, ask, deadline)) {
             let Some(mut gpu) = self.settle(index, outcome) else {
                 continue;
             };

@@ -8,7 +8,7 @@ use super::ffi::{
     FI_DEV_NVLINK_THROUGHPUT_DATA_TX, Library, PERF_POLICY_POWER, PERF_POLICY_SYNC_BOOST,
     PERF_POLICY_THERMAL, SCOPE_ALL_LINKS,
 };
-use super::gpm::{self, GpmSlot, set_gpm};
+use super::gpm::{self, GPM_PCIE, GpmSlot, set_gpm};
 use super::health;
 use super::probe::Probe;
 use super::processes;
@@ -17,6 +17,7 @@ use crate::config::Collector::{
     Temperature, Utilization,
 };
 use crate::config::Collectors;
+use crate::config::dcgm::prof::GpmIds;
 use crate::snapshot::{
     CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, Timings, TxRx,
 };
@@ -85,20 +86,37 @@ pub(super) fn milli(v: f64) -> f64 {
     v / 1000.0
 }
 
+/// What a read is asked: the collectors on, and the GPM metrics of the
+/// dcgm collector's profiling fields.
+#[derive(Clone, Copy)]
+pub(super) struct Ask {
+    pub(super) on: Collectors,
+    pub(super) prof: GpmIds,
+}
+
+/// What a read says besides the GPU: the readings that answered NVML's
+/// sentinel, and the profiling fields' metrics the GPU (or a MIG
+/// instance) does not give.
+#[derive(Default)]
+pub(super) struct Notes {
+    pub(super) sentinels: Vec<&'static str>,
+    pub(super) refused: GpmIds,
+}
+
 /// The readings of one GPU and its MIG instances; how each collector
-/// fared is added to `timings`, and the readings that answered NVML's
-/// sentinel to `sentinels`.
+/// fared is added to `timings`, and what else it says to `notes`.
 #[allow(clippy::too_many_arguments, reason = "one GPU's state, read once")]
 pub(super) fn read_gpu(
     index: u32,
     device: Result<Device<'_>, Error>,
     lib: &Arc<Library>,
-    on: Collectors,
+    ask: Ask,
     pcie: &mut HashMap<String, PcieCounter>,
     gpm_slots: &mut HashMap<String, GpmSlot>,
     timings: &mut Timings,
-    sentinels: &mut Vec<&'static str>,
+    notes: &mut Notes,
 ) -> Gpu {
+    let on = ask.on;
     let down = |why: Error| {
         // Shown as up = false; a warning every collection would be noise.
         if why != Error::GPU_IS_LOST {
@@ -130,14 +148,15 @@ pub(super) fn read_gpu(
     health::read(&mut r.health, d, &mut p);
     set_fields(&mut r, d, &mut p);
 
-    let gpm_supported = read_gpm_and_pcie(&mut r, d, &mut p, lib, &uuid, pcie, gpm_slots);
+    let slots = (pcie, &mut *gpm_slots);
+    let gpm_supported = read_gpm_and_pcie(&mut r, d, &mut p, lib, &uuid, slots, ask, notes);
 
     let mig_on = p.get("mig mode", || d.mig_enabled());
     if p.on(crate::config::Collector::State) {
         r.health.mig_mode = mig_on;
     }
     let mig = if mig_on == Some(true) {
-        read_mig(d, &mut p, lib, gpm_slots, gpm_supported)
+        read_mig(d, &mut p, lib, gpm_slots, gpm_supported, ask.prof, notes)
     } else {
         // Under MIG, processes are listed per MIG device.
         p.section(Processes, |p| processes::read(d, None, p, &mut r.processes));
@@ -145,7 +164,7 @@ pub(super) fn read_gpu(
     };
 
     timings.merge(&p.timings);
-    sentinels.append(&mut p.sentinels);
+    notes.sentinels.append(&mut p.sentinels);
     let identity = Gpu {
         index,
         uuid,
@@ -216,18 +235,25 @@ fn read_basics(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
     p.section(Memory, |p| set_memory(r, p.value("memory", || d.memory())));
 }
 
-/// GPM's samples for the gpm collector and, where it can, the PCIe
-/// counter, then the PCIe readings; whether the GPU supports GPM.
+/// GPM's samples for the gpm collector, the profiling fields and, where
+/// it can, the PCIe counter, then the PCIe readings; whether the GPU
+/// supports GPM.
+#[allow(clippy::too_many_arguments, reason = "one GPU's state, read once")]
 fn read_gpm_and_pcie(
     r: &mut Readings,
     d: Device<'_>,
     p: &mut Probe,
     lib: &Arc<Library>,
     uuid: &str,
-    pcie: &mut HashMap<String, PcieCounter>,
-    gpm_slots: &mut HashMap<String, GpmSlot>,
+    (pcie, gpm_slots): (
+        &mut HashMap<String, PcieCounter>,
+        &mut HashMap<String, GpmSlot>,
+    ),
+    ask: Ask,
+    notes: &mut Notes,
 ) -> bool {
     let (want_gpm, want_pcie) = (p.on(Gpm), p.on(Pcie));
+    let wanted = if want_gpm { ask.prof } else { GpmIds::NONE };
     let gpm_supported =
         (want_gpm || want_pcie) && p.get("gpm support", || d.gpm_supported()) == Some(true);
     let mut sampled = None;
@@ -235,13 +261,16 @@ fn read_gpm_and_pcie(
         let slot = gpm_slots
             .entry(uuid.to_string())
             .or_insert_with(|| GpmSlot::new(true));
-        let ids = gpm::metrics(want_gpm, want_pcie);
+        let ids = gpm::metrics(want_gpm, want_pcie, wanted);
         p.section(if want_gpm { Gpm } else { Pcie }, |p| {
-            sampled = slot.advance(lib, p, ids, |s| s.take(d));
+            sampled = slot.advance(lib, p, &ids, |s| s.take(d));
         });
         if want_gpm {
-            set_gpm(r, sampled.as_ref());
+            notes.refused = set_gpm(r, sampled.as_ref(), wanted);
         }
+    } else if !p.lost {
+        // No GPM: none of the profiling fields has a series here.
+        notes.refused = wanted;
     }
     p.section(Pcie, |p| {
         r.pcie_replay_errors_total = p
@@ -261,15 +290,14 @@ fn pcie_bytes(
     counter: &mut PcieCounter,
     gpm: &Option<gpm::Gpm>,
 ) -> Option<TxRx> {
-    if let Some(g) = gpm {
-        let n = g.values.len();
-        if let (Some(Some(tx)), Some(Some(rx))) = (g.values.get(n - 2), g.values.get(n - 1)) {
-            let bytes = |mibps: f64| mibps * MIB * g.seconds;
-            return Some(counter.add(TxRx {
-                tx: bytes(*tx),
-                rx: bytes(*rx),
-            }));
-        }
+    if let Some(g) = gpm
+        && let (Some(tx), Some(rx)) = (g.get(GPM_PCIE[0]), g.get(GPM_PCIE[1]))
+    {
+        let bytes = |mibps: f64| mibps * MIB * g.seconds;
+        return Some(counter.add(TxRx {
+            tx: bytes(tx),
+            rx: bytes(rx),
+        }));
     }
     let tx = p.value("pcie tx", || d.pcie_throughput(false));
     let rx = p.value("pcie rx", || d.pcie_throughput(true));
@@ -383,13 +411,17 @@ pub(super) fn set_memory(r: &mut Readings, m: Option<ffi::Memory>) {
 /// compute instance; those of one GPU instance share its memory and GPM
 /// readings, so they are one [`MigInstance`] with every compute instance in
 /// `compute`, read once. NVML refuses most readings on them; those stay
-/// `None`. Their memory, utilization and GPM belong to those collectors.
+/// `None`. Their memory, utilization and GPM (with the profiling fields'
+/// `wanted`; a metric an instance refuses is added to `notes`) belong to
+/// those collectors.
 pub(super) fn read_mig(
     d: Device<'_>,
     p: &mut Probe,
     lib: &Arc<Library>,
     gpm_slots: &mut HashMap<String, GpmSlot>,
     gpm_supported: bool,
+    wanted: GpmIds,
+    notes: &mut Notes,
 ) -> Vec<MigInstance> {
     let slots = p
         .get("max mig devices", || d.max_mig_devices())
@@ -437,10 +469,10 @@ pub(super) fn read_mig(
             let slot = gpm_slots
                 .entry(uuid.clone())
                 .or_insert_with(|| GpmSlot::new(gpm_supported));
-            let sampled = slot.advance(lib, p, gpm::metrics(true, false), |s| {
-                s.take_mig(d, gpu_instance_id)
-            });
-            set_gpm(&mut readings, sampled.as_ref());
+            let ids = gpm::metrics(true, false, wanted);
+            let sampled = slot.advance(lib, p, &ids, |s| s.take_mig(d, gpu_instance_id));
+            let refused = set_gpm(&mut readings, sampled.as_ref(), wanted);
+            notes.refused = notes.refused.or(refused);
         });
         out.push(MigInstance {
             uuid,

@@ -16,8 +16,8 @@
 
 use super::ffi::Library;
 use super::gpm::GpmSlot;
-use super::read::{PcieCounter, read_gpu};
-use crate::config::Collectors;
+use super::read::{Ask, Notes, PcieCounter, read_gpu};
+use crate::config::dcgm::prof::GpmIds;
 use crate::snapshot::{Gpu, Timings};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -31,6 +31,8 @@ pub(super) struct Read {
     pub(super) gpu: Gpu,
     pub(super) timings: Timings,
     pub(super) sentinels: Vec<&'static str>,
+    /// The profiling fields' metrics it does not give.
+    pub(super) refused: GpmIds,
     /// Only the GPU's identity, before its first read: what a GPU whose
     /// first read hangs is served as, late, until one ends.
     identity: bool,
@@ -41,7 +43,7 @@ struct Slot {
     /// The thread this slot belongs to; another one here ends it.
     serial: u64,
     /// A read asked for and not yet taken.
-    read: Option<(Arc<Library>, Collectors)>,
+    read: Option<(Arc<Library>, Ask)>,
     /// The session ended: drop what was taken with its library, after
     /// the read out (if any).
     forget: bool,
@@ -87,7 +89,7 @@ impl Readers {
         &mut self,
         count: u32,
         lib: &Arc<Library>,
-        on: Collectors,
+        ask: Ask,
         deadline: Instant,
     ) -> Vec<Option<Read>> {
         let count = count as usize;
@@ -121,7 +123,7 @@ impl Readers {
         }
         for (r, slot) in self.readers.iter_mut().zip(&mut board.slots) {
             if !r.out {
-                slot.read = Some((lib.clone(), on));
+                slot.read = Some((lib.clone(), ask));
                 r.out = true;
             }
         }
@@ -188,7 +190,7 @@ impl Drop for Readers {
 
 /// What a reader thread does next.
 enum Next {
-    Read(Arc<Library>, Collectors),
+    Read(Arc<Library>, Ask),
     Forget,
     End,
 }
@@ -213,8 +215,8 @@ fn next(serial: u64, index: u32, cell: &Cell, ended: Option<Read>) -> Next {
             slot.forget = false;
             return Next::Forget;
         }
-        if let Some((lib, on)) = slot.read.take() {
-            return Next::Read(lib, on);
+        if let Some((lib, ask)) = slot.read.take() {
+            return Next::Read(lib, ask);
         }
         board = cell.1.wait(board).unwrap_or_else(|e| e.into_inner());
     }
@@ -229,8 +231,8 @@ fn run(serial: u64, index: u32, cell: &Cell) {
     let mut ended = None;
     let mut named = false;
     loop {
-        let (lib, on) = match next(serial, index, cell, ended.take()) {
-            Next::Read(lib, on) => (lib, on),
+        let (lib, ask) = match next(serial, index, cell, ended.take()) {
+            Next::Read(lib, ask) => (lib, ask),
             Next::Forget => {
                 gpm.clear();
                 continue;
@@ -247,20 +249,21 @@ fn run(serial: u64, index: u32, cell: &Cell) {
                 gpu,
                 timings: Timings::default(),
                 sentinels: Vec::new(),
+                refused: GpmIds::NONE,
                 identity: true,
             });
         }
         let mut timings = Timings::default();
-        let mut sentinels = Vec::new();
+        let mut notes = Notes::default();
         let gpu = read_gpu(
             index,
             lib.device(index),
             &lib,
-            on,
+            ask,
             &mut pcie,
             &mut gpm,
             &mut timings,
-            &mut sentinels,
+            &mut notes,
         );
         drop(lib);
         ended = Some(Read {
@@ -268,7 +271,8 @@ fn run(serial: u64, index: u32, cell: &Cell) {
             index,
             gpu,
             timings,
-            sentinels,
+            sentinels: notes.sentinels,
+            refused: notes.refused,
             identity: false,
         });
     }

@@ -17,7 +17,8 @@ pub use scenario::Scenario;
 
 use super::{Source, SourceError};
 use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
+use crate::config::dcgm::prof;
+use crate::snapshot::{Gpu, Health, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
 use base::units::MHZ;
 use scenario::{Action, GpuState, ModelState};
 use std::fmt::Write;
@@ -273,6 +274,7 @@ impl Sim {
             return gpu;
         }
         let (xids, last_xid) = Sim::xids(g, at);
+        let health = g.health.readings(g.sm_active, at);
         gpu.readings = Readings {
             temperature_celsius: Some(g.temp),
             memory_temperature_celsius: Some(g.mem_temp),
@@ -312,13 +314,85 @@ impl Sim {
                 rx: g.nvlink.at(at).round(),
             }),
             clocks_event_seconds_total: g.event_seconds.map(|s| Some(s.at(at))),
-            health: g.health.readings(g.sm_active, at),
+            profiling: profiling(g, &health),
+            health,
             processes: g.users.processes.clone(),
             pods: g.users.pods.clone(),
             jobs: g.users.jobs.clone(),
         };
         gpu
     }
+}
+
+/// The GPM metrics of a GPM-capable H100 SXM (7 NVDEC, 7 NVJPG, an OFA;
+/// NVLink over all links, not per link): each one's id, the reading it
+/// follows ([`profiling`]'s `from`) and its share of it. The engines are
+/// as busy as the media readings, most tensor work half-precision, and
+/// the byte rates are those the counters grow at. A table, not code: the
+/// binary is held to its size.
+const H100_GPM: [(u32, usize, f64); 31] = {
+    use prof::*;
+    [
+        (GRAPHICS_UTIL, 0, 1.0),
+        (SM_UTIL, 1, 1.0),
+        (SM_OCCUPANCY, 2, 1.0),
+        (INTEGER_UTIL, 1, 0.15),
+        (ANY_TENSOR_UTIL, 4, 1.0),
+        (DFMA_TENSOR_UTIL, 4, 0.0),
+        (HMMA_TENSOR_UTIL, 4, 0.9),
+        (IMMA_TENSOR_UTIL, 4, 0.1),
+        (DRAM_BW_UTIL, 3, 1.0),
+        (FP64_UTIL, 5, 1.0),
+        (FP32_UTIL, 6, 1.0),
+        (FP16_UTIL, 7, 1.0),
+        (PCIE_TX_PER_SEC, 8, 1.0),
+        (PCIE_RX_PER_SEC, 8, 0.8),
+        (NVOFA_0_UTIL, 12, 1.0),
+        (NVLINK_TOTAL_RX_PER_SEC, 9, 1.0),
+        (NVLINK_TOTAL_TX_PER_SEC, 9, 1.0),
+        (NVDEC_0_UTIL, 10, 1.0),
+        (NVDEC_0_UTIL + 1, 10, 1.0),
+        (NVDEC_0_UTIL + 2, 10, 1.0),
+        (NVDEC_0_UTIL + 3, 10, 1.0),
+        (NVDEC_0_UTIL + 4, 10, 1.0),
+        (NVDEC_0_UTIL + 5, 10, 1.0),
+        (NVDEC_0_UTIL + 6, 10, 1.0),
+        (NVJPG_0_UTIL, 11, 1.0),
+        (NVJPG_0_UTIL + 1, 11, 1.0),
+        (NVJPG_0_UTIL + 2, 11, 1.0),
+        (NVJPG_0_UTIL + 3, 11, 1.0),
+        (NVJPG_0_UTIL + 4, 11, 1.0),
+        (NVJPG_0_UTIL + 5, 11, 1.0),
+        (NVJPG_0_UTIL + 6, 11, 1.0),
+    ]
+};
+
+/// [`H100_GPM`] in DCGM's units (byte rates whole) from the GPU's state
+/// and its health readings.
+fn profiling(g: &GpuState, h: &Health) -> Vec<(u32, f64)> {
+    let (p, m) = (h.pipe_active_ratios, h.media_ratios);
+    // 0-3 util, SM active, occupancy, DRAM; 4-7 the pipes; 8-9 PCIe TX and
+    // NVLink byte rates; 10-12 decoder, JPEG, OFA.
+    let from = [
+        Some(g.util),
+        Some(g.sm_active),
+        Some(g.sm_occupancy),
+        Some(g.dram_active),
+        p[0],
+        p[1],
+        p[2],
+        p[3],
+        Some(g.pcie_rate),
+        Some(g.nvlink_rate),
+        m[1],
+        m[2],
+        m[3],
+    ];
+    let value = |&(id, i, share): &(u32, usize, f64)| {
+        let v = from[i].unwrap_or(0.0) * share;
+        (id, if i == 8 || i == 9 { v.round() } else { v })
+    };
+    H100_GPM.iter().map(value).collect()
 }
 
 impl Source for Sim {
