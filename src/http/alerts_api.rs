@@ -57,7 +57,7 @@ pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"}\n");
 }
 
-fn string(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     for c in s.chars() {
         match c {
