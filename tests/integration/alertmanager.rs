@@ -29,14 +29,14 @@ const CONFIG: &str = "deploy/alertmanager/alertmanager.yml";
 
 /// An Alertmanager on a free loopback port, without gossip; killed (and
 /// its data removed) on drop.
-struct Alertmanager {
+pub struct Alertmanager {
     child: Child,
-    addr: SocketAddr,
+    pub addr: SocketAddr,
     dir: TempDir,
 }
 
 impl Alertmanager {
-    fn start(config: &Path) -> Alertmanager {
+    pub fn start(config: &Path) -> Alertmanager {
         let dir = TempDir::new("alertmanager");
         // Free now; a race for it shows as Alertmanager exiting, reported
         // on the first query.
@@ -54,8 +54,20 @@ impl Alertmanager {
         Alertmanager { child, addr, dir }
     }
 
+    /// The shipped configuration's, once it answers.
+    pub fn shipped() -> Alertmanager {
+        let mut am = Alertmanager::start(&Path::new(env!("CARGO_MANIFEST_DIR")).join(CONFIG));
+        eventually(Duration::from_secs(30), || {
+            am.alerts();
+            http_get(&am.addr.to_string(), "/-/ready")
+                .map(drop)
+                .ok_or_else(|| "alertmanager is not ready".to_string())
+        });
+        am
+    }
+
     /// What `/api/v2/alerts` holds now; empty while not answering.
-    fn alerts(&mut self) -> Vec<AmAlert> {
+    pub fn alerts(&mut self) -> Vec<AmAlert> {
         if let Ok(Some(status)) = self.child.try_wait() {
             let log = std::fs::read_to_string(self.dir.0.join("log")).unwrap_or_default();
             panic!("alertmanager exited ({status}):\n{log}");
@@ -93,25 +105,29 @@ impl Drop for Alertmanager {
 }
 
 #[derive(DeJson, Debug)]
-struct AmAlert {
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-    fingerprint: String,
-    status: AmStatus,
+pub struct AmAlert {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub fingerprint: String,
+    pub status: AmStatus,
+    #[nserde(rename = "endsAt")]
+    pub ends_at: String,
+    #[nserde(rename = "generatorURL")]
+    pub generator_url: String,
 }
 
 #[derive(DeJson, Debug)]
-struct AmStatus {
-    state: String,
+pub struct AmStatus {
+    pub state: String,
     #[nserde(rename = "inhibitedBy")]
-    inhibited_by: Vec<String>,
+    pub inhibited_by: Vec<String>,
 }
 
-fn label<'a>(a: &'a AmAlert, name: &str) -> &'a str {
+pub fn label<'a>(a: &'a AmAlert, name: &str) -> &'a str {
     a.labels.get(name).map_or("", String::as_str)
 }
 
-fn find<'a>(alerts: &'a [AmAlert], name: &str, gpu: &str) -> Option<&'a AmAlert> {
+pub fn find<'a>(alerts: &'a [AmAlert], name: &str, gpu: &str) -> Option<&'a AmAlert> {
     alerts
         .iter()
         .find(|a| label(a, "alertname") == name && label(a, "gpu") == gpu)
