@@ -128,6 +128,67 @@ struct Sent {
     resolved: Option<f64>,
 }
 
+/// What was sent, by each alert's labels, and when the next is due.
+struct Book {
+    sent: HashMap<String, Sent>,
+    /// `--alertmanager.resend-interval`, in seconds.
+    resend: f64,
+    /// How far ahead a firing alert's `endsAt` is.
+    valid: f64,
+}
+
+impl Book {
+    fn new(resend: Duration, tick: Duration) -> Book {
+        let resend = resend.as_secs_f64();
+        Book {
+            sent: HashMap::new(),
+            resend,
+            valid: 4.0 * resend.max(tick.as_secs_f64()),
+        }
+    }
+
+    /// The alerts due at `now`, each whole, given those firing by their
+    /// labels and how to write one's body.
+    fn due<A>(
+        &mut self,
+        firing: &HashMap<String, A>,
+        body: impl Fn(&str, &A) -> String,
+        now: f64,
+    ) -> Vec<String> {
+        let resend = self.resend;
+        // One due, all sent: every firing alert then ends at the same
+        // `endsAt`, so that when the exporter dies no source of an
+        // inhibition expires before what it mutes.
+        let any = firing.keys().any(|l| {
+            (self.sent.get(l)).is_none_or(|s| s.resolved.is_some() || now - s.last >= resend)
+        });
+        let mut due = Vec::new();
+        for (labels, a) in firing.iter().filter(|_| any) {
+            let body = body(labels, a);
+            due.push(payload::ended(&body, now + self.valid));
+            let s = Sent {
+                body,
+                last: now,
+                resolved: None,
+            };
+            self.sent.insert(labels.clone(), s);
+        }
+        self.sent.retain(|labels, s| {
+            if s.resolved.is_none() && !firing.contains_key(labels) {
+                s.resolved = Some(now);
+                s.last = f64::NEG_INFINITY;
+            }
+            let Some(at) = s.resolved else { return true };
+            if now - s.last >= resend {
+                s.last = now;
+                due.push(payload::ended(&s.body, at));
+            }
+            now - at < RESOLVED_RETENTION.as_secs_f64()
+        });
+        due
+    }
+}
+
 /// `am-feed`: once per evaluation, what is due goes to the queue.
 fn feed(plan: &Plan, latest: &Latest, shared: &Shared) {
     let cx = Context {
@@ -136,9 +197,7 @@ fn feed(plan: &Plan, latest: &Latest, shared: &Shared) {
         external: &plan.options.labels,
         runbook_base: &plan.runbook_base,
     };
-    let resend = plan.options.resend.as_secs_f64();
-    let valid = 4.0 * resend.max(plan.tick.as_secs_f64());
-    let mut sent: HashMap<String, Sent> = HashMap::new();
+    let mut book = Book::new(plan.options.resend, plan.tick);
     let mut next = Instant::now();
     loop {
         {
@@ -157,40 +216,12 @@ fn feed(plan: &Plan, latest: &Latest, shared: &Shared) {
         if p.replay.is_some() {
             continue;
         }
-        let now = unix_now();
         let firing: HashMap<String, &Alert> = (p.alerts.iter())
             .filter(|a| a.state == State::Firing)
             .map(|a| (payload::labels(a, &cx), a))
             .collect();
-        // One due, all sent: every firing alert then ends at the same
-        // `endsAt`, so that when the exporter dies no source of an
-        // inhibition expires before what it mutes.
-        let any = firing
-            .keys()
-            .any(|l| (sent.get(l)).is_none_or(|s| s.resolved.is_some() || now - s.last >= resend));
-        let mut due = Vec::new();
-        for (labels, a) in firing.iter().filter(|_| any) {
-            let body = payload::body(a, labels, &p.snapshot.gpus, &cx);
-            due.push(payload::ended(&body, now + valid));
-            let s = Sent {
-                body,
-                last: now,
-                resolved: None,
-            };
-            sent.insert(labels.clone(), s);
-        }
-        sent.retain(|labels, s| {
-            if s.resolved.is_none() && !firing.contains_key(labels) {
-                s.resolved = Some(now);
-                s.last = f64::NEG_INFINITY;
-            }
-            let Some(at) = s.resolved else { return true };
-            if now - s.last >= resend {
-                s.last = now;
-                due.push(payload::ended(&s.body, at));
-            }
-            now - at < RESOLVED_RETENTION.as_secs_f64()
-        });
+        let body = |labels: &str, a: &&Alert| payload::body(a, labels, &p.snapshot.gpus, &cx);
+        let due = book.due(&firing, body, unix_now());
         if !due.is_empty() {
             enqueue(shared, due, plan.options.capacity);
         }
@@ -296,4 +327,66 @@ fn one(
     );
     client::send(&t.authority, request.as_bytes(), deadline)?;
     Ok(started.elapsed())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each alert due, as (its labels, its endsAt in seconds from 0).
+    fn due(book: &mut Book, firing: &[&str], now: f64) -> Vec<(String, String)> {
+        let firing: HashMap<String, ()> = firing.iter().map(|l| (l.to_string(), ())).collect();
+        let body = |l: &str, _: &()| format!("{{\"labels\":\"{l}\"");
+        let mut out: Vec<(String, String)> = (book.due(&firing, body, now).iter())
+            .map(|j| {
+                let l = j.split('"').nth(3).unwrap().to_string();
+                let ends = j.split("\"endsAt\":\"").nth(1).unwrap();
+                (l, ends.trim_end_matches("\"}").to_string())
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn at(secs: u64) -> String {
+        base::time::rfc3339(secs as f64)
+    }
+
+    /// Firing alerts are sent at once and every resend interval, ending 4
+    /// resend intervals on; one due sends all; a resolved one is sent with
+    /// endsAt at its resolve time, again every resend interval, for 15
+    /// minutes, then forgotten.
+    #[test]
+    fn firing_resent_resolved_kept_for_fifteen_minutes() {
+        let mut book = Book::new(Duration::from_secs(60), Duration::from_secs(1));
+        let two = |a: &str, b: &str, t: u64| vec![(a.into(), at(t)), (b.into(), at(t))];
+        assert_eq!(due(&mut book, &["a"], 0.0), [("a".into(), at(240))]);
+        assert_eq!(due(&mut book, &["a"], 30.0), []);
+        // A new alert: both sent, one endsAt.
+        assert_eq!(due(&mut book, &["a", "b"], 40.0), two("a", "b", 280));
+        assert_eq!(due(&mut book, &["a", "b"], 99.0), []);
+        assert_eq!(due(&mut book, &["a", "b"], 100.0), two("a", "b", 340));
+        // b resolves: sent at once with endsAt now, then each minute.
+        assert_eq!(due(&mut book, &["a"], 110.0), [("b".into(), at(110))]);
+        assert_eq!(due(&mut book, &["a"], 150.0), []);
+        assert_eq!(
+            due(&mut book, &["a"], 170.0),
+            two("a", "b", 410)
+                .into_iter()
+                .map(|(l, e)| match l.as_str() {
+                    "b" => (l, at(110)),
+                    _ => (l, e),
+                })
+                .collect::<Vec<_>>()
+        );
+        // Fifteen minutes after resolving, b is no more.
+        let mut last = Vec::new();
+        for t in (230..=110 + 900 + 60).step_by(60) {
+            last = due(&mut book, &["a"], t as f64);
+        }
+        assert_eq!(last, [("a".into(), at(1070 + 240))]);
+        assert!(!book.sent.contains_key("b"));
+        // Nothing fires: a resolves, once now.
+        assert_eq!(due(&mut book, &[], 1100.0), [("a".into(), at(1100))]);
+    }
 }
