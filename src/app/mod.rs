@@ -132,26 +132,16 @@ pub fn run(config: Config) -> Result<u8, Error> {
 }
 
 /// What the Alertmanager notifier sends, where `--alertmanager.url` asks
-/// for it: the bearer token read now, the instance as Prometheus would
+/// for it: the credentials read now, the instance as Prometheus would
 /// name this target.
 fn notify_plan(config: &Config, listeners: &[TcpListener]) -> Result<Option<notify::Plan>, Error> {
     let options = &config.alertmanager;
     if options.targets.is_empty() || config.once {
         return Ok(None);
     }
-    let authorization = match &options.bearer_token_file {
+    let authorization = match &options.auth {
         None => None,
-        Some(path) => {
-            let flag = "--alertmanager.bearer-token-file";
-            let text = base::file::read_config(path, 64 * 1024)
-                .map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))?;
-            let token = text.trim();
-            if token.is_empty() || token.bytes().any(|b| b < b' ' || b == 0x7f) {
-                let why = "empty, or a control character in the token";
-                return Err(ConfigError(format!("{flag} {}: {why}", path.display())).into());
-            }
-            Some(format!("Authorization: Bearer {token}\r\n"))
-        }
+        Some(a) => Some(a.header().map_err(ConfigError)?),
     };
     let instance = options.instance.clone().unwrap_or_else(|| {
         let port = listeners.first().and_then(|l| l.local_addr().ok());

@@ -52,8 +52,9 @@ pub struct Alertmanager {
     pub instance: Option<String>,
     /// `--alertmanager.queue-capacity`: alerts waiting to be sent.
     pub capacity: usize,
-    /// `--alertmanager.bearer-token-file`, read at start.
-    pub bearer_token_file: Option<PathBuf>,
+    /// `--alertmanager.bearer-token-file` or `--alertmanager.basic-auth-file`,
+    /// read at start.
+    pub auth: Option<Auth>,
 }
 
 impl Default for Alertmanager {
@@ -65,9 +66,67 @@ impl Default for Alertmanager {
             timeout: Duration::from_secs(10),
             instance: None,
             capacity: 1000,
-            bearer_token_file: None,
+            auth: None,
         }
     }
+}
+
+/// How the exporter authenticates to Alertmanager: a file each, so that no
+/// secret is on the command line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Auth {
+    /// A bearer token, the file's contents.
+    Bearer(PathBuf),
+    /// `USER:PASSWORD` on the file's one line.
+    Basic(PathBuf),
+}
+
+impl Auth {
+    /// Its flag.
+    pub fn flag(&self) -> &'static str {
+        match self {
+            Auth::Bearer(_) => "--alertmanager.bearer-token-file",
+            Auth::Basic(_) => "--alertmanager.basic-auth-file",
+        }
+    }
+
+    /// The `Authorization` header line (CRLF included), from the file as
+    /// it is now; a bad file is one line naming the flag.
+    pub fn header(&self) -> Result<String, String> {
+        let (Auth::Bearer(path) | Auth::Basic(path)) = self;
+        let fail = |why: &str| format!("{} {}: {why}", self.flag(), path.display());
+        let text = base::file::read_config(path, 64 * 1024).map_err(|e| fail(&e.to_string()))?;
+        let secret = text.trim();
+        if secret.is_empty() || secret.bytes().any(|b| b < b' ' || b == 0x7f) {
+            return Err(fail("empty, or a control character in it"));
+        }
+        match self {
+            Auth::Bearer(_) => Ok(format!("Authorization: Bearer {secret}\r\n")),
+            Auth::Basic(_) if !secret.contains(':') => Err(fail("not USER:PASSWORD")),
+            Auth::Basic(_) => Ok(format!("Authorization: Basic {}\r\n", base64(secret))),
+        }
+    }
+}
+
+/// Standard padded base64 (RFC 4648).
+fn base64(s: &str) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in s.as_bytes().chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        for i in 0..4 {
+            match i <= chunk.len() {
+                true => out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char),
+                false => out.push('='),
+            }
+        }
+    }
+    out
 }
 
 /// `--alertmanager.url`: `http://HOST:PORT[/prefix]`.
@@ -163,6 +222,14 @@ mod tests {
             assert!(label(bad).is_err(), "{bad}");
         }
         assert!(instance("node-a:9400").is_ok());
+        // RFC 4648's vectors, and RFC 7617's example.
+        for (plain, coded) in [("", ""), ("f", "Zg=="), ("fo", "Zm8="), ("foo", "Zm9v")] {
+            assert_eq!(base64(plain), coded);
+        }
+        assert_eq!(
+            base64("Aladdin:open sesame"),
+            "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
         assert!(instance("a b").is_err());
     }
 }

@@ -283,20 +283,26 @@ fn gameday_inhibitions_match_and_a_killed_exporter_expires_without_unmuting() {
     assert!(seen_after >= 5, "{seen_after}");
 }
 
-/// A socket that accepts and answers each request `after`, with `status`,
-/// until dropped; 0 never answers.
+/// A socket that accepts and answers each request `after`, with
+/// `status`, until the test ends; what it was sent goes to `heard`.
 struct Fake(std::net::SocketAddr);
 
+type Heard = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
 fn fake(status: u16, after: Duration) -> Fake {
+    fake_heard(status, after, Heard::default())
+}
+
+fn fake_heard(status: u16, after: Duration, heard: Heard) -> Fake {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for s in l.incoming().flatten() {
+            let heard = heard.clone();
             std::thread::spawn(move || {
                 let mut s = s;
-                let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
-                let mut buf = [0u8; 4096];
-                let _ = s.read(&mut buf);
+                let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+                heard.lock().unwrap().push(request(&mut s));
                 std::thread::sleep(after);
                 let _ = write!(
                     s,
@@ -306,6 +312,71 @@ fn fake(status: u16, after: Duration) -> Fake {
         }
     });
     Fake(addr)
+}
+
+/// One whole request: its head and its Content-Length of body.
+fn request(s: &mut std::net::TcpStream) -> String {
+    let (mut got, mut buf) = (Vec::new(), [0u8; 4096]);
+    loop {
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+            let len = head
+                .lines()
+                .find_map(|l| l.strip_prefix("Content-Length: "))
+                .and_then(|n| n.parse::<usize>().ok())
+                .unwrap_or(0);
+            if body.len() >= len {
+                return text;
+            }
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return text,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// The credentials of a file reach Alertmanager in the header, bearer or
+/// basic, and the body is the alerts as a JSON array, each with an endsAt.
+#[test]
+fn credentials_from_files_reach_alertmanager() {
+    for (flag, file, header) in [
+        (
+            "--alertmanager.bearer-token-file",
+            "s3cret\n",
+            "Authorization: Bearer s3cret\r\n",
+        ),
+        (
+            "--alertmanager.basic-auth-file",
+            "Aladdin:open sesame\n",
+            "Authorization: Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ==\r\n",
+        ),
+    ] {
+        let heard = Heard::default();
+        let am = fake_heard(200, Duration::ZERO, heard.clone());
+        let path = temp_file(&format!("am-auth{}", flag.len()), file);
+        let url = format!("http://{}/prefix", am.0);
+        let e = Exporter::start(&["--alertmanager.url", &url, flag, path.to_str().unwrap()]);
+        let req = eventually(Duration::from_secs(10), || {
+            let all = heard.lock().unwrap().clone();
+            all.into_iter()
+                .next()
+                .ok_or_else(|| "nothing heard".to_string())
+        });
+        assert!(
+            req.starts_with("POST /prefix/api/v2/alerts HTTP/1.1\r\n"),
+            "{req}"
+        );
+        assert!(req.contains(header), "{req}");
+        let body = req.split_once("\r\n\r\n").unwrap().1;
+        assert!(body.starts_with(r#"[{"labels":{"alertname":"#), "{body}");
+        assert!(body.ends_with("\"}]"), "{body}");
+        assert_eq!(
+            body.matches(r#""endsAt":"#).count(),
+            body.matches(r#""labels":"#).count()
+        );
+        drop(e);
+    }
 }
 
 /// Alertmanagers down (nothing listens), slow (answers after 10 s) and

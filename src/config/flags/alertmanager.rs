@@ -2,7 +2,8 @@
 //! docs/alertmanager.md).
 
 use super::flag::{Flag, set};
-use crate::config::alertmanager::{self, MAX_LABELS, MAX_TARGETS};
+use crate::config::Config;
+use crate::config::alertmanager::{self, Auth, MAX_LABELS, MAX_TARGETS};
 use crate::config::values::{count, timeout};
 
 /// The Alertmanager flags, in `--help` order.
@@ -88,9 +89,22 @@ pub(super) const FLAGS: &[Flag] = &[
         "FILE",
         "",
         "a file whose contents are sent as Authorization: Bearer to every Alertmanager, read at start (no secret on the command line)",
-        |c, v| {
-            c.alertmanager.bearer_token_file = Some(v.into());
-            Ok(())
-        },
+        |c, v| auth(c, Auth::Bearer(v.into())),
+    ),
+    set(
+        "--alertmanager.basic-auth-file",
+        "FILE",
+        "",
+        "a file of one line, USER:PASSWORD, sent as basic auth to every Alertmanager, read at start; not with a bearer token",
+        |c, v| auth(c, Auth::Basic(v.into())),
     ),
 ];
+
+/// One way to authenticate, not two.
+fn auth(c: &mut Config, a: Auth) -> Result<(), String> {
+    if let Some(other) = &c.alertmanager.auth {
+        return Err(format!("not with {}", other.flag()));
+    }
+    c.alertmanager.auth = Some(a);
+    Ok(())
+}
