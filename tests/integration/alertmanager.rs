@@ -312,3 +312,64 @@ fn a_fleet_burn_mutes_its_node_burns_and_a_lone_node_pages() {
     assert_eq!(burn(&alerts, "node", "lone", &b_at), None, "{alerts:#?}");
     assert_eq!(burn(&alerts, "fleet", "lone", ""), None, "{alerts:#?}");
 }
+
+/// What an independent check found: Prometheus sending, the exporter dies,
+/// and the pending remap that mutes GPU 0's Xid 63 ticket resolved at once
+/// while the ticket (a window) went on firing, un-muted. Now the source
+/// holds as long as its target's window (GPUXidEvents' shortened to 15s
+/// through the rules file, so GPURowRemapPending keeps firing 15s): after
+/// a SIGKILL the ticket is never active in Alertmanager while it lasts.
+#[test]
+fn a_dead_exporter_unmutes_nothing_when_prometheus_sends() {
+    if !have("prometheus", &["--version"]) || !have("prometheus-alertmanager", &["--version"]) {
+        return;
+    }
+    let mut am = Alertmanager::shipped();
+    let rules = crate::common::temp_file(
+        "am-gap-rules.json",
+        r#"{ "rules": [{ "name": "GPUXidEvents", "window": "15s" }] }"#,
+    );
+    let rules = rules.to_str().unwrap();
+    let printed = crate::common::run(&["--print-rules", "--rules.file", rules]);
+    let printed = String::from_utf8_lossy(&printed.stdout).to_string();
+    let (_, pending) = printed.split_once("- alert: GPURowRemapPending\n").unwrap();
+    assert!(pending.contains("keep_firing_for: 15s\n"), "{pending}");
+    let printed = crate::common::temp_file("am-gap-rules.yml", &printed);
+    let e = Exporter::on_scenario(
+        "am-gap.json",
+        r#"{"gpus":[{"xid":63,"xid_every":"1s","health":{"row_remap_pending":true}}]}"#,
+        &["--rules.file", rules],
+    );
+    let _prom = Prometheus::with_config(
+        &format!("prometheus-am-gap-{}", am.addr.port()),
+        &format!(
+            "rule_files:\n  - '{}'\n\
+             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}']\n\
+             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
+            printed.display(),
+            e.addr,
+            am.addr
+        ),
+    );
+    eventually(Duration::from_secs(60), || {
+        let alerts = am.alerts();
+        match find(&alerts, "GPUXidEvents", "0") {
+            Some(a) if a.status.state == "suppressed" => Ok(()),
+            _ => Err(format!("Alertmanager holds {alerts:#?}")),
+        }
+    });
+    drop(e);
+    let killed = std::time::Instant::now();
+    let mut muted_after = 0;
+    while killed.elapsed() < Duration::from_secs(25) {
+        let alerts = am.alerts();
+        let Some(t) = find(&alerts, "GPUXidEvents", "0") else {
+            break;
+        };
+        assert_eq!(t.status.state, "suppressed", "un-muted: {alerts:#?}");
+        muted_after += 1;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The ticket outlived the exporter, muted all along.
+    assert!(muted_after >= 8, "{muted_after}");
+}
