@@ -95,6 +95,29 @@ impl Alertmanager {
         gpus.sort();
         gpus
     }
+    /// A Prometheus (1s scrapes and evaluations) that scrapes `targets`
+    /// under the job `gpu-exporter`, evaluates `rules` and sends to this
+    /// Alertmanager; `global` is more of its `global:` block.
+    pub fn prometheus(
+        &self,
+        tag: &str,
+        rules: &Path,
+        targets: &[String],
+        global: &str,
+    ) -> Prometheus {
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        Prometheus::with_config(
+            &format!("prometheus-am-{tag}-{}", self.addr.port()),
+            &format!(
+                "{global}rule_files:\n  - '{}'\n\
+                 scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: [{}]\n\
+                 alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
+                rules.display(),
+                targets.join(", "),
+                self.addr
+            ),
+        )
+    }
 }
 
 impl Drop for Alertmanager {
@@ -148,17 +171,7 @@ fn a_remap_failure_mutes_that_gpus_xid_page_in_alertmanager() {
     let e = Exporter::on_scenario("am-inhibit.json", SCENARIO, &[]);
     // The shipped rules as they are: GPUXidErrors and GPURowRemapFailure
     // have no `for:`, so nothing needs shortening.
-    let _prom = Prometheus::with_config(
-        &format!("prometheus-am-{}", am.addr.port()),
-        &format!(
-            "rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}']\n\
-             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
-            root.join(RULES).display(),
-            e.addr,
-            am.addr
-        ),
-    );
+    let _prom = am.prometheus("inhibit", &root.join(RULES), &[e.addr.to_string()], "");
 
     let alerts = eventually(Duration::from_secs(90), || {
         let alerts = am.alerts();
@@ -247,17 +260,11 @@ fn a_fleet_burn_mutes_its_node_burns_and_a_lone_node_pages() {
         node("am-node-a.json", 50, 0.5),
         node("am-node-b.json", 5000, 0.0),
     );
-    let _prom = Prometheus::with_config(
-        &format!("prometheus-am-scope-{}", am.addr.port()),
-        &format!(
-            "rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}', '{}']\n\
-             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
-            printed.display(),
-            a.addr,
-            b.addr,
-            am.addr
-        ),
+    let _prom = am.prometheus(
+        "scope",
+        &printed,
+        &[a.addr.to_string(), b.addr.to_string()],
+        "",
     );
     let (a_at, b_at) = (a.addr.to_string(), b.addr.to_string());
     let burn = |alerts: &[AmAlert], scope: &str, model: &str, at: &str| {
@@ -340,17 +347,7 @@ fn a_dead_exporter_unmutes_nothing_when_prometheus_sends() {
         r#"{"gpus":[{"xid":63,"xid_every":"1s","health":{"row_remap_pending":true}}]}"#,
         &["--rules.file", rules],
     );
-    let _prom = Prometheus::with_config(
-        &format!("prometheus-am-gap-{}", am.addr.port()),
-        &format!(
-            "rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}']\n\
-             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
-            printed.display(),
-            e.addr,
-            am.addr
-        ),
-    );
+    let _prom = am.prometheus("gap", &printed, &[e.addr.to_string()], "");
     eventually(Duration::from_secs(60), || {
         let alerts = am.alerts();
         match find(&alerts, "GPUXidEvents", "0") {

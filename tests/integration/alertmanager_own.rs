@@ -9,7 +9,6 @@
 
 use crate::alertmanager::{Alertmanager, AmAlert, find, label};
 use crate::common::{Exporter, eventually, have, run, temp_file, value};
-use crate::deploy::Prometheus;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -486,17 +485,11 @@ fn the_exporter_and_prometheus_sending_both_show_each_alert_once() {
         "--alertmanager.instance",
         &at,
     ]);
-    let _prom = Prometheus::with_config(
-        &format!("prometheus-am-both-{}", am.addr.port()),
-        &format!(
-            "  external_labels: {{cluster: lab}}\n\
-             rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}']\n\
-             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
-            printed.display(),
-            at,
-            am.addr
-        ),
+    let _prom = am.prometheus(
+        "both",
+        &printed,
+        std::slice::from_ref(&at),
+        "  external_labels: {cluster: lab}\n",
     );
     // Prometheus' own alerts say so in their generatorURL; once both that
     // it fires on the default fleet have come from Prometheus too, there
