@@ -404,7 +404,7 @@ fn dead_slow_and_failing_alertmanagers_touch_no_collection_or_scrape() {
     for u in &urls {
         args.extend(["--alertmanager.url", u.as_str()]);
     }
-    let e = Exporter::start(&args);
+    let mut e = Exporter::start(&args);
     let mut worst = Duration::ZERO;
     let started = Instant::now();
     let mut metrics = String::new();
@@ -446,6 +446,14 @@ fn dead_slow_and_failing_alertmanagers_touch_no_collection_or_scrape() {
         .matches(&format!("alertmanager {}: down", urls[0]))
         .count();
     assert_eq!(downs, 1, "{}", e.log());
+    // A post held by the slow one does not hold a stop past the second.
+    e.signal("TERM");
+    let stopped = Instant::now();
+    assert!(
+        e.wait_exit(Duration::from_secs(1))
+            .is_some_and(|s| s.success())
+    );
+    assert!(stopped.elapsed() < Duration::from_secs(1));
 }
 
 /// The exporter and a real Prometheus (the printed rules, `for` shortened
