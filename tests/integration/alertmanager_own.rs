@@ -69,6 +69,15 @@ fn muted_by(body: &str) -> BTreeMap<(String, String), String> {
     out
 }
 
+/// SIGTERM: exit 0 within the second docs/flags.md promises.
+fn stops_within_a_second(e: &mut Exporter) {
+    e.signal("TERM");
+    let stopped = Instant::now();
+    let status = e.wait_exit(Duration::from_secs(1));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    assert!(stopped.elapsed() < Duration::from_secs(1));
+}
+
 /// The default fleet's alerts reach Alertmanager within one evaluation
 /// and one send, labelled as Prometheus would label them; a SIGTERM then
 /// exits within the second and resolves none of them.
@@ -166,13 +175,7 @@ fn the_default_fleet_pages_through_alertmanager_and_a_stop_resolves_nothing() {
         .iter()
         .map(|a| (a.fingerprint.clone(), a.ends_at.clone()))
         .collect();
-    e.signal("TERM");
-    let stopped = Instant::now();
-    assert!(
-        e.wait_exit(Duration::from_secs(1))
-            .is_some_and(|s| s.success())
-    );
-    assert!(stopped.elapsed() < Duration::from_secs(1));
+    stops_within_a_second(&mut e);
     std::thread::sleep(Duration::from_millis(500));
     let after = am.alerts();
     assert_eq!(after.len(), alerts.len(), "{after:#?}");
@@ -447,13 +450,7 @@ fn dead_slow_and_failing_alertmanagers_touch_no_collection_or_scrape() {
         .count();
     assert_eq!(downs, 1, "{}", e.log());
     // A post held by the slow one does not hold a stop past the second.
-    e.signal("TERM");
-    let stopped = Instant::now();
-    assert!(
-        e.wait_exit(Duration::from_secs(1))
-            .is_some_and(|s| s.success())
-    );
-    assert!(stopped.elapsed() < Duration::from_secs(1));
+    stops_within_a_second(&mut e);
 }
 
 /// The exporter and a real Prometheus (the printed rules, `for` shortened
