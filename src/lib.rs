@@ -39,6 +39,7 @@ mod promql;
 // table, the judge (the alert evaluator's thread).
 mod http;
 mod judge;
+mod notify;
 mod table;
 // Floor 6: the wiring.
 mod app;

@@ -10,7 +10,9 @@
 
 use gpu_exporter::config::SourceKind;
 use gpu_exporter::internals::alerts::{Evaluator, State, Subject, WORKLOADS, expand};
-use gpu_exporter::internals::alerts::{defaults, rules::cover_failures};
+use gpu_exporter::internals::alerts::{
+    defaults, inhibit::cover_inhibitions, rules::cover_failures,
+};
 use gpu_exporter::internals::fill::engines::profile;
 use gpu_exporter::internals::snapshot::{
     Freshness, Gpu, GpuProcess, Health, Histogram, Model, Pod, Readings, Snapshot, clock_event_bit,
@@ -387,8 +389,9 @@ fn the_exporter_reaches_promtools_verdicts() {
     let text = include_str!("promtool/rules.test.yml");
     let groups = parse(text);
     // The rules as the exporter runs them by default: pages covering
-    // --collect.max-stale's default minute.
-    let rules = cover_failures(defaults(), Duration::from_secs(60));
+    // --collect.max-stale's default minute, inhibition sources outlasting
+    // what they mute.
+    let rules = cover_inhibitions(cover_failures(defaults(), Duration::from_secs(60)));
     assert!(groups.len() >= 18, "{} groups", groups.len());
     let mut checked = 0;
     let mut nodes_apart = 0;

@@ -33,6 +33,23 @@ pub struct Alert {
     pub muted_by: Option<Muted>,
 }
 
+impl Alert {
+    /// Its labels after `alertname`, as the printed rules give the same
+    /// alert in Prometheus less the scrape's `job` and `instance`: who it
+    /// is about, `severity`, and `scope="node"` on a verdict over the
+    /// engines' series (the exporter judges at node scope only). One list
+    /// for `/alerts`, the log and what is sent to Alertmanager, so that
+    /// Alertmanager deduplicates an alert sent by both evaluators.
+    pub fn labels(&self) -> Vec<(&'static str, String)> {
+        let mut labels = self.subject.labels();
+        labels.push(("severity", self.rule.severity.as_str().into()));
+        if self.rule.over_engines() {
+            labels.push(("scope", "node".into()));
+        }
+        labels
+    }
+}
+
 /// Which firing alert mutes an alert, and why.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Muted {

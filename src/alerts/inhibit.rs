@@ -4,7 +4,8 @@
 //! alerts those rules would mute, on `/alerts` and the status page.
 
 use super::alert::{Alert, Muted, State};
-use super::rules::Subject;
+use super::rules::{Rule, Subject};
+use std::time::Duration;
 
 /// A firing `source` mutes `targets` about the same GPU (Alertmanager's
 /// `equal: [cluster, instance, uuid]`) or, for the exporter's own alerts,
@@ -106,6 +107,47 @@ pub fn mark(alerts: &mut [Alert]) {
     }
 }
 
+/// How long an alert of `r` can go on firing once the exporter's series
+/// stop (it died, or Prometheus lost it): a range function still sees the
+/// samples of its window, then `keep_firing_for` holds it.
+pub fn hold(r: &Rule) -> Duration {
+    let window = r.expr.windows().iter().map(|w| w.1).max();
+    window.unwrap_or(Duration::ZERO) + r.keep_firing_for
+}
+
+/// Inhibitions that survive a gap: each source keeps firing at least as
+/// long as the alerts it mutes ([`hold`]), so that when the exporter
+/// stops, no muted follow-up outlives its source and pages on its own.
+/// A source that falls short gets the `keep_firing_for` that makes up the
+/// difference, in process and in the printed rules. Sources mute sources
+/// (GPULost mutes GPUUncorrectableECC, which mutes GPUXidErrors), so this
+/// repeats until nothing moves: at most once per inhibition, since a
+/// source's hold only ever grows to one of its targets'.
+pub fn cover_inhibitions(mut rules: Vec<Rule>) -> Vec<Rule> {
+    for _ in 0..=INHIBITIONS.len() {
+        let mut moved = false;
+        for i in INHIBITIONS {
+            let longest = (rules.iter())
+                .filter(|r| i.targets.contains(&r.name.as_str()))
+                .map(hold)
+                .max()
+                .unwrap_or(Duration::ZERO);
+            for r in rules.iter_mut().filter(|r| r.name == i.source) {
+                let short = longest.saturating_sub(hold(r));
+                if !short.is_zero() {
+                    r.keep_firing_for += short;
+                    *r = r.clone().spell();
+                    moved = true;
+                }
+            }
+        }
+        if !moved {
+            break;
+        }
+    }
+    rules
+}
+
 fn same(a: &Subject, b: &Subject, per_gpu: bool) -> bool {
     match (a, b) {
         (Subject::Gpu { uuid: x, .. }, Subject::Gpu { uuid: y, .. }) => per_gpu && x == y,
@@ -170,6 +212,47 @@ mod tests {
                 assert!(names.contains(*name), "{name} is no rule");
             }
         }
+    }
+
+    /// Every rule of the shipped file's sources outlasts its targets when
+    /// the series stop, whatever `--collect.max-stale` (which moves the
+    /// pages' `keep_firing_for`) and with a rules file that lengthens a
+    /// target.
+    #[test]
+    fn every_shipped_source_outlasts_what_it_mutes() {
+        use crate::alerts::rules::{HOUR, MIN, cover_failures};
+        let longer = |mut rules: Vec<Rule>| {
+            let ecc = rules.iter_mut().find(|r| r.name == "GPUXidEvents");
+            ecc.unwrap().keep_firing_for = 3 * HOUR;
+            rules
+        };
+        for (stale, rules) in [
+            (Duration::ZERO, defaults()),
+            (MIN, defaults()),
+            (2 * HOUR, defaults()),
+            (MIN, longer(defaults())),
+        ] {
+            let rules = cover_inhibitions(cover_failures(rules, stale));
+            let of = |n: &str| rules.iter().find(|r| r.name == n).unwrap();
+            for (source, targets, _) in shipped() {
+                for t in &targets {
+                    assert!(
+                        hold(of(&source)) >= hold(of(t)),
+                        "{source} ({:?}) mutes {t} ({:?}) with max-stale {stale:?}",
+                        hold(of(&source)),
+                        hold(of(t))
+                    );
+                }
+            }
+        }
+        // The gap the independent check found: the pending remaps hold
+        // as long as GPUXidEvents' window.
+        let rules = cover_inhibitions(defaults());
+        let of = |n: &str| rules.iter().find(|r| r.name == n).unwrap();
+        assert_eq!(of("GPURowRemapPending").keep_firing_for, 5 * MIN);
+        assert_eq!(of("GPURetiredPagesPending").keep_firing_for, 5 * MIN);
+        // What mutes nothing is left as it was.
+        assert_eq!(of("GPUThrottling"), &defaults()[0]);
     }
 
     fn alert(name: &str, gpu: u32, state: State) -> Alert {

@@ -578,8 +578,8 @@ pub fn with_objectives(mut rules: Vec<Rule>, objectives: &[(String, f64)]) -> Ve
     rules
 }
 
-pub(super) const MIN: Duration = Duration::from_secs(60);
-pub(super) const HOUR: Duration = Duration::from_secs(3600);
+pub(crate) const MIN: Duration = Duration::from_secs(60);
+pub(crate) const HOUR: Duration = Duration::from_secs(3600);
 
 /// The TTFT SLO: 99.9% of requests get their first token within 0.3 s.
 pub const TTFT_OBJECTIVE: f64 = 0.999;

@@ -44,8 +44,9 @@ pub fn engines(config: &Config) -> Result<Engines, ConfigError> {
 }
 
 /// The default rules with `--rules.file` merged in, pages made to
-/// survive failures (`rules::cover_failures`), the burn rules with the
-/// models' own objectives (`engines`).
+/// survive failures (`rules::cover_failures`), inhibition sources made to
+/// outlast what they mute (`inhibit::cover_inhibitions`), the burn rules
+/// with the models' own objectives (`engines`).
 pub fn rules(config: &Config, engines: &Engines) -> Result<Vec<Rule>, ConfigError> {
     let rules = match &config.rules_file {
         None => alerts::defaults(),
@@ -56,6 +57,7 @@ pub fn rules(config: &Config, engines: &Engines) -> Result<Vec<Rule>, ConfigErro
         }
     };
     let rules = alerts::rules::cover_failures(rules, config.max_stale);
+    let rules = alerts::inhibit::cover_inhibitions(rules);
     Ok(alerts::rules::with_objectives(rules, &engines.objectives()))
 }
 

@@ -6,11 +6,12 @@ mod load;
 mod unix_signals;
 
 use crate::alerts;
-use crate::config::{Config, ConfigError, SourceKind};
+use crate::config::{self, Config, ConfigError, SourceKind};
 use crate::fill::engines::Watch;
 use crate::fill::engines::watch::Retune;
 use crate::http::{self, Server};
 use crate::judge::{self, Judge};
+use crate::notify;
 use crate::poller::{self, Latest, Poller, Published};
 use crate::promql;
 use crate::snapshot::{Bounds, Snapshot};
@@ -73,6 +74,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
     }
     let scenario = load::scenario(&config)?;
     let (listeners, probes) = bind_all(&config)?;
+    let notify = notify_plan(&config, &listeners)?;
     let plan = pipeline::plan(&config, scenario)?;
     warn_inactive(&rules, &config);
     dcgm_left_out(&config);
@@ -107,27 +109,75 @@ pub fn run(config: Config) -> Result<u8, Error> {
         work,
     };
     let retune = start_poller(plan, &config, rules, threads, engines)?;
+    let (notifier, am_stats) = start_notifier(notify, &latest)?;
     let shared = Arc::new(http::guard::Shared::default());
     #[cfg(feature = "tls")]
     let web_hups = start_web_watcher(web, &config, &shared)?;
     #[cfg(not(feature = "tls"))]
     let web_hups: Option<mpsc::Sender<()>> = None;
 
-    let server = server(&config, latest, bounds, shared);
+    let server = server(&config, latest, bounds, shared, am_stats);
     let hups = load::reloader(config, simulated, reloads, retune)
         .map_err(|e| Error::Runtime(format!("cannot start the reload thread: {e}")))?;
-    Ok(unix_signals::serve_until_stopped(
-        signals,
-        listeners,
-        probes,
-        server,
-        move || {
-            let _ = hups.send(());
-            if let Some(h) = &web_hups {
-                let _ = h.send(());
-            }
-        },
-    ))
+    let code = unix_signals::serve_until_stopped(signals, listeners, probes, server, move || {
+        let _ = hups.send(());
+        if let Some(h) = &web_hups {
+            let _ = h.send(());
+        }
+    });
+    if let Some(n) = notifier {
+        n.stop(unix_signals::FLUSH);
+    }
+    Ok(code)
+}
+
+/// What the Alertmanager notifier sends, where `--alertmanager.url` asks
+/// for it: the credentials read now, the instance as Prometheus would
+/// name this target.
+fn notify_plan(config: &Config, listeners: &[TcpListener]) -> Result<Option<notify::Plan>, Error> {
+    let options = &config.alertmanager;
+    if options.targets.is_empty() || config.once {
+        return Ok(None);
+    }
+    let authorization = match &options.auth {
+        None => None,
+        Some(a) => Some(a.header().map_err(ConfigError)?),
+    };
+    let instance = options.instance.clone().unwrap_or_else(|| {
+        let port = listeners.first().and_then(|l| l.local_addr().ok());
+        format!(
+            "{}:{}",
+            config::host_name(),
+            port.map_or(9400, |a| a.port())
+        )
+    });
+    let runbook_base = match &config.runbook_base {
+        Some(base) => base.replace("{{ $labels.instance }}", &instance),
+        None => format!("{}://{instance}{}", config.scheme(), config::OWN_RUNBOOKS),
+    };
+    Ok(Some(notify::Plan {
+        options: options.clone(),
+        authorization,
+        tick: config.interval,
+        job: config.scrape_job.clone(),
+        instance,
+        runbook_base,
+    }))
+}
+
+/// The notifier's threads and the counts the metrics show.
+fn start_notifier(
+    plan: Option<notify::Plan>,
+    latest: &Arc<Latest>,
+) -> Result<(Option<notify::Notifier>, Option<&'static notify::Stats>), Error> {
+    let Some(plan) = plan else {
+        return Ok((None, None));
+    };
+    let urls: Vec<String> = plan.options.targets.iter().map(|t| t.url.clone()).collect();
+    let stats = notify::Stats::leak(&urls);
+    let n = notify::Notifier::start(plan, latest.clone(), stats)
+        .map_err(|e| Error::Runtime(format!("cannot start the Alertmanager notifier: {e}")))?;
+    Ok((n, Some(stats)))
 }
 
 /// The listeners, bound before anything starts; none for `--once`.
@@ -196,13 +246,16 @@ fn server(
     latest: Arc<Latest>,
     bounds: Bounds,
     shared: Arc<http::guard::Shared>,
+    alertmanager: Option<&'static notify::Stats>,
 ) -> Rc<Server> {
+    let mut counts = http::router::Counts::default();
+    counts.alertmanager = alertmanager;
     let ctx = http::Context {
         latest,
         telemetry_path: config.telemetry_path.clone(),
         runbook_base: config.served_runbook_base(),
         bounds,
-        http: Default::default(),
+        http: counts,
     };
     let guard = http::guard::Guard::new(shared, config.open_probes);
     Rc::new(Server::guarded(ctx, config.limits.clone(), guard))

@@ -25,6 +25,10 @@ pub const GRACE: Duration = Duration::from_millis(800);
 /// within the grace anyway.
 const STALLED: Duration = Duration::from_millis(300);
 
+/// How long a stop then sends the alerts queued for Alertmanager: within
+/// the second with [`GRACE`].
+pub const FLUSH: Duration = Duration::from_millis(150);
+
 /// The signals the exporter handles, from now on: before it says it is
 /// serving, so that whoever waits for that line can signal it at once.
 pub fn handle() -> Result<Signals, Error> {

@@ -349,7 +349,7 @@ pub fn parse_endpoint(v: &str) -> Result<Endpoint, String> {
 }
 
 /// An endpoint's URL, checked, with the engine named, if one is.
-fn endpoint(engine: Option<Engine>, url: &str) -> Result<Endpoint, String> {
+pub(crate) fn endpoint(engine: Option<Engine>, url: &str) -> Result<Endpoint, String> {
     let Some(rest) = url.strip_prefix("http://") else {
         return Err(format!(
             "{url:?}: only http:// URLs (an engine on the node, read over loopback or the pod network)"

@@ -1,6 +1,7 @@
 //! Flags in, a validated [`Config`] out. Every problem is one line that
 //! names the flag or file, and maps to exit code 2.
 
+pub mod alertmanager;
 mod collectors;
 // Each variant and field is named for the dcgm-exporter field in `FIELDS`.
 #[allow(missing_docs)]
@@ -10,6 +11,7 @@ mod flags;
 mod values;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
+pub(crate) use flags::host_name;
 pub use flags::{Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, flags, parse_args, usage};
 pub use values::Listen;
 
@@ -208,6 +210,8 @@ pub struct Config {
     /// `--web.bcrypt-max-cost`: the highest bcrypt cost a web config's
     /// users may have.
     pub bcrypt_max_cost: u32,
+    /// `--alertmanager.*`: where the exporter sends its own alerts.
+    pub alertmanager: alertmanager::Alertmanager,
 }
 
 /// `--web.bcrypt-max-cost`'s default. bcrypt doubles its work with each
@@ -257,6 +261,7 @@ impl Default for Config {
             open_probes: false,
             engines: engines::Engines::default(),
             bcrypt_max_cost: BCRYPT_MAX_COST,
+            alertmanager: Default::default(),
         }
     }
 }

@@ -137,6 +137,32 @@ pub static TLS_HANDSHAKE_ERRORS: Family = family(
     "TLS handshakes that did not complete, by reason: timeout within --web.header-timeout, failed (no common version or suite, a client certificate refused, garbage), or closed by the client (a TCP health check, a client that gave up). A connection evicted mid-handshake is counted in gpu_exporter_http_connections_evicted_total instead.",
 );
 
+pub static ALERTMANAGER_SENT: Family = family(
+    "gpu_exporter_alertmanager_notifications",
+    Counter,
+    "Posts of the exporter's own alerts that an Alertmanager (--alertmanager.url) took, by url.",
+);
+pub static ALERTMANAGER_FAILED: Family = family(
+    "gpu_exporter_alertmanager_notifications_failed",
+    Counter,
+    "Posts to an Alertmanager that failed, by url and reason: connect, timeout (within --alertmanager.timeout), status (an answer other than 200, a redirect included) or parse.",
+);
+pub static ALERTMANAGER_DROPPED: Family = family(
+    "gpu_exporter_alertmanager_dropped",
+    Counter,
+    "Alerts dropped unsent, the oldest first, because the queue held --alertmanager.queue-capacity.",
+);
+pub static ALERTMANAGER_QUEUE: Family = family(
+    "gpu_exporter_alertmanager_queue_length",
+    Gauge,
+    "Alerts waiting to be sent to Alertmanager.",
+);
+pub static ALERTMANAGER_LATENCY: Family = family(
+    "gpu_exporter_alertmanager_latency_seconds",
+    Gauge,
+    "Seconds the last post an Alertmanager took lasted, by url.",
+);
+
 pub type ProcessReading = fn(&ProcessStats) -> Option<f64>;
 
 pub static PROCESS: [(Family, ProcessReading); 5] = [

@@ -41,7 +41,7 @@ fn by_reason<R: reason::Reason>(w: &mut Writer, family: &catalogue::Family, coun
 
 /// The HTTP server's own counts at a scrape: they live on the HTTP
 /// thread, not in the snapshot.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Default)]
 pub struct HttpStats {
     /// Connections open now.
     pub open: u64,
@@ -53,6 +53,8 @@ pub struct HttpStats {
     pub tls_handshake_errors: Tally<HandshakeError>,
     /// Responses sent gzipped.
     pub gzipped: u64,
+    /// The Alertmanager notifier's counts, where it runs.
+    pub alertmanager: Option<&'static crate::notify::Stats>,
 }
 
 /// What one render needs: the snapshot and how fresh it is, the HTTP
@@ -269,6 +271,9 @@ impl Scrape<'_> {
             w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
             w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
             by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &h.tls_handshake_errors);
+            if let Some(a) = h.alertmanager {
+                alertmanager(&mut w, a);
+            }
         }
         for (fam, read) in &PROCESS {
             if let Some(v) = read(&snapshot.process) {
@@ -278,6 +283,37 @@ impl Scrape<'_> {
         if w.om {
             w.out.extend_from_slice(b"# EOF\n");
         }
+    }
+}
+
+/// The Alertmanager notifier's counts, where it runs.
+fn alertmanager(w: &mut Writer, stats: &crate::notify::Stats) {
+    use catalogue::{
+        ALERTMANAGER_DROPPED, ALERTMANAGER_FAILED, ALERTMANAGER_LATENCY, ALERTMANAGER_QUEUE,
+        ALERTMANAGER_SENT,
+    };
+    w.head(&ALERTMANAGER_SENT);
+    for u in stats.each() {
+        w.name(&ALERTMANAGER_SENT);
+        w.open_label("url", u.url);
+        w.value(u.sent as f64);
+    }
+    w.head(&ALERTMANAGER_FAILED);
+    for u in stats.each() {
+        for (k, reason) in crate::notify::REASONS.iter().enumerate() {
+            w.name(&ALERTMANAGER_FAILED);
+            w.open_label("url", u.url);
+            w.label("reason", reason.label());
+            w.value(u.failed[k] as f64);
+        }
+    }
+    w.scalar(&ALERTMANAGER_DROPPED, stats.dropped_total() as f64);
+    w.scalar(&ALERTMANAGER_QUEUE, stats.queue_length() as f64);
+    w.head(&ALERTMANAGER_LATENCY);
+    for u in stats.each() {
+        w.name(&ALERTMANAGER_LATENCY);
+        w.open_label("url", u.url);
+        w.value(u.latency_seconds);
     }
 }
 

@@ -20,14 +20,12 @@ pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
         }
         out.extend_from_slice(br#"{"labels":{"alertname":"#);
         string(out, &a.rule.name);
-        for (k, v) in a.subject.labels() {
+        for (k, v) in a.labels() {
             out.push(b',');
             string(out, k);
             out.push(b':');
             string(out, &v);
         }
-        out.extend_from_slice(br#","severity":"#);
-        string(out, a.rule.severity.as_str());
         out.extend_from_slice(br#"},"annotations":{"summary":"#);
         string(out, &expand(&a.rule.summary, &a.subject, a.value, gpus));
         if matches!(a.subject, Subject::Gpu { .. }) {
@@ -59,7 +57,7 @@ pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
     out.extend_from_slice(b"}\n");
 }
 
-fn string(out: &mut Vec<u8>, s: &str) {
+pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     for c in s.chars() {
         match c {

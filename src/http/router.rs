@@ -37,6 +37,8 @@ pub struct Counts {
     paused_nanos: AtomicU64,
     handshake_errors: AtomicTally<HandshakeError>,
     gzipped: AtomicU64,
+    /// The Alertmanager notifier's, where it runs.
+    pub alertmanager: Option<&'static crate::notify::Stats>,
 }
 
 impl Counts {
@@ -47,6 +49,7 @@ impl Counts {
             accept_paused_seconds: self.paused_nanos.load(Relaxed) as f64 / 1e9,
             tls_handshake_errors: self.handshake_errors.get(),
             gzipped: self.gzipped.load(Relaxed),
+            alertmanager: self.alertmanager,
         }
     }
 

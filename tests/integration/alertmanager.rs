@@ -29,14 +29,14 @@ const CONFIG: &str = "deploy/alertmanager/alertmanager.yml";
 
 /// An Alertmanager on a free loopback port, without gossip; killed (and
 /// its data removed) on drop.
-struct Alertmanager {
+pub struct Alertmanager {
     child: Child,
-    addr: SocketAddr,
+    pub addr: SocketAddr,
     dir: TempDir,
 }
 
 impl Alertmanager {
-    fn start(config: &Path) -> Alertmanager {
+    pub fn start(config: &Path) -> Alertmanager {
         let dir = TempDir::new("alertmanager");
         // Free now; a race for it shows as Alertmanager exiting, reported
         // on the first query.
@@ -54,8 +54,20 @@ impl Alertmanager {
         Alertmanager { child, addr, dir }
     }
 
+    /// The shipped configuration's, once it answers.
+    pub fn shipped() -> Alertmanager {
+        let mut am = Alertmanager::start(&Path::new(env!("CARGO_MANIFEST_DIR")).join(CONFIG));
+        eventually(Duration::from_secs(30), || {
+            am.alerts();
+            http_get(&am.addr.to_string(), "/-/ready")
+                .map(drop)
+                .ok_or_else(|| "alertmanager is not ready".to_string())
+        });
+        am
+    }
+
     /// What `/api/v2/alerts` holds now; empty while not answering.
-    fn alerts(&mut self) -> Vec<AmAlert> {
+    pub fn alerts(&mut self) -> Vec<AmAlert> {
         if let Ok(Some(status)) = self.child.try_wait() {
             let log = std::fs::read_to_string(self.dir.0.join("log")).unwrap_or_default();
             panic!("alertmanager exited ({status}):\n{log}");
@@ -83,6 +95,29 @@ impl Alertmanager {
         gpus.sort();
         gpus
     }
+    /// A Prometheus (1s scrapes and evaluations) that scrapes `targets`
+    /// under the job `gpu-exporter`, evaluates `rules` and sends to this
+    /// Alertmanager; `global` is more of its `global:` block.
+    pub fn prometheus(
+        &self,
+        tag: &str,
+        rules: &Path,
+        targets: &[String],
+        global: &str,
+    ) -> Prometheus {
+        let targets: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        Prometheus::with_config(
+            &format!("prometheus-am-{tag}-{}", self.addr.port()),
+            &format!(
+                "{global}rule_files:\n  - '{}'\n\
+                 scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: [{}]\n\
+                 alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
+                rules.display(),
+                targets.join(", "),
+                self.addr
+            ),
+        )
+    }
 }
 
 impl Drop for Alertmanager {
@@ -93,25 +128,29 @@ impl Drop for Alertmanager {
 }
 
 #[derive(DeJson, Debug)]
-struct AmAlert {
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-    fingerprint: String,
-    status: AmStatus,
+pub struct AmAlert {
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub fingerprint: String,
+    pub status: AmStatus,
+    #[nserde(rename = "endsAt")]
+    pub ends_at: String,
+    #[nserde(rename = "generatorURL")]
+    pub generator_url: String,
 }
 
 #[derive(DeJson, Debug)]
-struct AmStatus {
-    state: String,
+pub struct AmStatus {
+    pub state: String,
     #[nserde(rename = "inhibitedBy")]
-    inhibited_by: Vec<String>,
+    pub inhibited_by: Vec<String>,
 }
 
-fn label<'a>(a: &'a AmAlert, name: &str) -> &'a str {
+pub fn label<'a>(a: &'a AmAlert, name: &str) -> &'a str {
     a.labels.get(name).map_or("", String::as_str)
 }
 
-fn find<'a>(alerts: &'a [AmAlert], name: &str, gpu: &str) -> Option<&'a AmAlert> {
+pub fn find<'a>(alerts: &'a [AmAlert], name: &str, gpu: &str) -> Option<&'a AmAlert> {
     alerts
         .iter()
         .find(|a| label(a, "alertname") == name && label(a, "gpu") == gpu)
@@ -132,17 +171,7 @@ fn a_remap_failure_mutes_that_gpus_xid_page_in_alertmanager() {
     let e = Exporter::on_scenario("am-inhibit.json", SCENARIO, &[]);
     // The shipped rules as they are: GPUXidErrors and GPURowRemapFailure
     // have no `for:`, so nothing needs shortening.
-    let _prom = Prometheus::with_config(
-        &format!("prometheus-am-{}", am.addr.port()),
-        &format!(
-            "rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}']\n\
-             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
-            root.join(RULES).display(),
-            e.addr,
-            am.addr
-        ),
-    );
+    let _prom = am.prometheus("inhibit", &root.join(RULES), &[e.addr.to_string()], "");
 
     let alerts = eventually(Duration::from_secs(90), || {
         let alerts = am.alerts();
@@ -231,17 +260,11 @@ fn a_fleet_burn_mutes_its_node_burns_and_a_lone_node_pages() {
         node("am-node-a.json", 50, 0.5),
         node("am-node-b.json", 5000, 0.0),
     );
-    let _prom = Prometheus::with_config(
-        &format!("prometheus-am-scope-{}", am.addr.port()),
-        &format!(
-            "rule_files:\n  - '{}'\n\
-             scrape_configs:\n  - job_name: gpu-exporter\n    static_configs:\n      - targets: ['{}', '{}']\n\
-             alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{}']\n",
-            printed.display(),
-            a.addr,
-            b.addr,
-            am.addr
-        ),
+    let _prom = am.prometheus(
+        "scope",
+        &printed,
+        &[a.addr.to_string(), b.addr.to_string()],
+        "",
     );
     let (a_at, b_at) = (a.addr.to_string(), b.addr.to_string());
     let burn = |alerts: &[AmAlert], scope: &str, model: &str, at: &str| {
@@ -295,4 +318,55 @@ fn a_fleet_burn_mutes_its_node_burns_and_a_lone_node_pages() {
     );
     assert_eq!(burn(&alerts, "node", "lone", &b_at), None, "{alerts:#?}");
     assert_eq!(burn(&alerts, "fleet", "lone", ""), None, "{alerts:#?}");
+}
+
+/// What an independent check found: Prometheus sending, the exporter dies,
+/// and the pending remap that mutes GPU 0's Xid 63 ticket resolved at once
+/// while the ticket (a window) went on firing, un-muted. Now the source
+/// holds as long as its target's window (GPUXidEvents' shortened to 15s
+/// through the rules file, so GPURowRemapPending keeps firing 15s): after
+/// a SIGKILL the ticket is never active in Alertmanager while it lasts.
+#[test]
+fn a_dead_exporter_unmutes_nothing_when_prometheus_sends() {
+    if !have("prometheus", &["--version"]) || !have("prometheus-alertmanager", &["--version"]) {
+        return;
+    }
+    let mut am = Alertmanager::shipped();
+    let rules = crate::common::temp_file(
+        "am-gap-rules.json",
+        r#"{ "rules": [{ "name": "GPUXidEvents", "window": "15s" }] }"#,
+    );
+    let rules = rules.to_str().unwrap();
+    let printed = crate::common::run(&["--print-rules", "--rules.file", rules]);
+    let printed = String::from_utf8_lossy(&printed.stdout).to_string();
+    let (_, pending) = printed.split_once("- alert: GPURowRemapPending\n").unwrap();
+    assert!(pending.contains("keep_firing_for: 15s\n"), "{pending}");
+    let printed = crate::common::temp_file("am-gap-rules.yml", &printed);
+    let e = Exporter::on_scenario(
+        "am-gap.json",
+        r#"{"gpus":[{"xid":63,"xid_every":"1s","health":{"row_remap_pending":true}}]}"#,
+        &["--rules.file", rules],
+    );
+    let _prom = am.prometheus("gap", &printed, &[e.addr.to_string()], "");
+    eventually(Duration::from_secs(60), || {
+        let alerts = am.alerts();
+        match find(&alerts, "GPUXidEvents", "0") {
+            Some(a) if a.status.state == "suppressed" => Ok(()),
+            _ => Err(format!("Alertmanager holds {alerts:#?}")),
+        }
+    });
+    drop(e);
+    let killed = std::time::Instant::now();
+    let mut muted_after = 0;
+    while killed.elapsed() < Duration::from_secs(25) {
+        let alerts = am.alerts();
+        let Some(t) = find(&alerts, "GPUXidEvents", "0") else {
+            break;
+        };
+        assert_eq!(t.status.state, "suppressed", "un-muted: {alerts:#?}");
+        muted_after += 1;
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The ticket outlived the exporter, muted all along.
+    assert!(muted_after >= 8, "{muted_after}");
 }

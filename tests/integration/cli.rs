@@ -60,7 +60,7 @@ fn once_with_a_scenario() {
 }
 
 /// A bad configuration is one line on stderr naming it, and exit code 2.
-fn bad(args: &[&str], names: &str) {
+pub fn bad(args: &[&str], names: &str) {
     let out = run(args);
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");

@@ -3,6 +3,7 @@
 
 mod abuse;
 mod alertmanager;
+mod alertmanager_own;
 mod arm64;
 mod cli;
 mod collectors;

@@ -6,7 +6,8 @@
 use crate::common::{Exporter, have, run, temp_file, value};
 use crate::deploy::{Prometheus, TempDir, urlencode};
 use crate::sources::fake_smi;
-use std::collections::BTreeSet;
+use nanoserde::DeJson;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -194,6 +195,17 @@ fn prometheus_and_the_exporter_fire_the_same_alerts() {
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+    // One list, two evaluators: each alert carries the same label names
+    // on both sides, `scope` on the burns included, but the scrape's
+    // `job` and `instance` (which the exporter adds when it sends).
+    let theirs = http_get(&prom, "/api/v1/alerts").map(|b| label_names(&b));
+    let ours = label_names(&e.get("/alerts", &[]).body);
+    assert_eq!(theirs.as_ref(), Some(&ours), "label names per alert");
+    assert!(
+        ours.iter()
+            .any(|(k, v)| k.0 == "TTFTBudgetBurn" && v.contains("scope")),
+        "{ours:?}"
+    );
     // Who uses the throttled GPU, by the same template: Prometheus runs
     // its queries, the exporter reads its snapshot.
     let want =
@@ -203,6 +215,43 @@ fn prometheus_and_the_exporter_fire_the_same_alerts() {
     let theirs = http_get(&prom, "/api/v1/alerts").and_then(|b| workloads(&b, "GPUThrottling"));
     assert_eq!(theirs.as_deref(), Some(want), "Prometheus' workloads");
     let _ = std::fs::remove_dir_all(&tsdb);
+}
+
+#[derive(DeJson)]
+struct ApiAlerts {
+    data: ApiData,
+}
+
+#[derive(DeJson)]
+struct ApiData {
+    alerts: Vec<ApiAlert>,
+}
+
+#[derive(DeJson)]
+struct ApiAlert {
+    labels: BTreeMap<String, String>,
+    state: String,
+}
+
+/// Each firing node-scope alert of a Prometheus-shaped `/api/v1/alerts`
+/// body, by (alertname, gpu or model_name): its label names but `job` and
+/// `instance`.
+pub fn label_names(body: &str) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let all = ApiAlerts::deserialize_json(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let all = all.data.alerts.into_iter();
+    all.filter(|a| a.state == "firing")
+        .filter(|a| a.labels.get("scope").is_none_or(|s| s != "fleet"))
+        .map(|a| {
+            let get = |k: &str| a.labels.get(k).cloned().unwrap_or_default();
+            let who = a.labels.get("gpu").map(|g| format!("gpu{g}"));
+            let key = (get("alertname"), who.unwrap_or_else(|| get("model_name")));
+            let names = a
+                .labels
+                .into_keys()
+                .filter(|k| k != "job" && k != "instance");
+            (key, names.collect())
+        })
+        .collect()
 }
 
 /// The `workloads` annotation of the firing `alert` in a Prometheus-shaped

@@ -3,6 +3,7 @@
 //! written from the table and [`parse_args`] reads flags by it; a test
 //! holds the flag table of docs/flags.md to `--help` and back.
 
+mod alertmanager;
 mod engines;
 mod flag;
 
@@ -461,13 +462,19 @@ pub fn flags() -> std::slice::Iter<'static, Flag> {
     FLAGS.iter()
 }
 
-const COUNT: usize = BEFORE_ENGINES.len() + engines::FLAGS.len() + AFTER_ENGINES.len();
+const COUNT: usize =
+    BEFORE_ENGINES.len() + engines::FLAGS.len() + alertmanager::FLAGS.len() + AFTER_ENGINES.len();
 
 /// The table whole, put together at compile time: one static array, as
 /// it was before the engines' flags moved out (iterating three slices
 /// cost the binary 24 KB).
 static FLAGS: [Flag; COUNT] = {
-    let parts = [BEFORE_ENGINES, engines::FLAGS, AFTER_ENGINES];
+    let parts = [
+        BEFORE_ENGINES,
+        engines::FLAGS,
+        alertmanager::FLAGS,
+        AFTER_ENGINES,
+    ];
     let mut all = [BEFORE_ENGINES[0]; COUNT];
     let (mut p, mut n) = (0, 0);
     while p < parts.len() {
@@ -651,7 +658,7 @@ fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
 
 /// dcgm-exporter's host name: `NODE_NAME` (a DaemonSet sets it from
 /// `spec.nodeName`), else the kernel's.
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     std::env::var("NODE_NAME")
         .ok()
         .filter(|n| !n.is_empty())

@@ -1,6 +1,7 @@
 //! One read of an engine's metrics: HTTP/1.1 GET over a blocking socket,
 //! every step within one deadline, the body streamed into the text reader
-//! and never held, no redirect followed.
+//! and never held, no redirect followed. The Alertmanager notifier posts
+//! through the same exchange ([`send`]).
 
 use super::text::{Parsed, Reader, Wanted};
 use crate::config::engines::Endpoint;
@@ -19,20 +20,56 @@ pub type Failure = (EngineError, String);
 
 /// Reads `ep` once, keeping what `wanted` asks for, within `timeout`.
 pub fn fetch(ep: &Endpoint, wanted: &Wanted, timeout: Duration) -> Result<Parsed, Failure> {
-    let deadline = Instant::now() + timeout;
-    let mut conn = Conn {
-        stream: connect(&ep.authority, deadline)?,
-        deadline,
-    };
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: gpu-exporter/{}\r\nAccept: text/plain;version=0.0.4\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n",
         ep.path,
         ep.authority,
         env!("CARGO_PKG_VERSION")
     );
+    let (mut conn, framing, buf, start, filled) =
+        exchange(&ep.authority, request.as_bytes(), Instant::now() + timeout)?;
+    let mut reader = Reader::new(wanted);
+    let mut body = Body {
+        framing,
+        read: 0,
+        chunk: Chunk::Size(Vec::new()),
+    };
+    body.feed(&buf[start..filled], &mut reader)?;
+    let mut buf = buf;
+    while !body.done() {
+        let n = conn.read(&mut buf, "the body")?;
+        if n == 0 {
+            return match body.framing {
+                Framing::Close => Ok(reader.finish()),
+                _ => Err(parse("closed before the body's end")),
+            };
+        }
+        body.feed(&buf[..n], &mut reader)?;
+    }
+    Ok(reader.finish())
+}
+
+/// A whole answer's head.
+type Answered = (Conn, Framing, Vec<u8>, usize, usize);
+
+/// Sends `request` (a whole HTTP/1.1 request, `Connection: close`) to
+/// `authority` and reads the answer's head, connect, write and read all
+/// within `deadline`: the connection, the body's framing, and the buffer
+/// with the body's first bytes from `start` to `filled`. Anything but a
+/// 200 is a [`EngineError::Status`] failure; no redirect is followed. The
+/// engine reader's GET and the Alertmanager notifier's POST.
+pub fn send(authority: &str, request: &[u8], deadline: Instant) -> Result<(), Failure> {
+    exchange(authority, request, deadline).map(drop)
+}
+
+fn exchange(authority: &str, request: &[u8], deadline: Instant) -> Result<Answered, Failure> {
+    let mut conn = Conn {
+        stream: connect(authority, deadline)?,
+        deadline,
+    };
     conn.stream
         .set_write_timeout(Some(left(deadline)?))
-        .and_then(|()| conn.stream.write_all(request.as_bytes()))
+        .and_then(|()| conn.stream.write_all(request))
         .map_err(|e| io_failure(e, "sending the request"))?;
     let mut buf = vec![0; MAX_HEAD];
     let mut filled = 0;
@@ -54,24 +91,7 @@ pub fn fetch(ep: &Endpoint, wanted: &Wanted, timeout: Duration) -> Result<Parsed
         }
         filled += n;
     };
-    let mut reader = Reader::new(wanted);
-    let mut body = Body {
-        framing,
-        read: 0,
-        chunk: Chunk::Size(Vec::new()),
-    };
-    body.feed(&buf[start..filled], &mut reader)?;
-    while !body.done() {
-        let n = conn.read(&mut buf, "the body")?;
-        if n == 0 {
-            return match body.framing {
-                Framing::Close => Ok(reader.finish()),
-                _ => Err(parse("closed before the body's end")),
-            };
-        }
-        body.feed(&buf[..n], &mut reader)?;
-    }
-    Ok(reader.finish())
+    Ok((conn, framing, buf, start, filled))
 }
 
 fn parse(why: &str) -> Failure {

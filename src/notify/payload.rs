@@ -1,0 +1,83 @@
+//! One alert as Alertmanager's v2 API takes it (`postableAlert`): the
+//! labels Prometheus would send for the same alert from the printed rules,
+//! its annotations, `startsAt` and `generatorURL`; `endsAt` is set at each
+//! send.
+
+use crate::alerts::{Alert, Subject, WORKLOADS, expand};
+use crate::http::alerts_api::string;
+use crate::snapshot::Gpu;
+use base::time::rfc3339;
+
+/// What every alert sent carries beyond its own labels.
+pub struct Context<'a> {
+    /// `--alerts.scrape-job`.
+    pub job: &'a str,
+    /// This exporter as Prometheus scrapes it.
+    pub instance: &'a str,
+    /// `--alertmanager.label`.
+    pub external: &'a [(String, String)],
+    /// The runbooks' base: `--alerts.runbook-base-url` or the exporter's
+    /// own copy at `http://<instance>/docs/runbooks/`.
+    pub runbook_base: &'a str,
+}
+
+/// The alert's labels as a JSON object: its identity in Alertmanager.
+pub fn labels(a: &Alert, cx: &Context) -> String {
+    let mut out = Vec::with_capacity(256);
+    out.extend_from_slice(br#"{"alertname":"#);
+    string(&mut out, &a.rule.name);
+    let own = a.labels();
+    let scrape = [
+        ("job", cx.job.to_string()),
+        ("instance", cx.instance.into()),
+    ];
+    let external = cx.external.iter().map(|(k, v)| (k.as_str(), v.clone()));
+    let all = own.into_iter().chain(scrape);
+    for (k, v) in all.chain(external) {
+        out.push(b',');
+        string(&mut out, k);
+        out.push(b':');
+        string(&mut out, &v);
+    }
+    out.push(b'}');
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Everything but `endsAt`, which each send sets: `{"labels":...,` up to
+/// and without the closing brace.
+pub fn body(a: &Alert, labels: &str, gpus: &[Gpu], cx: &Context) -> String {
+    let mut out = Vec::with_capacity(512);
+    out.extend_from_slice(br#"{"labels":"#);
+    out.extend_from_slice(labels.as_bytes());
+    out.extend_from_slice(br#","annotations":{"summary":"#);
+    string(
+        &mut out,
+        &expand(&a.rule.summary, &a.subject, a.value, gpus),
+    );
+    if matches!(a.subject, Subject::Gpu { .. }) {
+        out.extend_from_slice(br#","workloads":"#);
+        string(&mut out, &expand(WORKLOADS, &a.subject, a.value, gpus));
+    }
+    out.extend_from_slice(br#","runbook_url":"#);
+    string(&mut out, &a.rule.runbook_url(cx.runbook_base));
+    out.extend_from_slice(br#"},"startsAt":"#);
+    string(&mut out, &rfc3339(a.active_at));
+    // The status page, at the GPU's row where it is about one.
+    let anchor = match a.subject {
+        Subject::Gpu { index, .. } => format!("#gpu-{index}"),
+        _ => String::new(),
+    };
+    out.extend_from_slice(br#","generatorURL":"#);
+    string(&mut out, &format!("http://{}/{anchor}", cx.instance));
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// `body` closed with its `endsAt`.
+pub fn ended(body: &str, ends_at: f64) -> String {
+    let mut out = Vec::with_capacity(body.len() + 40);
+    out.extend_from_slice(body.as_bytes());
+    out.extend_from_slice(br#","endsAt":"#);
+    string(&mut out, &rfc3339(ends_at));
+    out.push(b'}');
+    String::from_utf8(out).unwrap_or_default()
+}
