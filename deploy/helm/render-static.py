@@ -91,14 +91,19 @@ def render(values):
     return {k.rsplit("/", 1)[1]: v for k, v in out.items()}
 
 
-def expected(bin_path):
-    """Every generated file's path and its bytes."""
+def rules(bin_path):
+    """The chart's rule files, from the binary's --print-rules."""
     files = {}
-    if bin_path:
-        for name, flags in RULES.items():
-            out = subprocess.run([bin_path, "--print-rules", *flags],
-                                 check=True, capture_output=True)
-            files[CHART / "files" / name] = out.stdout
+    for name, flags in RULES.items():
+        out = subprocess.run([bin_path, "--print-rules", *flags],
+                             check=True, capture_output=True)
+        files[CHART / "files" / name] = out.stdout
+    return files
+
+
+def statics():
+    """The static manifests, rendered from the chart as it is on disk."""
+    files = {}
     for name, (values, templates, about) in STATIC.items():
         rendered = render(values)
         docs = [rendered[t].strip("\n") for t in templates]
@@ -116,12 +121,15 @@ def main():
     except ImportError:
         sys.exit("render-static.py: needs PyPI helm-python-sdk (pip install helm-python-sdk==0.2.2)")
     stale = []
-    for path, data in expected(args.bin).items():
-        if path.exists() and path.read_bytes() == data:
-            continue
-        stale.append(str(path.relative_to(ROOT)))
-        if not args.check:
-            path.write_bytes(data)
+    # The rules first: the static manifests are rendered from the chart's
+    # files as written.
+    for make in ([lambda: rules(args.bin)] if args.bin else []) + [statics]:
+        for path, data in make().items():
+            if path.exists() and path.read_bytes() == data:
+                continue
+            stale.append(str(path.relative_to(ROOT)))
+            if not args.check:
+                path.write_bytes(data)
     for s in stale:
         print(("stale: " if args.check else "wrote: ") + s)
     if args.check and stale:
