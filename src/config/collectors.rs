@@ -192,6 +192,11 @@ impl Collectors {
         Collectors(self.0 | other.0)
     }
 
+    /// Every collector not in the set.
+    pub fn complement(self) -> Collectors {
+        Collectors(Self::ALL.0 & !self.0)
+    }
+
     /// The collectors in both sets.
     pub fn and(self, other: Collectors) -> Collectors {
         Collectors(self.0 & other.0)

@@ -8,6 +8,7 @@ mod cli;
 mod collectors;
 mod common;
 mod dcgm;
+mod dcgm_cli;
 mod dcgm_files;
 mod deploy;
 mod dist;
