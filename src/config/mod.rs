@@ -201,6 +201,8 @@ pub struct Config {
     pub dcgm_counters: Option<PathBuf>,
     /// `--compat.dcgm-lowercase-hostname`, `--compat.dcgm-no-hostname`.
     pub dcgm_hostname: (bool, bool),
+    /// `--compat.dcgm-old-namespace`, `--compat.dcgm-model-dashes`.
+    pub dcgm_spelling: (bool, bool),
     /// `--compat.dcgm-xid-window`: what `DCGM_EXP_XID_ERRORS_COUNT` counts
     /// over (dcgm-exporter's `-x`).
     pub dcgm_xid_window: Duration,
@@ -264,6 +266,7 @@ impl Default for Config {
             rules_file: None,
             dcgm_counters: None,
             dcgm_hostname: (false, false),
+            dcgm_spelling: (false, false),
             dcgm_xid_window: Duration::from_secs(300),
             dcgm: None,
             collectors: Collectors::DEFAULT,

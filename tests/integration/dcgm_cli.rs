@@ -150,7 +150,8 @@ fn the_charts_start_and_every_ignored_flag_say_so_once() {
 }
 
 /// Run under the name `dcgm-exporter`, it is in that mode without the
-/// flag: `-n` leaves the host label out.
+/// flag: `-n` leaves the host label out, `-o` spells the UUID label `uuid`,
+/// `-rbmn` puts dashes for blanks in `modelName`.
 #[test]
 fn the_name_dcgm_exporter_selects_the_mode() {
     let dir = std::env::temp_dir().join(format!("gpu-exporter-dcgm-name-{}", std::process::id()));
@@ -159,7 +160,8 @@ fn the_name_dcgm_exporter_selects_the_mode() {
     let _ = std::fs::remove_file(&link);
     std::os::unix::fs::symlink(Path::new(BIN), &link).unwrap();
     let mut cmd = Command::new(&link);
-    cmd.args(["-a", "127.0.0.1:0", "-n", "-c", "500", "--source", "sim"]);
+    cmd.args(["-a", "127.0.0.1:0", "-n", "-o", "-rbmn", "-c", "500"]);
+    cmd.args(["--source", "sim"]);
     let e = Exporter::spawned(cmd);
     e.wait_first_collection();
     let body = e.metrics(None).body;
@@ -171,6 +173,13 @@ fn the_name_dcgm_exporter_selects_the_mode() {
         !temp.contains("Hostname") && !temp.contains("hostname"),
         "{temp}"
     );
+    assert!(
+        temp.contains(",uuid=\"GPU-") && !temp.contains("UUID"),
+        "{temp}"
+    );
+    let model = temp.split("modelName=\"").nth(1).unwrap();
+    let model = model.split('"').next().unwrap();
+    assert!(model.contains('-') && !model.contains(' '), "{temp}");
     let out = Command::new(&link).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();

@@ -429,6 +429,16 @@ const AFTER_ENGINES: &[Flag] = &[
         },
     ),
     switch(
+        "--compat.dcgm-old-namespace",
+        "the dcgm collector spells the UUID label uuid, as dcgm-exporter 1.x did (its -o, for its 1.x-compatibility-metrics.csv)",
+        Action::Switch(|c| c.dcgm_spelling.0 = true),
+    ),
+    switch(
+        "--compat.dcgm-model-dashes",
+        "the dcgm collector's modelName has a dash for each blank (dcgm-exporter's --replace-blanks-in-model-name)",
+        Action::Switch(|c| c.dcgm_spelling.1 = true),
+    ),
+    switch(
         "--compat.dcgm-no-hostname",
         "the dcgm collector leaves out its host label (dcgm-exporter's -n, --no-hostname)",
         Action::Switch(|c| c.dcgm_hostname.1 = true),
@@ -684,6 +694,7 @@ fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
     d.lowercase_hostname = lowercase;
     d.hostname = (!none).then(host_name);
     d.xid_window_ms = c.dcgm_xid_window.as_millis() as u64;
+    (d.old_namespace, d.model_dashes) = c.dcgm_spelling;
     Ok(d)
 }
 
