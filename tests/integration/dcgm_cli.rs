@@ -250,6 +250,9 @@ fn the_drop_in_keeps_its_alerts() {
             assert!(alerts.contains(&want), "{want}: {alerts}");
         }
         assert!(!e.metrics(None).body.contains("\ngpu_clocks_event_active{"));
+        // The status page gives its verdicts too: a firing row each.
+        let page = e.get("/", &[]).body;
+        assert!(page.matches("class=\"firing\"").count() >= 2, "{page}");
     }
     // A collector turned off by name stays unread where no dcgm field
     // shows it: its rules are inactive.
