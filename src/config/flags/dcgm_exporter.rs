@@ -1032,6 +1032,12 @@ mod tests {
         assert!(base.notes.is_empty(), "{:?}", base.notes);
         for f in DCGM_FLAGS {
             let v = sample(f);
+            // A build without TLS refuses a web config, as ours does.
+            if f.name == "web-config-file" && !cfg!(feature = "tls") {
+                let e = dcgm(&[], &[(f.env, v)]).unwrap_err().0;
+                assert!(e.contains("without the tls feature"), "{e}");
+                continue;
+            }
             let by_env = dcgm(&[], &[(f.env, v)]).unwrap_or_else(|e| panic!("{}: {e}", f.env));
             for name in std::iter::once(&f.name).chain(f.aliases) {
                 let flag = format!("--{name}={v}");
@@ -1119,6 +1125,9 @@ mod tests {
                 &["--compat.dcgm-no-hostname", "--source=sim", "--once"],
             ),
         ] {
+            if theirs[0] == "--web-config-file" && !cfg!(feature = "tls") {
+                continue;
+            }
             let got = dcgm(theirs, &[]).unwrap_or_else(|e| panic!("{theirs:?}: {e}"));
             assert_eq!(
                 Config {
