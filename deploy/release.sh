@@ -20,6 +20,9 @@
 #   gpu-exporter-VERSION-linux-arm64.tar.gz   docs/, LICENSE and deploy/
 #   gpu-exporter-VERSION.cdx.json             CycloneDX SBOM of the crates
 #   gpu-exporter-VERSION-image.oci.tar        the image index, OCI archive
+#   gpu-exporter-VERSION-dcgm-image.oci.tar   the -dcgm tag's index (the
+#                                             Dockerfile's dcgm target, which
+#                                             starts as dcgm-exporter)
 #   gpu-exporter-VERSION.tgz                  the Helm chart (docs/helm.md)
 #   gpu-exporter_PKGVERSION_ARCH.deb          packages with the systemd unit
 #   gpu-exporter-PKGVERSION-1.ARCH.rpm        (deploy/package.sh), both archs
@@ -27,10 +30,11 @@
 #
 # The deploy/ in each tarball names the image IMAGE=[REGISTRY/]gpu-exporter:VERSION
 # (the manifests' one image reference, `gpu-exporter:0.1.0` in the source
-# tree). --push REGISTRY copies the whole index there (skopeo copy --all)
-# as REGISTRY/gpu-exporter:VERSION, and the chart as an OCI artifact,
-# oci://REGISTRY/charts/gpu-exporter:VERSION; a registry on localhost or
-# 127.0.0.1 is spoken to over plain HTTP, as docker does.
+# tree; gpu-exporter:0.1.0-dcgm, the dcgm target, becomes IMAGE-dcgm).
+# --push REGISTRY copies both indexes there (skopeo copy --all) as
+# REGISTRY/gpu-exporter:VERSION and :VERSION-dcgm, and the chart as an OCI
+# artifact, oci://REGISTRY/charts/gpu-exporter:VERSION; a registry on
+# localhost or 127.0.0.1 is spoken to over plain HTTP, as docker does.
 #
 # The chart's version and appVersion are VERSION (Helm wants it semver),
 # its image [REGISTRY/]gpu-exporter, in the tarballs' deploy/helm too; it
@@ -84,6 +88,7 @@ read -ra buildah <<<"buildah ${BUILDAH_FLAGS:-}"
 image="${registry:+$registry/}gpu-exporter:$version"
 name="gpu-exporter-release:$version"
 archive="gpu-exporter-$version-image.oci.tar"
+archive_dcgm="gpu-exporter-$version-dcgm-image.oci.tar"
 mkdir -p "$dist"
 rm -f "$dist/SHA256SUMS" "$dist/gpu-exporter-$version"[-.]* \
   "$dist/gpu-exporter_${version//-/\~}_"*.deb "$dist/gpu-exporter-${version//-/\~}-1."*.rpm
@@ -130,8 +135,9 @@ for arch in amd64 arm64; do
   rm -rf "$tree/deploy/helm/gpu-exporter"
   cp -R "$chart" "$tree/deploy/helm/gpu-exporter"
   # The manifests' one image reference, filled in for this release.
-  find "$tree/deploy" -name '*.yaml' -exec \
-    sed -i -E "s#^([[:space:]]*image:[[:space:]]*)gpu-exporter:[0-9A-Za-z.+_-]+[[:space:]]*\$#\\1$image#" {} +
+  find "$tree/deploy" -name '*.yaml' -exec sed -i -E \
+    -e "/-dcgm[[:space:]]*\$/!s#^([[:space:]]*image:[[:space:]]*)gpu-exporter:[0-9A-Za-z.+_-]+[[:space:]]*\$#\\1$image#" \
+    -e "s#^([[:space:]]*image:[[:space:]]*)gpu-exporter:[0-9A-Za-z.+_-]+-dcgm[[:space:]]*\$#\\1$image-dcgm#" {} +
   grep -rqF "image: $image" "$tree/deploy/kubernetes" ||
     { echo "release.sh: no manifest names $image" >&2; exit 1; }
   chmod -R u=rwX,go=rX "$tree"
@@ -151,26 +157,34 @@ cargo metadata --format-version 1 --locked --offline \
 SOURCE_DATE_EPOCH="$epoch" python3 "$root/deploy/sbom.py" "$version" <"$target/release-stage/metadata.json" \
   >"$dist/gpu-exporter-$version.cdx.json"
 
-# --- the image index ------------------------------------------------------
-"${buildah[@]}" manifest rm "$name" >/dev/null 2>&1 || true
-"${buildah[@]}" manifest create "$name" >/dev/null
-for arch in amd64 arm64; do
-  "${buildah[@]}" bud --quiet --isolation chroot --platform "linux/$arch" \
-    --manifest "$name" --timestamp "$epoch" \
-    --label "org.opencontainers.image.version=$version" \
-    --label "org.opencontainers.image.licenses=Apache-2.0" \
-    -f Dockerfile.scratch "$target/release-stage/$arch" >/dev/null
+# --- the image indexes ----------------------------------------------------
+# The default target as VERSION, the dcgm target as VERSION-dcgm.
+for variant in default dcgm; do
+  case $variant in
+    default) index="$name" which=() out="$archive" tag="$version" ;;
+    dcgm) index="$name-dcgm" which=(--target dcgm) out="$archive_dcgm" tag="$version-dcgm" ;;
+  esac
+  "${buildah[@]}" manifest rm "$index" >/dev/null 2>&1 || true
+  "${buildah[@]}" manifest create "$index" >/dev/null
+  for arch in amd64 arm64; do
+    "${buildah[@]}" bud --quiet --isolation chroot --platform "linux/$arch" \
+      --manifest "$index" --timestamp "$epoch" "${which[@]}" \
+      --label "org.opencontainers.image.version=$version" \
+      --label "org.opencontainers.image.licenses=Apache-2.0" \
+      -f Dockerfile.scratch "$target/release-stage/$arch" >/dev/null
+  done
+  "${buildah[@]}" manifest push --quiet --all "$index" "oci-archive:$dist/$out:gpu-exporter:$tag"
 done
-"${buildah[@]}" manifest push --quiet --all "$name" "oci-archive:$dist/$archive:gpu-exporter:$version"
 
-(cd "$dist" && sha256sum "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" \
+(cd "$dist" && sha256sum "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" "$archive_dcgm" \
   "gpu-exporter-$version.tgz" "${packages[@]}" >SHA256SUMS)
 
 if [[ -n $registry ]]; then
   tls=()
   [[ -n $plain_http ]] && tls=(--dest-tls-verify=false)
   skopeo copy --quiet --all "${tls[@]}" "oci-archive:$dist/$archive" "docker://$image" >&2
-  echo "release.sh: pushed $image" >&2
+  skopeo copy --quiet --all "${tls[@]}" "oci-archive:$dist/$archive_dcgm" "docker://$image-dcgm" >&2
+  echo "release.sh: pushed $image and $image-dcgm" >&2
   python3 - "$dist/gpu-exporter-$version.tgz" "oci://$registry/charts" "$plain_http" <<'PY' >&2
 import sys
 import helm_python as helm
@@ -180,6 +194,7 @@ print(f"release.sh: pushed {remote}/gpu-exporter")
 PY
 fi
 "${buildah[@]}" manifest rm "$name" >/dev/null 2>&1 || true
+"${buildah[@]}" manifest rm "$name-dcgm" >/dev/null 2>&1 || true
 echo "release.sh: $image in $dist:" >&2
-(cd "$dist" && ls -l "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" \
+(cd "$dist" && ls -l "${tarballs[@]}" "gpu-exporter-$version.cdx.json" "$archive" "$archive_dcgm" \
   "gpu-exporter-$version.tgz" "${packages[@]}" SHA256SUMS >&2)

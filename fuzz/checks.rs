@@ -338,6 +338,7 @@ pub fn check_scenario_json(data: &[u8]) {
             timings: Default::default(),
             rejected: Vec::new(),
             collectors: Collectors::DEFAULT.with(Collector::Dcgm),
+            reads: Collectors::DEFAULT.with(Collector::Dcgm),
             // Every other input renders each GPU series once per pod.
             kubernetes: Kubernetes {
                 kubelet: None,

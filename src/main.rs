@@ -4,10 +4,17 @@ use gpu_exporter::config::{self, Command};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let config = match config::parse_args(std::env::args_os().skip(1)) {
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    let env = |k: &str| std::env::var(k).ok();
+    let config = match config::parse_command_line(&argv0, args.collect(), &env) {
         Ok(Command::Run(c)) => c,
         Ok(Command::Help) => {
             print!("{}", config::usage());
+            return ExitCode::SUCCESS;
+        }
+        Ok(Command::Print(text)) => {
+            print!("{text}");
             return ExitCode::SUCCESS;
         }
         Ok(Command::Version) => {

@@ -122,6 +122,7 @@ impl Replay {
         let mut s = Snapshot::empty(self.source.kind());
         s.at = at;
         s.collectors = self.collectors;
+        s.reads = self.reads;
         match self.source.collect(at) {
             Ok(mut gpus) => {
                 retain(&mut gpus, self.reads);
@@ -247,6 +248,13 @@ impl Poller {
         self
     }
 
+    /// Also keeps the readings of `reads` (the alert rules' collectors,
+    /// `Config::reads`), unserved (call after [`Poller::with_dcgm`]).
+    pub fn with_reads(mut self, reads: Collectors) -> Poller {
+        self.reads = self.reads.or(reads);
+        self
+    }
+
     /// Puts each GPU's pods on its series (`--kubernetes.pod-labels`).
     pub fn with_pod_labels(mut self, on: bool) -> Poller {
         self.pod_labels = on;
@@ -328,6 +336,7 @@ impl Poller {
                     error: None,
                     process,
                     collectors: on,
+                    reads: self.reads,
                     timings: self.source.timings(),
                     rejected: self.source.rejected(),
                     kubernetes: self.kubernetes(),
@@ -360,6 +369,7 @@ impl Poller {
                 s.error = Some(e.0);
                 s.process = process;
                 s.collectors = self.collectors;
+                s.reads = self.reads;
                 s.kubernetes = self.kubernetes();
                 s.dcgm = self.dcgm.clone();
                 s

@@ -401,6 +401,10 @@ pub struct Snapshot {
     pub process: ProcessStats,
     /// The collectors that ran (the flags'), and how each fared.
     pub collectors: Collectors,
+    /// The collectors whose readings were kept: those on, and those the
+    /// dcgm collector's fields and the alert rules read where their
+    /// families are not served. What the rules see.
+    pub reads: Collectors,
     pub timings: Timings,
     /// Readings left out as out of range since start, by family.
     pub rejected: Vec<(&'static str, u64)>,
@@ -442,6 +446,7 @@ impl Snapshot {
             error: Some("no collection has completed yet".into()),
             process: ProcessStats::default(),
             collectors: Collectors::DEFAULT,
+            reads: Collectors::DEFAULT,
             timings: Timings::default(),
             rejected: Vec::new(),
             kubernetes: Kubernetes::default(),

@@ -14,7 +14,9 @@
 # --target aarch64-unknown-linux-gnu and takes the glibc of Debian's cross
 # sysroot, /usr/aarch64-linux-gnu/lib (libc6-dev-arm64-cross; $ARM64_SYSROOT
 # overrides it), staged as /lib/ld-linux-aarch64.so.1 and
-# /lib/aarch64-linux-gnu. deploy/release.sh stages both. Nothing else: NVML is dlopened, so
+# /lib/aarch64-linux-gnu. deploy/release.sh stages both. Beside them,
+# dcgm-exporter's counters files in /etc/dcgm-exporter (for the image's
+# dcgm target). Nothing else: NVML is dlopened, so
 # the binary must be glibc-linked (a static binary cannot dlopen), and the
 # driver's libraries are mounted in at run time by the NVIDIA container
 # toolkit.
@@ -132,5 +134,14 @@ done
 # /etc exists so a toolkit that runs ldconfig can write /etc/ld.so.cache,
 # and this file makes that cache cover both directories.
 printf '%s\n' "/usr/lib/$multiarch" /usr/lib64 >"$stage/etc/ld.so.conf"
+# dcgm-exporter's three counters files where its Helm chart and the GPU
+# Operator look for them (-f, DCGM_EXPORTER_COLLECTORS), with their
+# Apache-2.0 notice and licence (docs/migrating-from-dcgm-exporter.md).
+mkdir -p "$stage/etc/dcgm-exporter"
+for f in default-counters.csv dcp-metrics-included.csv 1.x-compatibility-metrics.csv; do
+  install -m 0644 "$root/tests/fixtures/dcgm/$f" "$stage/etc/dcgm-exporter/$f"
+done
+install -m 0644 "$root/deploy/container/dcgm-exporter.NOTICE" "$stage/etc/dcgm-exporter/NOTICE"
+install -m 0644 "$root/LICENSE" "$stage/etc/dcgm-exporter/LICENSE"
 chmod -R u=rwX,go=rX "$stage"
 echo "staged $(du -sb "$stage" | cut -f1) bytes in $stage" >&2

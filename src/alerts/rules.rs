@@ -211,7 +211,7 @@ impl Signal {
     pub fn each(self, snap: &Snapshot, fresh: Freshness, f: &mut dyn FnMut(Who, f64)) {
         // A collector that is off leaves the rule without data, as its
         // series would be absent from Prometheus.
-        if self.needs().iter().any(|c| !snap.collectors.has(c)) {
+        if self.needs().iter().any(|c| !snap.reads.has(c)) {
             return;
         }
         let flag = |b: bool| if b { 1.0 } else { 0.0 };

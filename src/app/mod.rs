@@ -6,7 +6,7 @@ mod load;
 mod unix_signals;
 
 use crate::alerts;
-use crate::config::{self, Config, ConfigError, SourceKind};
+use crate::config::{self, Collectors, Config, ConfigError, SourceKind};
 use crate::fill::engines::Watch;
 use crate::fill::engines::watch::Retune;
 use crate::http::{self, Server};
@@ -60,6 +60,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
     };
     let engines = load::engines(&config)?;
     let rules = load::rules(&config, &engines)?;
+    let config = reading_rules(config, &rules);
     if config.print_rules {
         let printing = promql::Printing {
             runbook_base: &config.printed_runbook_base(),
@@ -218,7 +219,7 @@ fn start_poller(
     engines: crate::config::engines::Engines,
 ) -> Result<Option<Retune>, Error> {
     let (interval, collectors) = (config.interval, config.collectors);
-    let pod_labels = config.kubernetes.pod_labels;
+    let (pod_labels, reads) = (config.kubernetes.pod_labels, config.reads());
     let dcgm = config.dcgm.clone();
     let engines = Watch::start(engines)
         .map_err(|e| Error::Runtime(format!("cannot start the engine reader thread: {e}")))?;
@@ -232,6 +233,7 @@ fn start_poller(
             Poller::new(source, interval)
                 .with_collectors(collectors)
                 .with_dcgm(dcgm)
+                .with_reads(reads)
                 .with_pod_labels(pod_labels)
                 .with_engines(engines)
                 .run(rules, t.latest, t.reloads, t.work)
@@ -274,13 +276,28 @@ fn dcgm_left_out(config: &Config) {
     }
 }
 
-/// Rules that read a collector that is off never fire: say so once.
+/// The configuration with the rules' collectors read where they are not
+/// served, unless a flag turned one off by name; and its notes said.
+fn reading_rules(config: Config, rules: &[alerts::Rule]) -> Config {
+    for note in &config.notes {
+        log::warn!("{note}");
+    }
+    Config {
+        rule_reads: (rules.iter())
+            .fold(Collectors::NONE, |s, r| s.or(r.needs()))
+            .and(config.off.complement()),
+        ..config
+    }
+}
+
+/// Rules that read a collector turned off by name never fire: say so
+/// once.
 fn warn_inactive(rules: &[alerts::Rule], config: &Config) {
     for r in rules {
         let off: Vec<&str> = r
             .needs()
             .iter()
-            .filter(|&c| !config.collectors.has(c))
+            .filter(|&c| !config.reads().has(c))
             .map(|c| c.name())
             .collect();
         if !off.is_empty() {
@@ -372,6 +389,7 @@ fn once(plan: pipeline::Plan, rules: Vec<alerts::Rule>, config: &Config, bounds:
     let mut poller = Poller::new(plan.build(t0), config.interval)
         .with_collectors(config.collectors)
         .with_dcgm(config.dcgm.clone())
+        .with_reads(config.reads())
         .with_pod_labels(config.kubernetes.pod_labels);
     let (p, evaluator) = judge::settled(&mut poller, rules, bounds, t0);
     log::info!(

@@ -1,7 +1,9 @@
 //! Named collectors, in node_exporter's convention: every GPU family
 //! belongs to one, `--collector.NAME` and `--no-collector.NAME` switch one
 //! on or off, and `--collector.disable-defaults` starts from none. A
-//! disabled collector's calls are never made.
+//! collector turned off by name is never read; one left out by
+//! `--collector.disable-defaults` is still read where the dcgm fields or
+//! the alert rules need its readings (`Config::reads`), but not served.
 
 use std::fmt;
 
@@ -190,6 +192,11 @@ impl Collectors {
     /// The collectors in either set.
     pub fn or(self, other: Collectors) -> Collectors {
         Collectors(self.0 | other.0)
+    }
+
+    /// Every collector not in the set.
+    pub fn complement(self) -> Collectors {
+        Collectors(Self::ALL.0 & !self.0)
     }
 
     /// The collectors in both sets.

@@ -152,6 +152,12 @@ pub struct Dcgm {
     /// What `DCGM_EXP_XID_ERRORS_COUNT` counts over, in ms
     /// (`--compat.dcgm-xid-window`, dcgm-exporter's `-x`).
     pub xid_window_ms: u64,
+    /// Spell the UUID label `uuid`, as dcgm-exporter 1.x did
+    /// (`--compat.dcgm-old-namespace`, its `-o`).
+    pub old_namespace: bool,
+    /// `modelName` with each blank a dash
+    /// (`--compat.dcgm-model-dashes`, its `--replace-blanks-in-model-name`).
+    pub model_dashes: bool,
 }
 
 impl Dcgm {
@@ -300,6 +306,13 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
         ));
     }
     Ok(d)
+}
+
+impl Dcgm {
+    /// The UUID label's name.
+    pub fn uuid_label(&self) -> &'static str {
+        if self.old_namespace { "uuid" } else { "UUID" }
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,10 @@ mod values;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
 pub(crate) use flags::host_name;
-pub use flags::{Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, flags, parse_args, usage};
+pub use flags::dcgm_exporter;
+pub use flags::{
+    Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, flags, parse_args, parse_command_line, usage,
+};
 pub use values::Listen;
 
 use std::fmt;
@@ -42,12 +45,14 @@ pub enum SourceKind {
 }
 
 impl Config {
-    /// The collectors whose calls are made: those on, and those whose
-    /// readings the dcgm collector's fields show.
+    /// The collectors whose calls are made: those on, those whose
+    /// readings the dcgm collector's fields show, and those the alert
+    /// rules read ([`Config::rule_reads`]).
     pub fn reads(&self) -> Collectors {
+        let read = self.collectors.or(self.rule_reads);
         match &self.dcgm {
-            Some(d) => self.collectors.or(d.needs()),
-            None => self.collectors,
+            Some(d) => read.or(d.needs()),
+            None => read,
         }
     }
 
@@ -187,10 +192,19 @@ pub struct Config {
     pub rules_file: Option<PathBuf>,
     /// `--collector.*`, `--no-collector.*`: which collectors run.
     pub collectors: Collectors,
+    /// `--no-collector.*`: the collectors turned off by name, never read,
+    /// not even for the alert rules.
+    pub off: Collectors,
+    /// The collectors the alert rules read but those of [`Config::off`]
+    /// (set once the rules are loaded): read where not served, so that
+    /// `--collector.disable-defaults --collector.dcgm` keeps its alerts.
+    pub rule_reads: Collectors,
     /// `--compat.dcgm-counters`; `None`: dcgm-exporter's default fields.
     pub dcgm_counters: Option<PathBuf>,
     /// `--compat.dcgm-lowercase-hostname`, `--compat.dcgm-no-hostname`.
     pub dcgm_hostname: (bool, bool),
+    /// `--compat.dcgm-old-namespace`, `--compat.dcgm-model-dashes`.
+    pub dcgm_spelling: (bool, bool),
     /// `--compat.dcgm-xid-window`: what `DCGM_EXP_XID_ERRORS_COUNT` counts
     /// over (dcgm-exporter's `-x`).
     pub dcgm_xid_window: Duration,
@@ -212,6 +226,9 @@ pub struct Config {
     pub bcrypt_max_cost: u32,
     /// `--alertmanager.*`: where the exporter sends its own alerts.
     pub alertmanager: alertmanager::Alertmanager,
+    /// What the command line asked for that is not done, said once at
+    /// start as warnings (dcgm-exporter's flags we ignore).
+    pub notes: Vec<String>,
 }
 
 /// `--web.bcrypt-max-cost`'s default. bcrypt doubles its work with each
@@ -253,15 +270,19 @@ impl Default for Config {
             rules_file: None,
             dcgm_counters: None,
             dcgm_hostname: (false, false),
+            dcgm_spelling: (false, false),
             dcgm_xid_window: Duration::from_secs(300),
             dcgm: None,
             collectors: Collectors::DEFAULT,
+            off: Collectors::NONE,
+            rule_reads: Collectors::NONE,
             web_config: None,
             probe_address: None,
             open_probes: false,
             engines: engines::Engines::default(),
             bcrypt_max_cost: BCRYPT_MAX_COST,
             alertmanager: Default::default(),
+            notes: Vec::new(),
         }
     }
 }
@@ -304,4 +325,6 @@ pub enum Command {
     Help,
     /// Print the version and exit.
     Version,
+    /// Print this text (another `--help`) and exit.
+    Print(String),
 }

@@ -35,15 +35,21 @@ impl Exporter {
         // so a machine with a GPU runs the same tests; a free loopback port
         // unless it names where (each --web.listen-address adds one).
         let listens = args.iter().any(|a| a.starts_with("--web.listen-address"));
-        let mut child = cmd
-            .args(["--source", "sim"])
+        cmd.args(["--source", "sim"])
             .args(
                 (!listens)
                     .then_some(["--web.listen-address", "127.0.0.1:0"])
                     .into_iter()
                     .flatten(),
             )
-            .args(args)
+            .args(args);
+        Exporter::spawned(cmd)
+    }
+
+    /// `cmd` as it is (the exporter with every argument it needs), as soon
+    /// as it says where it serves.
+    pub fn spawned(mut cmd: Command) -> Exporter {
+        let mut child = cmd
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

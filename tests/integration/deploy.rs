@@ -238,6 +238,7 @@ fn kubernetes_manifests_validate_offline() {
         "daemonset-attribution.yaml",
         "service.yaml",
         "sidecar-example.yaml",
+        "dcgm-operator.yaml",
     ]
     .iter()
     .map(|f| root().join(K8S).join(f))
@@ -416,6 +417,7 @@ fn service_and_servicemonitor_select_the_daemonset() {
         list(&m, &format!("{sm}.spec.namespaceSelector.matchNames")).contains(&r#""gpu-exporter""#)
     );
     expect(&m, &format!("{sm}.spec.endpoints[0].port"), r#""metrics""#);
+    expect(&m, &format!("{sm}.spec.endpoints[0].honorLabels"), "false");
     expect(&m, &format!("{sm}.spec.endpoints[0].interval"), r#""15s""#);
     expect(&m, &format!("{sm}.spec.endpoints[0].path"), r#""/metrics""#);
     // The exporter's namespace and pod labels name the workload: without
@@ -1579,22 +1581,26 @@ fn pod_but_names(m: &Flat, ds: &str) -> Flat {
         .collect()
 }
 
-/// The dcgm drop-in: a DaemonSet that is daemonset.yaml (security context,
-/// probes, resources, NODE_NAME) but for its name, dcgm-exporter's Helm
+/// The dcgm drop-in: a DaemonSet that is daemonset-attribution.yaml (root's
+/// uid for root's socket, the socket mounted read-only, probes, resources,
+/// NODE_NAME) without its hostPID, but for its name, dcgm-exporter's Helm
 /// labels and the args that serve dcgm's names only on dcgm-exporter's
-/// port; its Service and ServiceMonitor select it as the chart's do.
+/// port, pods attributed; its Service and ServiceMonitor select it as the
+/// chart's do, honorLabels false as there.
 #[test]
 fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
-    let (Some(base), Some(m)) = (flatten(&["daemonset.yaml"]), flatten(&["dcgm-dropin.yaml"]))
-    else {
+    let (Some(base), Some(m)) = (
+        flatten(&["daemonset-attribution.yaml"]),
+        flatten(&["dcgm-dropin.yaml"]),
+    ) else {
         return;
     };
     let ds = "DaemonSet/dcgm-exporter";
     let c = format!("{ds}.spec.template.spec.containers[gpu-exporter]");
-    assert_eq!(
-        pod_but_names(&m, ds),
-        pod_but_names(&base, "DaemonSet/gpu-exporter")
-    );
+    let mut attribution = pod_but_names(&base, "DaemonSet/gpu-exporter");
+    let host_pid = "DaemonSet/gpu-exporter.spec.template.spec.hostPID";
+    assert_eq!(attribution.remove(host_pid).as_deref(), Some("true"));
+    assert_eq!(pod_but_names(&m, ds), attribution);
     let helm = r#""dcgm-exporter""#;
     for at in [
         "metadata.labels",
@@ -1602,7 +1608,11 @@ fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
         "spec.template.metadata.labels",
     ] {
         let labels = map(&m, &format!("{ds}.{at}"));
-        for k in ["app.kubernetes.io/name", "app.kubernetes.io/instance"] {
+        for k in [
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/component",
+        ] {
             assert_eq!(labels.get(k), Some(&helm), "{at}.{k}");
         }
     }
@@ -1616,6 +1626,9 @@ fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
             r#""--web.probe-address=:9401""#,
             r#""--collector.disable-defaults""#,
             r#""--collector.dcgm""#,
+            r#""--compat.dcgm-counters=/etc/dcgm-exporter/default-counters.csv""#,
+            r#""--kubernetes.pod-resources-socket=/var/lib/kubelet/pod-resources/kubelet.sock""#,
+            r#""--kubernetes.pod-labels""#,
         ]
     );
     assert_known_flags(&args);
@@ -1641,7 +1654,7 @@ fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
         r#""metrics""#,
     );
     let selector = map(&m, &format!("{svc}.spec.selector"));
-    assert_eq!(selector.len(), 2, "{selector:?}");
+    assert_eq!(selector.len(), 3, "{selector:?}");
     for (k, v) in &selector {
         assert_eq!(pod_labels.get(k), Some(v), "Service selects {k}={v}");
     }
@@ -1653,7 +1666,7 @@ fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
     assert!(selector.iter().any(|(k, v)| ours.get(k) != Some(v)));
     let svc_labels = map(&m, &format!("{svc}.metadata.labels"));
     let wanted = map(&m, &format!("{sm}.spec.selector.matchLabels"));
-    assert_eq!(wanted.len(), 2, "{wanted:?}");
+    assert_eq!(wanted.len(), 3, "{wanted:?}");
     for (k, v) in &wanted {
         assert_eq!(svc_labels.get(k), Some(v), "ServiceMonitor selects {k}={v}");
     }
@@ -1673,4 +1686,67 @@ fn the_dcgm_dropin_is_found_by_dcgm_exporters_selectors() {
             text(&out)
         );
     }
+}
+
+/// The GPU Operator's shape: its names, label, ports and probes, the
+/// image's -dcgm tag started with the Operator's environment alone (no
+/// args), which the binary reads as dcgm-exporter would; the Service
+/// selects the pods. kubernetes_manifests_validate_offline validates it.
+#[test]
+fn the_gpu_operator_shape_runs_the_dcgm_tag_with_its_environment() {
+    let Some(m) = flatten(&["dcgm-operator.yaml"]) else {
+        return;
+    };
+    let ds = "DaemonSet/nvidia-dcgm-exporter";
+    expect(&m, &format!("{ds}.metadata.namespace"), r#""gpu-operator""#);
+    let c = format!("{ds}.spec.template.spec.containers[nvidia-dcgm-exporter]");
+    expect(&m, &format!("{c}.image"), r#""gpu-exporter:0.1.0-dcgm""#);
+    assert!(list(&m, &format!("{c}.args")).is_empty());
+    let env: Vec<(String, String)> = [
+        ("DCGM_EXPORTER_LISTEN", r#"":9400""#),
+        ("DCGM_EXPORTER_KUBERNETES", r#""true""#),
+        (
+            "DCGM_EXPORTER_COLLECTORS",
+            r#""/etc/dcgm-exporter/dcp-metrics-included.csv""#,
+        ),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    for (k, v) in &env {
+        expect(&m, &format!("{c}.env[{k}].value"), v);
+    }
+    expect(&m, &format!("{c}.ports[metrics].containerPort"), "9400");
+    for probe in ["livenessProbe", "readinessProbe"] {
+        expect(&m, &format!("{c}.{probe}.httpGet.path"), r#""/health""#);
+    }
+    expect(
+        &m,
+        &format!("{c}.volumeMounts[pod-gpu-resources].mountPath"),
+        r#""/var/lib/kubelet/pod-resources""#,
+    );
+    let svc = "Service/nvidia-dcgm-exporter";
+    expect(&m, &format!("{svc}.spec.ports[gpu-metrics].port"), "9400");
+    let pods = map(&m, &format!("{ds}.spec.template.metadata.labels"));
+    for (k, v) in map(&m, &format!("{svc}.spec.selector")) {
+        assert_eq!(pods.get(k), Some(&v), "Service selects {k}={v}");
+    }
+    assert_eq!(pods.get("app"), Some(&r#""nvidia-dcgm-exporter""#));
+    // The binary reads that environment as the Operator means it.
+    let unquote = |v: &str| v.trim_matches('"').to_string();
+    let out = Command::new(crate::common::BIN)
+        .args([
+            "--compat.dcgm-exporter-cli",
+            "--source",
+            "sim",
+            "--print-rules",
+        ])
+        .envs(env.iter().map(|(k, v)| (k, unquote(v))))
+        .env(
+            "DCGM_EXPORTER_COLLECTORS",
+            root().join("tests/fixtures/dcgm/dcp-metrics-included.csv"),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
 }

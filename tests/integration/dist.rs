@@ -220,6 +220,7 @@ fn the_release_pushes_one_index_of_both_architectures_with_checksummed_artifacts
         format!("gpu-exporter-{VERSION}-linux-amd64.tar.gz"),
         format!("gpu-exporter-{VERSION}-linux-arm64.tar.gz"),
         archive.clone(),
+        format!("gpu-exporter-{VERSION}-dcgm-image.oci.tar"),
         sbom.clone(),
         format!("gpu-exporter-{VERSION}.tgz"),
         "gpu-exporter_0.1.0~test_amd64.deb".into(),

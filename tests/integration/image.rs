@@ -354,23 +354,29 @@ impl Buildah {
 
     /// Builds the variant's Dockerfile from its stage; the image id.
     fn build(&self, variant: Variant) -> String {
+        self.build_target(variant, None)
+    }
+
+    /// [`Buildah::build`] of one `--target` of the Dockerfile.
+    fn build_target(&self, variant: Variant, target: Option<&str>) -> String {
         let dockerfile = variant.dockerfile();
         let context = variant.stage();
-        self.ok(&[
-            "bud",
-            "--isolation",
-            "chroot",
-            "--quiet",
+        let mut args = vec!["bud", "--isolation", "chroot", "--quiet"];
+        if let Some(t) = target {
+            args.extend(["--target", t]);
+        }
+        args.extend([
             "-f",
             dockerfile.to_str().unwrap(),
             "-t",
             "gpu-exporter:test",
             context.to_str().unwrap(),
-        ])
-        .lines()
-        .last()
-        .expect("bud printed the image id")
-        .to_string()
+        ]);
+        self.ok(&args)
+            .lines()
+            .last()
+            .expect("bud printed the image id")
+            .to_string()
     }
 
     fn inspect(&self, image: &str, format: &str) -> String {
@@ -392,11 +398,25 @@ impl Buildah {
     /// resource busy`, a race in the runtime with another starting beside
     /// it, before our binary runs at all).
     fn start(&self, image: &str, mounts: &[(&Path, &str)], args: &[&str]) -> Running {
-        match self.try_start(image, mounts, args) {
+        let mut all = vec!["--web.listen-address", "127.0.0.1:0", "--xid.kmsg", ""];
+        all.extend(args);
+        self.start_as(image, mounts, &[], &all)
+    }
+
+    /// [`Buildah::start`] with exactly `args` after the entrypoint and
+    /// `env` set, as the GPU Operator starts a container.
+    fn start_as(
+        &self,
+        image: &str,
+        mounts: &[(&Path, &str)],
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Running {
+        match self.try_start(image, mounts, env, args) {
             Ok(running) => running,
             Err(log) if log.contains("sealing memfd copy") => {
                 eprintln!("the OCI runtime failed to start the container; again:\n{log}");
-                let again = self.try_start(image, mounts, args);
+                let again = self.try_start(image, mounts, env, args);
                 again.unwrap_or_else(|log| {
                     panic!("the container never said where it serves:\n{log}")
                 })
@@ -411,6 +431,7 @@ impl Buildah {
         &self,
         image: &str,
         mounts: &[(&Path, &str)],
+        env: &[(&str, &str)],
         args: &[&str],
     ) -> Result<Running, String> {
         let entrypoint = self.config(image).entrypoint;
@@ -420,10 +441,12 @@ impl Buildah {
         for (host, path) in mounts {
             cmd.arg("-v").arg(format!("{}:{path}:ro", host.display()));
         }
+        for (k, v) in env {
+            cmd.arg("--env").arg(format!("{k}={v}"));
+        }
         cmd.arg(&container)
             .arg("--")
             .args(&entrypoint)
-            .args(["--web.listen-address", "127.0.0.1:0", "--xid.kmsg", ""])
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -601,7 +624,14 @@ fn the_image_is_small_runs_as_nobody_and_pins_nvml() {
     // libraries, and nothing anyone but root could write. libgcc_s is
     // there because the standard library as the toolchain ships it links
     // the unwinder (the binary names it), not for NVML, which does not.
+    // And dcgm-exporter's counters files where its chart and the GPU
+    // Operator look, with their notice.
     let mut expected = vec![
+        "/etc/dcgm-exporter/1.x-compatibility-metrics.csv",
+        "/etc/dcgm-exporter/LICENSE",
+        "/etc/dcgm-exporter/NOTICE",
+        "/etc/dcgm-exporter/dcp-metrics-included.csv",
+        "/etc/dcgm-exporter/default-counters.csv",
         "/etc/ld.so.conf",
         "/lib/x86_64-linux-gnu/libc.so.6",
         "/lib/x86_64-linux-gnu/libgcc_s.so.1",
@@ -614,6 +644,14 @@ fn the_image_is_small_runs_as_nobody_and_pins_nvml() {
     ];
     expected.sort();
     assert_eq!(Variant::Scratch.files(), expected);
+    for f in ["default-counters.csv", "dcp-metrics-included.csv"] {
+        let staged = Variant::Scratch.stage().join("etc/dcgm-exporter").join(f);
+        let fixture = root().join("tests/fixtures/dcgm").join(f);
+        assert_eq!(
+            std::fs::read(staged).unwrap(),
+            std::fs::read(fixture).unwrap()
+        );
+    }
 }
 
 #[test]
@@ -643,21 +681,7 @@ fn serves_the_fake_fleet_from(tag: &str, dir: &str) {
         return;
     };
     let image = b.build(Variant::Scratch);
-    let gpu = |i: u32| {
-        format!(
-            r#"{{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd","bus_id":"00000000:{:02X}:00.0","temperature":{},"sm_clock_mhz":1980,"sm_clock_max_mhz":1980}}"#,
-            0x18 + i,
-            60 + i
-        )
-    };
-    let f = Fixture::new(
-        &format!("image-{tag}"),
-        &format!(
-            r#"{{"driver_version":"550.54.15","gpus":[{},{}]}}"#,
-            gpu(0),
-            gpu(1)
-        ),
-    );
+    let f = two_gpus(tag);
     let lib = format!("{dir}/libnvidia-ml.so.1");
     let scenario = format!("{dir}/scenario.json");
     let r = b.start(
@@ -684,6 +708,103 @@ fn serves_the_fake_fleet_from(tag: &str, dir: &str) {
     }
     assert!(!body.contains("gpu_up{gpu=\"2\""));
     assert_eq!(r.get("/readyz").status, 200);
+}
+
+/// The fake libnvidia-ml with two H100s at 60 and 61 °C.
+fn two_gpus(tag: &str) -> Fixture {
+    let gpu = |i: u32| {
+        format!(
+            r#"{{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-0000000{i}-aaaa-bbbb-cccc-dddddddddddd","bus_id":"00000000:{:02X}:00.0","temperature":{},"sm_clock_mhz":1980,"sm_clock_max_mhz":1980}}"#,
+            0x18 + i,
+            60 + i
+        )
+    };
+    Fixture::new(
+        &format!("image-{tag}"),
+        &format!(
+            r#"{{"driver_version":"550.54.15","gpus":[{},{}]}}"#,
+            gpu(0),
+            gpu(1)
+        ),
+    )
+}
+
+/// The dcgm target started as the GPU Operator starts it: its entrypoint
+/// and the Operator's variables alone, the counters file the image's own.
+/// It serves what the default target serves with our flags spelled out,
+/// and /health answers the Operator's probes.
+#[test]
+fn the_dcgm_image_starts_as_the_gpu_operator_starts_it() {
+    let Some(b) = Buildah::new("dcgm") else {
+        return;
+    };
+    let dcgm = b.build_target(Variant::Scratch, Some("dcgm"));
+    let ours = b.build(Variant::Scratch);
+    let entrypoint = b.config(&dcgm).entrypoint;
+    assert_eq!(
+        entrypoint[1], "--compat.dcgm-exporter-cli",
+        "{entrypoint:?}"
+    );
+    let f = two_gpus("dcgm");
+    let lib = format!("{MULTIARCH}/libnvidia-ml.so.1");
+    let scenario = format!("{MULTIARCH}/scenario.json");
+    let mounts = [
+        (&*f.lib, lib.as_str()),
+        (&*f.dir.join("scenario.json"), scenario.as_str()),
+    ];
+    let dcp = "/etc/dcgm-exporter/dcp-metrics-included.csv";
+    let env = [
+        ("DCGM_EXPORTER_LISTEN", "127.0.0.1:0"),
+        ("DCGM_EXPORTER_KUBERNETES", "true"),
+        ("DCGM_EXPORTER_COLLECTORS", dcp),
+        ("DCGM_EXPORTER_INTERVAL", "200"),
+        ("NODE_NAME", "gpu-node-1"),
+    ];
+    let served = |r: &Running| {
+        let m = r.wait_for("/metrics", Duration::from_secs(20), |m| {
+            m.body.contains("DCGM_FI_DEV_GPU_TEMP{gpu=\"1\"")
+        });
+        let names: Vec<String> = (m.body.lines())
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(String::from)
+            .collect();
+        (names, m.body)
+    };
+    let r = b.start_as(&dcgm, &mounts, &env, &[]);
+    let (theirs, body) = served(&r);
+    assert_eq!(r.get("/health").status, 200);
+    assert!(body.contains("Hostname=\"gpu-node-1\""), "{body}");
+    assert_eq!(
+        value(&body, "DCGM_FI_DEV_GPU_TEMP{gpu=\"1\""),
+        Some(61.0),
+        "{body}"
+    );
+    drop(r);
+    let r = b.start_as(
+        &ours,
+        &mounts,
+        &[("NODE_NAME", "gpu-node-1")],
+        &[
+            "--web.listen-address=127.0.0.1:0",
+            "--collector.disable-defaults",
+            "--collector.dcgm",
+            "--compat.dcgm-counters",
+            dcp,
+            "--kubernetes.pod-labels",
+            "--collect.interval=200ms",
+        ],
+    );
+    let (same, _) = served(&r);
+    assert_eq!(theirs, same);
+    // What the fake library gives (temperature, clocks), under dcgm's
+    // names only.
+    for family in ["DCGM_FI_DEV_SM_CLOCK gauge", "DCGM_FI_DEV_GPU_TEMP gauge"] {
+        assert!(theirs.iter().any(|t| t == family), "{theirs:?}");
+    }
+    assert!(
+        !theirs.iter().any(|t| t.starts_with("gpu_up ")),
+        "{theirs:?}"
+    );
 }
 
 #[test]

@@ -9,6 +9,7 @@ mod cli;
 mod collectors;
 mod common;
 mod dcgm;
+mod dcgm_cli;
 mod dcgm_files;
 mod dcgm_prof;
 mod deploy;

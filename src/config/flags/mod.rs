@@ -4,6 +4,7 @@
 //! holds the flag table of docs/flags.md to `--help` and back.
 
 mod alertmanager;
+pub mod dcgm_exporter;
 mod engines;
 mod flag;
 
@@ -429,6 +430,16 @@ const AFTER_ENGINES: &[Flag] = &[
         },
     ),
     switch(
+        "--compat.dcgm-old-namespace",
+        "the dcgm collector spells the UUID label uuid, as dcgm-exporter 1.x did (its -o, for its 1.x-compatibility-metrics.csv)",
+        Action::Switch(|c| c.dcgm_spelling.0 = true),
+    ),
+    switch(
+        "--compat.dcgm-model-dashes",
+        "the dcgm collector's modelName has a dash for each blank (dcgm-exporter's --replace-blanks-in-model-name)",
+        Action::Switch(|c| c.dcgm_spelling.1 = true),
+    ),
+    switch(
         "--compat.dcgm-no-hostname",
         "the dcgm collector leaves out its host label (dcgm-exporter's -n, --no-hostname)",
         Action::Switch(|c| c.dcgm_hostname.1 = true),
@@ -493,10 +504,13 @@ pub const NOT_BUILT_IN: &str = "not built in: this build has no kubernetes featu
 
 /// `--help`: every flag of [`flags`] with its help, wrapped.
 pub fn usage() -> String {
-    const WIDTH: usize = 100;
-    let mut out = String::from(
+    let mut out = format!(
         "gpu-exporter: a tiny Prometheus exporter for NVIDIA GPU fleets\n\n\
-         USAGE: gpu-exporter [FLAGS]\n\n",
+         USAGE: gpu-exporter [FLAGS]\n       \
+         gpu-exporter {} [DCGM-EXPORTER FLAGS] [FLAGS]\n\n\
+         The second reads dcgm-exporter's flags and environment: {} --help.\n\n",
+        dcgm_exporter::MODE,
+        dcgm_exporter::MODE
     );
     let spelled = |f: &Flag| format!("{} {}", f.name, f.value);
     let column = flags().map(|f| spelled(f).len()).max().unwrap_or(0) + 4;
@@ -505,21 +519,49 @@ pub fn usage() -> String {
         if !f.default.is_empty() {
             help.push_str(&format!(" (default {})", f.default));
         }
-        let mut line = format!("  {:<width$}", spelled(f), width = column - 2);
-        for word in help.split(' ') {
-            if line.len() + 1 + word.len() > WIDTH && line.len() > column {
-                out.push_str(line.trim_end());
-                out.push('\n');
-                line = " ".repeat(column);
-            } else if line.len() > column {
-                line.push(' ');
-            }
-            line.push_str(word);
-        }
-        out.push_str(&line);
-        out.push('\n');
+        wrap(&mut out, &spelled(f), &help, column);
     }
     out
+}
+
+/// One flag of a `--help`: its name in the first `column`, its help
+/// wrapped at 100 columns beside it.
+fn wrap(out: &mut String, spelled: &str, help: &str, column: usize) {
+    const WIDTH: usize = 100;
+    let mut line = format!("  {:<width$}", spelled, width = column - 2);
+    for word in help.split(' ') {
+        if line.len() + 1 + word.len() > WIDTH && line.len() > column {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = " ".repeat(column);
+        } else if line.len() > column {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    out.push_str(&line);
+    out.push('\n');
+}
+
+/// The command line as the binary was started: under the name
+/// `dcgm-exporter` (`argv0`), or with [`dcgm_exporter::MODE`] first,
+/// dcgm-exporter's flags and environment (`env`); else ours, with one
+/// warning where dcgm-exporter's variables are set but not read.
+pub fn parse_command_line(
+    argv0: &std::ffi::OsStr,
+    args: Vec<OsString>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Command, ConfigError> {
+    let first_is_mode = args.first().is_some_and(|a| a == dcgm_exporter::MODE);
+    if first_is_mode || dcgm_exporter::named(argv0) {
+        let skip = usize::from(first_is_mode);
+        return dcgm_exporter::parse(args.into_iter().skip(skip).collect(), env);
+    }
+    let mut command = parse_args(args)?;
+    if let Command::Run(c) = &mut command {
+        c.notes.extend(dcgm_exporter::unread(env));
+    }
+    Ok(command)
 }
 
 /// The flag table of docs/flags.md: each flag of [`flags`] but `--help` and
@@ -576,6 +618,9 @@ where
             })
         });
         let Some(flag) = flag else {
+            if name == dcgm_exporter::MODE {
+                return Err(bad(format!("{name} must be the first argument")));
+            }
             return Err(bad(format!("unknown flag {name} (see --help)")));
         };
         match flag.action {
@@ -600,6 +645,9 @@ where
         }
     }
     dcgm_counters_turn_dcgm_on(&c, &mut chosen)?;
+    c.off = (Collector::ALL.into_iter().zip(chosen))
+        .filter(|(_, on)| *on == Some(false))
+        .fold(Collectors::NONE, |s, (c, _)| s.with(c));
     c.collectors =
         Collector::ALL
             .into_iter()
@@ -653,6 +701,7 @@ fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
     d.lowercase_hostname = lowercase;
     d.hostname = (!none).then(host_name);
     d.xid_window_ms = c.dcgm_xid_window.as_millis() as u64;
+    (d.old_namespace, d.model_dashes) = c.dcgm_spelling;
     Ok(d)
 }
 

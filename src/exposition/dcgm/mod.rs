@@ -174,14 +174,17 @@ fn labels(w: &mut Writer, d: &Dcgm, t: Target) {
     w.out.extend_from_slice(b"{gpu=\"");
     write_u64(w.out, g.index as u64);
     w.out.push(b'"');
-    label(w, "UUID", &g.uuid);
+    label(w, d.uuid_label(), &g.uuid);
     label(w, "pci_bus_id", &g.pci_bus_id);
     // dcgm-exporter builds it from the index, not the device node's
     // minor number, so every source has it.
     w.out.extend_from_slice(b",device=\"nvidia");
     write_u64(w.out, g.index as u64);
     w.out.push(b'"');
-    label(w, "modelName", &g.model);
+    match d.model_dashes {
+        true => label(w, "modelName", &g.model.replace(' ', "-")),
+        false => label(w, "modelName", &g.model),
+    }
     if let Some(m) = t.mig {
         label(w, "GPU_I_PROFILE", &m.profile);
         num_label(w, "GPU_I_ID", m.gpu_instance_id.into());
