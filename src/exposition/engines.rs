@@ -2,7 +2,7 @@
 
 use super::catalogue::Family;
 use super::catalogue::engines::{
-    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_UP,
+    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_SLO, ENGINE_MODEL_UP,
     ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
 };
 use super::writer::Writer;
@@ -46,6 +46,7 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
     by_reason(w, engines, &ENGINE_MODELS_REJECTED, &rejected, |e| {
         &e.rejected
     });
+    bounds(w, engines);
     let url = |i: usize| engines.get(i).map_or("", |e| e.url.as_str());
     let models = || {
         snapshot
@@ -74,6 +75,27 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
         w.open_label("endpoint", endpoint);
         w.label("model_name", &m.name);
         w.value(at);
+    }
+}
+
+/// Each endpoint's models' judged bounds, as its engine spells them.
+fn bounds(w: &mut Writer, engines: &[EngineEndpoint]) {
+    let mut headed = false;
+    for e in engines {
+        let Some(engine) = e.engine else { continue };
+        for b in &e.bounds {
+            if !std::mem::replace(&mut headed, true) {
+                w.head(&ENGINE_MODEL_SLO);
+            }
+            w.name(&ENGINE_MODEL_SLO);
+            w.open_label("endpoint", &e.url);
+            w.label("engine", engine.name());
+            w.label("model_name", &b.model);
+            if let Some(le) = &b.le {
+                w.label("bucket", le);
+            }
+            w.value(1.0);
+        }
     }
 }
 

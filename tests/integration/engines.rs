@@ -498,21 +498,51 @@ fn ported(mut child: Child) -> Double {
     }
 }
 
-/// A real Prometheus scraping the same doubles with the printed rules
-/// agrees with the exporter's own verdicts on the engines' models, each
-/// model's own SLO settings (`--engine.config`) included: strict (0.5%
-/// over 0.25 s, 5x at 99.9%) burns at its own 99.99% (50x); slowish (3%
-/// over 0.25 s, 30x there) is quiet at its own 500 ms bound.
+/// A real Prometheus scraping the same doubles and the exporter, with the
+/// printed rules, agrees with the exporter's own verdicts on the engines'
+/// models, model by model and at both scopes, each judged at the bound the
+/// exporter serves (`gpu_exporter_engine_model_slo_info`). Each model's own
+/// SLO settings (`--engine.config`): strict (0.5% over 0.25 s, 5x at
+/// 99.9%) burns at its own 99.99% (50x); slowish (3% over 0.25 s, 30x
+/// there) is quiet at its own 500 ms bound. Engines whose buckets differ:
+/// an old SGLang (0.25 and 0.5) and a Triton model with its own buckets
+/// (250 ms) each 3% slow (30x, the slow pair); a vLLM with a 0.3 bound,
+/// 10% between 0.25 and 0.3 s, quiet at 0.3. Quiet models beside: one
+/// served by an old SGLang and a vLLM, one by a vLLM and a Triton with no
+/// bound at or below 300 ms (500, 1000): no fleet page from either, as
+/// neither judges the requests of a series without the bound.
 #[test]
 fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     if !python_ready() || !have("prometheus", &["--version"]) {
         return;
     }
+    let fine = ["100:97", "270:3"];
+    let fast = ["100:10"];
     let doubles = [
         growing("vllm", "burning", &["600:5"]),
         growing("sglang", "strict", &["100:199", "600:1"]),
-        growing("trtllm", "slowish", &["100:97", "270:3"]),
+        growing("trtllm", "slowish", &fine),
         ending("vllm", "failing", &["stop:99", "error:1"]),
+        growing("sglang-old", "old", &fine),
+        growing("sglang-old", "shared", &fast),
+        growing("vllm", "shared", &fast),
+        growing("vllm-custom", "custom", &["100:90", "270:10"]),
+        growing("vllm", "quiet", &fast),
+        started(&[
+            "--engine",
+            "triton",
+            "--mode",
+            "grow",
+            "--observe",
+            "100:97",
+            "270:3",
+            "--triton-models",
+            "triton=50,250,1000",
+            "quiet=500,1000",
+        ]),
+    ];
+    let names = [
+        "burning", "strict", "slowish", "failing", "old", "shared", "custom", "quiet", "triton",
     ];
     let rules = crate::common::temp_file("engine-diff.json", DIFF_RULES);
     let rules = rules.to_str().unwrap();
@@ -538,27 +568,44 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         args.extend(["--engine.endpoint", d.url.as_str()]);
     }
     let e = Exporter::start(&args);
-    let targets: Vec<String> = doubles
-        .iter()
-        .map(|d| {
-            format!(
-                "'{}'",
-                &d.url["http://".len()..d.url.len() - "/metrics".len()]
-            )
-        })
-        .collect();
+    let bounds = [
+        ("old", "sglang", r#",bucket="0.25""#),
+        ("strict", "sglang", r#",bucket="0.2""#),
+        ("custom", "vllm", r#",bucket="0.3""#),
+        ("slowish", "trtllm", r#",bucket="0.5""#),
+        ("triton", "triton", r#",bucket="250""#),
+        ("quiet", "triton", ""),
+        ("quiet", "vllm", r#",bucket="0.25""#),
+    ];
+    crate::common::eventually(Duration::from_secs(20), || {
+        let metrics = e.get("/metrics", &[]).body;
+        crate::common::check_metrics(&metrics);
+        let info = |model: &str, engine: &str, le: &str| {
+            let tail = format!(",engine=\"{engine}\",model_name=\"{model}\"{le}}} 1");
+            (metrics.lines()).any(|l| {
+                l.starts_with("gpu_exporter_engine_model_slo_info{endpoint=") && l.ends_with(&tail)
+            })
+        };
+        match bounds.iter().find(|(m, en, le)| !info(m, en, le)) {
+            None => Ok(()),
+            Some(b) => Err(format!("{b:?}: {metrics}")),
+        }
+    });
+    let target = |url: &str| format!("'{}'", &url["http://".len()..url.len() - "/metrics".len()]);
+    let targets: Vec<String> = doubles.iter().map(|d| target(&d.url)).collect();
     let mut prom = crate::deploy::Prometheus::with_config(
         "engine-diff",
         &format!(
-            "rule_files: ['{}']\nscrape_configs:\n  - job_name: engines\n    static_configs: [{{targets: [{}]}}]\n",
+            "rule_files: ['{}']\nscrape_configs:\n  - job_name: engines\n    static_configs: [{{targets: [{}]}}]\n  - job_name: gpu\n    static_configs: [{{targets: ['{}']}}]\n",
             printed.display(),
-            targets.join(", ")
+            targets.join(", "),
+            e.addr,
         ),
     );
-    // Ours only for the engines' models: the simulator serves its own too.
+    // The engines' models only: the simulator serves its own too.
     let engines_only = |f: BTreeSet<(String, String)>| -> BTreeSet<(String, String)> {
         f.into_iter()
-            .filter(|(_, who)| ["burning", "strict", "slowish", "failing"].contains(&who.as_str()))
+            .filter(|(_, who)| names.contains(&who.as_str()))
             .collect()
     };
     let want: BTreeSet<(String, String)> = [
@@ -567,6 +614,8 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         ("TTFTBudgetBurn", "strict"),
         ("TTFTBudgetBurnSlow", "strict"),
         ("EngineAvailabilityBurn", "failing"),
+        ("TTFTBudgetBurnSlow", "old"),
+        ("TTFTBudgetBurnSlow", "triton"),
     ]
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -577,9 +626,8 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
             .get("/api/v1/alerts")
             .map(|(_, b)| b)
             .unwrap_or_default();
-        let theirs = crate::prometheus::firing(&body);
-        // Each model on one engine: its fleet is that one instance.
-        let fleet = crate::prometheus::firing_at(&body, true);
+        let theirs = engines_only(crate::prometheus::firing(&body));
+        let fleet = engines_only(crate::prometheus::firing_at(&body, true));
         match (ours == want, theirs == want, fleet == want) {
             (true, true, true) => Ok((ours, theirs)),
             _ => Err(format!(
@@ -588,6 +636,17 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         }
     });
     assert_eq!(both.0, both.1);
+    // The quiet ones stay quiet a while longer, at both scopes.
+    std::thread::sleep(Duration::from_secs(4));
+    let body = prom
+        .get("/api/v1/alerts")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    assert_eq!(engines_only(crate::prometheus::firing(&body)), want);
+    assert_eq!(
+        engines_only(crate::prometheus::firing_at(&body, true)),
+        want
+    );
 }
 
 /// Windows in seconds; a 30x TTFT burn would hold the slow pair's factor
