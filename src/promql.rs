@@ -4,7 +4,9 @@
 use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Expr, Rule, Signal};
 use crate::alerts::summary::WORKLOADS;
 use crate::config::OWN_RUNBOOKS;
-use crate::exposition::catalogue::engines::{ENGINE_MODEL_SLO, ENGINE_MODEL_UP};
+use crate::exposition::catalogue::engines::{
+    ENGINE_DOWN, ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_UP,
+};
 use crate::exposition::catalogue::health::{
     MEMORY_TEMPERATURE_MAX, NVLINK_ERRORS, NVLINK_LINKS, NVLINK_LINKS_ACTIVE, PCIE_LINK_WIDTH,
     PCIE_LINK_WIDTH_MAX, RECOVERY_ACTION, RETIRED_PAGES_PENDING, ROW_REMAP_FAILED,
@@ -148,6 +150,11 @@ impl Signal {
             Signal::CollectStalled => COLLECT_STALLED.name.into(),
             Signal::ReadingsHidden => READINGS_HIDDEN.name.into(),
             Signal::EngineUp => ENGINE_MODEL_UP.name.into(),
+            // The reason joined on from the series served while down.
+            Signal::EndpointUp => format!(
+                "({} * on (job, instance, endpoint) group_left (reason) {})",
+                ENGINE_UP.name, ENGINE_DOWN.name
+            ),
             Signal::RowRemapFailed => ROW_REMAP_FAILED.name.into(),
             Signal::RowRemapPending => ROW_REMAP_PENDING.name.into(),
             Signal::RetiredPagesPending => RETIRED_PAGES_PENDING.name.into(),

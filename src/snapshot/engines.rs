@@ -79,6 +79,10 @@ pub struct EngineEndpoint {
     pub last_success: Option<f64>,
     /// Seconds the last read took, failed or not.
     pub duration: Option<f64>,
+    /// Why its last read failed, and the line that said so; `None` while
+    /// up or before its first read.
+    pub reason: Option<EngineError>,
+    pub why: Option<String>,
     /// Failed reads since start, by [`EngineError`] (its discriminant).
     pub errors: [u64; EngineError::ALL.len()],
     /// Models left out of its reads since start, a model each read, by
@@ -98,8 +102,6 @@ pub struct Bound {
     /// (Triton's `100`, prometheus_client's `100.0`, in the engine's
     /// unit); `None`: no bound at or below the threshold, no verdict.
     pub le: Option<String>,
-    /// The model's own objective (`--engine.config`), where it has one.
-    pub objective: Option<f64>,
 }
 
 /// One model's requests by outcome, as its engine counts them (counters):

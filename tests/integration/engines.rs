@@ -649,6 +649,103 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     );
 }
 
+/// Endpoints that never answer raise EngineEndpointDown, a ticket with
+/// the reason as a label and in its summary, in process and in a real
+/// Prometheus on the printed rules alike (the same labels): a closed port
+/// (`connect`) and a NIM given without `nim=` (`unknown_engine`). The
+/// status page lists both with the reader's line.
+#[test]
+fn endpoints_that_never_answer_raise_a_ticket_in_process_and_in_prometheus() {
+    if !python_ready() || !have("prometheus", &["--version"]) {
+        return;
+    }
+    // A port that was free a moment ago, closed again: refused.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}/metrics", free.local_addr().unwrap());
+    drop(free);
+    let nim = started(&["--engine", "nim", "--model", "n", "--observe", "100:5"]);
+    let rules = crate::common::temp_file(
+        "endpoint-down.json",
+        r#"{ "rules": [{ "name": "EngineEndpointDown", "for": "2s" }] }"#,
+    );
+    let rules = rules.to_str().unwrap();
+    let printed = crate::common::run(&["--print-rules", "--rules.file", rules]);
+    assert_eq!(printed.status.code(), Some(0));
+    let printed = crate::common::temp_file(
+        "endpoint-down.yml",
+        &String::from_utf8_lossy(&printed.stdout),
+    );
+    let e = Exporter::start(&[
+        "--engine.interval",
+        "500ms",
+        "--rules.file",
+        rules,
+        "--engine.endpoint",
+        &closed,
+        "--engine.endpoint",
+        &nim.url,
+    ]);
+    let mut prom = crate::deploy::Prometheus::with_config(
+        "endpoint-down",
+        &format!(
+            "rule_files: ['{}']\nscrape_configs:\n  - job_name: gpu\n    static_configs: [{{targets: ['{}']}}]\n",
+            printed.display(),
+            e.addr
+        ),
+    );
+    let want: BTreeSet<(String, String, String)> = [
+        (closed.as_str(), "", "connect"),
+        (nim.url.as_str(), "", "unknown_engine"),
+    ]
+    .iter()
+    .map(|(u, en, r)| (u.to_string(), en.to_string(), r.to_string()))
+    .collect();
+    crate::common::eventually(Duration::from_secs(60), || {
+        let ours = endpoint_tickets(&e.get("/alerts", &[]).body);
+        let body = prom
+            .get("/api/v1/alerts")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        let theirs = endpoint_tickets(&body);
+        match (ours == want, theirs == want) {
+            (true, true) => Ok(()),
+            _ => Err(format!("exporter {ours:?}, Prometheus {theirs:?}")),
+        }
+    });
+    let alerts = e.get("/alerts", &[]).body;
+    assert!(alerts.contains(r#""severity":"ticket""#), "{alerts}");
+    assert!(alerts.contains(": connect"), "{alerts}");
+    let page = e.get("/", &[]).body;
+    let table = &page[page.find("id=\"endpoints\"").expect("an endpoints table")..];
+    assert!(table.contains("down: connect"), "{table}");
+    assert!(table.contains("down: unknown_engine"), "{table}");
+    assert!(
+        table.contains("name the engine, nim=URL or trtllm=URL"),
+        "{table}"
+    );
+}
+
+/// The firing EngineEndpointDown alerts of an alerts body (ours or
+/// Prometheus'): endpoint, engine (empty where unknown), reason.
+fn endpoint_tickets(body: &str) -> BTreeSet<(String, String, String)> {
+    body.split(r#"{"labels":{"#)
+        .skip(1)
+        .filter(|a| a.contains(r#""state":"firing""#))
+        .filter_map(|a| {
+            let labels = &a[..a.find('}')?];
+            let get = |k: &str| {
+                let at = labels.find(&format!("\"{k}\":\""))? + k.len() + 4;
+                Some(labels[at..at + labels[at..].find('"')?].to_string())
+            };
+            if get("alertname")? != "EngineEndpointDown" {
+                return None;
+            }
+            let engine = get("engine").unwrap_or_default();
+            Some((get("endpoint")?, engine, get("reason")?))
+        })
+        .collect()
+}
+
 /// Windows in seconds; a 30x TTFT burn would hold the slow pair's factor
 /// of 20 but not the fast pair's 40, strict's 50x holds both; failing (1%
 /// engine errors, a 10x availability burn) the fast pair's 9.5 but not the

@@ -10,6 +10,11 @@ pub static ENGINE_UP: Family = family(
     Gauge,
     "1 if the last read of the engine endpoint gave its models; engine names the engine once known.",
 );
+pub static ENGINE_DOWN: Family = family(
+    "gpu_exporter_engine_down",
+    Gauge,
+    "1 while the engine endpoint's last read failed, reason why (as gpu_exporter_engine_errors_total's). Absent while it is up and before its first read.",
+);
 pub static ENGINE_LAST_SUCCESS: Family = family(
     "gpu_exporter_engine_last_success_timestamp_seconds",
     Gauge,

@@ -275,16 +275,16 @@ fn read_into(
     match outcome {
         Ok(m) => {
             state.up = true;
+            state.reason = None;
+            state.why = None;
             state.last_success = Some(unix_now());
             mem.last = m;
             state.bounds.clone_from(&mem.bounds);
-            for b in &mut state.bounds {
-                let own = options.models.iter().find(|m| m.name == b.model);
-                b.objective = own.and_then(|m| m.objective);
-            }
         }
-        Err((reason, _)) => {
+        Err((reason, why)) => {
             state.up = false;
+            state.reason = Some(reason);
+            state.why = Some(why);
             state.errors[reason as usize] += 1;
             for m in &mut mem.last {
                 m.stale = true;
@@ -447,7 +447,6 @@ pub fn models_of(
             model: name.clone(),
             // The body's own spelling of the bound, in its unit.
             le: at.and_then(|a| parsed.spelling(a, p.per_second).map(str::to_string)),
-            objective: None,
         });
         let outcomes = tallies.get(&name).and_then(profile::Tally::outcomes);
         if outcomes.is_none() && mem.bad.insert((name.clone(), p.no_failures.into())) {
