@@ -1114,3 +1114,47 @@ fn hung_engines_do_not_hold_back_the_others_reads() {
         );
     }
 }
+
+/// The figure docs/engines.md states: 16 endpoints, the most one exporter
+/// reads, each streaming 50 MB of valid text at every read (cut off at
+/// 8 MiB, `too_large`), read every 500 ms at once for 6 s. The peak RSS
+/// stays bounded; the CPU the reads took is printed, for the docs (a
+/// timing, so not asserted).
+#[test]
+fn sixteen_streaming_endpoints_bound_the_peak() {
+    if !python_ready() {
+        return;
+    }
+    let doubles: Vec<Double> = (0..16).map(|_| double("vllm", "huge")).collect();
+    let mut args = vec!["--engine.interval", "500ms", "--engine.timeout", "2s"];
+    for d in &doubles {
+        args.extend(["--engine.endpoint", d.url.as_str()]);
+    }
+    let e = Exporter::start(&args);
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", e.pid())).unwrap();
+        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        // utime and stime, in clock ticks (100 a second on Linux).
+        (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+    };
+    let (before, t) = (cpu(), std::time::Instant::now());
+    std::thread::sleep(Duration::from_secs(6));
+    let (spent, took) = (cpu() - before, t.elapsed().as_secs_f64());
+    let body = e.get("/metrics", &[]).body;
+    let cut = |d: &Double| {
+        endpoint_value(
+            &body,
+            "gpu_exporter_engine_errors_total",
+            &d.url,
+            ",reason=\"too_large\"",
+        )
+    };
+    let reads: f64 = doubles.iter().map(|d| cut(d).unwrap_or(0.0)).sum();
+    assert!(reads >= 16.0, "{body}");
+    let hwm = e.status_kib("VmHWM");
+    println!(
+        "16 endpoints streaming: VmHWM {hwm} KiB, {spent:.2} s of CPU in {took:.1} s ({:.2} of a core), {reads} reads cut at 8 MiB",
+        spent / took
+    );
+    assert!(hwm <= 16 * 1024, "VmHWM {hwm} KiB");
+}
