@@ -1345,6 +1345,7 @@ fn dashboard_is_wired_to_its_variables() {
         "model_name:llm_ttft_slo_errors:ratio_rate5m",
         "model_name:llm_ttft_slo_errors:ratio_rate3d",
         "model_name:llm_goodput_requests:rate5m",
+        "instance_model_name:llm_ttft_slo_errors:ratio_rate5m",
         "gpu_remapped_rows_total",
         "gpu_retired_pages_total",
         "gpu_row_remap_pending",
