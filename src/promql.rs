@@ -4,7 +4,9 @@
 use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Expr, Rule, Signal};
 use crate::alerts::summary::WORKLOADS;
 use crate::config::OWN_RUNBOOKS;
-use crate::exposition::catalogue::engines::ENGINE_MODEL_UP;
+use crate::exposition::catalogue::engines::{
+    ENGINE_DOWN, ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_UP,
+};
 use crate::exposition::catalogue::health::{
     MEMORY_TEMPERATURE_MAX, NVLINK_ERRORS, NVLINK_LINKS, NVLINK_LINKS_ACTIVE, PCIE_LINK_WIDTH,
     PCIE_LINK_WIDTH_MAX, RECOVERY_ACTION, RETIRED_PAGES_PENDING, ROW_REMAP_FAILED,
@@ -148,6 +150,11 @@ impl Signal {
             Signal::CollectStalled => COLLECT_STALLED.name.into(),
             Signal::ReadingsHidden => READINGS_HIDDEN.name.into(),
             Signal::EngineUp => ENGINE_MODEL_UP.name.into(),
+            // The reason joined on from the series served while down.
+            Signal::EndpointUp => format!(
+                "({} * on (job, instance, endpoint) group_left (reason) {})",
+                ENGINE_UP.name, ENGINE_DOWN.name
+            ),
             Signal::RowRemapFailed => ROW_REMAP_FAILED.name.into(),
             Signal::RowRemapPending => ROW_REMAP_PENDING.name.into(),
             Signal::RetiredPagesPending => RETIRED_PAGES_PENDING.name.into(),
@@ -365,12 +372,18 @@ fn le(v: f64) -> String {
 
 /// The good and the total requests' rates over `w` (`5m`), by model, from
 /// the simulator's `llm_ttft_seconds` and every engine's own TTFT
-/// histogram, as the exporter judges them: at the threshold where it is a
-/// bound, else at the engine's default bound below it; the models of
-/// `own` at their own thresholds, the rest at `threshold`.
-fn requests(w: &str, threshold: f64, own: &[(String, f64)], scope: Scope) -> (String, String) {
+/// histogram. An engine's series are judged at the bound an exporter
+/// reading the model serves (`gpu_exporter_engine_model_slo_info`, its
+/// `bucket` joined on `le`, and on `model_name`); a model no exporter reads, at the threshold
+/// where it is a bound, else at the nearest of its engine's known default
+/// bounds below it ([`fallback`]). A series with no bucket at its judged
+/// bound is in neither the good nor the total: the total is the `_count`
+/// of the series judged. Per series, `le` dropped: recorded once a window
+/// ([`series_rate`]) and summed at each scope.
+fn requests(w: &str, threshold: f64, own: &[(String, f64)]) -> (String, String) {
     let mut good = vec![format!("rate({}[{w}])", Signal::GoodRequests.series())];
     let mut total = vec![format!("rate({}[{w}])", Signal::Requests.series())];
+    let info = ENGINE_MODEL_SLO.sample();
     let mut seen: Vec<&str> = Vec::new();
     for p in profile::all() {
         for &name in p.ttft {
@@ -378,35 +391,93 @@ fn requests(w: &str, threshold: f64, own: &[(String, f64)], scope: Scope) -> (St
                 continue;
             }
             seen.push(name);
-            let l = p.model_label;
-            let judged = |threshold: f64, sel: &str| {
-                let t = threshold * p.per_second;
-                let at = |v: f64| format!("rate({name}_bucket{{{sel}{}}}[{w}])", le(v));
-                let below = p.defaults.iter().copied().rfind(|&b| b < t);
-                match below {
-                    Some(b) => format!("({} or ({} unless ignoring (le) {}))", at(t), at(b), at(t)),
-                    None => at(t),
-                }
-            };
-            let mut g: Vec<String> = (own.iter())
-                .map(|(m, t)| judged(*t, &format!("{l}=\"{}\",", escaped(m))))
+            let engines: Vec<&str> = (profile::all().iter())
+                .filter(|q| q.ttft.contains(&name))
+                .map(|q| q.engine.name())
                 .collect();
-            let rest: String = (own.iter())
-                .map(|(m, _)| format!("{l}!=\"{}\",", escaped(m)))
-                .collect();
-            g.push(judged(threshold, &rest));
-            let g = g.join(" or ");
-            let c = format!("rate({name}_count[{w}])");
-            let named = |e: String| match p.model_label {
-                "model_name" => e,
-                l => format!("label_replace({e}, \"model_name\", \"$1\", \"{l}\", \"(.+)\")"),
-            };
-            good.push(named(g));
-            total.push(named(c));
+            let bucket = |sel: &str| named(p, format!("rate({name}_bucket{sel}[{w}])"));
+            // `bucket` is the `le` judged (`le` is a histogram's own label).
+            let read = format!(
+                "label_replace(max by (model_name, bucket) ({info}{{engine=~\"{}\"}}), \"le\", \"$1\", \"bucket\", \"(.*)\")",
+                engines.join("|")
+            );
+            let judged = format!("{} * on (model_name, le) group_left () {read}", bucket(""));
+            let fallback = fallback(p, &bucket, threshold, own);
+            let g = format!("({judged} or (({fallback}) unless on (model_name) {info}))");
+            good.push(format!("min without (le) {g}"));
+            let count = named(p, format!("rate({name}_count[{w}])"));
+            total.push(format!("({count} and ignoring (le) {g})"));
         }
     }
-    let sum = |v: Vec<String>| format!("sum by ({}) ({})", scope.by(), v.join(" or "));
-    (sum(good), sum(total))
+    (good.join(" or "), total.join(" or "))
+}
+
+/// `e` with `p`'s model label copied to `model_name` (Triton's `model`).
+fn named(p: &profile::Profile, e: String) -> String {
+    match p.model_label {
+        "model_name" => e,
+        l => format!("label_replace({e}, \"model_name\", \"$1\", \"{l}\", \"(.+)\")"),
+    }
+}
+
+/// The judged buckets of models no exporter reads: at the threshold where
+/// a series has it as a bound, else at the nearest below it of `p`'s known
+/// releases' default bounds that the series has; the models of `own` at
+/// their own thresholds, the rest at `threshold`. `bucket` selects the
+/// histogram's buckets.
+fn fallback(
+    p: &profile::Profile,
+    bucket: &dyn Fn(&str) -> String,
+    threshold: f64,
+    own: &[(String, f64)],
+) -> String {
+    let l = p.model_label;
+    let judged = |threshold: f64, sel: &str| {
+        let t = threshold * p.per_second;
+        let mut at = vec![t];
+        for list in p.defaults {
+            if let Some(b) = list.iter().copied().rfind(|&b| b < t)
+                && !at.contains(&b)
+            {
+                at.push(b);
+            }
+        }
+        at[1..].sort_by(|a, b| b.total_cmp(a));
+        let one = |v: f64| bucket(&format!("{{{sel}{}}}", le(v)));
+        let mut terms = vec![one(t)];
+        for (i, &b) in at.iter().enumerate().skip(1) {
+            let above: Vec<String> = at[..i].iter().map(|&a| one(a)).collect();
+            terms.push(format!(
+                "({} unless ignoring (le) ({}))",
+                one(b),
+                above.join(" or ")
+            ));
+        }
+        match terms.len() {
+            1 => terms.remove(0),
+            _ => format!("({})", terms.join(" or ")),
+        }
+    };
+    let mut g: Vec<String> = (own.iter())
+        .map(|(m, t)| judged(*t, &format!("{l}=\"{}\",", escaped(m))))
+        .collect();
+    let rest: String = (own.iter())
+        .map(|(m, _)| format!("{l}!=\"{}\",", escaped(m)))
+        .collect();
+    g.push(judged(threshold, &rest));
+    g.join(" or ")
+}
+
+/// The record of the TTFT requests judged (`good`: of them, the good ones)
+/// per histogram series over `w`, before any sum: one evaluation of the
+/// judging a window, which both scopes sum.
+fn series_rate(good: bool, w: Duration) -> String {
+    let what = if good {
+        "llm_ttft_good_requests"
+    } else {
+        "llm_ttft_requests"
+    };
+    format!("series:{what}:rate{}", format_duration(w))
 }
 
 /// The Prometheus rule file `--print-rules` writes.
@@ -426,14 +497,22 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
     );
     y.push_str("groups:\n  - name: gpu-exporter-slo\n    rules:\n");
     let windows = recorded_windows(rules);
+    for &w in &windows {
+        let (good, total) = requests(&format_duration(w), p.ttft_threshold, p.thresholds);
+        for (good_or_all, expr) in [(true, good), (false, total)] {
+            let _ = writeln!(y, "      - record: {}", series_rate(good_or_all, w));
+            let _ = writeln!(y, "        expr: {}", quoted(&expr));
+        }
+    }
     for scope in Scope::BOTH {
-        let at = |w: &str| requests(w, p.ttft_threshold, p.thresholds, scope);
+        let sum =
+            |good: bool, w: Duration| format!("sum by ({}) ({})", scope.by(), series_rate(good, w));
+        let five = Duration::from_secs(300);
         let goodput = format!("{}:llm_goodput_requests:rate5m", scope.level());
         let _ = writeln!(y, "      - record: {goodput}");
-        let _ = writeln!(y, "        expr: {}", quoted(&at("5m").0));
+        let _ = writeln!(y, "        expr: {}", quoted(&sum(true, five)));
         for &w in &windows {
-            let (good, total) = at(&format_duration(w));
-            let expr = format!("1 - ({good} / {total})");
+            let expr = format!("1 - ({} / {})", sum(true, w), sum(false, w));
             let _ = writeln!(y, "      - record: {}", error_ratio(scope, w));
             let _ = writeln!(y, "        expr: {}", quoted(&expr));
         }
@@ -607,7 +686,13 @@ mod tests {
                 assert!(!file.contains("runbook_url"), "{file}");
                 for by in file.split(" by (").skip(1) {
                     let labels = &by[..by.find(')').unwrap()];
-                    assert!(["job, instance, model_name", "model_name"].contains(&labels));
+                    // The last: the judged bounds the exporters serve, joined on.
+                    let ok = [
+                        "job, instance, model_name",
+                        "model_name",
+                        "model_name, bucket",
+                    ];
+                    assert!(ok.contains(&labels), "{labels}");
                 }
                 continue;
             }
@@ -675,7 +760,7 @@ mod tests {
     fn per_model_settings_select_their_model() {
         let name = "o'k\"x\\y";
         let own = [(name.to_string(), 0.5)];
-        let (good, _) = requests("5m", 0.3, &own, Scope::Fleet);
+        let (good, _) = requests("5m", 0.3, &own);
         let at = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name="o'k\"x\\y",le=~"0.5"}[5m])"#;
         assert!(good.contains(at), "{good}");
         let rest = r#"rate(vllm:time_to_first_token_seconds_bucket{model_name!="o'k\"x\\y",le=~"0.3"}[5m])"#;

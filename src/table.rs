@@ -27,7 +27,7 @@ pub fn render(p: &Published, evaluator: &Evaluator) -> String {
         .filter_map(|a| match &a.subject {
             Subject::Gpu { index, .. } => Some(format!("{}(gpu{index})", a.rule.name)),
             Subject::Exporter => Some(format!("{}(exporter)", a.rule.name)),
-            Subject::Model(_) => None,
+            Subject::Model(_) | Subject::Endpoint { .. } => None,
         })
         .collect();
     let fired = if fired.is_empty() {

@@ -429,6 +429,7 @@ fn the_exporter_reaches_promtools_verdicts() {
                             Subject::Gpu { index, .. } => format!("gpu{index}"),
                             Subject::Model(m) => m.clone(),
                             Subject::Exporter => "exporter".into(),
+                            Subject::Endpoint { url, .. } => url.clone(),
                         };
                         let gpus = &snap.gpus;
                         let workloads = matches!(a.subject, Subject::Gpu { .. })

@@ -170,6 +170,15 @@ pub fn defaults() -> Vec<Rule> {
             "The engine serving {{ $labels.model_name }} has not answered gpu-exporter for {for}: the model's TTFT verdicts are held from its last good read",
         ),
         rule(
+            "EngineEndpointDown",
+            Expr::Gauge(Signal::EndpointUp),
+            Cmp::Below,
+            1.0,
+            5 * MIN,
+            Severity::Ticket,
+            "Engine endpoint {{ $labels.endpoint }} has not answered gpu-exporter's reads for {for}: {{ $labels.reason }}",
+        ),
+        rule(
             "TTFTBudgetBurn",
             Expr::BurnRate {
                 objective: TTFT_OBJECTIVE,

@@ -119,6 +119,15 @@ impl Subjects {
             Who::Gpu(i) => (self.gpus[i], None),
             Who::Model(i) => (self.models[i], None),
             Who::Replica(i, e) => (self.models[i], e.and_then(|e| snap.engines.get(e))),
+            Who::Endpoint(i) => {
+                let e = &snap.engines[i];
+                let s = Subject::Endpoint {
+                    url: e.url.clone(),
+                    engine: e.engine.map_or("", |e| e.name()).into(),
+                    reason: e.reason.map_or("", |r| r.label()),
+                };
+                (self.id(s), None)
+            }
         };
         let next = self.owner.len() as u32;
         let series = match endpoint {

@@ -10,8 +10,18 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Subject {
     Exporter,
-    Gpu { index: u32, uuid: String },
+    Gpu {
+        index: u32,
+        uuid: String,
+    },
     Model(String),
+    /// An engine endpoint that does not answer, by why: its URL, its
+    /// engine where known (else empty), the reason of its last read.
+    Endpoint {
+        url: String,
+        engine: String,
+        reason: &'static str,
+    },
 }
 
 impl Subject {
@@ -30,6 +40,18 @@ impl Subject {
                 vec![("gpu", index.to_string()), ("uuid", uuid.clone())]
             }
             Subject::Model(name) => vec![("model_name", name.clone())],
+            Subject::Endpoint {
+                url,
+                engine,
+                reason,
+            } => {
+                let mut l = vec![("endpoint", url.clone())];
+                if !engine.is_empty() {
+                    l.push(("engine", engine.clone()));
+                }
+                l.push(("reason", reason.to_string()));
+                l
+            }
         }
     }
 }
@@ -71,6 +93,10 @@ pub enum Signal {
     /// 1 while the engine serving a model answers its reads, 0 while the
     /// model's counts are held from its last good read.
     EngineUp,
+    /// 0 for an engine endpoint whose last read failed, by its reason
+    /// (`gpu_exporter_engine_up` with `gpu_exporter_engine_down`'s
+    /// reason); no value for one up or not read yet.
+    EndpointUp,
     /// Requests served or failed by the engine, per model (a counter; a
     /// client's abort is neither).
     AnsweredRequests,
@@ -141,6 +167,7 @@ impl Signal {
             | Signal::ReadingsHidden
             | Signal::ReadsLate => Collectors::NONE,
             Signal::Requests | Signal::GoodRequests | Signal::EngineUp => one(Models),
+            Signal::EndpointUp => one(Models),
             Signal::AnsweredRequests | Signal::ServedRequests => one(Models),
             Signal::RowRemapFailed | Signal::RowRemapPending | Signal::RetiredPagesPending => {
                 one(Remap)
@@ -200,6 +227,7 @@ impl Signal {
             | Signal::Requests
             | Signal::GoodRequests
             | Signal::EngineUp
+            | Signal::EndpointUp
             | Signal::AnsweredRequests
             | Signal::ServedRequests => None,
         }
@@ -233,6 +261,13 @@ impl Signal {
             | Signal::EngineUp
             | Signal::AnsweredRequests
             | Signal::ServedRequests => self.each_model(snap, fresh, f),
+            Signal::EndpointUp => {
+                for (i, e) in snap.engines.iter().enumerate() {
+                    if !e.up && e.reason.is_some() {
+                        f(Who::Endpoint(i), 0.0);
+                    }
+                }
+            }
             _ if fresh.hidden => {}
             _ => {
                 for (i, g) in snap.gpus.iter().enumerate() {
@@ -255,6 +290,8 @@ pub enum Who {
     /// place in `Snapshot::engines`; `None`: the simulator's model): the
     /// model's value is the sum of its replicas'.
     Replica(usize, Option<usize>),
+    /// An engine endpoint, by its place in `Snapshot::engines`.
+    Endpoint(usize),
 }
 
 /// One pair of a multi-window burn-rate alert: both windows must burn the
@@ -480,6 +517,7 @@ impl Rule {
                     | Signal::Requests
                     | Signal::GoodRequests
                     | Signal::EngineUp
+                    | Signal::EndpointUp
                     | Signal::AnsweredRequests
                     | Signal::ServedRequests
             )

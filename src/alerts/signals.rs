@@ -5,7 +5,7 @@ use super::rules::{Signal, Who};
 use crate::snapshot::{Freshness, Snapshot};
 
 impl Signal {
-    pub const ALL: [Signal; 28] = [
+    pub const ALL: [Signal; 29] = [
         Signal::Throttled,
         Signal::CriticalXid,
         Signal::RecordedXid,
@@ -20,6 +20,7 @@ impl Signal {
         Signal::Requests,
         Signal::GoodRequests,
         Signal::EngineUp,
+        Signal::EndpointUp,
         Signal::RowRemapFailed,
         Signal::RowRemapPending,
         Signal::RetiredPagesPending,
@@ -53,6 +54,7 @@ impl Signal {
             Signal::Requests => "requests",
             Signal::GoodRequests => "good_requests",
             Signal::EngineUp => "engine_up",
+            Signal::EndpointUp => "engine_endpoint_up",
             Signal::RowRemapFailed => "row_remap_failed",
             Signal::RowRemapPending => "row_remap_pending",
             Signal::RetiredPagesPending => "retired_pages_pending",

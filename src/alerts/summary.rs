@@ -253,6 +253,9 @@ fn variable(
                 (Subject::Gpu { index, .. }, "gpu") => write_u64(out, u64::from(*index)),
                 (Subject::Gpu { uuid, .. }, "uuid") => text(out, uuid),
                 (Subject::Model(name), "model_name") => text(out, name),
+                (Subject::Endpoint { url, .. }, "endpoint") => text(out, url),
+                (Subject::Endpoint { engine, .. }, "engine") => text(out, engine),
+                (Subject::Endpoint { reason, .. }, "reason") => text(out, reason),
                 _ => return false,
             }
             true

@@ -2,8 +2,8 @@
 
 use super::catalogue::Family;
 use super::catalogue::engines::{
-    ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_UP,
-    ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
+    ENGINE_DOWN, ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_SLO,
+    ENGINE_MODEL_UP, ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
 };
 use super::writer::Writer;
 use crate::snapshot::{EngineEndpoint, EngineError, Rejection, Snapshot};
@@ -21,6 +21,19 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
             w.label("engine", engine.name());
         }
         w.value(if e.up { 1.0 } else { 0.0 });
+    }
+    let mut headed = false;
+    for e in engines {
+        let Some(reason) = e.reason.filter(|_| !e.up) else {
+            continue;
+        };
+        if !std::mem::replace(&mut headed, true) {
+            w.head(&ENGINE_DOWN);
+        }
+        w.name(&ENGINE_DOWN);
+        w.open_label("endpoint", &e.url);
+        w.label("reason", reason.label());
+        w.value(1.0);
     }
     type Value = fn(&crate::snapshot::EngineEndpoint) -> Option<f64>;
     let each: [(_, Value); 2] = [
@@ -46,6 +59,7 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
     by_reason(w, engines, &ENGINE_MODELS_REJECTED, &rejected, |e| {
         &e.rejected
     });
+    bounds(w, engines);
     let url = |i: usize| engines.get(i).map_or("", |e| e.url.as_str());
     let models = || {
         snapshot
@@ -74,6 +88,27 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
         w.open_label("endpoint", endpoint);
         w.label("model_name", &m.name);
         w.value(at);
+    }
+}
+
+/// Each endpoint's models' judged bounds, as its engine spells them.
+fn bounds(w: &mut Writer, engines: &[EngineEndpoint]) {
+    let mut headed = false;
+    for e in engines {
+        let Some(engine) = e.engine else { continue };
+        for b in &e.bounds {
+            if !std::mem::replace(&mut headed, true) {
+                w.head(&ENGINE_MODEL_SLO);
+            }
+            w.name(&ENGINE_MODEL_SLO);
+            w.open_label("endpoint", &e.url);
+            w.label("engine", engine.name());
+            w.label("model_name", &b.model);
+            if let Some(le) = &b.le {
+                w.label("bucket", le);
+            }
+            w.value(1.0);
+        }
     }
 }
 

@@ -16,6 +16,7 @@ runbooks![
     "DriverVersionSkew.md",
     "EngineAvailabilityBurn.md",
     "EngineDown.md",
+    "EngineEndpointDown.md",
     "ExporterCollectFailing.md",
     "ExporterDown.md",
     "GPUCountDropped.md",

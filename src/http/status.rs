@@ -85,6 +85,7 @@ pub fn render(
     gpus(p, fresh.hidden, out);
     alerts(p, runbook_base, out);
     models(p, fresh, out);
+    endpoints(&p.snapshot.engines, out);
 
     out.extend_from_slice(b"<p><a href=\"");
     html_escape(out, telemetry_path);
@@ -453,6 +454,10 @@ fn alert(
             out.extend_from_slice(b"model ");
             html_escape(out, name);
         }
+        Subject::Endpoint { url, .. } => {
+            out.extend_from_slice(b"endpoint ");
+            html_escape(out, url);
+        }
     }
     out.extend_from_slice(b"</td><td>");
     expand_into(out, &a.rule.summary, &a.subject, a.value, gpus, html_escape);
@@ -567,6 +572,37 @@ fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
             }
             None => out.extend_from_slice(b"&ndash;"),
         }
+        out.extend_from_slice(b"</td></tr>\n");
+    }
+    out.extend_from_slice(b"</table>\n");
+}
+
+/// Each engine endpoint given: its engine, whether its last read gave its
+/// models, and why not, as the reader said it (EngineEndpointDown).
+fn endpoints(engines: &[crate::snapshot::EngineEndpoint], out: &mut Vec<u8>) {
+    if engines.is_empty() {
+        return;
+    }
+    out.extend_from_slice(
+        b"<h2>Engine endpoints</h2>\n<table id=\"endpoints\"><tr><th>endpoint</th>\
+          <th>engine</th><th>state</th><th>why</th></tr>\n",
+    );
+    for e in engines {
+        out.extend_from_slice(b"<tr><td>");
+        html_escape(out, &e.url);
+        out.extend_from_slice(b"</td><td>");
+        out.extend_from_slice(e.engine.map_or("?", |e| e.name()).as_bytes());
+        let state: &[u8] = match (e.up, e.reason) {
+            (true, _) => b"</td><td>up</td><td>",
+            (false, None) => b"</td><td>not read yet</td><td>",
+            (false, Some(r)) => {
+                out.extend_from_slice(b"</td><td class=\"firing\">down: ");
+                out.extend_from_slice(r.label().as_bytes());
+                b"</td><td>"
+            }
+        };
+        out.extend_from_slice(state);
+        html_escape(out, e.why.as_deref().unwrap_or(""));
         out.extend_from_slice(b"</td></tr>\n");
     }
     out.extend_from_slice(b"</table>\n");

@@ -79,11 +79,29 @@ pub struct EngineEndpoint {
     pub last_success: Option<f64>,
     /// Seconds the last read took, failed or not.
     pub duration: Option<f64>,
+    /// Why its last read failed, and the line that said so; `None` while
+    /// up or before its first read.
+    pub reason: Option<EngineError>,
+    pub why: Option<String>,
     /// Failed reads since start, by [`EngineError`] (its discriminant).
     pub errors: [u64; EngineError::ALL.len()],
     /// Models left out of its reads since start, a model each read, by
     /// [`Rejection`] (its discriminant).
     pub rejected: [u64; Rejection::ALL.len()],
+    /// The bound each model of its last good read is judged at
+    /// (`gpu_exporter_engine_model_slo_info`), its own replica's where
+    /// another endpoint serves the model too.
+    pub bounds: Vec<Bound>,
+}
+
+/// The TTFT bound a model is judged at, as its engine spells the bucket.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Bound {
+    pub model: String,
+    /// The `le` of the bucket judged, exactly as the engine wrote it
+    /// (Triton's `100`, prometheus_client's `100.0`, in the engine's
+    /// unit); `None`: no bound at or below the threshold, no verdict.
+    pub le: Option<String>,
 }
 
 /// One model's requests by outcome, as its engine counts them (counters):

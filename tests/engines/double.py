@@ -4,9 +4,10 @@ library vLLM, SGLang, TensorRT-LLM and NIM use) from the facts in
 ../shared/ENGINES.md: the exact names, labels, units and default buckets.
 Triton uses prometheus-cpp, whose text the double writes by hand.
 
-  double.py --engine vllm|vllm-v0|sglang|trtllm|nim|triton|vllm-custom
+  double.py --engine vllm|vllm-v0|sglang|sglang-old|trtllm|nim|triton|vllm-custom
             [--mode steady|grow|hang|garbage|huge] [--observe MS:N ...]
             [--model NAME] [--outcomes REASON:N ...] [--delay S] [--reads FILE]
+            [--triton-models NAME[=MS,MS...] ...]
 
 It serves on 127.0.0.1 at a port of its own and prints `PORT <n>` once
 listening. `--observe 100:97 270:2 600:1` records 97 requests at 100 ms,
@@ -21,6 +22,11 @@ again: a replica's lifetime counts from before the exporter watched it.
 `--hostile N` (vllm) also serves N models a tenant named: 10 KB names
 holding NUL, ESC, DEL and CR (prometheus_client escapes only backslash,
 newline and quote), each with a failed request, and one at 600 ms each time outcomes are counted.
+`sglang-old` is SGLang 0.3.6/0.4.0 (TTFT bounds 0.25 and 0.5 about 0.3 s,
+`model_name` its only label). `--triton-models a=50,250,1000 b` (triton)
+serves several models, each with its own TTFT bounds in ms (a model's
+config.pbtxt `histogram_options.buckets`), the defaults where none are
+given, each recording the --observe mix.
 `--no-ttft` (vllm) counts outcomes with no TTFT series. `--delay 1` answers each read a second after it came; `--reads FILE` adds a
 line to FILE as each read comes, so that a test counts them exactly. It
 exits after --lifetime seconds."""
@@ -33,6 +39,8 @@ VLLM_TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1
              2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0]
 VLLM_V0_TTFT = VLLM_TTFT[:16]
 SGLANG_TTFT = [0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400]
+SGLANG_036_TTFT = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+                   2.5, 5.0, 7.5, 10.0, 15.0, 20.0, 25.0, 30.0]
 TRITON_TTFT_MS = [100, 500, 2000, 5000]
 CUSTOM = [0.1, 0.2, 0.3, 0.5, 1.0, 2.5]
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
@@ -74,21 +82,23 @@ def registry(engine, observations):
                      registry=reg)
         count = lambda reason, n: ok.labels(MODEL, reason).inc(n)
         children = [ttft.labels(MODEL)]
-    elif engine == "sglang":
-        labels = ["model_name", "engine_type", "is_streaming"]
+    elif engine in ("sglang", "sglang-old"):
+        old = engine == "sglang-old"
+        labels = ["model_name"] if old else ["model_name", "engine_type", "is_streaming"]
+        values = [MODEL] if old else [MODEL, "unified", "true"]
         ttft = Histogram("sglang:time_to_first_token_seconds", "TTFT", labels,
-                         buckets=SGLANG_TTFT, registry=reg)
+                         buckets=SGLANG_036_TTFT if old else SGLANG_TTFT, registry=reg)
         total = Counter("sglang:num_requests", "Requests", labels, registry=reg)
-        total.labels(MODEL, "unified", "true")
-        aborted = Counter("sglang:num_aborted_requests", "Aborted", ["model_name", "engine_type"],
-                          registry=reg)
-        aborted.labels(MODEL, "unified")
+        total.labels(*values)
+        aborted = Counter("sglang:num_aborted_requests", "Aborted", labels[:2], registry=reg)
+        aborted.labels(*values[:2])
 
         def count(reason, n):
-            total.labels(MODEL, "unified", "true").inc(n)
+            total.labels(*values).inc(n)
             if reason in ("abort", "error"):
-                aborted.labels(MODEL, "unified").inc(n)
-        children = [ttft.labels(MODEL, "unified", "true"), ttft.labels(MODEL, "unified", "false")]
+                aborted.labels(*values[:2]).inc(n)
+        children = [ttft.labels(*values)] if old else \
+            [ttft.labels(MODEL, "unified", "true"), ttft.labels(MODEL, "unified", "false")]
     elif engine == "trtllm":
         labels = ["model_name", "engine_type"]
         ttft = Histogram("trtllm_time_to_first_token_seconds", "TTFT", labels,
@@ -129,32 +139,51 @@ def with_hostile(count, hostile):
     return both
 
 
-def triton(observations, outcomes):
-    """prometheus-cpp's text for Triton with histogram_latencies=true."""
-    failed = {r: sum(n for o, n in outcomes if o == r) for r in ("REJECTED", "CANCELED", "BACKEND", "OTHER")}
-    counts = [sum(n for ms, n in observations if ms <= b) for b in TRITON_TTFT_MS]
-    total = sum(n for _, n in observations)
-    total_ms = sum(ms * n for ms, n in observations)
-    lines = [
-        "# HELP nv_inference_request_success Number of successful inference requests, all batch sizes",
-        "# TYPE nv_inference_request_success counter",
-        f'nv_inference_request_success{{model="{MODEL}",version="1"}} {total}',
-        "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes",
-        "# TYPE nv_inference_request_failure counter",
-    ]
-    lines += [f'nv_inference_request_failure{{model="{MODEL}",reason="{r}",version="1"}} {n}'
-              for r, n in failed.items()]
-    lines += [
-        "# HELP nv_inference_first_response_histogram_ms Duration from request to first response in milliseconds",
-        "# TYPE nv_inference_first_response_histogram_ms histogram",
-    ]
-    lines += [f'nv_inference_first_response_histogram_ms_count{{model="{MODEL}",version="1"}} {total}',
-              f'nv_inference_first_response_histogram_ms_sum{{model="{MODEL}",version="1"}} {total_ms}']
-    lines += [f'nv_inference_first_response_histogram_ms_bucket{{model="{MODEL}",version="1",le="{b}"}} {c}'
-              for b, c in zip(TRITON_TTFT_MS, counts)]
-    lines.append(f'nv_inference_first_response_histogram_ms_bucket{{model="{MODEL}",version="1",le="+Inf"}} {total}')
-    body = ("\n".join(lines) + "\n").encode()
-    return (lambda: body), [], None
+class Triton:
+    """prometheus-cpp's text for Triton with histogram_latencies=true: each
+    model of `models` (name, bounds in ms) records `observations` at each
+    tick, and counts `outcomes` by failure reason."""
+
+    def __init__(self, models, observations, outcomes):
+        self.models = [(name, buckets, [0] * len(buckets)) for name, buckets in models]
+        self.observations, self.outcomes = observations, outcomes
+        self.total, self.total_ms = {}, {}
+        self.tick()
+
+    def tick(self):
+        for name, buckets, counts in self.models:
+            for ms, n in self.observations:
+                for i, b in enumerate(buckets):
+                    counts[i] += n if ms <= b else 0
+                self.total[name] = self.total.get(name, 0) + n
+                self.total_ms[name] = self.total_ms.get(name, 0) + ms * n
+
+    def body(self):
+        failed = {r: sum(n for o, n in self.outcomes if o == r)
+                  for r in ("REJECTED", "CANCELED", "BACKEND", "OTHER")}
+        lines = [
+            "# HELP nv_inference_request_success Number of successful inference requests, all batch sizes",
+            "# TYPE nv_inference_request_success counter",
+        ]
+        lines += [f'nv_inference_request_success{{model="{m}",version="1"}} {self.total[m]}'
+                  for m, _, _ in self.models]
+        lines += [
+            "# HELP nv_inference_request_failure Number of failed inference requests, all batch sizes",
+            "# TYPE nv_inference_request_failure counter",
+        ]
+        lines += [f'nv_inference_request_failure{{model="{m}",reason="{r}",version="1"}} {n}'
+                  for m, _, _ in self.models for r, n in failed.items()]
+        lines += [
+            "# HELP nv_inference_first_response_histogram_ms Duration from request to first response in milliseconds",
+            "# TYPE nv_inference_first_response_histogram_ms histogram",
+        ]
+        for m, buckets, counts in self.models:
+            lines += [f'nv_inference_first_response_histogram_ms_count{{model="{m}",version="1"}} {self.total[m]}',
+                      f'nv_inference_first_response_histogram_ms_sum{{model="{m}",version="1"}} {self.total_ms[m]}']
+            lines += [f'nv_inference_first_response_histogram_ms_bucket{{model="{m}",version="1",le="{b}"}} {c}'
+                      for b, c in zip(buckets, counts)]
+            lines.append(f'nv_inference_first_response_histogram_ms_bucket{{model="{m}",version="1",le="+Inf"}} {self.total[m]}')
+        return ("\n".join(lines) + "\n").encode()
 
 
 class Quiet(WSGIRequestHandler):
@@ -177,13 +206,18 @@ def main():
     a.add_argument("--no-ttft", action="store_true")
     a.add_argument("--history", nargs="*", default=[])
     a.add_argument("--hostile", type=int, default=0)
+    a.add_argument("--triton-models", nargs="*", default=[])
     args = a.parse_args()
     MODEL, NO_TTFT = args.model, args.no_ttft
     HOSTILE.extend(f"{i:02}hostile\x00\x1b[31m\x7f\r" + "x" * 10240 for i in range(args.hostile))
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
     outcomes = [(o.split(":")[0], int(o.split(":")[1])) for o in args.outcomes]
+    triton = None
     if args.engine == "triton":
-        body, children, count = triton(obs, outcomes)
+        models = [(m.split("=")[0], [int(b) for b in m.split("=")[1].split(",")] if "=" in m
+                   else TRITON_TTFT_MS) for m in args.triton_models or [MODEL]]
+        triton = Triton(models, obs, outcomes)
+        body, children, count = triton.body, [], None
     else:
         body, children, count = registry(args.engine, obs)
     if children:
@@ -192,6 +226,8 @@ def main():
 
     def tick():
         with lock:
+            if triton:
+                triton.tick()
             observe(children, obs)
             for reason, n in outcomes if count else []:
                 count(reason, n)

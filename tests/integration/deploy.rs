@@ -475,6 +475,67 @@ fn podmonitor_scrapes_the_daemonsets_pods_as_the_servicemonitor_does() {
     assert_eq!(sm, pe);
 }
 
+/// The engines' PodMonitor: one endpoint per engine the exporter reads, on
+/// its usual port and path (ENGINES.md), each keeping only the pods its
+/// selector's label names for it; the engines the selector admits are
+/// those the endpoints keep, and every one is an engine name the exporter
+/// takes (`--engine.endpoint ENGINE=URL`).
+#[test]
+fn the_engines_podmonitor_scrapes_each_engine_at_its_own_port_and_path() {
+    let Some(m) = flatten(&["podmonitor-engines.yaml"]) else {
+        return;
+    };
+    let pm = "PodMonitor/gpu-exporter-engines";
+    expect(
+        &m,
+        &format!("{pm}.apiVersion"),
+        r#""monitoring.coreos.com/v1""#,
+    );
+    expect(&m, &format!("{pm}.spec.namespaceSelector.any"), "true");
+    let sel = format!("{pm}.spec.selector.matchExpressions[0]");
+    expect(&m, &format!("{sel}.operator"), r#""In""#);
+    let key = get(&m, &format!("{sel}.key")).trim_matches('"');
+    let meta: String = key
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let meta = format!("\"__meta_kubernetes_pod_label_{meta}\"");
+    let admitted: Vec<&str> = list(&m, &format!("{sel}.values"));
+    let want = [
+        ("vllm", 8000, "/metrics"),
+        ("sglang", 30000, "/metrics"),
+        ("trtllm", 8000, "/prometheus/metrics"),
+        ("nim", 8000, "/v1/metrics"),
+        ("triton", 8002, "/metrics"),
+    ];
+    let mut got = Vec::new();
+    for i in 0.. {
+        let ep = format!("{pm}.spec.podMetricsEndpoints[{i}]");
+        let Some(port) = m.get(&format!("{ep}.targetPort")) else {
+            break;
+        };
+        let r = format!("{ep}.relabelings[0]");
+        expect(&m, &format!("{r}.action"), r#""keep""#);
+        assert_eq!(list(&m, &format!("{r}.sourceLabels")), [meta.as_str()]);
+        let engine = get(&m, &format!("{r}.regex")).trim_matches('"');
+        let path = get(&m, &format!("{ep}.path")).trim_matches('"');
+        got.push((engine, port.parse::<u16>().unwrap(), path));
+    }
+    let want: Vec<(&str, u16, &str)> = want.to_vec();
+    assert_eq!(got, want);
+    let names: Vec<String> = want.iter().map(|w| format!("\"{}\"", w.0)).collect();
+    assert_eq!(
+        admitted,
+        names.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    // Each is a name the exporter takes for an engine.
+    for (engine, port, path) in want {
+        let url = format!("{engine}=http://127.0.0.1:{port}{path}");
+        let out = crate::common::run(&["--engine.endpoint", &url, "--print-rules"]);
+        assert_eq!(out.status.code(), Some(0), "{url}");
+    }
+}
+
 /// The attribution variant differs from daemonset.yaml by exactly the
 /// grants its comments name, and by nothing else.
 #[test]
@@ -1210,6 +1271,7 @@ fn dashboard_is_wired_to_its_variables() {
         "model_name:llm_ttft_slo_errors:ratio_rate5m",
         "model_name:llm_ttft_slo_errors:ratio_rate3d",
         "model_name:llm_goodput_requests:rate5m",
+        "instance_model_name:llm_ttft_slo_errors:ratio_rate5m",
         "gpu_remapped_rows_total",
         "gpu_retired_pages_total",
         "gpu_row_remap_pending",

@@ -75,3 +75,74 @@ fn a_hostile_engines_names_are_served_nowhere_and_counted() {
     assert_eq!(said.count(), 32, "{log}");
     assert!(log.contains("(10257 bytes)"), "{log}");
 }
+
+/// Two hostile engines (32 models each with 10 KB names holding control
+/// bytes) beside a good one, while 40 clients ask for the status page
+/// hundreds of times each and never read: the names are refused before
+/// they are kept, so no page holds them and the exporter's peak RSS stays
+/// under 16 MiB; every name served is at most 128 bytes without a control
+/// character, and the drops are counted.
+#[test]
+fn hostile_names_and_never_reading_clients_leave_the_peak_bounded() {
+    use std::io::Write;
+    if !python_ready() {
+        return;
+    }
+    let hostile = |model: &str| {
+        started(&[
+            "--engine",
+            "vllm-custom",
+            "--mode",
+            "grow",
+            "--model",
+            model,
+            "--observe",
+            "100:5",
+            "--outcomes",
+            "stop:5",
+            "--hostile",
+            "32",
+        ])
+    };
+    let doubles = [hostile("fine"), hostile("also-fine")];
+    let mut args = vec!["--engine.interval", "500ms"];
+    for d in &doubles {
+        args.extend(["--engine.endpoint", d.url.as_str()]);
+    }
+    let e = Exporter::start(&args);
+    let rejected = |b: &str, url: &str| {
+        let series = format!(
+            "gpu_exporter_engine_models_rejected_total{{endpoint=\"{url}\",reason=\"name\""
+        );
+        value(b, &series).unwrap_or(0.0)
+    };
+    e.wait_for("/metrics", Duration::from_secs(30), |b| {
+        doubles.iter().all(|d| rejected(b, &d.url) >= 64.0)
+    });
+    // 40 clients, each 300 requests for the page pipelined, none read.
+    let stuck: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = e.connect();
+            let _ = s.write_all("GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(300).as_bytes());
+            s
+        })
+        .collect();
+    // Several reads of the engines while they hold their slots.
+    std::thread::sleep(Duration::from_secs(3));
+    let metrics = e.get("/metrics", &[]).body;
+    for d in &doubles {
+        assert!(rejected(&metrics, &d.url) >= 96.0, "{metrics}");
+    }
+    for line in metrics.lines().filter(|l| l.contains("model_name=\"")) {
+        let name = line.split("model_name=\"").nth(1).unwrap();
+        let name = &name[..name.find('"').unwrap()];
+        assert!(
+            name.len() <= 128 && !name.chars().any(char::is_control),
+            "{line}"
+        );
+    }
+    let hwm = e.status_kib("VmHWM");
+    println!("2 hostile engines, 40 never-reading clients of /: VmHWM {hwm} KiB");
+    assert!(hwm <= 16 * 1024, "VmHWM {hwm} KiB");
+    drop(stuck);
+}

@@ -498,21 +498,51 @@ fn ported(mut child: Child) -> Double {
     }
 }
 
-/// A real Prometheus scraping the same doubles with the printed rules
-/// agrees with the exporter's own verdicts on the engines' models, each
-/// model's own SLO settings (`--engine.config`) included: strict (0.5%
-/// over 0.25 s, 5x at 99.9%) burns at its own 99.99% (50x); slowish (3%
-/// over 0.25 s, 30x there) is quiet at its own 500 ms bound.
+/// A real Prometheus scraping the same doubles and the exporter, with the
+/// printed rules, agrees with the exporter's own verdicts on the engines'
+/// models, model by model and at both scopes, each judged at the bound the
+/// exporter serves (`gpu_exporter_engine_model_slo_info`). Each model's own
+/// SLO settings (`--engine.config`): strict (0.5% over 0.25 s, 5x at
+/// 99.9%) burns at its own 99.99% (50x); slowish (3% over 0.25 s, 30x
+/// there) is quiet at its own 500 ms bound. Engines whose buckets differ:
+/// an old SGLang (0.25 and 0.5) and a Triton model with its own buckets
+/// (250 ms) each 3% slow (30x, the slow pair); a vLLM with a 0.3 bound,
+/// 10% between 0.25 and 0.3 s, quiet at 0.3. Quiet models beside: one
+/// served by an old SGLang and a vLLM, one by a vLLM and a Triton with no
+/// bound at or below 300 ms (500, 1000): no fleet page from either, as
+/// neither judges the requests of a series without the bound.
 #[test]
 fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
     if !python_ready() || !have("prometheus", &["--version"]) {
         return;
     }
+    let fine = ["100:97", "270:3"];
+    let fast = ["100:10"];
     let doubles = [
         growing("vllm", "burning", &["600:5"]),
         growing("sglang", "strict", &["100:199", "600:1"]),
-        growing("trtllm", "slowish", &["100:97", "270:3"]),
+        growing("trtllm", "slowish", &fine),
         ending("vllm", "failing", &["stop:99", "error:1"]),
+        growing("sglang-old", "old", &fine),
+        growing("sglang-old", "shared", &fast),
+        growing("vllm", "shared", &fast),
+        growing("vllm-custom", "custom", &["100:90", "270:10"]),
+        growing("vllm", "quiet", &fast),
+        started(&[
+            "--engine",
+            "triton",
+            "--mode",
+            "grow",
+            "--observe",
+            "100:97",
+            "270:3",
+            "--triton-models",
+            "triton=50,250,1000",
+            "quiet=500,1000",
+        ]),
+    ];
+    let names = [
+        "burning", "strict", "slowish", "failing", "old", "shared", "custom", "quiet", "triton",
     ];
     let rules = crate::common::temp_file("engine-diff.json", DIFF_RULES);
     let rules = rules.to_str().unwrap();
@@ -538,27 +568,44 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         args.extend(["--engine.endpoint", d.url.as_str()]);
     }
     let e = Exporter::start(&args);
-    let targets: Vec<String> = doubles
-        .iter()
-        .map(|d| {
-            format!(
-                "'{}'",
-                &d.url["http://".len()..d.url.len() - "/metrics".len()]
-            )
-        })
-        .collect();
+    let bounds = [
+        ("old", "sglang", r#",bucket="0.25""#),
+        ("strict", "sglang", r#",bucket="0.2""#),
+        ("custom", "vllm", r#",bucket="0.3""#),
+        ("slowish", "trtllm", r#",bucket="0.5""#),
+        ("triton", "triton", r#",bucket="250""#),
+        ("quiet", "triton", ""),
+        ("quiet", "vllm", r#",bucket="0.25""#),
+    ];
+    crate::common::eventually(Duration::from_secs(20), || {
+        let metrics = e.get("/metrics", &[]).body;
+        crate::common::check_metrics(&metrics);
+        let info = |model: &str, engine: &str, le: &str| {
+            let tail = format!(",engine=\"{engine}\",model_name=\"{model}\"{le}}} 1");
+            (metrics.lines()).any(|l| {
+                l.starts_with("gpu_exporter_engine_model_slo_info{endpoint=") && l.ends_with(&tail)
+            })
+        };
+        match bounds.iter().find(|(m, en, le)| !info(m, en, le)) {
+            None => Ok(()),
+            Some(b) => Err(format!("{b:?}: {metrics}")),
+        }
+    });
+    let target = |url: &str| format!("'{}'", &url["http://".len()..url.len() - "/metrics".len()]);
+    let targets: Vec<String> = doubles.iter().map(|d| target(&d.url)).collect();
     let mut prom = crate::deploy::Prometheus::with_config(
         "engine-diff",
         &format!(
-            "rule_files: ['{}']\nscrape_configs:\n  - job_name: engines\n    static_configs: [{{targets: [{}]}}]\n",
+            "rule_files: ['{}']\nscrape_configs:\n  - job_name: engines\n    static_configs: [{{targets: [{}]}}]\n  - job_name: gpu\n    static_configs: [{{targets: ['{}']}}]\n",
             printed.display(),
-            targets.join(", ")
+            targets.join(", "),
+            e.addr,
         ),
     );
-    // Ours only for the engines' models: the simulator serves its own too.
+    // The engines' models only: the simulator serves its own too.
     let engines_only = |f: BTreeSet<(String, String)>| -> BTreeSet<(String, String)> {
         f.into_iter()
-            .filter(|(_, who)| ["burning", "strict", "slowish", "failing"].contains(&who.as_str()))
+            .filter(|(_, who)| names.contains(&who.as_str()))
             .collect()
     };
     let want: BTreeSet<(String, String)> = [
@@ -567,6 +614,8 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         ("TTFTBudgetBurn", "strict"),
         ("TTFTBudgetBurnSlow", "strict"),
         ("EngineAvailabilityBurn", "failing"),
+        ("TTFTBudgetBurnSlow", "old"),
+        ("TTFTBudgetBurnSlow", "triton"),
     ]
     .iter()
     .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -577,9 +626,8 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
             .get("/api/v1/alerts")
             .map(|(_, b)| b)
             .unwrap_or_default();
-        let theirs = crate::prometheus::firing(&body);
-        // Each model on one engine: its fleet is that one instance.
-        let fleet = crate::prometheus::firing_at(&body, true);
+        let theirs = engines_only(crate::prometheus::firing(&body));
+        let fleet = engines_only(crate::prometheus::firing_at(&body, true));
         match (ours == want, theirs == want, fleet == want) {
             (true, true, true) => Ok((ours, theirs)),
             _ => Err(format!(
@@ -588,6 +636,114 @@ fn prometheus_on_the_engines_own_series_agrees_with_the_exporter() {
         }
     });
     assert_eq!(both.0, both.1);
+    // The quiet ones stay quiet a while longer, at both scopes.
+    std::thread::sleep(Duration::from_secs(4));
+    let body = prom
+        .get("/api/v1/alerts")
+        .map(|(_, b)| b)
+        .unwrap_or_default();
+    assert_eq!(engines_only(crate::prometheus::firing(&body)), want);
+    assert_eq!(
+        engines_only(crate::prometheus::firing_at(&body, true)),
+        want
+    );
+}
+
+/// Endpoints that never answer raise EngineEndpointDown, a ticket with
+/// the reason as a label and in its summary, in process and in a real
+/// Prometheus on the printed rules alike (the same labels): a closed port
+/// (`connect`) and a NIM given without `nim=` (`unknown_engine`). The
+/// status page lists both with the reader's line.
+#[test]
+fn endpoints_that_never_answer_raise_a_ticket_in_process_and_in_prometheus() {
+    if !python_ready() || !have("prometheus", &["--version"]) {
+        return;
+    }
+    // A port that was free a moment ago, closed again: refused.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closed = format!("http://{}/metrics", free.local_addr().unwrap());
+    drop(free);
+    let nim = started(&["--engine", "nim", "--model", "n", "--observe", "100:5"]);
+    let rules = crate::common::temp_file(
+        "endpoint-down.json",
+        r#"{ "rules": [{ "name": "EngineEndpointDown", "for": "2s" }] }"#,
+    );
+    let rules = rules.to_str().unwrap();
+    let printed = crate::common::run(&["--print-rules", "--rules.file", rules]);
+    assert_eq!(printed.status.code(), Some(0));
+    let printed = crate::common::temp_file(
+        "endpoint-down.yml",
+        &String::from_utf8_lossy(&printed.stdout),
+    );
+    let e = Exporter::start(&[
+        "--engine.interval",
+        "500ms",
+        "--rules.file",
+        rules,
+        "--engine.endpoint",
+        &closed,
+        "--engine.endpoint",
+        &nim.url,
+    ]);
+    let mut prom = crate::deploy::Prometheus::with_config(
+        "endpoint-down",
+        &format!(
+            "rule_files: ['{}']\nscrape_configs:\n  - job_name: gpu\n    static_configs: [{{targets: ['{}']}}]\n",
+            printed.display(),
+            e.addr
+        ),
+    );
+    let want: BTreeSet<(String, String, String)> = [
+        (closed.as_str(), "", "connect"),
+        (nim.url.as_str(), "", "unknown_engine"),
+    ]
+    .iter()
+    .map(|(u, en, r)| (u.to_string(), en.to_string(), r.to_string()))
+    .collect();
+    crate::common::eventually(Duration::from_secs(60), || {
+        let ours = endpoint_tickets(&e.get("/alerts", &[]).body);
+        let body = prom
+            .get("/api/v1/alerts")
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        let theirs = endpoint_tickets(&body);
+        match (ours == want, theirs == want) {
+            (true, true) => Ok(()),
+            _ => Err(format!("exporter {ours:?}, Prometheus {theirs:?}")),
+        }
+    });
+    let alerts = e.get("/alerts", &[]).body;
+    assert!(alerts.contains(r#""severity":"ticket""#), "{alerts}");
+    assert!(alerts.contains(": connect"), "{alerts}");
+    let page = e.get("/", &[]).body;
+    let table = &page[page.find("id=\"endpoints\"").expect("an endpoints table")..];
+    assert!(table.contains("down: connect"), "{table}");
+    assert!(table.contains("down: unknown_engine"), "{table}");
+    assert!(
+        table.contains("name the engine, nim=URL or trtllm=URL"),
+        "{table}"
+    );
+}
+
+/// The firing EngineEndpointDown alerts of an alerts body (ours or
+/// Prometheus'): endpoint, engine (empty where unknown), reason.
+fn endpoint_tickets(body: &str) -> BTreeSet<(String, String, String)> {
+    body.split(r#"{"labels":{"#)
+        .skip(1)
+        .filter(|a| a.contains(r#""state":"firing""#))
+        .filter_map(|a| {
+            let labels = &a[..a.find('}')?];
+            let get = |k: &str| {
+                let at = labels.find(&format!("\"{k}\":\""))? + k.len() + 4;
+                Some(labels[at..at + labels[at..].find('"')?].to_string())
+            };
+            if get("alertname")? != "EngineEndpointDown" {
+                return None;
+            }
+            let engine = get("engine").unwrap_or_default();
+            Some((get("endpoint")?, engine, get("reason")?))
+        })
+        .collect()
 }
 
 /// Windows in seconds; a 30x TTFT burn would hold the slow pair's factor
@@ -957,4 +1113,48 @@ fn hung_engines_do_not_hold_back_the_others_reads() {
             "{timeouts:?}: {metrics}"
         );
     }
+}
+
+/// The figure docs/engines.md states: 16 endpoints, the most one exporter
+/// reads, each streaming 50 MB of valid text at every read (cut off at
+/// 8 MiB, `too_large`), read every 500 ms at once for 6 s. The peak RSS
+/// stays bounded; the CPU the reads took is printed, for the docs (a
+/// timing, so not asserted).
+#[test]
+fn sixteen_streaming_endpoints_bound_the_peak() {
+    if !python_ready() {
+        return;
+    }
+    let doubles: Vec<Double> = (0..16).map(|_| double("vllm", "huge")).collect();
+    let mut args = vec!["--engine.interval", "500ms", "--engine.timeout", "2s"];
+    for d in &doubles {
+        args.extend(["--engine.endpoint", d.url.as_str()]);
+    }
+    let e = Exporter::start(&args);
+    let cpu = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", e.pid())).unwrap();
+        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+        // utime and stime, in clock ticks (100 a second on Linux).
+        (f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()) as f64 / 100.0
+    };
+    let (before, t) = (cpu(), std::time::Instant::now());
+    std::thread::sleep(Duration::from_secs(6));
+    let (spent, took) = (cpu() - before, t.elapsed().as_secs_f64());
+    let body = e.get("/metrics", &[]).body;
+    let cut = |d: &Double| {
+        endpoint_value(
+            &body,
+            "gpu_exporter_engine_errors_total",
+            &d.url,
+            ",reason=\"too_large\"",
+        )
+    };
+    let reads: f64 = doubles.iter().map(|d| cut(d).unwrap_or(0.0)).sum();
+    assert!(reads >= 16.0, "{body}");
+    let hwm = e.status_kib("VmHWM");
+    println!(
+        "16 endpoints streaming: VmHWM {hwm} KiB, {spent:.2} s of CPU in {took:.1} s ({:.2} of a core), {reads} reads cut at 8 MiB",
+        spent / took
+    );
+    assert!(hwm <= 16 * 1024, "VmHWM {hwm} KiB");
 }

@@ -3,12 +3,17 @@
 //! Prometheus scrapes the engines itself.
 
 use super::{Family, Kind, family};
-use Kind::{Counter, Gauge};
+use Kind::{Counter, Gauge, Info};
 
 pub static ENGINE_UP: Family = family(
     "gpu_exporter_engine_up",
     Gauge,
     "1 if the last read of the engine endpoint gave its models; engine names the engine once known.",
+);
+pub static ENGINE_DOWN: Family = family(
+    "gpu_exporter_engine_down",
+    Gauge,
+    "1 while the engine endpoint's last read failed, reason why (as gpu_exporter_engine_errors_total's). Absent while it is up and before its first read.",
 );
 pub static ENGINE_LAST_SUCCESS: Family = family(
     "gpu_exporter_engine_last_success_timestamp_seconds",
@@ -39,4 +44,12 @@ pub static ENGINE_GOOD_WITHIN: Family = family(
     "gpu_exporter_engine_ttft_good_within_seconds",
     Gauge,
     "The engine's TTFT bucket bound the SLO judges a request good at: --engine.ttft-threshold, or the nearest bound below it. Absent where the engine has no bound at or below it.",
+);
+/// The bound Prometheus' printed rules judge a model's TTFT at: joined on
+/// `model_name` and `bucket` (as `le`) with the engine's own buckets, so both judge the
+/// same bucket, or neither the model.
+pub static ENGINE_MODEL_SLO: Family = family(
+    "gpu_exporter_engine_model_slo",
+    Info,
+    "The TTFT bucket a model of the engine endpoint is judged at: bucket its le as the engine spells it, in its unit (Triton ms), model_name its model (Triton's model label); no bucket where the engine has no bound at or below the threshold. Always 1.",
 );

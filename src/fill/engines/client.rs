@@ -115,9 +115,9 @@ fn io_failure(e: std::io::Error, doing: &str) -> Failure {
 }
 
 fn connect(authority: &str, deadline: Instant) -> Result<TcpStream, Failure> {
-    let addrs = authority
-        .to_socket_addrs()
-        .map_err(|e| (EngineError::Connect, format!("{authority}: {e}")))?;
+    let addrs = resolve(authority, deadline, &|a| {
+        a.to_socket_addrs().map(Vec::from_iter)
+    })?;
     let mut last = (EngineError::Connect, format!("{authority}: no address"));
     for addr in addrs {
         match TcpStream::connect_timeout(&addr, left(deadline)?) {
@@ -129,6 +129,35 @@ fn connect(authority: &str, deadline: Instant) -> Result<TcpStream, Failure> {
         }
     }
     Err(last)
+}
+
+type Resolver = dyn Fn(&str) -> std::io::Result<Vec<std::net::SocketAddr>> + Sync;
+
+/// `authority`'s addresses within the deadline: an address as it is, a
+/// name through `resolver` on a thread of its own, given up on (`timeout`)
+/// at the deadline; a resolver that hangs holds only that thread, until
+/// the system's resolver gives up.
+fn resolve(
+    authority: &str,
+    deadline: Instant,
+    resolver: &'static Resolver,
+) -> Result<Vec<std::net::SocketAddr>, Failure> {
+    if let Ok(addr) = authority.parse() {
+        return Ok(vec![addr]);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let name = authority.to_string();
+    std::thread::Builder::new()
+        .name("engine-resolve".into())
+        .spawn(move || {
+            let _ = tx.send(resolver(&name));
+        })
+        .map_err(|e| (EngineError::Connect, format!("{authority}: {e}")))?;
+    match rx.recv_timeout(left(deadline)?) {
+        Ok(Ok(addrs)) => Ok(addrs),
+        Ok(Err(e)) => Err((EngineError::Connect, format!("{authority}: {e}"))),
+        Err(_) => Err((EngineError::Timeout, format!("resolving {authority}"))),
+    }
 }
 
 struct Conn {
@@ -347,6 +376,36 @@ mod tests {
     use crate::fill::engines::profile::wanted;
     use std::net::TcpListener;
     use std::thread;
+
+    /// Name resolution is inside `--engine.timeout`: a resolver that
+    /// hangs is given up on at the deadline (`timeout`), a failing one is
+    /// `connect`, and a name resolves through the system's resolver.
+    #[test]
+    fn resolving_a_name_ends_at_the_deadline() {
+        let ms = Duration::from_millis;
+        let hangs: &'static Resolver = &|_| {
+            thread::sleep(Duration::from_secs(3));
+            Ok(Vec::new())
+        };
+        let started = Instant::now();
+        let err = resolve("engine.example:8000", started + ms(300), hangs).unwrap_err();
+        assert_eq!(err.0, EngineError::Timeout, "{err:?}");
+        let took = started.elapsed();
+        assert!(took >= ms(300) && took < ms(1500), "{took:?}");
+        let fails: &'static Resolver = &|_| Err(std::io::Error::other("no such host"));
+        let err = resolve("nowhere:1", Instant::now() + ms(500), fails).unwrap_err();
+        assert_eq!(err.0, EngineError::Connect, "{err:?}");
+        let system: &'static Resolver = &|a| a.to_socket_addrs().map(Vec::from_iter);
+        let addrs = resolve(
+            "localhost:9",
+            Instant::now() + Duration::from_secs(5),
+            system,
+        );
+        assert!(addrs.unwrap().iter().all(|a| a.ip().is_loopback()));
+        // An address is taken as it is.
+        let addrs = resolve("127.0.0.1:9", Instant::now(), hangs).unwrap();
+        assert_eq!(addrs, ["127.0.0.1:9".parse().unwrap()]);
+    }
 
     /// A server on loopback that answers one connection with `answer`
     /// (written in pieces of `piece` bytes), then holds it open for

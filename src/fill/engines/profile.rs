@@ -19,8 +19,10 @@ pub struct Profile {
     pub model_label: &'static str,
     /// How an operator adds a bucket bound at the threshold.
     pub add_bound: &'static str,
-    /// The TTFT histogram's default bounds, in its unit (ENGINES.md).
-    pub defaults: &'static [f64],
+    /// The TTFT histogram's default bounds, in its unit (ENGINES.md), of
+    /// each release whose defaults are known: the printed rules judge a
+    /// model no exporter reads at the nearest of them below the threshold.
+    pub defaults: &'static [&'static [f64]],
     /// The request counters that decide availability; none where the
     /// engine counts no failure.
     pub outcomes: &'static [Outcome],
@@ -108,6 +110,15 @@ const SGLANG_TTFT: [f64; 18] = [
     0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0, 200.0,
     400.0,
 ];
+/// SGLang 0.3.6 and 0.4.0.
+const SGLANG_036_TTFT: [f64; 20] = [
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    15.0, 20.0, 25.0, 30.0,
+];
+/// SGLang 0.4.3.
+const SGLANG_043_TTFT: [f64; 14] = [
+    0.1, 0.25, 0.5, 0.75, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 120.0, 160.0,
+];
 
 /// Every engine's profile.
 pub fn all() -> &'static [Profile] {
@@ -128,7 +139,7 @@ static PROFILES: [Profile; 5] = [
         per_second: 1.0,
         model_label: "model_name",
         add_bound: "vLLM >= 0.32: --custom-histogram-buckets '{\"time_to_first_token\":[...]}'",
-        defaults: &VLLM_TTFT,
+        defaults: &[&VLLM_TTFT],
         outcomes: &[
             Outcome {
                 counter: "vllm:request_success_total",
@@ -149,7 +160,7 @@ static PROFILES: [Profile; 5] = [
         per_second: 1.0,
         model_label: "model_name",
         add_bound: "SGLang >= 0.4.9: --bucket-time-to-first-token",
-        defaults: &SGLANG_TTFT,
+        defaults: &[&SGLANG_TTFT, &SGLANG_043_TTFT, &SGLANG_036_TTFT],
         outcomes: &[
             Outcome {
                 counter: "sglang:num_aborted_requests_total",
@@ -173,7 +184,7 @@ static PROFILES: [Profile; 5] = [
         per_second: 1.0,
         model_label: "model_name",
         add_bound: "trtllm-serve: the LLM-API option prometheus_metrics_config.time_to_first_token_buckets",
-        defaults: &VLLM_TTFT,
+        defaults: &[&VLLM_TTFT],
         outcomes: &[
             Outcome {
                 counter: "trtllm_request_error_total",
@@ -195,7 +206,7 @@ static PROFILES: [Profile; 5] = [
         model_label: "model_name",
         add_bound: "NIM documents no way to change its buckets",
         // Its capture shows the first 16; the bounds around 0.3 s agree.
-        defaults: &VLLM_TTFT,
+        defaults: &[&VLLM_TTFT],
         outcomes: &[
             Outcome {
                 counter: "request_failure_total",
@@ -216,7 +227,7 @@ static PROFILES: [Profile; 5] = [
         per_second: 1000.0,
         model_label: "model",
         add_bound: "Triton: model_metrics.metric_control[].histogram_options.buckets in the model's config.pbtxt",
-        defaults: &[100.0, 500.0, 2000.0, 5000.0],
+        defaults: &[&[100.0, 500.0, 2000.0, 5000.0]],
         outcomes: &[
             Outcome {
                 counter: "nv_inference_request_failure",

@@ -89,6 +89,27 @@ pub struct Parsed {
     /// The body's first byte that is not white space: `{` or `[` is JSON
     /// (trtllm-serve's `/metrics`), worth a hint.
     pub first: Option<u8>,
+    /// Each bucket bound kept, as the body spells it (`100`, `100.0`), by
+    /// its value's bits: the first spelling of each, at most
+    /// [`MAX_SPELLINGS`] of at most [`MAX_SPELLING`] bytes. The exporter
+    /// serves a model's judged bound so, for Prometheus to join on `le`.
+    pub spellings: Vec<(u64, String)>,
+}
+
+/// Bucket bounds whose spelling is kept, at most; a body has a few dozen.
+pub const MAX_SPELLINGS: usize = 256;
+/// The longest spelling kept (`0.00022500000000000002` is 22 bytes).
+pub const MAX_SPELLING: usize = 32;
+
+impl Parsed {
+    /// How the body spelled the bound read as `seconds` where its unit
+    /// is `1 / per_second` s: the same division as the reader's, so the
+    /// very same f64.
+    pub fn spelling(&self, seconds: f64, per_second: f64) -> Option<&str> {
+        (self.spellings.iter())
+            .find(|(b, _)| f64::from_bits(*b) / per_second == seconds)
+            .map(|(_, s)| s.as_str())
+    }
 }
 
 /// The reader: [`Reader::feed`] chunks in, [`Reader::finish`] at the end.
@@ -209,24 +230,28 @@ impl<'w> Reader<'w> {
     }
 
     fn keep(&mut self, family: usize, part: Part, mut labels: Vec<(String, String)>, value: f64) {
-        let part = match part {
+        let (part, spelled) = match part {
             Part::Bucket(_) => {
                 let Some(at) = labels.iter().position(|(k, _)| k == "le") else {
                     self.out.malformed += 1;
                     return;
                 };
-                match parse_float(&labels.remove(at).1) {
-                    Some(le) if !le.is_nan() => Part::Bucket(le),
+                let spelled = labels.remove(at).1;
+                match parse_float(&spelled) {
+                    Some(le) if !le.is_nan() => (Part::Bucket(le), Some((le, spelled))),
                     _ => {
                         self.out.malformed += 1;
                         return;
                     }
                 }
             }
-            part => part,
+            part => (part, None),
         };
         if self.refuse(&labels) {
             return;
+        }
+        if let Some((le, spelled)) = spelled {
+            self.spelled(le, spelled);
         }
         let bytes: usize = labels.iter().map(|(k, v)| k.len() + v.len()).sum();
         if self.out.samples.len() >= MAX_SERIES || self.kept + bytes > MAX_KEPT {
@@ -244,6 +269,17 @@ impl<'w> Reader<'w> {
 }
 
 impl Reader<'_> {
+    /// Notes how the body spells bound `le`, the first time, within the caps.
+    fn spelled(&mut self, le: f64, spelled: String) {
+        let out = &mut self.out;
+        if out.spellings.len() < MAX_SPELLINGS
+            && spelled.len() <= MAX_SPELLING
+            && !out.spellings.iter().any(|(b, _)| *b == le.to_bits())
+        {
+            out.spellings.push((le.to_bits(), spelled));
+        }
+    }
+
     /// Whether `labels` name a model that may not be served; noted once.
     fn refuse(&mut self, labels: &[(String, String)]) -> bool {
         use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
@@ -500,6 +536,28 @@ vllm:time_to_first_token_seconds_bucket{le=\"NaN\"} 1\n\xff\xfe\n";
     /// A model name that may not be served costs nothing under the caps:
     /// its samples are refused, each name noted once, and a good model
     /// after 100 of them at 16 KB is kept.
+    /// Bounds' spellings are kept once each, within their caps: a body of
+    /// many bounds, or long spellings, holds no more than they allow.
+    #[test]
+    fn bound_spellings_are_bounded() {
+        let mut body = String::new();
+        for i in 0..2 * MAX_SPELLINGS {
+            body += &format!(
+                "vllm:time_to_first_token_seconds_bucket{{le=\"{i}.0\",model_name=\"m\"}} 1\n\
+                 vllm:time_to_first_token_seconds_bucket{{le=\"{i}\",model_name=\"n\"}} 1\n"
+            );
+        }
+        let long = format!("0.25{}", "0".repeat(MAX_SPELLING));
+        body += &format!(
+            "vllm:time_to_first_token_seconds_bucket{{le=\"{long}\",model_name=\"m\"}} 1\n"
+        );
+        let got = parse(body.as_bytes(), &vllm());
+        assert_eq!(got.spellings.len(), MAX_SPELLINGS);
+        assert_eq!(got.spelling(7.0, 1.0), Some("7.0"));
+        assert_eq!(got.spelling(0.25, 1.0), None);
+        assert_eq!(got.spelling(7.0, 1000.0), None);
+    }
+
     #[test]
     fn refused_model_names_take_no_room() {
         let wanted = vllm();

@@ -10,7 +10,7 @@ use super::profile::{self, detect, judged_at, wanted};
 use super::text::{Parsed, Wanted};
 use crate::config::engines::name_rule;
 use crate::config::engines::{Endpoint, Engine, Engines};
-use crate::snapshot::{EngineEndpoint, EngineError, Model, Outcomes, Rejection};
+use crate::snapshot::{Bound, EngineEndpoint, EngineError, Model, Outcomes, Rejection};
 use base::time::unix_now;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -121,6 +121,8 @@ pub struct Memory {
     /// Hashes of the names refused and said (a tenant's names may be
     /// 10 KB each, and new every read): at most [`MAX_SAID_NAMES`].
     names_said: HashSet<u64>,
+    /// The bound each timed model of the last read is judged at.
+    bounds: Vec<Bound>,
 }
 
 /// Refused names said one by one per endpoint; past them, only counted.
@@ -138,6 +140,7 @@ impl Memory {
             last: Vec::new(),
             rejected: [0; Rejection::ALL.len()],
             names_said: HashSet::new(),
+            bounds: Vec::new(),
         }
     }
 }
@@ -272,11 +275,16 @@ fn read_into(
     match outcome {
         Ok(m) => {
             state.up = true;
+            state.reason = None;
+            state.why = None;
             state.last_success = Some(unix_now());
             mem.last = m;
+            state.bounds.clone_from(&mem.bounds);
         }
-        Err((reason, _)) => {
+        Err((reason, why)) => {
             state.up = false;
+            state.reason = Some(reason);
+            state.why = Some(why);
             state.errors[reason as usize] += 1;
             for m in &mut mem.last {
                 m.stale = true;
@@ -414,6 +422,7 @@ pub fn models_of(
         log::warn!("{engine} at {url}: no TTFT histogram{hint}");
     }
     let mut models = Vec::new();
+    mem.bounds.clear();
     for (name, h) in read {
         let h = match h {
             Ok(h) => h,
@@ -434,6 +443,11 @@ pub fn models_of(
                 p.add_bound
             );
         }
+        mem.bounds.push(Bound {
+            model: name.clone(),
+            // The body's own spelling of the bound, in its unit.
+            le: at.and_then(|a| parsed.spelling(a, p.per_second).map(str::to_string)),
+        });
         let outcomes = tallies.get(&name).and_then(profile::Tally::outcomes);
         if outcomes.is_none() && mem.bad.insert((name.clone(), p.no_failures.into())) {
             log::info!("{engine} at {url}: model {name:?}: {}", p.no_failures);
@@ -679,6 +693,61 @@ mod tests {
         }
         assert_eq!(mem.names_said.len(), MAX_SAID_NAMES);
         assert_eq!(mem.rejected, [197, 0]);
+    }
+
+    /// Each timed model's judged bound is kept as the body spells it, in
+    /// the engine's unit (prometheus-cpp's `250`, prometheus_client's
+    /// `100.0`), for Prometheus to join on; a model with no bound at or
+    /// below the threshold has none, and a counted-only model no entry.
+    #[test]
+    fn each_models_bound_is_spelled_as_its_engine_spells_it() {
+        let name = "nv_inference_first_response_histogram_ms";
+        let mut body = String::new();
+        for (m, bounds) in [("a", &["50", "250", "1000"][..]), ("b", &["500", "1000"])] {
+            for b in bounds.iter().chain(&["+Inf"]) {
+                body += &format!("{name}_bucket{{model=\"{m}\",version=\"1\",le=\"{b}\"}} 1\n");
+            }
+            body += &format!("{name}_count{{model=\"{m}\",version=\"1\"}} 1\n");
+        }
+        body += "nv_inference_request_success{model=\"c\",version=\"1\"} 1\n";
+        body += "nv_inference_request_failure{model=\"c\",version=\"1\",reason=\"OTHER\"} 1\n";
+        let want = wanted(Some(Engine::Triton));
+        let parsed = super::super::text::parse(body.as_bytes(), &want);
+        let mut mem = Memory::new(Some(Engine::Triton));
+        let url = "http://h:8002/metrics";
+        let models = models_of(
+            &parsed,
+            &want,
+            Engine::Triton,
+            url,
+            &mut mem,
+            &|_| 0.3,
+            Some(0),
+        );
+        assert_eq!(models.len(), 3);
+        let got: Vec<(&str, Option<&str>)> = (mem.bounds.iter())
+            .map(|b| (b.model.as_str(), b.le.as_deref()))
+            .collect();
+        assert_eq!(got, [("a", Some("250")), ("b", None)]);
+
+        let v = "vllm:time_to_first_token_seconds_bucket{model_name=\"v\",";
+        let body = format!(
+            "{v}le=\"0.1\"}} 1\n{v}le=\"100.0\"}} 1\n{v}le=\"+Inf\"}} 1\n\
+             vllm:time_to_first_token_seconds_count{{model_name=\"v\"}} 1\n"
+        );
+        let mut mem = Memory::new(Some(Engine::Vllm));
+        let want = wanted(Some(Engine::Vllm));
+        let parsed = super::super::text::parse(body.as_bytes(), &want);
+        models_of(
+            &parsed,
+            &want,
+            Engine::Vllm,
+            url,
+            &mut mem,
+            &|_| 100.0,
+            Some(0),
+        );
+        assert_eq!(mem.bounds[0].le.as_deref(), Some("100.0"));
     }
 
     /// An endpoint on loopback that answers one read with `answer`.
