@@ -492,7 +492,7 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
         y,
         "# Printed with --collect.max-stale {}: every page's keep_firing_for is at\n\
          # least that plus the longest `for` of the exporter's own failure pages\n\
-         # (rules::cover_failures), so print again when the flag changes.",
+         # (adjust::cover_failures), so print again when the flag changes.",
         format_duration(p.max_stale)
     );
     y.push_str("groups:\n  - name: gpu-exporter-slo\n    rules:\n");

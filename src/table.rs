@@ -265,7 +265,7 @@ mod tests {
     /// slow, burns a 99.9% budget 30 times over, a 99% one 3 times.
     #[test]
     fn the_burn_column_is_of_each_models_own_objective() {
-        use crate::alerts::rules::with_objectives;
+        use crate::alerts::adjust::with_objectives;
         let t0 = EPOCH + 200_000.0 * 150.0;
         let llama = "llama-3.1-70b-instruct";
         let line = |table: &str| {

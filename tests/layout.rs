@@ -46,6 +46,7 @@ const FLOORS: &[(&str, u8)] = &[
     // the alert evaluator's thread.
     ("http", 5),
     ("judge", 5),
+    ("notify", 5),
     ("table", 5),
     // The wiring, and what only lists or re-exports modules.
     ("app", 6),

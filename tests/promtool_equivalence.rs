@@ -11,7 +11,7 @@
 use gpu_exporter::config::SourceKind;
 use gpu_exporter::internals::alerts::{Evaluator, State, Subject, WORKLOADS, expand};
 use gpu_exporter::internals::alerts::{
-    defaults, inhibit::cover_inhibitions, rules::cover_failures,
+    adjust::cover_failures, defaults, inhibit::cover_inhibitions,
 };
 use gpu_exporter::internals::fill::engines::profile;
 use gpu_exporter::internals::snapshot::{

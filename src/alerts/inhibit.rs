@@ -220,7 +220,8 @@ mod tests {
     /// target.
     #[test]
     fn every_shipped_source_outlasts_what_it_mutes() {
-        use crate::alerts::rules::{HOUR, MIN, cover_failures};
+        use crate::alerts::adjust::cover_failures;
+        use crate::alerts::rules::{HOUR, MIN};
         let longer = |mut rules: Vec<Rule>| {
             let ecc = rules.iter_mut().find(|r| r.name == "GPUXidEvents");
             ecc.unwrap().keep_firing_for = 3 * HOUR;

@@ -2,6 +2,7 @@
 //! PromQL, which alerts mute which, and their summaries. The evaluator
 //! reads the same snapshots a scrape renders.
 
+pub mod adjust;
 pub mod alert;
 mod defaults;
 pub mod eval;

@@ -574,48 +574,6 @@ impl Rule {
     }
 }
 
-/// Pages survive failures: while collections fail or stall, the GPUs'
-/// readings are served for `max_stale`, then dropped, and the exporter's
-/// failure pages (ExporterBlind when the readings go, ExporterDown when
-/// Prometheus cannot scrape) fire after their own `for`. Every other page
-/// keeps firing at least that long after its condition clears, so it never
-/// resolves before one of them takes over. The printed rules carry the same
-/// `keep_firing_for`, so both evaluators agree.
-pub fn cover_failures(rules: Vec<Rule>, max_stale: Duration) -> Vec<Rule> {
-    let handover = rules
-        .iter()
-        .filter(|r| r.severity == Severity::Page && r.about_exporter())
-        .map(|r| r.for_)
-        .max()
-        .unwrap_or(Duration::ZERO);
-    let floor = max_stale + handover;
-    rules
-        .into_iter()
-        .map(
-            |r| match r.severity == Severity::Page && !r.about_exporter() {
-                true if r.keep_firing_for < floor => Rule {
-                    keep_firing_for: floor,
-                    ..r
-                }
-                .spell(),
-                _ => r,
-            },
-        )
-        .collect()
-}
-
-/// Every burn-rate rule of `rules` with the models' own objectives
-/// (`--engine.config`): a model's replaces the rule's objective for it, in
-/// process and in the printed rules.
-pub fn with_objectives(mut rules: Vec<Rule>, objectives: &[(String, f64)]) -> Vec<Rule> {
-    for r in &mut rules {
-        if matches!(r.expr, Expr::BurnRate { .. }) {
-            r.objectives = objectives.to_vec();
-        }
-    }
-    rules
-}
-
 pub(crate) const MIN: Duration = Duration::from_secs(60);
 pub(crate) const HOUR: Duration = Duration::from_secs(3600);
 

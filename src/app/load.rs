@@ -44,7 +44,7 @@ pub fn engines(config: &Config) -> Result<Engines, ConfigError> {
 }
 
 /// The default rules with `--rules.file` merged in, pages made to
-/// survive failures (`rules::cover_failures`), inhibition sources made to
+/// survive failures (`adjust::cover_failures`), inhibition sources made to
 /// outlast what they mute (`inhibit::cover_inhibitions`), the burn rules
 /// with the models' own objectives (`engines`).
 pub fn rules(config: &Config, engines: &Engines) -> Result<Vec<Rule>, ConfigError> {
@@ -56,9 +56,12 @@ pub fn rules(config: &Config, engines: &Engines) -> Result<Vec<Rule>, ConfigErro
                 .map_err(|e| ConfigError(format!("--rules.file {}: {e}", path.display())))?
         }
     };
-    let rules = alerts::rules::cover_failures(rules, config.max_stale);
+    let rules = alerts::adjust::cover_failures(rules, config.max_stale);
     let rules = alerts::inhibit::cover_inhibitions(rules);
-    Ok(alerts::rules::with_objectives(rules, &engines.objectives()))
+    Ok(alerts::adjust::with_objectives(
+        rules,
+        &engines.objectives(),
+    ))
 }
 
 /// SIGHUP: re-reads the rules file, `--engine.config` and, for the

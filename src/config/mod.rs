@@ -11,8 +11,8 @@ mod flags;
 mod values;
 
 pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
-pub(crate) use flags::host_name;
 pub use flags::dcgm_exporter;
+pub(crate) use flags::host_name;
 pub use flags::{
     Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, flags, parse_args, parse_command_line, usage,
 };

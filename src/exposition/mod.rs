@@ -2,6 +2,7 @@
 //! caller's buffer. Once the buffer has grown to fit, a render allocates
 //! nothing: numbers are spelled on the stack, labels escaped in place.
 
+pub mod alertmanager_stats;
 mod attribution;
 pub mod catalogue;
 mod dcgm;
@@ -54,7 +55,7 @@ pub struct HttpStats {
     /// Responses sent gzipped.
     pub gzipped: u64,
     /// The Alertmanager notifier's counts, where it runs.
-    pub alertmanager: Option<&'static crate::notify::Stats>,
+    pub alertmanager: Option<&'static alertmanager_stats::Stats>,
 }
 
 /// What one render needs: the snapshot and how fresh it is, the HTTP
@@ -287,7 +288,7 @@ impl Scrape<'_> {
 }
 
 /// The Alertmanager notifier's counts, where it runs.
-fn alertmanager(w: &mut Writer, stats: &crate::notify::Stats) {
+fn alertmanager(w: &mut Writer, stats: &alertmanager_stats::Stats) {
     use catalogue::{
         ALERTMANAGER_DROPPED, ALERTMANAGER_FAILED, ALERTMANAGER_LATENCY, ALERTMANAGER_QUEUE,
         ALERTMANAGER_SENT,
@@ -300,7 +301,7 @@ fn alertmanager(w: &mut Writer, stats: &crate::notify::Stats) {
     }
     w.head(&ALERTMANAGER_FAILED);
     for u in stats.each() {
-        for (k, reason) in crate::notify::REASONS.iter().enumerate() {
+        for (k, reason) in alertmanager_stats::REASONS.iter().enumerate() {
             w.name(&ALERTMANAGER_FAILED);
             w.open_label("url", u.url);
             w.label("reason", reason.label());

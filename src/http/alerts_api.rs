@@ -6,6 +6,7 @@
 
 use crate::alerts::{Subject, WORKLOADS, expand};
 use crate::poller::Published;
+use base::json::string;
 use base::time::rfc3339;
 use std::io::Write;
 
@@ -55,24 +56,6 @@ pub fn write_json(p: &Published, runbook_base: &str, out: &mut Vec<u8>) {
         );
     }
     out.extend_from_slice(b"}\n");
-}
-
-pub(crate) fn string(out: &mut Vec<u8>, s: &str) {
-    out.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let mut b = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
 }
 
 /// Go's `strconv.FormatFloat(v, 'e', -1, 64)`, as Prometheus spells values.

@@ -38,7 +38,7 @@ pub struct Counts {
     handshake_errors: AtomicTally<HandshakeError>,
     gzipped: AtomicU64,
     /// The Alertmanager notifier's, where it runs.
-    pub alertmanager: Option<&'static crate::notify::Stats>,
+    pub alertmanager: Option<&'static crate::exposition::alertmanager_stats::Stats>,
 }
 
 impl Counts {

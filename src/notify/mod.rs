@@ -13,10 +13,9 @@
 //! and never resolves an alert that still fires.
 
 mod payload;
-mod stats;
 
+pub use crate::exposition::alertmanager_stats::Stats;
 pub use payload::Context;
-pub use stats::{REASONS, Stats};
 
 use crate::alerts::{Alert, State};
 use crate::config::alertmanager::{Alertmanager, Target};

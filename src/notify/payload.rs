@@ -4,8 +4,8 @@
 //! send.
 
 use crate::alerts::{Alert, Subject, WORKLOADS, expand};
-use crate::http::alerts_api::string;
 use crate::snapshot::Gpu;
+use base::json::string;
 use base::time::rfc3339;
 
 /// What every alert sent carries beyond its own labels.

@@ -413,6 +413,26 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// Writes `s` as a JSON string: quoted, with `"`, `\` and control
+/// characters escaped.
+pub fn string(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            c if (c as u32) < 0x20 => {
+                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
+            }
+            c => {
+                let mut b = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
 #[cfg(test)]
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod tests {

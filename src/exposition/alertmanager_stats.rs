@@ -1,4 +1,5 @@
-//! The notifier's counts, read by the metrics: atomics, one set per
+//! The Alertmanager notifier's counts (`src/notify/`), read by the
+//! metrics: atomics, one set per
 //! Alertmanager, made once at start and kept for the process's life.
 
 use crate::snapshot::EngineError;
@@ -55,21 +56,21 @@ impl Stats {
         }))
     }
 
-    pub(super) fn sent(&self, i: usize, took: Duration) {
+    pub fn sent(&self, i: usize, took: Duration) {
         self.urls[i].sent.fetch_add(1, Relaxed);
         (self.urls[i].latency_nanos).store(took.as_nanos() as u64, Relaxed);
     }
 
-    pub(super) fn failed(&self, i: usize, why: EngineError) {
+    pub fn failed(&self, i: usize, why: EngineError) {
         let k = REASONS.iter().position(|r| *r == why).unwrap_or(3);
         self.urls[i].failed[k].fetch_add(1, Relaxed);
     }
 
-    pub(super) fn dropped(&self, n: usize) {
+    pub fn dropped(&self, n: usize) {
         self.dropped.fetch_add(n as u64, Relaxed);
     }
 
-    pub(super) fn queued(&self, n: usize) {
+    pub fn queued(&self, n: usize) {
         self.queue.store(n as u64, Relaxed);
     }
 
