@@ -80,6 +80,7 @@ pub enum Transport {
     /// Nothing: TLS, handshake not done.
     Handshaking,
     /// A 503 its task seals into TLS before it closes.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
     Tls,
 }
 
@@ -413,6 +414,7 @@ impl Server {
 
     /// Connection `key`'s client sent handshake bytes (`done`: the last
     /// of them): it is not silent.
+    #[cfg(feature = "tls")]
     pub fn heard(&self, key: Key, done: bool) {
         if let Some(Some(e)) = self.conns.borrow_mut().get_mut(key.index)
             && e.id == key.id
@@ -426,16 +428,19 @@ impl Server {
     }
 
     /// Whether connection `key` was evicted (it is closing).
+    #[cfg(feature = "tls")]
     pub fn evicted(&self, key: Key) -> bool {
         self.with(key, |e| e.phase == Phase::Closing)
     }
 
     /// Whether connection `key` was evicted over TLS before its request
     /// came: its task seals [`FULL`] before closing.
+    #[cfg(feature = "tls")]
     pub fn owes_full(&self, key: Key) -> bool {
         self.with(key, |e| e.owed)
     }
 
+    #[cfg(feature = "tls")]
     fn with(&self, key: Key, f: impl Fn(&Entry) -> bool) -> bool {
         match self.conns.borrow().get(key.index) {
             Some(Some(e)) if e.id == key.id => f(e),
