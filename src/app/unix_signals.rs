@@ -17,12 +17,12 @@ use std::time::Duration;
 /// docs/flags.md promises, which leaves the rest for the exit itself.
 pub const GRACE: Duration = Duration::from_millis(800);
 
-/// A response whose client has taken none of it for this long is closed
-/// at a stop rather than waited for: 200 clients that pipeline and never
-/// read would otherwise hold the exit for the whole grace period. A client
-/// that reads makes room for a write far more often (a reader of 1.6 MB/s,
-/// about every 40 ms), and one too slow for this would not have finished
-/// within the grace anyway.
+/// A response whose client has taken none of it for this long after a
+/// stop is closed rather than waited for: 200 clients that pipeline and
+/// never read would otherwise hold the exit for the whole grace period.
+/// A response in flight is one larger than the kernel's buffers, which a
+/// client that reads makes room in far more often; one too slow for this
+/// would not have finished within the grace anyway.
 const STALLED: Duration = Duration::from_millis(300);
 
 /// How long a stop then sends the alerts queued for Alertmanager: within
@@ -87,9 +87,10 @@ pub fn serve_until_stopped(
             "{sig:?}: finishing in-flight responses (at most {}ms)",
             GRACE.as_millis()
         );
+        let stopped = std::time::Instant::now();
         let drained = async {
             while server.in_flight() > 0 {
-                server.drop_stalled(STALLED);
+                server.drop_stalled(stopped, STALLED);
                 Timer::after(Duration::from_millis(5)).await;
             }
             0

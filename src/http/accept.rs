@@ -19,9 +19,6 @@ use std::time::{Duration, Instant};
 /// connection attempts, which clients retry only a second later.
 const BACKLOG: i32 = 4096;
 
-/// Each connection's socket send buffer; the kernel doubles it.
-pub const SEND_BUFFER: usize = 128 * 1024;
-
 /// Whether connections wait in the listener's queue (a poll that does not
 /// wait).
 fn waiting(listener: &Async<TcpListener>) -> bool {
@@ -78,11 +75,6 @@ pub async fn serve(
         };
         // Responses go out in one write; don't let Nagle hold them.
         let _ = stream.set_nodelay(true);
-        // A fixed send buffer, not the kernel's autotuned 4 MiB: a client
-        // that pipelines and never reads makes this thread copy no more
-        // than this into the kernel before its writes block
-        // (docs/http-and-security.md, Kernel send buffers).
-        let _ = rustix::net::sockopt::set_socket_send_buffer_size(&stream, SEND_BUFFER);
         let stream = match Async::new(stream) {
             Ok(stream) => Rc::new(stream),
             Err(e) => {

@@ -311,13 +311,15 @@ impl Server {
         }
     }
 
-    /// Closes the responses whose client has read nothing for `quiet`: a
-    /// stop waits for readers, not for clients that stopped reading.
-    pub fn drop_stalled(&self, quiet: Duration) {
+    /// Closes the responses whose client has taken nothing for `quiet`
+    /// since `stopped` (or since it last did, if later): a stop waits for
+    /// readers, not for clients that stopped reading.
+    pub fn drop_stalled(&self, stopped: Instant, quiet: Duration) {
         let now = Instant::now();
         let mut conns = self.conns.borrow_mut();
         for e in conns.iter_mut().flatten() {
-            if e.phase == Phase::Answering && now.saturating_duration_since(e.since) >= quiet {
+            let since = e.since.max(stopped);
+            if e.phase == Phase::Answering && now.saturating_duration_since(since) >= quiet {
                 self.evict(e);
             }
         }

@@ -417,7 +417,6 @@ fn service_and_servicemonitor_select_the_daemonset() {
         list(&m, &format!("{sm}.spec.namespaceSelector.matchNames")).contains(&r#""gpu-exporter""#)
     );
     expect(&m, &format!("{sm}.spec.endpoints[0].port"), r#""metrics""#);
-    expect(&m, &format!("{sm}.spec.endpoints[0].honorLabels"), "false");
     expect(&m, &format!("{sm}.spec.endpoints[0].interval"), r#""15s""#);
     expect(&m, &format!("{sm}.spec.endpoints[0].path"), r#""/metrics""#);
     // The exporter's namespace and pod labels name the workload: without

@@ -639,14 +639,17 @@ fn hangs_failures_and_a_dead_exporter_are_loud_in_both_evaluators() {
     };
     // Waits until both sides fire `names`, before `by` seconds into the
     // run (when the fault would be over), then checks `during` on the
-    // metrics: the fault still lasts.
+    // metrics: the fault still lasts, or it ended only just now (a page
+    // that mutes others keeps firing past its fault, `keep_firing_for`, so
+    // on a loaded machine Prometheus may show it firing a moment after).
     let both = |prom: &mut Prometheus, names: &[&str], by: f64, during: &dyn Fn(&str) -> bool| {
         let want = want(names);
         loop {
             let (o, t) = (ours(), theirs(prom));
             if want.is_subset(&o) && want.is_subset(&t) {
                 let body = e.metrics(None).body;
-                assert!(during(&body), "the fault was over: {body}");
+                let in_time = started.elapsed().as_secs_f64() < by;
+                assert!(during(&body) || in_time, "the fault was over: {body}");
                 return;
             }
             assert!(

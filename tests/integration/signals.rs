@@ -1,33 +1,19 @@
 //! Signals against the real binary: SIGTERM and SIGINT stop it within a
 //! second (with clients that never read: `abuse.rs`), a second signal
-//! stops it at once (with a client still reading), and SIGHUP reloads the rules and scenario, keeping the
+//! stops it at once, and SIGHUP reloads the rules and scenario, keeping the
 //! old ones when the new ones are bad.
 
-use crate::common::{Exporter, big_fleet, temp_file};
-use std::io::{Read, Write};
+use crate::common::{Exporter, big_fleet, never_reader, temp_file};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// The exporter on 64 GPUs with a client that pipelines 20 scrapes
-/// (11 MB) and reads them 16 KiB every 10 ms (for at most 10 s), so a
-/// response stays in flight and its client keeps reading: a stop waits
-/// for it.
-fn with_slow_reader() -> Exporter {
+/// The exporter on 64 GPUs with a client that asks for far more than
+/// socket buffers hold and never reads, so a response stays in flight.
+fn with_stuck_client() -> (Exporter, TcpStream) {
     let e = Exporter::start(&["--sim.scenario", &big_fleet(), "--web.write-timeout", "30s"]);
-    let mut s = e.connect();
-    let scrape = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
-    s.write_all(scrape.repeat(20).as_bytes()).unwrap();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        for _ in 0..1000 {
-            if !matches!(s.read(&mut buf), Ok(n) if n > 0) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    });
+    let s = never_reader(&e);
     std::thread::sleep(Duration::from_millis(500));
-    e
+    (e, s)
 }
 
 #[test]
@@ -51,7 +37,7 @@ fn term_and_int_exit_0_within_a_second() {
 
 #[test]
 fn a_second_signal_exits_at_once() {
-    let mut e = with_slow_reader();
+    let (mut e, _stuck) = with_stuck_client();
     let t = Instant::now();
     e.signal("TERM");
     std::thread::sleep(Duration::from_millis(100));

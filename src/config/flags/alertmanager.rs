@@ -48,7 +48,7 @@ pub(super) const FLAGS: &[Flag] = &[
         "--alertmanager.instance",
         "HOST:PORT",
         "",
-        "the instance label of the alerts sent: the address Prometheus scrapes this exporter at (default the host name and the first --web.listen-address port)",
+        "the instance label of the alerts sent: the address Prometheus scrapes this exporter at; without it, the host name and the first --web.listen-address port",
         |c, v| {
             c.alertmanager.instance = Some(alertmanager::instance(v)?);
             Ok(())
