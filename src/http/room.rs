@@ -23,6 +23,18 @@ pub enum Lane {
 /// The probe listener's cap: a kubelet probes a few times a period.
 pub const PROBE_CONNECTIONS: usize = 16;
 
+/// What an eviction can tell a connection's client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A plain 503, written at once.
+    Plain,
+    /// Nothing: TLS, handshake not done.
+    Handshaking,
+    /// A 503 its task seals into TLS before it closes.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    Tls,
+}
+
 /// What happened at the caps since the last log line.
 #[derive(Default)]
 pub struct CapLog {

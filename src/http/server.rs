@@ -44,7 +44,7 @@ use super::deadline::Deadlines;
 use super::guard::Guard;
 use super::pool::Pool;
 use super::reply::Reply;
-use super::room::{CapLog, Lane, PROBE_CONNECTIONS, Room};
+use super::room::{CapLog, Lane, PROBE_CONNECTIONS, Room, Transport};
 use crate::config::Limits;
 use crate::exposition::Evicted;
 use async_io::Async;
@@ -70,18 +70,6 @@ pub enum Phase {
     Idle,
     /// Evicted; its task has not closed it yet.
     Closing,
-}
-
-/// What an eviction can tell a connection's client.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// A plain 503, written at once.
-    Plain,
-    /// Nothing: TLS, handshake not done.
-    Handshaking,
-    /// A 503 its task seals into TLS before it closes.
-    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
-    Tls,
 }
 
 /// A connection's place in the registry, and its deadline key.
