@@ -6,6 +6,25 @@ use crate::common::{Exporter, value};
 use crate::engines::{SHORT_BURN, python_ready, started};
 use std::time::Duration;
 
+/// A vLLM double serving `model` beside 32 models with 10 KB names
+/// holding NUL, ESC, DEL and CR, each failing and slow every 100 ms.
+fn hostile_double(model: &str) -> crate::engines::Double {
+    started(&[
+        "--engine",
+        "vllm-custom",
+        "--mode",
+        "grow",
+        "--model",
+        model,
+        "--observe",
+        "100:5",
+        "--outcomes",
+        "stop:5",
+        "--hostile",
+        "32",
+    ])
+}
+
 /// A vLLM double serving `fine` beside 32 models with 10 KB names holding
 /// NUL, ESC, DEL and CR, each failing and slow every 100 ms: served, they
 /// would burn both budgets. None is served on `/metrics`, the status page
@@ -15,20 +34,7 @@ fn a_hostile_engines_names_are_served_nowhere_and_counted() {
     if !python_ready() {
         return;
     }
-    let hostile = started(&[
-        "--engine",
-        "vllm-custom",
-        "--mode",
-        "grow",
-        "--model",
-        "fine",
-        "--observe",
-        "100:5",
-        "--outcomes",
-        "stop:5",
-        "--hostile",
-        "32",
-    ]);
+    let hostile = hostile_double("fine");
     let rules = crate::common::temp_file("engine-names.json", SHORT_BURN);
     let e = Exporter::start(&[
         "--engine.interval",
@@ -88,23 +94,7 @@ fn hostile_names_and_never_reading_clients_leave_the_peak_bounded() {
     if !python_ready() {
         return;
     }
-    let hostile = |model: &str| {
-        started(&[
-            "--engine",
-            "vllm-custom",
-            "--mode",
-            "grow",
-            "--model",
-            model,
-            "--observe",
-            "100:5",
-            "--outcomes",
-            "stop:5",
-            "--hostile",
-            "32",
-        ])
-    };
-    let doubles = [hostile("fine"), hostile("also-fine")];
+    let doubles = [hostile_double("fine"), hostile_double("also-fine")];
     let mut args = vec!["--engine.interval", "500ms"];
     for d in &doubles {
         args.extend(["--engine.endpoint", d.url.as_str()]);
