@@ -591,9 +591,14 @@ fn a_restarted_gameday_on_the_same_start_resets_no_counter() {
         "{before:?}"
     );
     for (alert, since) in &before {
+        // Replayed, an alert is active from the first step at or after its
+        // incident, within an interval of it; live, the first process saw
+        // it at a collection at or after that, late by a loaded machine's
+        // lag at most. Never later after the restart: nothing fires anew.
         let again = after.get(alert).copied().unwrap_or(f64::NAN);
+        let moved = again - since;
         assert!(
-            (again - since).abs() <= 1.05,
+            (-5.0..=1.05).contains(&moved),
             "{alert:?}: {since} then {again}"
         );
     }
