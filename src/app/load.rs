@@ -22,14 +22,22 @@ fn read_json(flag: &str, path: &Path) -> Result<String, ConfigError> {
         .map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))
 }
 
-/// `--sim.scenario`, or the built-in fleet.
+/// `--sim.scenario`, or the built-in fleet, from `--sim.start` if given.
 pub fn scenario(config: &Config) -> Result<Scenario, ConfigError> {
-    let Some(path) = &config.scenario else {
-        return Ok(Scenario::default_fleet());
+    let scenario = match &config.scenario {
+        None => Scenario::default_fleet(),
+        Some(path) => {
+            let text = read_json("--sim.scenario", path)?;
+            Scenario::parse(&text)
+                .map_err(|e| ConfigError(format!("--sim.scenario {}: {e}", path.display())))?
+        }
     };
-    let text = read_json("--sim.scenario", path)?;
-    Scenario::parse(&text)
-        .map_err(|e| ConfigError(format!("--sim.scenario {}: {e}", path.display())))
+    match config.sim_start {
+        None => Ok(scenario),
+        Some(t) => scenario
+            .starting_at(t, unix_now())
+            .map_err(|e| ConfigError(format!("--sim.start: {e}"))),
+    }
 }
 
 /// The `--engine.*` flags with `--engine.config` laid over.

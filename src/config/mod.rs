@@ -163,6 +163,9 @@ pub struct Config {
     pub job_dir: Option<PathBuf>,
     /// `--sim.scenario`; `None` is the built-in fleet.
     pub scenario: Option<PathBuf>,
+    /// `--sim.start`: the scenario's origin, Unix seconds; `None` is the
+    /// process start.
+    pub sim_start: Option<f64>,
     /// `--collect.interval`.
     pub interval: Duration,
     /// `--collect.max-stale`.
@@ -258,6 +261,7 @@ impl Default for Config {
             kubernetes: Kubernetes::default(),
             job_dir: None,
             scenario: None,
+            sim_start: None,
             interval: Duration::from_secs(1),
             max_stale: Duration::from_secs(60),
             log_level: log::LevelFilter::Info,

@@ -2,7 +2,7 @@
 //! the flag's name (the flag table adds it).
 
 use super::SourceKind;
-use base::time::parse_duration;
+use base::time::{parse_duration, parse_iso_time};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
@@ -20,6 +20,23 @@ pub(super) fn timeout(v: &str) -> Result<Duration, String> {
         d if d.is_zero() => Err("must be above 0".into()),
         d => Ok(d),
     }
+}
+
+/// A moment: RFC 3339 (`2026-12-06T10:00:00Z`) or Unix seconds
+/// (`1796551200`, a fraction allowed), as Unix seconds.
+pub(super) fn unix_time(v: &str) -> Result<f64, String> {
+    let mut parts = v.split('.');
+    let whole = parts.next().unwrap_or_default();
+    let plain = |d: &str| !d.is_empty() && d.len() <= 12 && d.bytes().all(|b| b.is_ascii_digit());
+    let unix = plain(whole) && parts.next().is_none_or(plain) && parts.next().is_none();
+    let t = if unix {
+        v.parse().ok()
+    } else {
+        parse_iso_time(v)
+    };
+    t.ok_or_else(|| {
+        format!("{v:?} is not a time: RFC 3339 like 2026-12-06T10:00:00Z, or Unix seconds")
+    })
 }
 
 /// A path's characters (RFC 3986 `pchar` and `/`): no space, control

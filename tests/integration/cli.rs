@@ -88,6 +88,15 @@ fn bad_configuration_exits_2() {
     );
     let p = temp_file("broken.json", "{\"gpus\": [");
     bad(&["--sim.scenario", p.to_str().unwrap()], "broken.json");
+    // A simulator start to come, or from before its counters began.
+    bad(
+        &["--sim.start", "2099-01-01T00:00:00Z"],
+        "--sim.start: 2099-01-01T00:00:00.000Z is in the future",
+    );
+    bad(
+        &["--sim.start", "1700000000"],
+        "--sim.start: 2023-11-14T22:13:20.000Z is before the simulated driver loaded",
+    );
     // Files are regular and at most 1 MiB; flags that reach HTML or the
     // log are plain.
     let p = temp_file(

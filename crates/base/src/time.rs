@@ -1,6 +1,6 @@
 //! Time: the wall clock, durations as flags and rules spell them, the
-//! civil calendar both ways (RFC 3339 out, kernel log stamps in), and the
-//! boot time.
+//! civil calendar both ways (RFC 3339 out and in, kernel log stamps in),
+//! and the boot time.
 
 use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -89,6 +89,77 @@ pub fn unix_from_civil(
     let days = days_from_civil(i64::from(year), month, day);
     let secs = days * 86_400 + i64::from(h) * 3600 + i64::from(m) * 60 + i64::from(s);
     Some(secs as f64 + frac)
+}
+
+/// Unix seconds of an RFC 3339 time, `2024-01-01T00:00:00.123456+00:00`
+/// or with a `Z` zone, and of the ISO 8601 form logs also write, with `,`
+/// before the fraction.
+pub fn parse_iso_time(s: &str) -> Option<f64> {
+    let (date, rest) = s.split_once('T')?;
+    let mut d = date.split('-');
+    let (year, month, day) = (d.next()?, d.next()?, d.next()?);
+    if d.next().is_some() || year.len() != 4 {
+        return None;
+    }
+    let (year, month, day) = (
+        parse_digits(year, 4)?,
+        parse_digits(month, 2)?,
+        parse_digits(day, 2)?,
+    );
+    let time = rest.get(..8)?;
+    let (h, m, sec) = parse_clock(time)?;
+    let rest = rest.get(8..)?;
+    // Fraction: `,123456` or `.123456`, then the zone.
+    let frac_len = match rest.as_bytes().first() {
+        Some(b',' | b'.') => 1 + rest.bytes().skip(1).take_while(u8::is_ascii_digit).count(),
+        _ => 0,
+    };
+    let (frac, zone) = rest.split_at_checked(frac_len)?;
+    let frac = match frac.get(1..) {
+        Some(f) if !f.is_empty() => format!("0.{f}").parse::<f64>().ok()?,
+        Some(_) => return None,
+        None => 0.0,
+    };
+    let offset = match zone {
+        "Z" => 0,
+        _ => {
+            let sign = match zone.as_bytes().first()? {
+                b'+' => 1,
+                b'-' => -1,
+                _ => return None,
+            };
+            let (zh, zm) = zone.get(1..)?.split_once(':')?;
+            let (zh, zm) = (parse_digits(zh, 2)?, parse_digits(zm, 2)?);
+            if zh > 23 || zm > 59 {
+                return None;
+            }
+            sign * (zh as i64 * 3600 + zm as i64 * 60)
+        }
+    };
+    unix_from_civil((year, month, day), (h, m, sec), frac).map(|t| t - offset as f64)
+}
+
+/// 1 to `max` decimal digits.
+pub fn parse_digits(s: &str, max: usize) -> Option<u32> {
+    if s.is_empty() || s.len() > max || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// `HH:MM:SS`.
+pub fn parse_clock(s: &str) -> Option<(u32, u32, u32)> {
+    let mut t = s.split(':');
+    let (h, m, sec) = (t.next()?, t.next()?, t.next()?);
+    if t.next().is_some() || h.len() != 2 || m.len() != 2 || sec.len() != 2 {
+        return None;
+    }
+    let (h, m, sec) = (
+        parse_digits(h, 2)?,
+        parse_digits(m, 2)?,
+        parse_digits(sec, 2)?,
+    );
+    (h < 24 && m < 60 && sec <= 60).then_some((h, m, sec))
 }
 
 /// Now as RFC 3339 UTC with milliseconds: the logger's `ts`.

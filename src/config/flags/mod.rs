@@ -11,7 +11,9 @@ mod flag;
 pub use flag::Flag;
 
 use super::collectors::{Collector, Collectors, UnknownCollector};
-use super::values::{count, parse_listen, parse_source, runbook_base, telemetry_path, timeout};
+use super::values::{
+    count, parse_listen, parse_source, runbook_base, telemetry_path, timeout, unix_time,
+};
 use super::{Command, Config, ConfigError};
 use base::time::parse_duration;
 use flag::{Action, set, switch};
@@ -300,6 +302,16 @@ const AFTER_ENGINES: &[Flag] = &[
         "another simulated fleet than the built-in demo, JSON: a regular file of at most 1 MiB",
         |c, v| {
             c.scenario = Some(v.into());
+            Ok(())
+        },
+    ),
+    set(
+        "--sim.start",
+        "TIME",
+        "",
+        "the simulated scenario's origin, RFC 3339 (2026-12-06T10:00:00Z) or Unix seconds, at most now and not before 2026: its incidents happen at their offsets from it, so a restart given the same TIME goes on with every counter (see Simulator); default the process start",
+        |c, v| {
+            c.sim_start = Some(unix_time(v)?);
             Ok(())
         },
     ),
@@ -758,6 +770,19 @@ mod tests {
         assert_eq!(c.listen.len(), 2);
         assert_eq!(c.listen[0], Listen::Any(9500));
         assert_eq!(c.listen[1].to_string(), "127.0.0.1:9401");
+        // One moment, three spellings.
+        assert_eq!(c.sim_start, None);
+        for t in [
+            "2026-12-06T10:00:00Z",
+            "2026-12-06T11:30:00+01:30",
+            "1796551200",
+            "1796551200.000",
+        ] {
+            assert_eq!(
+                run(&["--sim.start", t]).unwrap().sim_start,
+                Some(1_796_551_200.0)
+            );
+        }
     }
 
     #[test]
@@ -790,6 +815,10 @@ mod tests {
                 "--log.format: unknown log format",
             ),
             (&["--sim.scenario"], "--sim.scenario"),
+            (&["--sim.start", "yesterday"], "--sim.start"),
+            (&["--sim.start", "1e9"], "--sim.start"),
+            (&["--sim.start", "-5"], "--sim.start"),
+            (&["--sim.start", "2026-12-06T10:00:00"], "--sim.start"),
             (&["stray"], "stray"),
             (
                 &["--collector.gpus"],

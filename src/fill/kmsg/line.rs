@@ -3,7 +3,9 @@
 //! form. Pure, and never panics, so the fuzz targets call it directly.
 
 pub use base::pci::normalize_bus_id;
-use base::time::unix_from_civil;
+use base::time::{
+    parse_clock as clock, parse_digits as number, parse_iso_time as iso, unix_from_civil,
+};
 
 /// When a line was logged.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -151,68 +153,6 @@ fn ctime(s: &str) -> Option<Stamp> {
     let year = number(year, 4)?;
     let (h, m, sec) = clock(time)?;
     unix_from_civil((year, month, day), (h, m, sec), 0.0).map(Stamp::Local)
-}
-
-/// `2024-01-01T00:00:00,123456+00:00` (also `.` before the fraction and a
-/// `Z` zone).
-fn iso(s: &str) -> Option<f64> {
-    let (date, rest) = s.split_once('T')?;
-    let mut d = date.split('-');
-    let (year, month, day) = (d.next()?, d.next()?, d.next()?);
-    if d.next().is_some() || year.len() != 4 {
-        return None;
-    }
-    let (year, month, day) = (number(year, 4)?, number(month, 2)?, number(day, 2)?);
-    let time = rest.get(..8)?;
-    let (h, m, sec) = clock(time)?;
-    let rest = rest.get(8..)?;
-    // Fraction: `,123456` or `.123456`, then the zone.
-    let frac_len = match rest.as_bytes().first() {
-        Some(b',' | b'.') => 1 + rest.bytes().skip(1).take_while(u8::is_ascii_digit).count(),
-        _ => 0,
-    };
-    let (frac, zone) = rest.split_at_checked(frac_len)?;
-    let frac = match frac.get(1..) {
-        Some(f) if !f.is_empty() => format!("0.{f}").parse::<f64>().ok()?,
-        Some(_) => return None,
-        None => 0.0,
-    };
-    let offset = match zone {
-        "Z" => 0,
-        _ => {
-            let sign = match zone.as_bytes().first()? {
-                b'+' => 1,
-                b'-' => -1,
-                _ => return None,
-            };
-            let (zh, zm) = zone.get(1..)?.split_once(':')?;
-            let (zh, zm) = (number(zh, 2)?, number(zm, 2)?);
-            if zh > 23 || zm > 59 {
-                return None;
-            }
-            sign * (zh as i64 * 3600 + zm as i64 * 60)
-        }
-    };
-    unix_from_civil((year, month, day), (h, m, sec), frac).map(|t| t - offset as f64)
-}
-
-/// 1 to `max` decimal digits.
-fn number(s: &str, max: usize) -> Option<u32> {
-    if s.is_empty() || s.len() > max || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// `HH:MM:SS`.
-fn clock(s: &str) -> Option<(u32, u32, u32)> {
-    let mut t = s.split(':');
-    let (h, m, sec) = (t.next()?, t.next()?, t.next()?);
-    if t.next().is_some() || h.len() != 2 || m.len() != 2 || sec.len() != 2 {
-        return None;
-    }
-    let (h, m, sec) = (number(h, 2)?, number(m, 2)?, number(sec, 2)?);
-    (h < 24 && m < 60 && sec <= 60).then_some((h, m, sec))
 }
 
 /// One Xid: the GPU (normalised bus id) and the code.

@@ -6,8 +6,10 @@
 //! last one was, and no counter goes back. `t0` is when serving starts.
 //! The poller replays [`Source::history_seconds`] of the past through the
 //! alert evaluator before serving, so `for` durations and windows have
-//! filled by the first scrape. Incidents are scripted at offsets from `t0`,
-//! so what they add to a counter starts again with each run.
+//! filled by the first scrape. Incidents are scripted at offsets from the
+//! origin: `t0`, or `--sim.start` ([`Scenario::starting_at`]), with which a
+//! restart replays the incidents already past and goes on with what they
+//! added to the counters too.
 
 mod health;
 mod scenario;
@@ -153,8 +155,11 @@ pub struct Sim {
     scenario: Scenario,
     gpus: Vec<GpuState>,
     models: Vec<ModelState>,
-    /// Unix time serving starts; incidents count from here.
+    /// Unix time serving starts: an incident before it is history, and
+    /// one that hangs is not slept.
     t0: f64,
+    /// Unix time the incidents count from.
+    origin: f64,
     /// Unix time of the latest collection: the clock never goes back.
     last: Option<f64>,
     next_incident: usize,
@@ -174,6 +179,7 @@ impl Sim {
         Sim {
             gpus,
             models,
+            origin: scenario.origin.unwrap_or(t0),
             scenario,
             t0,
             last: None,
@@ -192,12 +198,13 @@ impl Sim {
         let at = at.max(self.last.unwrap_or(at));
         self.last = Some(at);
         while let Some(inc) = self.scenario.incidents.get(self.next_incident) {
-            let t = self.t0 + inc.at;
+            let t = self.origin + inc.at;
             if t > at {
                 break;
             }
             self.next_incident += 1;
             match &inc.action {
+                Action::Hang(_) if t < self.t0 => {}
                 Action::Hang(d) => {
                     log::warn!("sim: scenario incident: this collection hangs for {d:?}");
                     std::thread::sleep(*d);
@@ -584,6 +591,110 @@ mod tests {
         );
         assert!(!after[3].up);
         assert_eq!(after[3].readings, Readings::default());
+    }
+
+    /// The game day without its 20 s hang, which would sleep for real.
+    fn gameday() -> Scenario {
+        let text = include_str!("../../../scenarios/gameday.json")
+            .replace(r#"{ "at": "150s", "hang": "20s" },"#, "");
+        Scenario::parse(&text).unwrap()
+    }
+
+    /// The counts incidents move on a GPU that is up: Xid, PCIe replays,
+    /// clock-event seconds, remapped rows, retired pages, lifetime ECC
+    /// and NVLink errors (absent ones as -1).
+    fn incident_counts(g: &Gpu) -> Vec<f64> {
+        let (r, h) = (&g.readings, &g.readings.health);
+        let xid = r.xid_errors.iter().flatten().map(|&(_, n)| n as f64).sum();
+        let mut v = vec![xid, r.pcie_replay_errors_total.unwrap_or(-1.0)];
+        v.extend(r.clocks_event_seconds_total.map(|s| s.unwrap_or(-1.0)));
+        v.extend(
+            [
+                h.remapped_rows[1],
+                h.retired_pages[1],
+                h.ecc_uncorrected_lifetime,
+            ]
+            .map(|c| c.unwrap_or(-1.0)),
+        );
+        v.extend(h.nvlink_errors.map(|c| c.unwrap_or(-1.0)));
+        v
+    }
+
+    #[test]
+    fn a_restart_from_the_same_start_goes_on_with_the_incidents() {
+        // Served from `origin` on, every second; restarted 230 s later,
+        // after most incidents, with the same start and a coarse replay.
+        let origin = T0 - 230.0;
+        let s = gameday().starting_at(origin, T0).unwrap();
+        let mut first = Sim::new(s.clone(), origin);
+        let mut last: Vec<Vec<f64>> = Vec::new();
+        for i in 0..230 {
+            let gpus = first.collect(origin + f64::from(i)).unwrap();
+            let now: Vec<_> = gpus.iter().map(incident_counts).collect();
+            for (g, (a, b)) in gpus.iter().zip(last.iter().zip(&now)) {
+                // Monotone in time, each count of each GPU that is up.
+                let up = g.up;
+                assert!(!up || a.iter().zip(b).all(|(a, b)| a <= b), "{a:?} {b:?}");
+            }
+            last = now;
+        }
+        let mut again = Sim::new(s, T0);
+        run(&mut again, T0 - 3600.0, T0, 7.0);
+        let mut fresh = Sim::new(gameday(), T0);
+        for at in [T0, T0 + 0.5, T0 + 100.0] {
+            let (a, b) = (first.collect(at).unwrap(), again.collect(at).unwrap());
+            assert_eq!(a, b, "{at}");
+            assert_eq!(a[2].readings.xid_total(&[79]), Some(1.0));
+            assert_eq!(
+                a[2].readings.xid_last_timestamp_seconds,
+                Some(origin + 60.0)
+            );
+        }
+        // Without a start, the restart's incidents come again: no Xid yet.
+        let f = fresh.collect(T0 + 0.5).unwrap();
+        assert_eq!(f[2].readings.xid_total(&[79]), Some(0.0));
+        assert_eq!(f[0].readings.health.remapped_rows[1], Some(0.0));
+    }
+
+    #[test]
+    fn a_start_outside_the_counters_span_is_refused() {
+        let err = |origin| {
+            Scenario::default_fleet()
+                .starting_at(origin, T0)
+                .unwrap_err()
+        };
+        assert_eq!(
+            err(T0 + 1.0),
+            "2027-01-15T08:00:01.000Z is in the future: now is 2027-01-15T08:00:00.000Z"
+        );
+        assert!(
+            err(EPOCH - 1.0)
+                .contains("before the simulated driver loaded at 2026-01-01T00:00:00.000Z")
+        );
+        for ok in [EPOCH, T0] {
+            assert!(Scenario::default_fleet().starting_at(ok, T0).is_ok());
+        }
+    }
+
+    #[test]
+    fn a_hang_from_before_the_restart_is_history() {
+        let s = r#"{"gpus":[{}],"incidents":[{"at":"1s","hang":"1h"}]}"#;
+        let s = Scenario::parse(s)
+            .unwrap()
+            .starting_at(T0 - 10.0, T0)
+            .unwrap();
+        let mut sim = Sim::new(s, T0);
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Its replay and first collection, on a thread: a sleeping one
+        // fails the test rather than holding it for an hour.
+        std::thread::spawn(move || {
+            run(&mut sim, T0 - 60.0, T0, 1.0);
+            let _ = tx.send(sim.collect(T0).is_ok());
+        });
+        assert_eq!(
+            rx.recv_timeout(std::time::Duration::from_secs(20)),
+            Ok(true)
+        );
     }
 
     #[test]

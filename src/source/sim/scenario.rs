@@ -1,13 +1,13 @@
 //! Scenario files: the fleet at its origin and the incident script, read
 //! and checked field by field; every error names the field.
 
-use super::Counter;
 use super::health::{self, HealthSpec, HealthState};
 use super::users::{self, Users};
+use super::{Counter, EPOCH};
 use crate::config::MAX_NAME;
 use crate::snapshot::{TTFT_BUCKETS, clock_event_bit};
 use base::json;
-use base::time::parse_duration;
+use base::time::{parse_duration, rfc3339};
 use base::units::GIB;
 use std::time::Duration;
 
@@ -135,7 +135,8 @@ pub(super) struct GpuState {
     pub(super) pcie_rate: f64,
     pub(super) nvlink_rate: f64,
     pub(super) periodic_xid: Option<(u32, f64)>,
-    // Counters: the incidents' Xid since `t0`, the rest since the epoch.
+    // Counters: the incidents' Xid since the origin, the rest since the
+    // epoch.
     pub(super) xid_once: Vec<(u32, u64)>,
     /// When the latest incident Xid came, and its code.
     pub(super) xid_incident: Option<super::TimedXid>,
@@ -191,6 +192,8 @@ pub struct Scenario {
     pub(super) gpus: Vec<GpuState>,
     pub(super) models: Vec<ModelState>,
     pub(super) incidents: Vec<Incident>,
+    /// Unix time the incidents count from; `None`: the process start.
+    pub(super) origin: Option<f64>,
 }
 impl Scenario {
     pub fn default_fleet() -> Scenario {
@@ -259,7 +262,24 @@ impl Scenario {
             gpus,
             models,
             incidents,
+            origin: None,
         })
+    }
+
+    /// The scenario with its incidents at their offsets from `origin`
+    /// (Unix time, `--sim.start`) rather than from the process start: at
+    /// or after the simulated driver's load ([`EPOCH`], where every counter
+    /// starts) and at or before `now`.
+    pub fn starting_at(mut self, origin: f64, now: f64) -> Result<Scenario, String> {
+        let (why, bound) = match origin {
+            o if o < EPOCH => ("before the simulated driver loaded at", EPOCH),
+            o if o > now => ("in the future: now is", now),
+            _ => {
+                self.origin = Some(origin);
+                return Ok(self);
+            }
+        };
+        Err(format!("{} is {why} {}", rfc3339(origin), rfc3339(bound)))
     }
 }
 // The bounds a scenario's readings are held to.

@@ -9,6 +9,10 @@
 //!   tolerances below;
 //! - GPM (profiling) readings, MIG instances and Xid event registration,
 //!   as found;
+//! - per GPU, the profiling fields served (DCGM's `DCGM_FI_PROF_*`, every
+//!   one asked for, and our GPM families), each inside its range; a GPU
+//!   whose compute capability has GPM (9.0, Hopper, and later) but serves
+//!   none fails;
 //! - collection time per GPU, and the exporter's VmHWM and RssAnon with the
 //!   driver loaded.
 //!
@@ -24,6 +28,12 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The one table of profiling fields, GPM metrics and units
+/// (self-contained, so included here as the fake NVML includes it).
+#[allow(dead_code)] // the metric ids are the fake's and the source's
+#[path = "../../../src/config/dcgm/prof.rs"]
+mod prof;
 
 const USAGE: &str = "usage: gpu-check EXPORTER [--nvml.library PATH] [--smi.path PATH]";
 
@@ -99,11 +109,23 @@ fn check(r: &mut Report, exporter: &Path, nvml: Option<&str>, smi: &str) {
         Err(e) => return r.fail(format!("nvidia-smi: {e}")),
     };
     r.ok(format!("nvidia-smi lists {} GPUs", listed.len()));
-    let mut args = vec!["--source", "nvml"];
+    // Every profiling field asked for, through the dcgm collector.
+    let counters = std::env::temp_dir().join(format!("gpu-check-{}-prof.csv", std::process::id()));
+    let fields: String = prof::PROF
+        .iter()
+        .map(|p| format!("{}, gauge, profiling field.\n", p.field))
+        .collect();
+    if let Err(e) = std::fs::write(&counters, fields) {
+        return r.fail(format!("{}: {e}", counters.display()));
+    }
+    let counters_s = counters.to_string_lossy().into_owned();
+    let mut args = vec!["--source", "nvml", "--compat.dcgm-counters", &counters_s];
     if let Some(lib) = nvml {
         args.extend(["--nvml.library", lib]);
     }
-    let a = match Running::start(exporter, &args, "nvml") {
+    let a = Running::start(exporter, &args, "nvml");
+    let _ = std::fs::remove_file(&counters);
+    let a = match a {
         Ok(a) => a,
         Err(e) => return r.fail(format!("the exporter on NVML: {e}")),
     };
@@ -120,6 +142,7 @@ fn check(r: &mut Report, exporter: &Path, nvml: Option<&str>, smi: &str) {
     health(r, &on_nvml);
     agreement(r, &on_nvml, &on_smi);
     found(r, &on_nvml, &a.log());
+    profiling(r, &on_nvml, &compute_capabilities(smi));
     footprint(r, &a, &on_nvml);
 }
 
@@ -225,6 +248,58 @@ fn found(r: &mut Report, m: &Metrics, log: &str) {
     }
 }
 
+/// Our own GPM families, ratios all.
+const GPM_FAMILIES: [&str; 4] = [
+    "gpu_sm_active_ratio",
+    "gpu_sm_occupancy_ratio",
+    "gpu_dram_active_ratio",
+    "gpu_pipe_active_ratio",
+];
+
+/// Per GPU, the profiling fields served, each within its range: ratios in
+/// 0..=1, rates at least 0. A GPU with GPM by its compute capability
+/// (`caps`, by UUID) that serves none fails.
+fn profiling(r: &mut Report, m: &Metrics, caps: &HashMap<String, f64>) {
+    for gpu in m.all("gpu_info") {
+        let uuid = gpu.label("uuid");
+        let (mut served, mut outside) = (Vec::new(), Vec::new());
+        let dcgm = prof::PROF.iter().map(|p| {
+            let ratio = p.scale == prof::Scale::Percent;
+            (p.field, m.find(p.field, &[("UUID", uuid)]), ratio)
+        });
+        let ours = GPM_FAMILIES.map(|f| (f, m.find(f, &[("uuid", uuid)]), true));
+        for (name, sample, ratio) in dcgm.chain(ours) {
+            let Some(s) = sample else { continue };
+            served.push(name.trim_start_matches("DCGM_FI_PROF_"));
+            let inside = match ratio {
+                true => (0.0..=1.0).contains(&s.value),
+                false => s.value >= 0.0 && s.value.is_finite(),
+            };
+            if !inside {
+                outside.push(format!("{name} {}", s.value));
+            }
+        }
+        let gpm = caps.get(uuid).map(|&c| (c, c >= 9.0));
+        let expected = match gpm {
+            Some((c, true)) => format!("compute capability {c:.1}: GPM"),
+            Some((c, false)) => format!("compute capability {c:.1}: no GPM before 9.0"),
+            None => "GPM support unknown".into(),
+        };
+        let line = match served.len() {
+            0 => format!("{uuid}: no profiling field served ({expected})"),
+            n => format!(
+                "{uuid}: {n} profiling fields served ({expected}): {}",
+                served.join(" ")
+            ),
+        };
+        match (gpm, served.is_empty(), outside.is_empty()) {
+            (_, _, false) => r.fail(format!("{line}; outside their range: {outside:?}")),
+            (Some((_, true)), true, _) => r.fail(line),
+            _ => r.ok(line),
+        }
+    }
+}
+
 /// Collection time per GPU, and memory with the driver loaded.
 fn footprint(r: &mut Report, a: &Running, m: &Metrics) {
     let gpus = m.value("gpu_exporter_gpus", &[]).unwrap_or(0.0).max(1.0);
@@ -245,9 +320,31 @@ fn footprint(r: &mut Report, a: &Running, m: &Metrics) {
     }
 }
 
+/// Each GPU's compute capability by UUID, as nvidia-smi gives it (none
+/// from one too old to know `compute_cap`).
+fn compute_capabilities(smi: &str) -> HashMap<String, f64> {
+    let gpus = smi_query(smi, "uuid,compute_cap").unwrap_or_default();
+    gpus.iter()
+        .filter_map(|g| Some((g.get("uuid")?.clone(), g.get("compute_cap")?.parse().ok()?)))
+        .collect()
+}
+
 /// nvidia-smi's GPUs, each as its column names to values.
 fn smi_gpus(smi: &str) -> Result<Vec<HashMap<String, String>>, String> {
-    let query = format!("--query-gpu={QUERY}");
+    let gpus = smi_query(smi, QUERY)?;
+    match gpus
+        .iter()
+        .all(|g| g.contains_key("uuid") && g.contains_key("memory.total"))
+    {
+        true => Ok(gpus),
+        false => Err(format!("unexpected columns in {gpus:?}")),
+    }
+}
+
+/// nvidia-smi's answer to `--query-gpu=QUERY`, each GPU as its column
+/// names to values.
+fn smi_query(smi: &str, query: &str) -> Result<Vec<HashMap<String, String>>, String> {
+    let query = format!("--query-gpu={query}");
     let out = run(
         smi,
         &[&query, "--format=csv,nounits"],
@@ -260,7 +357,7 @@ fn smi_gpus(smi: &str) -> Result<Vec<HashMap<String, String>>, String> {
         .split(',')
         .map(|h| h.trim().split(' ').next().unwrap_or("").to_string())
         .collect();
-    let gpus: Vec<_> = lines
+    let gpus = lines
         .map(|l| {
             header
                 .iter()
@@ -269,13 +366,7 @@ fn smi_gpus(smi: &str) -> Result<Vec<HashMap<String, String>>, String> {
                 .collect::<HashMap<_, _>>()
         })
         .collect();
-    match gpus
-        .iter()
-        .all(|g| g.contains_key("uuid") && g.contains_key("memory.total"))
-    {
-        true => Ok(gpus),
-        false => Err(format!("unexpected columns {header:?}")),
-    }
+    Ok(gpus)
 }
 
 /// `program args`'s standard output, or why not, killed after `limit`.
