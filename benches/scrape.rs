@@ -17,9 +17,10 @@ use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::http::cache::{Cache, Families};
 use gpu_exporter::internals::snapshot::Freshness;
+use gpu_exporter_floor::Floor;
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -205,70 +206,10 @@ fn floor_process(
 /// `--serve KIND FILE`: the floor of [`floor_process`], until its one
 /// connection ends.
 fn serve(kind: &str, file: &str) {
-    let response = std::fs::read(file).unwrap();
-    let addr = match kind {
-        "blocking" => floor_server(response),
-        _ => async_floor_server(response, false),
-    };
+    let floor = Floor::parse(kind).expect("blocking, async or spawned");
+    let (addr, thread) = floor.serve(std::fs::read(file).unwrap());
     println!("{addr}");
-    // The server thread ends with its connection; so does the process,
-    // at the latest when the bench kills it.
-    std::thread::sleep(Duration::from_secs(600));
-}
-
-/// The floor: a blocking server that answers every request on a
-/// keep-alive connection with the same fixed bytes.
-fn floor_server(response: Vec<u8>) -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for s in l.incoming().take(1) {
-            let mut s = s.unwrap();
-            s.set_nodelay(true).unwrap();
-            let mut buf = [0u8; 4096];
-            // One read is one request: the client sends each whole and
-            // waits for its answer.
-            while let Ok(1..) = s.read(&mut buf) {
-                if s.write_all(&response).is_err() {
-                    break;
-                }
-            }
-        }
-    });
-    addr
-}
-
-/// The async-io floor: the same fixed bytes from a server on the
-/// exporter's runtime (`smol::block_on` over `Async<TcpListener>` on a
-/// thread of its own, as the exporter's HTTP thread), with nothing else:
-/// no parsing, no deadlines, no render. What it costs over the blocking
-/// floor is the runtime's; what the exporter costs over it is ours.
-fn async_floor_server(response: Vec<u8>, spawned: bool) -> String {
-    use smol::io::{AsyncReadExt, AsyncWriteExt};
-    let l = smol::Async::<TcpListener>::bind(([127, 0, 0, 1], 0)).unwrap();
-    let addr = l.get_ref().local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        let conn = async move {
-            let (mut s, _) = l.accept().await.unwrap();
-            s.get_ref().set_nodelay(true).unwrap();
-            let mut buf = [0u8; 4096];
-            while let Ok(1..) = s.read(&mut buf).await {
-                if s.write_all(&response).await.is_err() {
-                    break;
-                }
-            }
-        };
-        // `spawned`: a task of a LocalExecutor, as the exporter's
-        // connections are, each wake-up going through its queue.
-        match spawned {
-            false => smol::block_on(conn),
-            true => {
-                let ex = smol::LocalExecutor::new();
-                smol::block_on(ex.run(ex.spawn(conn)))
-            }
-        }
-    });
-    addr
+    let _ = thread.join();
 }
 
 fn bench_end_to_end() {
@@ -314,9 +255,9 @@ fn bench_end_to_end() {
             );
             std::thread::sleep(Duration::from_millis(50));
         };
-        let floor = floor_server(response.clone().into_bytes());
-        let async_floor = async_floor_server(response.clone().into_bytes(), false);
-        let task_floor = async_floor_server(response.clone().into_bytes(), true);
+        let floor = Floor::Blocking.serve(response.clone().into_bytes()).0;
+        let async_floor = Floor::AsyncIo.serve(response.clone().into_bytes()).0;
+        let task_floor = Floor::Spawned.serve(response.clone().into_bytes()).0;
         let (mut own, own_floor) = floor_process("blocking", response.as_bytes(), &dir);
         let (mut own_async, own_async_floor) = floor_process("async", response.as_bytes(), &dir);
         let (mut a, mut b) = (connect(&addr), connect(&floor));

@@ -26,7 +26,7 @@ const LIB64: &str = "/usr/lib64";
 /// The same directory on an arm64 host: one Dockerfile serves both.
 pub(crate) const MULTIARCH_ARM64: &str = "/usr/lib/aarch64-linux-gnu";
 
-fn root() -> &'static Path {
+pub(crate) fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
@@ -62,7 +62,7 @@ fn group_members(pgid: u32) -> Vec<(u32, String)> {
 }
 
 /// Runs `cmd` in a process group of its own, for at most `limit`.
-fn output_within(mut cmd: Command, limit: Duration) -> Output {
+pub(crate) fn output_within(mut cmd: Command, limit: Duration) -> Output {
     let what = format!("{cmd:?}");
     let mut child = cmd
         .stdin(Stdio::null())

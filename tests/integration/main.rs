@@ -8,6 +8,7 @@ mod arm64;
 mod cli;
 mod collectors;
 mod common;
+mod counts;
 mod dcgm;
 mod dcgm_cli;
 mod dcgm_files;
