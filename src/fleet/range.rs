@@ -5,7 +5,8 @@
 //! ([`crate::snapshot::readings`]); fans run 0 to 2, as NVML says a fan
 //! may run above 100% ([`readings::FAN_RATIO`]).
 
-use crate::snapshot::readings::{self, Field, MEMORY_BYTES, Range};
+use crate::config::dcgm::prof::{self, Scale};
+use crate::snapshot::readings::{self, Field, LINK_BYTES_PER_SECOND, MEMORY_BYTES, RATIO, Range};
 use crate::snapshot::{CLOCK_EVENT_REASONS, Readings, TxRx};
 use base::quiet::Noted;
 use std::collections::BTreeMap;
@@ -13,6 +14,9 @@ use std::collections::BTreeMap;
 /// Readings left out, by family, since the exporter started:
 /// `gpu_exporter_readings_rejected_total{reading}`.
 pub type Rejected = BTreeMap<&'static str, u64>;
+
+/// The key of the profiling fields (`DCGM_FI_PROF_*`) left out.
+const PROFILING: &str = "DCGM_FI_PROF";
 
 /// The clock event bits NVML defines; a mask with any other set is no
 /// reading (all ones would set every reason).
@@ -94,6 +98,28 @@ pub fn check(
     }
     within_total(r, &mut c);
     lanes(r, &mut c);
+    profiling(r, &mut c);
+}
+
+/// GPM's profiling fields, in DCGM's units: a utilization is a ratio, a
+/// rate a link can carry. Counted under one key, as the fields are served
+/// under DCGM's names only in the dcgm collector's families.
+fn profiling(r: &mut Readings, c: &mut Check) {
+    r.profiling.retain(|&(id, v)| {
+        let range = match prof::scale(id) {
+            Scale::Percent => RATIO,
+            Scale::MibPerSecond => LINK_BYTES_PER_SECOND,
+        };
+        let kept = range.holds(v);
+        if !kept {
+            let what = format!(
+                "{v} for GPM metric {id}, outside {}..={}",
+                range.min, range.max
+            );
+            c.reject(PROFILING, &what);
+        }
+        kept
+    });
 }
 
 /// A PCIe link has 1, 2, 4, 8, 16 or 32 lanes; the range already holds
@@ -188,6 +214,27 @@ mod tests {
         assert!(TEMPERATURE_CELSIUS.holds(-40.0) && TEMPERATURE_CELSIUS.holds(150.0));
         assert_eq!(rejected["gpu_temperature_celsius"], 1);
         assert_eq!(rejected["gpu_fan_speed_ratio"], 1);
+    }
+
+    #[test]
+    fn profiling_fields_outside_their_unit_are_left_out_and_counted() {
+        let mut r = Readings {
+            profiling: vec![
+                (prof::SM_UTIL, 0.5),
+                (prof::SM_UTIL + 1, 1.5),
+                (prof::PCIE_TX_PER_SEC, 3.2e10),
+                (prof::PCIE_TX_PER_SEC + 1, -1.0),
+                (prof::NVLINK_TOTAL_TX_PER_SEC, 4.2e13),
+            ],
+            ..Readings::default()
+        };
+        let (mut noted, mut rejected) = (Noted::default(), Rejected::new());
+        check(&mut r, "GPU-a", &mut noted, &mut rejected);
+        assert_eq!(
+            r.profiling,
+            [(prof::SM_UTIL, 0.5), (prof::PCIE_TX_PER_SEC, 3.2e10)]
+        );
+        assert_eq!(rejected[PROFILING], 3);
     }
 
     #[test]

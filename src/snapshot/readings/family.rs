@@ -143,6 +143,12 @@ pub const POWER_WATTS: Range = Range {
 };
 /// Shares of time or capacity.
 pub const RATIO: Range = Range { min: 0.0, max: 1.0 };
+/// A profiling field's rate (GPM's PCIe and NVLink traffic, bytes per
+/// second): a GB200's 18 NVLinks carry 1.8 TB/s, so 10 TB/s is none.
+pub const LINK_BYTES_PER_SECOND: Range = Range {
+    min: 0.0,
+    max: 1e13,
+};
 /// Fan speed as a ratio: NVML says a fan may report over 100%.
 pub const FAN_RATIO: Range = Range { min: 0.0, max: 2.0 };
 /// Memory sizes: up to 1 PiB per GPU.
