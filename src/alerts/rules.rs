@@ -434,6 +434,12 @@ pub struct Rule {
     pub threshold: f64,
     pub for_: Duration,
     pub keep_firing_for: Duration,
+    /// How long a gauge's alert holds while its series are missing (a
+    /// scrape gap, readings no longer served), counted from the last
+    /// reading: the printed rule reads the last sample within it
+    /// (`last_over_time`). Unlike `keep_firing_for`, a reading that clears
+    /// the condition resolves it at once, so a GPU that recovers is quiet.
+    pub gap_hold: Duration,
     pub severity: Severity,
     /// As written: a Prometheus template whose `{for}`, `{keep_firing_for}`
     /// and `{window}` the exporter spells out itself (see [`Rule::spell`]).
@@ -467,6 +473,7 @@ impl Rule {
             threshold,
             for_,
             keep_firing_for: Duration::ZERO,
+            gap_hold: Duration::ZERO,
             severity,
             summary_template: summary.into(),
             summary: String::new(),
