@@ -34,23 +34,31 @@ impl Subject {
 
     /// The labels an alert about this subject carries, after `alertname`.
     pub fn labels(&self) -> Vec<(&'static str, String)> {
+        let mut l = Vec::new();
+        self.each_label(&mut |k, v| l.push((k, v.to_string())));
+        l
+    }
+
+    /// The same labels, each handed to `f` (the status page renders
+    /// without allocating).
+    pub fn each_label(&self, f: &mut dyn FnMut(&'static str, &dyn std::fmt::Display)) {
         match self {
-            Subject::Exporter => Vec::new(),
+            Subject::Exporter => {}
             Subject::Gpu { index, uuid } => {
-                vec![("gpu", index.to_string()), ("uuid", uuid.clone())]
+                f("gpu", index);
+                f("uuid", uuid);
             }
-            Subject::Model(name) => vec![("model_name", name.clone())],
+            Subject::Model(name) => f("model_name", name),
             Subject::Endpoint {
                 url,
                 engine,
                 reason,
             } => {
-                let mut l = vec![("endpoint", url.clone())];
+                f("endpoint", url);
                 if !engine.is_empty() {
-                    l.push(("engine", engine.clone()));
+                    f("engine", engine);
                 }
-                l.push(("reason", reason.to_string()));
-                l
+                f("reason", reason);
             }
         }
     }
