@@ -1,7 +1,7 @@
 //! The same rules as PromQL: a Prometheus rule file that evaluates exactly
 //! what the exporter evaluates itself, plus the SLO recording rules.
 
-use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Expr, Rule, Signal};
+use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Cmp, Expr, Rule, Signal};
 use crate::alerts::summary::WORKLOADS;
 use crate::config::OWN_RUNBOOKS;
 use crate::exposition::catalogue::engines::{
@@ -249,22 +249,11 @@ impl Rule {
             }
         };
         match &self.expr {
+            Expr::Gauge(s) if !self.gap_hold.is_zero() => self.held(&s.gauge()),
             Expr::Gauge(s) => cmp(s.gauge()),
             &Expr::Increase(s, w) => cmp(range("increase", s, w)),
             &Expr::Rate(s, w) => cmp(range("rate", s, w)),
-            &Expr::Deriv(s, w) => {
-                let g = s.gauge();
-                let w = format_duration(w);
-                // A range needs a selector; over an expression, a subquery
-                // at the evaluation interval.
-                match g
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_:".contains(c))
-                {
-                    true => cmp(format!("deriv({g}[{w}])")),
-                    false => cmp(format!("deriv(({g})[{w}:])")),
-                }
-            }
+            &Expr::Deriv(s, w) => cmp(format!("deriv({})", ranged(&s.gauge(), w))),
             Expr::BurnRate { objective, windows }
             | Expr::AvailabilityBurn { objective, windows } => {
                 self.burn(*objective, windows, scope)
@@ -279,6 +268,19 @@ impl Rule {
                 "{g}{{job=\"{job}\"}} < max_over_time({g}{{job=\"{job}\"}}[1d])",
                 g = GPUS.name
             ),
+        }
+    }
+
+    /// A gauge held through a gap (`gap_hold`): its last sample within
+    /// it, so one that clears it resolves it at once, as does one of the
+    /// same GPU under another index (a restarted exporter's numbering).
+    fn held(&self, live: &str) -> String {
+        let (n, last) = (num(self.threshold), ranged(live, self.gap_hold));
+        let held = format!("last_over_time({last}) {} {n}", self.cmp.as_str());
+        let clear = if self.cmp == Cmp::Above { "<=" } else { ">=" };
+        match self.about_gpus() {
+            true => format!("{held} unless on (job, instance, uuid) {live} {clear} {n}"),
+            false => held,
         }
     }
 
@@ -324,6 +326,16 @@ impl Rule {
         let rest = format!("{{{}}}", rest.join(","));
         parts.push(format!("({})", pairs(&rest, objective)));
         parts.join(" or ")
+    }
+}
+
+/// `expr` over the range `w`: a selector's, or over an expression a
+/// subquery at the evaluation interval (a range needs a selector).
+fn ranged(expr: &str, w: Duration) -> String {
+    let w = format_duration(w);
+    match (expr.chars()).all(|c| c.is_ascii_alphanumeric() || "_:".contains(c)) {
+        true => format!("{expr}[{w}]"),
+        false => format!("({expr})[{w}:]"),
     }
 }
 
@@ -490,7 +502,7 @@ pub fn rule_file(rules: &[Rule], p: &Printing) -> String {
     );
     let _ = writeln!(
         y,
-        "# Printed with --collect.max-stale {}: every page's keep_firing_for is at\n\
+        "# Printed with --collect.max-stale {}: every page outlasts its series at\n\
          # least that plus the longest `for` of the exporter's own failure pages\n\
          # (adjust::cover_failures), so print again when the flag changes.",
         format_duration(p.max_stale)

@@ -9,9 +9,9 @@ use std::time::Duration;
 /// readings are served for `max_stale`, then dropped, and the exporter's
 /// failure pages (ExporterBlind when the readings go, ExporterDown when
 /// Prometheus cannot scrape) fire after their own `for`. Every other page
-/// keeps firing at least that long after its condition clears, so it never
-/// resolves before one of them takes over. The printed rules carry the same
-/// `keep_firing_for`, so both evaluators agree.
+/// outlasts its series at least that long ([`outlast`]), so it never
+/// resolves before one of them takes over. The printed rules carry the
+/// same holds, so both evaluators agree.
 pub fn cover_failures(rules: Vec<Rule>, max_stale: Duration) -> Vec<Rule> {
     let handover = rules
         .iter()
@@ -24,15 +24,32 @@ pub fn cover_failures(rules: Vec<Rule>, max_stale: Duration) -> Vec<Rule> {
         .into_iter()
         .map(
             |r| match r.severity == Severity::Page && !r.about_exporter() {
-                true if r.keep_firing_for < floor => Rule {
-                    keep_firing_for: floor,
-                    ..r
-                }
-                .spell(),
-                _ => r,
+                true => outlast(r, floor),
+                false => r,
             },
         )
         .collect()
+}
+
+/// `r` made to go on firing at least `at_least` once its series stop. A
+/// gauge holds through the gap (`gap_hold`: the printed rule reads the
+/// last sample within it) and resolves at once on a reading that clears
+/// it, so a GPU that comes back is quiet; the rest, whose windows would
+/// not see a recovery sooner, keep firing (`keep_firing_for`).
+pub fn outlast(r: Rule, at_least: Duration) -> Rule {
+    let short = at_least.saturating_sub(r.gap_hold + r.keep_firing_for);
+    match (short.is_zero(), &r.expr) {
+        (true, _) => r,
+        (false, Expr::Gauge(_)) => Rule {
+            gap_hold: r.gap_hold + short,
+            ..r
+        },
+        (false, _) => Rule {
+            keep_firing_for: r.keep_firing_for + short,
+            ..r
+        }
+        .spell(),
+    }
 }
 
 /// Every burn-rate rule of `rules` with the models' own objectives

@@ -44,6 +44,8 @@ struct Slot {
     value: f64,
     /// When the condition stopped holding while `keep_firing_for` keeps it.
     keep_since: Option<f64>,
+    /// When the subject last had a reading: `gap_hold` counts from it.
+    seen: f64,
 }
 
 /// Subjects by a dense id, so that rules keep a slot per subject and
@@ -422,6 +424,7 @@ impl Evaluator {
             slots.resize(n, None);
             let for_ = rule.for_.as_secs_f64();
             let keep = rule.keep_firing_for.as_secs_f64();
+            let gap = rule.gap_hold.as_secs_f64();
             let burn = matches!(rule.expr, Expr::BurnRate { .. });
             for (id, (slot, value)) in slots.iter_mut().zip(&self.scratch).enumerate() {
                 // A model's burn verdict holds, neither resolved nor new,
@@ -438,7 +441,18 @@ impl Evaluator {
                         value,
                     })
                 };
-                match (slot.as_mut(), *value) {
+                // A gauge's alert holds through a gap in its readings, as
+                // the printed rule's last_over_time does; a reading that
+                // clears it resolves it at once.
+                let value = match (slot.as_mut(), *value) {
+                    (Some(a), None) if t - a.seen < gap => Some((a.value, true)),
+                    (Some(a), v @ Some(_)) => {
+                        a.seen = t;
+                        v
+                    }
+                    (_, v) => v,
+                };
+                match (slot.as_mut(), value) {
                     (None, None | Some((_, false))) => {}
                     (None, Some((v, true))) => {
                         let state = if rule.for_.is_zero() {
@@ -452,6 +466,7 @@ impl Evaluator {
                             active_at: t,
                             value: v,
                             keep_since: None,
+                            seen: t,
                         });
                     }
                     (Some(a), Some((v, true))) => {
@@ -640,6 +655,34 @@ mod tests {
         assert_eq!((ch.from, ch.to), ("firing", "resolved"));
         // The resolve line shows the value at resolve, not the fired one.
         assert_eq!(ch.value, 0.0);
+        assert!(e.alerts().is_empty());
+    }
+
+    /// `gap_hold`: a gauge's alert holds through missing readings, for
+    /// that long after the last, pending ones go on to fire; a reading
+    /// that clears it resolves it at once.
+    #[test]
+    fn gap_hold_holds_through_a_gap_but_not_past_a_recovery() {
+        let (hot, cool) = (Some(64.0), Some(0.0));
+        let rule = Rule {
+            gap_hold: Duration::from_secs(20),
+            ..throttle_rule(10, 0)
+        };
+        let mut e = Evaluator::new(vec![rule]);
+        e.eval(&snap(0.0, &[hot]));
+        // Pending when the readings stop, it fires through the gap.
+        let ch = e.eval(&snap(10.0, &[None]));
+        assert_eq!((ch[0].from, ch[0].to), ("pending", "firing"));
+        assert!(e.eval(&snap(19.0, &[None])).is_empty());
+        let ch = e.eval(&snap(20.0, &[None]));
+        assert_eq!((ch[0].from, ch[0].to), ("firing", "resolved"));
+        // Back and hot, then back and cool: resolved at that reading.
+        e.eval(&snap(30.0, &[hot]));
+        e.eval(&snap(40.0, &[hot]));
+        assert!(e.eval(&snap(45.0, &[None])).is_empty());
+        assert_eq!(states(&e), [(Some(0), State::Firing)]);
+        let ch = e.eval(&snap(50.0, &[cool]));
+        assert_eq!((ch[0].from, ch[0].to), ("firing", "resolved"));
         assert!(e.alerts().is_empty());
     }
 

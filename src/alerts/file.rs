@@ -152,6 +152,7 @@ fn merge(spec: &RuleSpec, base: Option<&Rule>) -> Result<Rule, String> {
             &spec.keep_firing_for,
             base.map(|b| b.keep_firing_for),
         )?,
+        gap_hold: base.map_or(Duration::ZERO, |b| b.gap_hold),
         severity,
         summary_template: spec
             .summary

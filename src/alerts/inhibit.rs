@@ -3,6 +3,7 @@
 //! test holds the file to this table). The in-process evaluator marks the
 //! alerts those rules would mute, on `/alerts` and the status page.
 
+use super::adjust::outlast;
 use super::alert::{Alert, Muted, State};
 use super::rules::{Rule, Subject};
 use std::time::Duration;
@@ -109,17 +110,19 @@ pub fn mark(alerts: &mut [Alert]) {
 
 /// How long an alert of `r` can go on firing once the exporter's series
 /// stop (it died, or Prometheus lost it): a range function still sees the
-/// samples of its window, then `keep_firing_for` holds it.
+/// samples of its window, a gauge its last sample for `gap_hold`, then
+/// `keep_firing_for` holds it.
 pub fn hold(r: &Rule) -> Duration {
     let window = r.expr.windows().iter().map(|w| w.1).max();
-    window.unwrap_or(Duration::ZERO) + r.keep_firing_for
+    window.unwrap_or(Duration::ZERO) + r.gap_hold + r.keep_firing_for
 }
 
 /// Inhibitions that survive a gap: each source keeps firing at least as
 /// long as the alerts it mutes ([`hold`]), so that when the exporter
 /// stops, no muted follow-up outlives its source and pages on its own.
-/// A source that falls short gets the `keep_firing_for` that makes up the
-/// difference, in process and in the printed rules. Sources mute sources
+/// A source that falls short is made to outlast its series by the
+/// difference ([`outlast`]: a gauge through the gap only, never after a
+/// recovery), in process and in the printed rules. Sources mute sources
 /// (GPULost mutes GPUUncorrectableECC, which mutes GPUXidErrors), so this
 /// repeats until nothing moves: at most once per inhibition, since a
 /// source's hold only ever grows to one of its targets'.
@@ -135,8 +138,8 @@ pub fn cover_inhibitions(mut rules: Vec<Rule>) -> Vec<Rule> {
             for r in rules.iter_mut().filter(|r| r.name == i.source) {
                 let short = longest.saturating_sub(hold(r));
                 if !short.is_zero() {
-                    r.keep_firing_for += short;
-                    *r = r.clone().spell();
+                    let after = r.gap_hold + r.keep_firing_for + short;
+                    *r = outlast(r.clone(), after);
                     moved = true;
                 }
             }
@@ -247,11 +250,28 @@ mod tests {
             }
         }
         // The gap the independent check found: the pending remaps hold
-        // as long as GPUXidEvents' window.
+        // through a gap as long as GPUXidEvents' window. Gauges hold
+        // through the gap only, never after a recovery: GPULost and
+        // GPURowRemapFailure outlast GPUUncorrectableECC's hour so.
+        let rules = cover_inhibitions(cover_failures(defaults(), MIN));
+        let of = |n: &str| rules.iter().find(|r| r.name == n).unwrap();
+        for (name, gap) in [
+            ("GPURowRemapPending", 5 * MIN),
+            ("GPURetiredPagesPending", 5 * MIN),
+            ("GPULost", 65 * MIN),
+            ("GPURowRemapFailure", 65 * MIN),
+        ] {
+            assert_eq!(
+                (of(name).gap_hold, of(name).keep_firing_for),
+                (gap, Duration::ZERO),
+                "{name}"
+            );
+        }
+        // A window does not see a recovery sooner: GPUXidErrors, which
+        // mutes the recovery actions, keeps firing.
+        assert_eq!(of("GPUXidErrors").gap_hold, Duration::ZERO);
         let rules = cover_inhibitions(defaults());
         let of = |n: &str| rules.iter().find(|r| r.name == n).unwrap();
-        assert_eq!(of("GPURowRemapPending").keep_firing_for, 5 * MIN);
-        assert_eq!(of("GPURetiredPagesPending").keep_firing_for, 5 * MIN);
         // What mutes nothing is left as it was.
         assert_eq!(of("GPUThrottling"), &defaults()[0]);
     }

@@ -34,23 +34,31 @@ impl Subject {
 
     /// The labels an alert about this subject carries, after `alertname`.
     pub fn labels(&self) -> Vec<(&'static str, String)> {
+        let mut l = Vec::new();
+        self.each_label(&mut |k, v| l.push((k, v.to_string())));
+        l
+    }
+
+    /// The same labels, each handed to `f` (the status page renders
+    /// without allocating).
+    pub fn each_label(&self, f: &mut dyn FnMut(&'static str, &dyn std::fmt::Display)) {
         match self {
-            Subject::Exporter => Vec::new(),
+            Subject::Exporter => {}
             Subject::Gpu { index, uuid } => {
-                vec![("gpu", index.to_string()), ("uuid", uuid.clone())]
+                f("gpu", index);
+                f("uuid", uuid);
             }
-            Subject::Model(name) => vec![("model_name", name.clone())],
+            Subject::Model(name) => f("model_name", name),
             Subject::Endpoint {
                 url,
                 engine,
                 reason,
             } => {
-                let mut l = vec![("endpoint", url.clone())];
+                f("endpoint", url);
                 if !engine.is_empty() {
-                    l.push(("engine", engine.clone()));
+                    f("engine", engine);
                 }
-                l.push(("reason", reason.to_string()));
-                l
+                f("reason", reason);
             }
         }
     }
@@ -434,6 +442,12 @@ pub struct Rule {
     pub threshold: f64,
     pub for_: Duration,
     pub keep_firing_for: Duration,
+    /// How long a gauge's alert holds while its series are missing (a
+    /// scrape gap, readings no longer served), counted from the last
+    /// reading: the printed rule reads the last sample within it
+    /// (`last_over_time`). Unlike `keep_firing_for`, a reading that clears
+    /// the condition resolves it at once, so a GPU that recovers is quiet.
+    pub gap_hold: Duration,
     pub severity: Severity,
     /// As written: a Prometheus template whose `{for}`, `{keep_firing_for}`
     /// and `{window}` the exporter spells out itself (see [`Rule::spell`]).
@@ -467,6 +481,7 @@ impl Rule {
             threshold,
             for_,
             keep_firing_for: Duration::ZERO,
+            gap_hold: Duration::ZERO,
             severity,
             summary_template: summary.into(),
             summary: String::new(),

@@ -62,13 +62,11 @@ pub fn body(a: &Alert, labels: &str, gpus: &[Gpu], cx: &Context) -> String {
     string(&mut out, &a.rule.runbook_url(cx.runbook_base));
     out.extend_from_slice(br#"},"startsAt":"#);
     string(&mut out, &rfc3339(a.active_at));
-    // The status page, at the GPU's row where it is about one.
-    let anchor = match a.subject {
-        Subject::Gpu { index, .. } => format!("#gpu-{index}"),
-        _ => String::new(),
-    };
+    // The status page, at the alert's own row.
     out.extend_from_slice(br#","generatorURL":"#);
-    string(&mut out, &format!("http://{}/{anchor}", cx.instance));
+    let mut url = format!("http://{}/#", cx.instance).into_bytes();
+    a.anchor(&mut url);
+    string(&mut out, &String::from_utf8_lossy(&url));
     String::from_utf8(out).unwrap_or_default()
 }
 

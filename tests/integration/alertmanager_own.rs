@@ -136,12 +136,26 @@ fn the_default_fleet_pages_through_alertmanager_and_a_stop_resolves_nothing() {
             runbook.starts_with("http://node-a:9400/docs/runbooks/"),
             "{runbook}"
         );
-        assert!(a.generator_url.starts_with("http://node-a:9400/"), "{a:#?}");
         if a.labels.contains_key("gpu") {
             assert!(a.labels["uuid"].starts_with("GPU-"), "{name}: {a:#?}");
-            let anchor = format!("http://node-a:9400/#gpu-{}", a.labels["gpu"]);
-            assert_eq!(a.generator_url, anchor);
         }
+    }
+    // Each generatorURL is the status page at the alert's own row.
+    let page = e.get("/", &[]).body;
+    let mut ids = BTreeSet::new();
+    for a in &alerts {
+        let id = (a.generator_url.strip_prefix("http://node-a:9400/#"))
+            .unwrap_or_else(|| panic!("{a:#?}"));
+        assert!(
+            id.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+            "needs no escaping: {id}"
+        );
+        let row = format!("<tr class=\"alert firing\" id=\"{id}\">");
+        assert_eq!(page.matches(&row).count(), 1, "{id}: {page}");
+        let name = label(a, "alertname");
+        assert!(page[page.find(&row).unwrap()..].contains(&format!("<b>{name}</b>")));
+        assert!(ids.insert(id.to_string()), "two alerts at {id}");
     }
     // One list: the labels /alerts shows, and the scrape's, external too.
     let ours = own(&e);

@@ -264,6 +264,22 @@ fn under_smi_a_gpu_that_vanishes_is_lost_and_pages_and_survivors_keep_their_inde
             false => Err(e.get("/alerts", &[]).body),
         }
     });
+    // GPU-b comes back: GPULost resolves at the evaluation that reads it
+    // up, though it holds 65m through a gap in its readings.
+    set_output(&smi, &rows(&all));
+    e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, "gpu_up{gpu=\"1\",uuid=\"GPU-b\"}") == Some(1.0)
+    });
+    crate::common::eventually(Duration::from_secs(5), || {
+        let resolved = e
+            .log()
+            .lines()
+            .any(|l| l.contains("alert GPULost{gpu=\"1\"") && l.contains("firing -> resolved"));
+        match resolved && !firing_for(&e, "GPULost", "1") {
+            true => Ok(()),
+            false => Err(format!("{}\n{}", e.get("/alerts", &[]).body, e.log())),
+        }
+    });
 }
 
 #[test]

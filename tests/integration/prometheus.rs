@@ -773,8 +773,8 @@ fn hangs_failures_and_a_dead_exporter_are_loud_in_both_evaluators() {
     // Waits until both sides fire `names`, before `by` seconds into the
     // run (when the fault would be over), then checks `during` on the
     // metrics: the fault still lasts, or it ended only just now (a page
-    // that mutes others keeps firing past its fault, `keep_firing_for`, so
-    // on a loaded machine Prometheus may show it firing a moment after).
+    // holds through the gap its fault made in its series, so on a loaded
+    // machine Prometheus may show it firing a moment after).
     let both = |prom: &mut Prometheus, names: &[&str], by: f64, during: &dyn Fn(&str) -> bool| {
         let want = want(names);
         loop {

@@ -436,6 +436,9 @@ fn alert(
     let (severity, state) = (a.rule.severity.as_str(), a.state.as_str());
     out.extend_from_slice(b"<tr class=\"alert ");
     out.extend_from_slice(state.as_bytes());
+    // What the alert sent to Alertmanager links to (`generatorURL`).
+    out.extend_from_slice(b"\" id=\"");
+    a.anchor(out);
     out.extend_from_slice(b"\"><td><span class=\"");
     out.extend_from_slice(severity.as_bytes());
     out.extend_from_slice(b"\">");
