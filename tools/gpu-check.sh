@@ -5,7 +5,7 @@
 # tools/gpu-check/src/main.rs for what it checks). It only reads: nothing
 # changes a GPU's state. Exit status 0 when nothing failed.
 #
-#   tools/gpu-check.sh [--nvml.library PATH] [--smi.path PATH]
+#   tools/gpu-check.sh [--nvml.library PATH] [--smi.path PATH] [--path.sysfs|procfs|devfs PATH]
 set -eu
 cd "$(dirname "$0")/.."
 cargo build --release --locked --quiet -p gpu-exporter --bin gpu-exporter

@@ -99,8 +99,9 @@ pub fn elf_machine(file: &Path) -> u16 {
 /// `qemu-aarch64 -L ROOT BIN`: ROOT is where the loader and the
 /// libraries are looked up first, and the guest's library path names
 /// ROOT's directories (guest paths, which -L resolves in ROOT first): on
-/// a host with multiarch arm64 libraries, the loader's cache would
-/// otherwise pair ROOT's loader with the host's libc, which spins.
+/// a host with multiarch arm64 libraries, the loader would otherwise find
+/// the host's libc in its default directory /lib/aarch64-linux-gnu and
+/// pair ROOT's loader with it, which spins (.ci/nvidia-host.sh).
 fn qemu(root: &Path, bin: &Path) -> Command {
     let mut cmd = Command::new("qemu-aarch64");
     guest(&mut cmd, root, bin);

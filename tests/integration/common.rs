@@ -31,11 +31,15 @@ impl Exporter {
     /// `cmd` (the exporter, or a command that runs it) with `args`, as soon
     /// as it says where it serves: its first collection may still be going.
     pub fn serving(mut cmd: Command, args: &[&str]) -> Exporter {
-        // The simulator unless a test says otherwise (a later flag wins),
-        // so a machine with a GPU runs the same tests; a free loopback port
-        // unless it names where (each --web.listen-address adds one).
+        // The simulator on a made-up host unless a test says otherwise (a
+        // later flag wins), so a machine with a GPU, its driver or NVIDIA's
+        // library runs the same tests; a free loopback port unless it names
+        // where (each --web.listen-address adds one).
         let listens = args.iter().any(|a| a.starts_with("--web.listen-address"));
+        let host = no_host().to_str().unwrap();
         cmd.args(["--source", "sim"])
+            .args(["--path.sysfs", host, "--path.procfs", host])
+            .args(["--path.devfs", host])
             .args(
                 (!listens)
                     .then_some(["--web.listen-address", "127.0.0.1:0"])
@@ -216,6 +220,19 @@ impl Drop for Exporter {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A made-up host with no trace of NVIDIA, for `--path.sysfs`,
+/// `--path.procfs` and `--path.devfs`: an empty directory, whatever this
+/// host's PCI bus, driver and device nodes hold (.ci/nvidia-host.sh runs
+/// the tests on a host that has them).
+pub fn no_host() -> &'static Path {
+    static CELL: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    CELL.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("host-without-nvidia");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
 }
 
 /// Keeps an exporter's log, read on a thread, and sends the `host:port`

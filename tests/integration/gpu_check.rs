@@ -41,9 +41,19 @@ fn check(
     let smi = fake_smi(name, &csv);
     std::fs::write(smi.with_file_name("help.txt"), HELP).unwrap();
     let checker = build_member("gpu-check", &[], "gpu-check").join("gpu-check");
+    // A made-up host: a GPU of this machine's is no fake GPU's.
+    let host = crate::common::no_host().to_str().unwrap();
     let out = Command::new(checker)
         .args([BIN, "--nvml.library", f.lib.to_str().unwrap()])
         .args(["--smi.path", smi.to_str().unwrap()])
+        .args([
+            "--path.sysfs",
+            host,
+            "--path.procfs",
+            host,
+            "--path.devfs",
+            host,
+        ])
         .output()
         .unwrap();
     let report = String::from_utf8_lossy(&out.stdout).into_owned();

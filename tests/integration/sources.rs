@@ -353,8 +353,7 @@ fn auto_picks_nvidia_smi_and_xid_comes_from_the_kernel_log() {
 
 #[test]
 fn auto_with_nothing_falls_back_to_the_simulator_loudly() {
-    let empty = Path::new(env!("CARGO_TARGET_TMPDIR")).join("host-without-nvidia");
-    std::fs::create_dir_all(&empty).unwrap();
+    let empty = crate::common::no_host();
     let out = std::process::Command::new(crate::common::BIN)
         .args([
             "--once",

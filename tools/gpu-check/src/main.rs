@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 #[path = "../../../src/config/dcgm/prof.rs"]
 mod prof;
 
-const USAGE: &str = "usage: gpu-check EXPORTER [--nvml.library PATH] [--smi.path PATH]";
+const USAGE: &str = "usage: gpu-check EXPORTER [--nvml.library PATH] [--smi.path PATH] [--path.sysfs|procfs|devfs PATH]";
 
 /// How far the two sources may differ on one reading: they sample at
 /// different instants.
@@ -54,6 +54,9 @@ fn main() {
         fail_usage("no exporter given");
     };
     let (mut nvml, mut smi) = (None, String::from("nvidia-smi"));
+    // The host's roots, for both runs of the exporter (the tests give a
+    // made-up host, so that a GPU of the machine they run on stays out).
+    let mut host = Vec::new();
     while let Some(a) = args.next() {
         let value = args
             .next()
@@ -61,11 +64,12 @@ fn main() {
         match a.as_str() {
             "--nvml.library" => nvml = Some(value),
             "--smi.path" => smi = value,
+            "--path.sysfs" | "--path.procfs" | "--path.devfs" => host.extend([a, value]),
             _ => fail_usage(&format!("unknown argument {a}")),
         }
     }
     let mut report = Report::default();
-    check(&mut report, &exporter, nvml.as_deref(), &smi);
+    check(&mut report, &exporter, nvml.as_deref(), &smi, &host);
     println!(
         "gpu-check: {} ok, {} warnings, {} failed",
         report.ok, report.warned, report.failed
@@ -103,7 +107,7 @@ impl Report {
     }
 }
 
-fn check(r: &mut Report, exporter: &Path, nvml: Option<&str>, smi: &str) {
+fn check(r: &mut Report, exporter: &Path, nvml: Option<&str>, smi: &str, host: &[String]) {
     let listed = match smi_gpus(smi) {
         Ok(l) => l,
         Err(e) => return r.fail(format!("nvidia-smi: {e}")),
@@ -123,13 +127,14 @@ fn check(r: &mut Report, exporter: &Path, nvml: Option<&str>, smi: &str) {
     if let Some(lib) = nvml {
         args.extend(["--nvml.library", lib]);
     }
-    let a = Running::start(exporter, &args, "nvml");
+    let a = Running::start(exporter, &args, host, "nvml");
     let _ = std::fs::remove_file(&counters);
     let a = match a {
         Ok(a) => a,
         Err(e) => return r.fail(format!("the exporter on NVML: {e}")),
     };
-    let b = match Running::start(exporter, &["--source", "smi", "--smi.path", smi], "smi") {
+    let smi_args = ["--source", "smi", "--smi.path", smi];
+    let b = match Running::start(exporter, &smi_args, host, "smi") {
         Ok(b) => b,
         Err(e) => return r.fail(format!("the exporter on nvidia-smi: {e}")),
     };
@@ -408,11 +413,17 @@ struct Running {
 }
 
 impl Running {
-    fn start(exporter: &Path, args: &[&str], name: &str) -> Result<Running, String> {
+    fn start(
+        exporter: &Path,
+        args: &[&str],
+        host: &[String],
+        name: &str,
+    ) -> Result<Running, String> {
         let log = std::env::temp_dir().join(format!("gpu-check-{}-{name}.log", std::process::id()));
         let file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
         let child = Command::new(exporter)
             .args(args)
+            .args(host)
             .args(["--web.listen-address", "127.0.0.1:0"])
             .args(["--collect.interval", "1s"])
             .stdout(Stdio::null())
