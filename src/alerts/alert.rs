@@ -28,6 +28,9 @@ pub struct Alert {
     pub state: State,
     /// Unix time the condition first held.
     pub active_at: f64,
+    /// Unix time it became firing, `active_at` while pending: Alertmanager's
+    /// `startsAt`, as Prometheus sends its `FiredAt`.
+    pub fired_at: f64,
     pub value: f64,
     /// The firing alert whose Alertmanager inhibition would mute this one
     /// (`deploy/alertmanager/alertmanager.yml`).
@@ -108,6 +111,7 @@ mod tests {
             subject,
             state: State::Firing,
             active_at: 0.0,
+            fired_at: 0.0,
             value: 1.0,
             muted_by: None,
         };

@@ -41,6 +41,8 @@ pub struct Transition {
 struct Slot {
     state: State,
     active_at: f64,
+    /// When it last became firing (`active_at` while pending).
+    fired_at: f64,
     value: f64,
     /// When the condition stopped holding while `keep_firing_for` keeps it.
     keep_since: Option<f64>,
@@ -464,6 +466,7 @@ impl Evaluator {
                         *slot = Some(Slot {
                             state,
                             active_at: t,
+                            fired_at: t,
                             value: v,
                             keep_since: None,
                             seen: t,
@@ -474,6 +477,7 @@ impl Evaluator {
                         a.keep_since = None;
                         if a.state == State::Pending && t - a.active_at >= for_ {
                             a.state = State::Firing;
+                            a.fired_at = t;
                             change("pending", "firing", v);
                         }
                     }
@@ -509,6 +513,7 @@ impl Evaluator {
                         subject: self.subjects.list[id].clone(),
                         state: s.state,
                         active_at: s.active_at,
+                        fired_at: s.fired_at,
                         value: s.value,
                         muted_by: None,
                     };
@@ -644,9 +649,15 @@ mod tests {
             e.eval(&snap(t, &[hot, cool]));
         }
         assert_eq!(states(&e), [(Some(0), State::Pending)]);
+        assert_eq!(e.alerts()[0].fired_at, 20.0);
         let ch = e.eval(&snap(50.0, &[hot, cool]));
         assert_eq!((ch[0].from, ch[0].to), ("pending", "firing"));
-        assert_eq!(e.alerts()[0].active_at, 20.0);
+        // Active since the condition first held, firing since this
+        // evaluation: Alertmanager's startsAt, as Prometheus' FiredAt.
+        assert_eq!(
+            (e.alerts()[0].active_at, e.alerts()[0].fired_at),
+            (20.0, 50.0)
+        );
         // keep_firing_for holds it 20s after it clears, then it resolves.
         assert!(e.eval(&snap(60.0, &[cool, cool])).is_empty());
         assert!(e.eval(&snap(79.0, &[cool, cool])).is_empty());

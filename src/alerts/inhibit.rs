@@ -286,6 +286,7 @@ mod tests {
             },
             state,
             active_at: 0.0,
+            fired_at: 0.0,
             value: 1.0,
             muted_by: None,
         }

@@ -118,6 +118,7 @@ mod shape {
             subject,
             state: State::Firing,
             active_at: 0.0,
+            fired_at: 0.0,
             value: 1.0,
             muted_by: Some(Muted {
                 by: rule("GPULost"),

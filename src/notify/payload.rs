@@ -61,7 +61,7 @@ pub fn body(a: &Alert, labels: &str, gpus: &[Gpu], cx: &Context) -> String {
     out.extend_from_slice(br#","runbook_url":"#);
     string(&mut out, &a.rule.runbook_url(cx.runbook_base));
     out.extend_from_slice(br#"},"startsAt":"#);
-    string(&mut out, &rfc3339(a.active_at));
+    string(&mut out, &rfc3339(a.fired_at));
     // The status page, at the alert's own row.
     out.extend_from_slice(br#","generatorURL":"#);
     let mut url = format!("http://{}/#", cx.instance).into_bytes();
@@ -78,4 +78,40 @@ pub fn ended(body: &str, ends_at: f64) -> String {
     string(&mut out, &rfc3339(ends_at));
     out.push(b'}');
     String::from_utf8(out).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::alerts::{State, defaults};
+
+    #[test]
+    fn starts_at_is_when_the_alert_fired_as_prometheus_sends_it() {
+        let rule = defaults().into_iter().find(|r| r.name == "GPULost");
+        let a = Alert {
+            rule: rule.unwrap().into(),
+            subject: Subject::Gpu {
+                index: 1,
+                uuid: "GPU-ab".into(),
+            },
+            state: State::Firing,
+            active_at: 1.8e9,
+            fired_at: 1.8e9 + 60.0,
+            value: 0.0,
+            muted_by: None,
+        };
+        let cx = Context {
+            job: "gpu",
+            instance: "node:9835",
+            external: &[],
+            runbook_base: "http://node:9835/docs/runbooks/",
+        };
+        let body = body(&a, &labels(&a, &cx), &[], &cx);
+        let starts = format!(r#""startsAt":"{}""#, rfc3339(1.8e9 + 60.0));
+        assert!(body.contains(&starts), "{body}");
+        assert!(
+            body.contains(r#""generatorURL":"http://node:9835/#alert.GPULost.gpu.1.uuid.GPU-ab""#),
+            "{body}"
+        );
+    }
 }

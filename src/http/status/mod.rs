@@ -646,6 +646,7 @@ mod tests {
             subject: Subject::Exporter,
             state: State::Firing,
             active_at,
+            fired_at: active_at,
             value: 1.0,
             muted_by: None,
         };
