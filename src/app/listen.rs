@@ -83,7 +83,7 @@ pub fn systemd() -> Result<Vec<TcpListener>, ConfigError> {
 
 /// Takes ownership of an inherited socket, if `raw` is one (as /proc
 /// says, which needs no descriptor to ask).
-#[allow(unsafe_code)] // the one exception outside NVML's ffi.rs
+#[allow(unsafe_code)] // one of two exceptions outside NVML's ffi.rs (http/unread.rs)
 fn claim(raw: RawFd) -> Option<OwnedFd> {
     let link = std::fs::read_link(format!("/proc/self/fd/{raw}")).ok()?;
     if !link.to_string_lossy().starts_with("socket:") {

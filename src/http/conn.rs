@@ -18,6 +18,7 @@ use super::reply::{Reply, Shared};
 use super::request::{Parsed, parse};
 use super::router::{self, Access, Context, Method, Response, Status};
 use super::server::{Key, Phase, Sent, Server, before};
+use super::unread;
 use async_io::Async;
 use smol::io::AsyncReadExt;
 use std::io::{Cursor, Read, Write};
@@ -294,7 +295,8 @@ pub async fn serve(
             };
             srv.answer(key, reply);
             let deadline = Instant::now() + limits.write_timeout;
-            if !send(&srv, key, &stream, deadline).await || !keep_alive {
+            let read = !served || unread::caught_up(&srv, key, &stream, deadline).await;
+            if !read || !send(&srv, key, &stream, deadline).await || !keep_alive {
                 break 'conn;
             }
             served = true;
@@ -532,7 +534,7 @@ fn close(srv: &Server, key: Key, stream: &Async<TcpStream>, wire: &mut Wire) {
         let mut out = srv.outbufs.take();
         out.clear();
         if srv.owes_full(key) {
-            let _ = tls.seal([super::server::FULL, &[], &[]], &mut out);
+            let _ = tls.seal([super::room::FULL, &[], &[]], &mut out);
         }
         tls.close(&mut out);
         // The socket's buffer is empty between requests: one write fits.

@@ -22,6 +22,7 @@ pub mod server;
 pub mod status;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod unread;
 
 pub use router::Context;
 pub use server::Server;

@@ -23,6 +23,12 @@ pub enum Lane {
 /// The probe listener's cap: a kubelet probes a few times a period.
 pub const PROBE_CONNECTIONS: usize = 16;
 
+/// A connection waiting at the cap, or evicted while its head was
+/// incomplete, gets this and is closed.
+pub const FULL: &[u8] =
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 26\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections\n";
+
 /// What an eviction can tell a connection's client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Transport {

@@ -44,7 +44,7 @@ use super::deadline::Deadlines;
 use super::guard::Guard;
 use super::pool::Pool;
 use super::reply::Reply;
-use super::room::{CapLog, Lane, PROBE_CONNECTIONS, Room, Transport};
+use super::room::{CapLog, FULL, Lane, PROBE_CONNECTIONS, Room, Transport};
 use crate::config::Limits;
 use crate::exposition::Evicted;
 use async_io::Async;
@@ -136,12 +136,6 @@ const LOOK: usize = 8;
 /// once it has been silent this long: under load, a client's first bytes
 /// can trail its connection by milliseconds.
 const SILENT: Duration = Duration::from_secs(1);
-
-/// A connection waiting at the cap, or evicted while its head was
-/// incomplete, gets this and is closed.
-pub(super) const FULL: &[u8] =
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n\
-Content-Length: 26\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections\n";
 
 pub struct Server {
     pub ctx: Context,
@@ -342,6 +336,20 @@ impl Server {
         // Between requests: what comes next sets its own phase.
         self.set_phase(key, Phase::Head);
         sent
+    }
+
+    /// Whether connection `key` is still answering (not evicted); its
+    /// client `read` some of what it was sent: it is not stalled.
+    pub fn answering(&self, key: Key, read: bool) -> bool {
+        let mut conns = self.conns.borrow_mut();
+        let e = conns.get_mut(key.index).and_then(Option::as_mut);
+        let Some(e) = e.filter(|e| e.id == key.id && e.phase == Phase::Answering) else {
+            return false;
+        };
+        if read {
+            e.since = Instant::now();
+        }
+        true
     }
 
     /// How many connections `lane` admits.

@@ -519,6 +519,60 @@ fn sigterm_with_pipelining_never_readers_exits_before_the_grace() {
     assert!(took < Duration::from_millis(800), "{took:?}");
 }
 
+/// A client that pipelines and never reads gets only what fits the
+/// exporter's bound on what a client may leave unread (256 KiB), not
+/// what the kernel's buffers would take: 50 gzipped 64-GPU scrapes
+/// (each one counted as it is rendered) all went into the kernel before,
+/// where now a few do. Once it reads, the rest follow, in order.
+#[test]
+fn a_never_reader_gets_no_next_response_before_it_reads() {
+    const ASKED: usize = 50;
+    const GZIPPED: &str = "gpu_exporter_http_gzipped_responses_total";
+    let fleet = big_fleet();
+    // No new snapshot while it waits: that would close it (see above).
+    let args = ["--sim.scenario", &fleet, "--collect.interval", "1h"];
+    let e = Exporter::start(&[&args[..], &["--web.write-timeout", "60s"]].concat());
+    let mut s = e.connect();
+    let ask = "GET /metrics HTTP/1.1\r\nHost: x\r\nAccept-Encoding: gzip\r\n\r\n";
+    s.write_all(ask.repeat(ASKED).as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    // How many it answered without being read, once it stops answering.
+    let (mut seen, mut since, started) = (0.0, Instant::now(), Instant::now());
+    let rendered = loop {
+        let n = value(&e.metrics(None).body, GZIPPED).unwrap();
+        if n != seen {
+            (seen, since) = (n, Instant::now());
+        } else if since.elapsed() > Duration::from_secs(1) {
+            break n as usize;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{n} and counting"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let head = crate::response::read_response_into(&mut s, &mut raw, false);
+    let body = raw.len() - head;
+    // The bound and what the client's receive buffer holds, and the
+    // response that passed the bound.
+    let held = rustix::net::sockopt::socket_recv_buffer_size(&s).unwrap();
+    let most = (256 * 1024 + held) / body + 2;
+    println!("{rendered} of {ASKED} answered unread ({body}-byte bodies), at most {most}");
+    assert!(
+        rendered >= 1 && rendered <= most,
+        "{rendered} answered unread"
+    );
+    assert!(
+        most < ASKED / 2,
+        "{body}-byte bodies: the bound says little"
+    );
+    for _ in 1..ASKED {
+        let head = crate::response::read_response_into(&mut s, &mut raw, false);
+        assert!(raw.starts_with(b"HTTP/1.1 200 OK"), "{:?}", &raw[..head]);
+    }
+    assert_eq!(value(&e.metrics(None).body, GZIPPED), Some(ASKED as f64));
+}
+
 /// The probe listener has connections of its own: a metrics port whose
 /// every connection is answering a client that does not read (none can be
 /// evicted) leaves `/healthz` answered at once, where a shared cap would

@@ -1,5 +1,6 @@
-//! NVML's unsafe code (the only other unsafe line claims systemd's sockets,
-//! in app/listen.rs): NVML loaded with `dlopen` at run
+//! NVML's unsafe code (the only other unsafe lines claim systemd's sockets,
+//! in app/listen.rs, and ask a socket's unread bytes, in http/unread.rs):
+//! NVML loaded with `dlopen` at run
 //! time (never linked at build time, so the binary runs on machines
 //! without a driver), each symbol resolved on its own, and safe wrappers.
 //!
