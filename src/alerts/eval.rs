@@ -50,6 +50,20 @@ struct Slot {
     seen: f64,
 }
 
+impl Slot {
+    /// An alert that became `state` at `t` with `value`.
+    fn new(state: State, t: f64, value: f64) -> Slot {
+        Slot {
+            state,
+            active_at: t,
+            fired_at: t,
+            value,
+            keep_since: None,
+            seen: t,
+        }
+    }
+}
+
 /// Subjects by a dense id, so that rules keep a slot per subject and
 /// values are looked up by index.
 #[derive(Default)]
@@ -463,14 +477,7 @@ impl Evaluator {
                             State::Pending
                         };
                         change("inactive", state.as_str(), v);
-                        *slot = Some(Slot {
-                            state,
-                            active_at: t,
-                            fired_at: t,
-                            value: v,
-                            keep_since: None,
-                            seen: t,
-                        });
+                        *slot = Some(Slot::new(state, t, v));
                     }
                     (Some(a), Some((v, true))) => {
                         a.value = v;
