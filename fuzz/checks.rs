@@ -83,6 +83,7 @@ fn context() -> &'static Context {
                 snapshot: Arc::new(first),
                 alerts: Arc::new(evaluator.alerts()),
                 replay: None,
+                recent: Default::default(),
             })),
             telemetry_path: "/metrics".into(),
             runbook_base: "https://runbooks.example/".into(),

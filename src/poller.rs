@@ -37,6 +37,40 @@ pub struct Published {
     pub alerts: Arc<Vec<Alert>>,
     /// Set while the evaluator replays history: the alerts are not settled.
     pub replay: Option<Progress>,
+    /// The served models' requests over the burn rules' short window, as
+    /// the evaluator last took them.
+    pub recent: Arc<Recent>,
+}
+
+/// Each served model's TTFT requests over the first TTFT burn-rate rule's
+/// first short window (5m by default), the increases its page is judged
+/// by: what is good now, where an engine's counters say only what has
+/// been good since it started.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recent {
+    /// The window, spelled as in the rules (`5m`); empty without a TTFT
+    /// burn-rate rule, and then no model is listed.
+    pub window: String,
+    pub models: Vec<RecentModel>,
+}
+
+/// One model's requests over [`Recent::window`], summed over its
+/// replicas' increases; listed only where both are known.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecentModel {
+    pub name: String,
+    pub requests: f64,
+    /// Of them, those whose first token came within its judged bound.
+    pub good: f64,
+}
+
+impl Recent {
+    /// The good share of `model`'s requests over the window; `None`
+    /// where it has no good count or answered nothing in it.
+    pub fn good_share(&self, model: &str) -> Option<f64> {
+        let m = self.models.iter().find(|m| m.name == model)?;
+        (m.requests > 0.0).then(|| m.good / m.requests)
+    }
 }
 
 /// The one cell shared between the poller, the evaluator and the server.
@@ -62,15 +96,18 @@ impl Latest {
             snapshot,
             alerts: p.alerts.clone(),
             replay: p.replay,
+            recent: p.recent.clone(),
         });
     }
 
-    /// New alerts, and how far a replay has come.
-    pub fn set_alerts(&self, alerts: Vec<Alert>, replay: Option<Progress>) {
+    /// New alerts, the models' recent requests they were judged by, and
+    /// how far a replay has come.
+    pub fn set_alerts(&self, alerts: Vec<Alert>, recent: Recent, replay: Option<Progress>) {
         self.update(|p| Published {
             snapshot: p.snapshot.clone(),
             alerts: Arc::new(alerts),
             replay,
+            recent: Arc::new(recent),
         });
     }
 }
@@ -389,7 +426,7 @@ impl Poller {
                 total,
                 first,
             };
-            latest.set_alerts(Vec::new(), Some(p));
+            latest.set_alerts(Vec::new(), Recent::default(), Some(p));
         }
         let _ = work.send(Work::Start {
             rules,
@@ -487,6 +524,7 @@ mod tests {
             snapshot: Arc::new(Snapshot::starting(SourceKind::Sim)),
             alerts: Default::default(),
             replay: None,
+            recent: Default::default(),
         }));
         let (_reload, reloads) = mpsc::channel();
         let (work, work_rx) = mpsc::sync_channel(QUEUE);

@@ -609,6 +609,7 @@ mod tests {
             snapshot: snapshot.into(),
             alerts: Default::default(),
             replay: None,
+            recent: Default::default(),
         }
     }
 
@@ -723,7 +724,7 @@ mod tests {
         );
         // Counted, not timed: its answers, and no bound to judge TTFT by.
         assert!(
-            row("a").contains("<td class=\"n\">2000</td><td class=\"n\">&ndash;</td><td class=\"n\">not timed</td>"),
+            row("a").contains("<td class=\"n\">2000</td><td class=\"n\">&ndash;</td><td class=\"n\">&ndash;</td><td class=\"n\">not timed</td>"),
             "{}",
             row("a")
         );
