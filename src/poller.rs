@@ -12,7 +12,8 @@ use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
 use crate::snapshot::{
-    Kubernetes, MAX_PROCESSES, Model, Snapshot, TTFT_SLO_SECONDS, XidWindow, bound_processes,
+    Kubernetes, MAX_PROCESSES, Model, Objectives, Snapshot, TTFT_SLO_SECONDS, XidWindow,
+    bound_processes,
 };
 use crate::source::Source;
 use base::quiet::{Repeating, Verdict};
@@ -245,6 +246,9 @@ pub struct Poller {
     /// The engine reader, where `--engine.endpoint` names any.
     engines: Option<Watch>,
     said: Memory,
+    /// The objectives of the rules last handed over, served beside the
+    /// models.
+    objectives: Arc<Objectives>,
 }
 
 impl Poller {
@@ -261,6 +265,7 @@ impl Poller {
             pod_labels: false,
             engines: None,
             said: said(),
+            objectives: Default::default(),
         }
     }
 
@@ -335,6 +340,7 @@ impl Poller {
     /// reader last saw them, whatever the GPUs did.
     pub fn collect_at(&mut self, at: f64) -> Snapshot {
         let mut s = self.collect_gpus(at);
+        s.objectives = self.objectives.clone();
         if let Some(w) = &self.engines {
             let (endpoints, mut models) = w.read();
             if s.collectors.has(Collector::Models) {
@@ -379,6 +385,7 @@ impl Poller {
                     kubernetes: self.kubernetes(),
                     dcgm: self.dcgm.clone(),
                     engines: Vec::new(),
+                    objectives: Default::default(),
                 };
                 self.last_good = Some(s.clone());
                 if self.failing.recover() {
@@ -415,6 +422,7 @@ impl Poller {
     }
 
     fn start(&mut self, rules: Vec<Rule>, first: bool, latest: &Latest, work: &SyncSender<Work>) {
+        self.objectives = Arc::new(crate::alerts::adjust::objectives(&rules));
         let replay = self.history(unix_now());
         if let Some(r) = &replay {
             // Replaying from now on, before any collection is published:

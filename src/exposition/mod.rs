@@ -195,6 +195,7 @@ impl Scrape<'_> {
             ttft(&mut w, models);
         }
         // The engine reader's state changes with the snapshot alone.
+        engines::objectives(&mut w, snapshot);
         engines::own(&mut w, snapshot);
         // A writer of its own: its label sets are not the native ones.
         if let (Some(d), true) = (&snapshot.dcgm, on.has(Collector::Dcgm)) {

@@ -53,3 +53,10 @@ pub static ENGINE_MODEL_SLO: Family = family(
     Info,
     "The TTFT bucket a model of the engine endpoint is judged at: bucket its le as the engine spells it, in its unit (Triton ms), model_name its model (Triton's model label); no bucket where the engine has no bound at or below the threshold. Always 1.",
 );
+/// Each served model's objectives, for dashboards to divide its burn by
+/// its own budget rather than a hard-coded 0.001.
+pub static ENGINE_MODEL_OBJECTIVE: Family = family(
+    "gpu_exporter_engine_model_objective_ratio",
+    Gauge,
+    "The objective the burn rules judge the model at, by slo: ttft (first token within its judged bound; --engine.config's own, else TTFTBudgetBurn's) and availability (not failed by its engine; EngineAvailabilityBurn's). 0.999 is 99.9%.",
+);
