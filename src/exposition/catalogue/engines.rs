@@ -28,7 +28,7 @@ pub static ENGINE_READ_DURATION: Family = family(
 pub static ENGINE_ERRORS: Family = family(
     "gpu_exporter_engine_errors",
     Counter,
-    "Failed reads of the engine endpoint, by reason: connect, timeout, status (redirects are not followed), too_large (over 8 MiB), parse, unknown_engine.",
+    "Failed reads of the engine endpoint, by reason: connect, timeout, status (redirects are not followed), too_large (over its share of the round's 32 MiB: 8 MiB up to 4 endpoints, 2 MiB at 16), parse, unknown_engine.",
 );
 pub static ENGINE_MODELS_REJECTED: Family = family(
     "gpu_exporter_engine_models_rejected",
