@@ -6,7 +6,7 @@ use super::catalogue::engines::{
     ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
 };
 use super::writer::Writer;
-use crate::snapshot::{EngineEndpoint, EngineError, Rejection, Snapshot};
+use crate::snapshot::{EngineEndpoint, EngineError, Model, Objectives, Rejection, Snapshot};
 
 pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
     let engines = &snapshot.engines;
@@ -93,10 +93,9 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
 
 /// Each served model's objectives, the simulator's included: one series
 /// a model and SLO, whatever endpoints serve it.
-pub(super) fn objectives(w: &mut Writer, snapshot: &Snapshot) {
-    let o = &snapshot.objectives;
+pub(super) fn objectives(w: &mut Writer, o: &Objectives, models: &[Model]) {
     let mut headed = false;
-    for m in &snapshot.models {
+    for m in models {
         let each = [
             ("ttft", o.ttft_of(&m.name)),
             ("availability", o.availability),

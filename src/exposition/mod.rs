@@ -196,8 +196,8 @@ impl Scrape<'_> {
         if !models.is_empty() && on.has(Collector::Models) {
             ttft(&mut w, models);
         }
+        engines::objectives(&mut w, &snapshot.objectives, models);
         // The engine reader's state changes with the snapshot alone.
-        engines::objectives(&mut w, snapshot);
         engines::own(&mut w, snapshot);
         // A writer of its own: its label sets are not the native ones.
         if let (Some(d), true) = (&snapshot.dcgm, on.has(Collector::Dcgm)) {
