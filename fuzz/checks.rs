@@ -83,6 +83,7 @@ fn context() -> &'static Context {
                 snapshot: Arc::new(first),
                 alerts: Arc::new(evaluator.alerts()),
                 replay: None,
+                recent: Default::default(),
             })),
             telemetry_path: "/metrics".into(),
             runbook_base: "https://runbooks.example/".into(),
@@ -347,6 +348,7 @@ pub fn check_scenario_json(data: &[u8]) {
             // dcgm-exporter's default fields beside ours.
             dcgm: Some(Arc::new(dcgm::parse(DEFAULT_COUNTERS, "default").unwrap())),
             engines: Vec::new(),
+            objectives: Default::default(),
         },
         Err(e) => Snapshot {
             error: Some(e.0),

@@ -6,9 +6,11 @@
 //! serves, so the stall alert fires during the hang. It publishes the
 //! alerts next to the snapshot.
 
-use crate::alerts::{Evaluator, Rule, Subject, Transition, WORKLOADS, expand};
-use crate::poller::{Latest, Poller, Progress, Published, Replay, Work};
+use crate::alerts::rules::Expr;
+use crate::alerts::{Evaluator, Rule, Signal, Subject, Transition, WORKLOADS, expand};
+use crate::poller::{Latest, Poller, Progress, Published, Recent, RecentModel, Replay, Work};
 use crate::snapshot::{Bounds, Freshness, Gpu, Snapshot};
+use base::time::format_duration;
 use base::time::unix_now;
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -62,6 +64,7 @@ pub fn settled(
         false,
     );
     let p = Published {
+        recent: Arc::new(recent(&evaluator, &s, s.at)),
         snapshot: Arc::new(s),
         alerts: Arc::new(evaluator.alerts()),
         replay: None,
@@ -70,8 +73,8 @@ pub fn settled(
 }
 
 impl Judge {
-    fn publish(&self, evaluator: &Evaluator, replay: Option<Progress>) {
-        self.latest.set_alerts(evaluator.alerts(), replay);
+    fn publish(&self, evaluator: &Evaluator, recent: Recent, replay: Option<Progress>) {
+        self.latest.set_alerts(evaluator.alerts(), recent, replay);
     }
 
     /// Evaluates what `work` hands over until the poller is gone. `rules`
@@ -91,11 +94,12 @@ impl Judge {
                     if let Some(past) = past {
                         let progress = |done, total| {
                             let p = Progress { done, total, first };
-                            self.latest.set_alerts(Vec::new(), Some(p));
+                            self.latest
+                                .set_alerts(Vec::new(), Recent::default(), Some(p));
                         };
                         replay(&mut evaluator, past, progress);
                     }
-                    self.publish(&evaluator, None);
+                    self.publish(&evaluator, Recent::default(), None);
                 }
                 Ok(Work::Collected(s)) => {
                     // Judged as it stood when it was made: a collection
@@ -129,7 +133,37 @@ impl Judge {
 
     fn judge(&self, evaluator: &mut Evaluator, s: &Snapshot, at: f64, fresh: Freshness) {
         log_transitions(&evaluator.eval_at(s, at, fresh), &s.gpus, false);
-        self.publish(evaluator, None);
+        self.publish(evaluator, recent(evaluator, s, at), None);
+    }
+}
+
+/// `s`'s models' requests over the first TTFT burn-rate rule's first short
+/// window ending at `at`: the evaluator's own increases, taken per replica
+/// and summed, as its pages take them.
+pub fn recent(evaluator: &Evaluator, s: &Snapshot, at: f64) -> Recent {
+    let short = evaluator.rules().iter().find_map(|r| match &r.expr {
+        Expr::BurnRate { windows, .. } => Some(windows.first()?.short),
+        _ => None,
+    });
+    let Some(w) = short else {
+        return Recent::default();
+    };
+    let models = (s.models.iter())
+        .filter_map(|m| {
+            let subject = Subject::Model(m.name.clone());
+            let requests = evaluator.increase(Signal::Requests, &subject, at, w)?;
+            let good = evaluator.increase(Signal::GoodRequests, &subject, at, w)?;
+            let name = m.name.clone();
+            Some(RecentModel {
+                name,
+                requests,
+                good,
+            })
+        })
+        .collect();
+    Recent {
+        window: format_duration(w),
+        models,
     }
 }
 

@@ -12,7 +12,8 @@ use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
 use crate::snapshot::{
-    Kubernetes, MAX_PROCESSES, Model, Snapshot, TTFT_SLO_SECONDS, XidWindow, bound_processes,
+    Kubernetes, MAX_PROCESSES, Model, Objectives, Snapshot, TTFT_SLO_SECONDS, XidWindow,
+    bound_processes,
 };
 use crate::source::Source;
 use base::quiet::{Repeating, Verdict};
@@ -37,6 +38,40 @@ pub struct Published {
     pub alerts: Arc<Vec<Alert>>,
     /// Set while the evaluator replays history: the alerts are not settled.
     pub replay: Option<Progress>,
+    /// The served models' requests over the burn rules' short window, as
+    /// the evaluator last took them.
+    pub recent: Arc<Recent>,
+}
+
+/// Each served model's TTFT requests over the first TTFT burn-rate rule's
+/// first short window (5m by default), the increases its page is judged
+/// by: what is good now, where an engine's counters say only what has
+/// been good since it started.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Recent {
+    /// The window, spelled as in the rules (`5m`); empty without a TTFT
+    /// burn-rate rule, and then no model is listed.
+    pub window: String,
+    pub models: Vec<RecentModel>,
+}
+
+/// One model's requests over [`Recent::window`], summed over its
+/// replicas' increases; listed only where both are known.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecentModel {
+    pub name: String,
+    pub requests: f64,
+    /// Of them, those whose first token came within its judged bound.
+    pub good: f64,
+}
+
+impl Recent {
+    /// The good share of `model`'s requests over the window; `None`
+    /// where it has no good count or answered nothing in it.
+    pub fn good_share(&self, model: &str) -> Option<f64> {
+        let m = self.models.iter().find(|m| m.name == model)?;
+        (m.requests > 0.0).then(|| m.good / m.requests)
+    }
 }
 
 /// The one cell shared between the poller, the evaluator and the server.
@@ -62,15 +97,18 @@ impl Latest {
             snapshot,
             alerts: p.alerts.clone(),
             replay: p.replay,
+            recent: p.recent.clone(),
         });
     }
 
-    /// New alerts, and how far a replay has come.
-    pub fn set_alerts(&self, alerts: Vec<Alert>, replay: Option<Progress>) {
+    /// New alerts, the models' recent requests they were judged by, and
+    /// how far a replay has come.
+    pub fn set_alerts(&self, alerts: Vec<Alert>, recent: Recent, replay: Option<Progress>) {
         self.update(|p| Published {
             snapshot: p.snapshot.clone(),
             alerts: Arc::new(alerts),
             replay,
+            recent: Arc::new(recent),
         });
     }
 }
@@ -208,6 +246,9 @@ pub struct Poller {
     /// The engine reader, where `--engine.endpoint` names any.
     engines: Option<Watch>,
     said: Memory,
+    /// The objectives of the rules last handed over, served beside the
+    /// models.
+    objectives: Arc<Objectives>,
 }
 
 impl Poller {
@@ -224,6 +265,7 @@ impl Poller {
             pod_labels: false,
             engines: None,
             said: said(),
+            objectives: Default::default(),
         }
     }
 
@@ -298,6 +340,7 @@ impl Poller {
     /// reader last saw them, whatever the GPUs did.
     pub fn collect_at(&mut self, at: f64) -> Snapshot {
         let mut s = self.collect_gpus(at);
+        s.objectives = self.objectives.clone();
         if let Some(w) = &self.engines {
             let (endpoints, mut models) = w.read();
             if s.collectors.has(Collector::Models) {
@@ -342,6 +385,7 @@ impl Poller {
                     kubernetes: self.kubernetes(),
                     dcgm: self.dcgm.clone(),
                     engines: Vec::new(),
+                    objectives: Default::default(),
                 };
                 self.last_good = Some(s.clone());
                 if self.failing.recover() {
@@ -378,6 +422,7 @@ impl Poller {
     }
 
     fn start(&mut self, rules: Vec<Rule>, first: bool, latest: &Latest, work: &SyncSender<Work>) {
+        self.objectives = Arc::new(crate::alerts::adjust::objectives(&rules));
         let replay = self.history(unix_now());
         if let Some(r) = &replay {
             // Replaying from now on, before any collection is published:
@@ -389,7 +434,7 @@ impl Poller {
                 total,
                 first,
             };
-            latest.set_alerts(Vec::new(), Some(p));
+            latest.set_alerts(Vec::new(), Recent::default(), Some(p));
         }
         let _ = work.send(Work::Start {
             rules,
@@ -487,6 +532,7 @@ mod tests {
             snapshot: Arc::new(Snapshot::starting(SourceKind::Sim)),
             alerts: Default::default(),
             replay: None,
+            recent: Default::default(),
         }));
         let (_reload, reloads) = mpsc::channel();
         let (work, work_rx) = mpsc::sync_channel(QUEUE);

@@ -414,6 +414,8 @@ pub struct Snapshot {
     pub dcgm: Option<std::sync::Arc<crate::config::dcgm::Dcgm>>,
     /// The engine endpoints of `--engine.endpoint`, in their order.
     pub engines: Vec<EngineEndpoint>,
+    /// The objectives the rules judge the models at.
+    pub objectives: std::sync::Arc<Objectives>,
 }
 
 /// The reason a snapshot gives before the first collection is done.
@@ -452,6 +454,7 @@ impl Snapshot {
             kubernetes: Kubernetes::default(),
             dcgm: None,
             engines: Vec::new(),
+            objectives: Default::default(),
         }
     }
 

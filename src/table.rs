@@ -205,6 +205,7 @@ mod tests {
             snapshot: Arc::new(s),
             alerts: Arc::new(evaluator.alerts()),
             replay: None,
+            recent: Default::default(),
         };
         render(&p, &evaluator)
     }

@@ -96,6 +96,7 @@ fn the_status_page_allocates_nothing_after_warm_up() {
         snapshot: snapshot.into(),
         alerts: alerts.into(),
         replay: None,
+        recent: Default::default(),
     };
 
     for (name, p) in [("demo", &demo), ("degraded", &degraded)] {

@@ -7,7 +7,7 @@
    files/rules-runbook-url.yml) from `GPU_EXPORTER --print-rules`, the job
    and the runbook host left as placeholders the chart fills in.
 2. deploy/kubernetes/{daemonset,daemonset-attribution,service,
-   servicemonitor,podmonitor,prometheusrule}.yaml: the chart rendered as
+   servicemonitor,podmonitor,podmonitor-engines,prometheusrule}.yaml: the chart rendered as
    release gpu-exporter in namespace gpu-exporter, with a header. The
    chart is their one source: edit it and run this again.
 
@@ -78,6 +78,9 @@ STATIC = {
     "service.yaml": ({}, ["service.yaml"], ""),
     "servicemonitor.yaml": ({}, ["servicemonitor.yaml"], ""),
     "podmonitor.yaml": ({"podMonitor": {"enabled": True}}, ["podmonitor.yaml"], ""),
+    "podmonitor-engines.yaml": (
+        {"engines": {"podMonitor": {"enabled": True}}}, ["podmonitor-engines.yaml"], "",
+    ),
     "prometheusrule.yaml": ({}, ["prometheusrule.yaml"], ""),
 }
 

@@ -3,6 +3,7 @@
 //! printed rules alike.
 
 use super::rules::{Expr, Rule, Severity};
+use crate::snapshot::Objectives;
 use std::time::Duration;
 
 /// Pages survive failures: while collections fail or stall, the GPUs'
@@ -62,4 +63,40 @@ pub fn with_objectives(mut rules: Vec<Rule>, objectives: &[(String, f64)]) -> Ve
         }
     }
     rules
+}
+
+/// The objectives `rules` judge the models at: the first TTFT burn-rate
+/// rule's with the models' own, and the first availability burn rule's,
+/// as the evaluator takes them.
+pub fn objectives(rules: &[Rule]) -> Objectives {
+    let ttft = rules.iter().find_map(|r| match r.expr {
+        Expr::BurnRate { objective, .. } => Some((objective, r.objectives.clone())),
+        _ => None,
+    });
+    let availability = rules.iter().find_map(|r| match r.expr {
+        Expr::AvailabilityBurn { objective, .. } => Some(objective),
+        _ => None,
+    });
+    Objectives {
+        ttft: ttft.as_ref().map(|t| t.0),
+        own: ttft.map(|t| t.1).unwrap_or_default(),
+        availability,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The TTFT objective is the burn rule's with the models' own, the
+    /// availability one its rule's, as the evaluator judges them.
+    #[test]
+    fn the_objectives_are_the_burn_rules() {
+        let rules = with_objectives(super::super::defaults(), &[("a".into(), 0.99)]);
+        let o = objectives(&rules);
+        assert_eq!(o.ttft_of("a"), Some(0.99));
+        assert_eq!(o.ttft_of("b"), Some(0.999));
+        assert_eq!(o.availability, Some(0.999));
+        assert_eq!(objectives(&[]), Objectives::default());
+    }
 }

@@ -96,6 +96,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
         }),
         alerts: Default::default(),
         replay: None,
+        recent: Default::default(),
     }));
     let (reloads, reload_rx) = mpsc::channel();
     let (work, work_rx) = mpsc::sync_channel(poller::QUEUE);

@@ -131,6 +131,11 @@ pub static HTTP_GZIPPED: Family = family(
     Counter,
     "HTTP responses sent gzipped, as the client's Accept-Encoding asked (Prometheus asks on every scrape).",
 );
+pub static HTTP_PAGES_REFUSED: Family = family(
+    "gpu_exporter_http_pages_refused",
+    Counter,
+    "Requests for the status page or /alerts answered 503 with Retry-After, not rendered: the responses in flight held the pages' 2 MiB budget already (clients that ask and never read).",
+);
 pub static TLS_HANDSHAKE_ERRORS: Family = family(
     "gpu_exporter_tls_handshake_errors",
     Counter,

@@ -2,11 +2,11 @@
 
 use super::catalogue::Family;
 use super::catalogue::engines::{
-    ENGINE_DOWN, ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_SLO,
-    ENGINE_MODEL_UP, ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
+    ENGINE_DOWN, ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_OBJECTIVE,
+    ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
 };
 use super::writer::Writer;
-use crate::snapshot::{EngineEndpoint, EngineError, Rejection, Snapshot};
+use crate::snapshot::{EngineEndpoint, EngineError, Model, Objectives, Rejection, Snapshot};
 
 pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
     let engines = &snapshot.engines;
@@ -91,6 +91,28 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
     }
 }
 
+/// Each served model's objectives, the simulator's included: one series
+/// a model and SLO, whatever endpoints serve it.
+pub(super) fn objectives(w: &mut Writer, o: &Objectives, models: &[Model]) {
+    let mut headed = false;
+    for m in models {
+        let each = [
+            ("ttft", o.ttft_of(&m.name)),
+            ("availability", o.availability),
+        ];
+        for (slo, v) in each {
+            let Some(v) = v else { continue };
+            if !std::mem::replace(&mut headed, true) {
+                w.head(&ENGINE_MODEL_OBJECTIVE);
+            }
+            w.name(&ENGINE_MODEL_OBJECTIVE);
+            w.open_label("model_name", &m.name);
+            w.label("slo", slo);
+            w.value(v);
+        }
+    }
+}
+
 /// Each endpoint's models' judged bounds, as its engine spells them.
 fn bounds(w: &mut Writer, engines: &[EngineEndpoint]) {
     let mut headed = false;
@@ -129,5 +151,43 @@ fn by_reason(
             w.label("reason", reason);
             w.value(n as f64);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::SourceKind;
+    use crate::exposition::Scrape;
+    use crate::snapshot::{Model, Objectives, Snapshot};
+
+    /// A model with an objective of its own (`--engine.config`) is served
+    /// it for TTFT; the other the rule's; both the availability rule's.
+    #[test]
+    fn each_model_is_served_its_own_objective_or_the_rules() {
+        let mut s = Snapshot::empty(SourceKind::Sim);
+        s.error = None;
+        s.objectives = Objectives {
+            ttft: Some(0.999),
+            own: vec![("a".into(), 0.99)],
+            availability: Some(0.999),
+        }
+        .into();
+        let model = |name: &str| Model {
+            name: name.into(),
+            ..Default::default()
+        };
+        s.models = vec![model("a"), model("b")];
+        let text = Scrape::of(&s).text();
+        let fam = "gpu_exporter_engine_model_objective_ratio";
+        for (model, slo, v) in [
+            ("a", "ttft", "0.99"),
+            ("a", "availability", "0.999"),
+            ("b", "ttft", "0.999"),
+            ("b", "availability", "0.999"),
+        ] {
+            let line = format!("{fam}{{model_name=\"{model}\",slo=\"{slo}\"}} {v}\n");
+            assert!(text.contains(&line), "{line}{text}");
+        }
+        assert_eq!(text.matches(&format!("# TYPE {fam} gauge")).count(), 1);
     }
 }

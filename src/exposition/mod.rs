@@ -23,8 +23,8 @@ use base::numbers::write_f64;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
     COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED,
-    HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, MIG_INFO, PROCESS, READINGS_HIDDEN, READINGS_REJECTED,
-    SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
+    HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, HTTP_PAGES_REFUSED, MIG_INFO, PROCESS, READINGS_HIDDEN,
+    READINGS_REJECTED, SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use line::Line;
 use std::time::Instant;
@@ -54,6 +54,8 @@ pub struct HttpStats {
     pub tls_handshake_errors: Tally<HandshakeError>,
     /// Responses sent gzipped.
     pub gzipped: u64,
+    /// Page requests refused over the pages' byte budget.
+    pub pages_refused: u64,
     /// The Alertmanager notifier's counts, where it runs.
     pub alertmanager: Option<&'static alertmanager_stats::Stats>,
 }
@@ -194,6 +196,7 @@ impl Scrape<'_> {
         if !models.is_empty() && on.has(Collector::Models) {
             ttft(&mut w, models);
         }
+        engines::objectives(&mut w, &snapshot.objectives, models);
         // The engine reader's state changes with the snapshot alone.
         engines::own(&mut w, snapshot);
         // A writer of its own: its label sets are not the native ones.
@@ -271,6 +274,7 @@ impl Scrape<'_> {
             by_reason(&mut w, &HTTP_EVICTED, &h.evicted);
             w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
             w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
+            w.scalar(&HTTP_PAGES_REFUSED, h.pages_refused as f64);
             by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &h.tls_handshake_errors);
             if let Some(a) = h.alertmanager {
                 alertmanager(&mut w, a);

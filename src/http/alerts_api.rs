@@ -133,6 +133,7 @@ mod shape {
                 total: 5280,
                 first: true,
             }),
+            recent: Default::default(),
         };
         let mut out = Vec::new();
         write_json(&p, "docs/runbooks/", &mut out);

@@ -68,7 +68,7 @@ impl Answer {
 }
 
 /// How to answer, beyond what the request says.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Policy<'a> {
     /// End the connection after the response, whatever the request asked.
     pub close: bool,
@@ -78,17 +78,9 @@ pub struct Policy<'a> {
     pub probes_only: bool,
     /// Header lines the web config adds to every response.
     pub headers: &'a str,
-}
-
-impl Default for Policy<'_> {
-    fn default() -> Self {
-        Policy {
-            close: false,
-            access: Access::Allowed,
-            probes_only: false,
-            headers: "",
-        }
-    }
+    /// The responses in flight hold [`router::PAGE_BUDGET`]: no page is
+    /// rendered.
+    pub pages_full: bool,
 }
 
 /// The pure core of a connection: parses one request from `buf`, routes
@@ -143,6 +135,9 @@ pub fn respond(
                     b"404 page not found: this listener serves /healthz and /readyz\n",
                 );
                 Response::text(Status::NotFound)
+            } else if policy.pages_full && router::is_page(req.path) {
+                ctx.http.page_refused();
+                router::over_budget(out)
             } else {
                 router::route(&req, ctx, compressor.as_deref_mut(), gzip, out)
             };
@@ -387,6 +382,7 @@ fn policy<'a>(
         access,
         probes_only: probes,
         headers: guard::headers(loaded),
+        pages_full: srv.held() >= router::PAGE_BUDGET,
     }
 }
 

@@ -74,6 +74,11 @@ impl Reply {
         self.parts().iter().map(|p| p.len()).sum()
     }
 
+    /// The bytes its buffer holds, whatever of it has gone.
+    pub fn held(&self) -> usize {
+        self.out.capacity()
+    }
+
     /// Which snapshot's shared bytes it holds, if any.
     pub fn of(&self) -> Option<Instant> {
         self.shared.as_ref().map(|(_, s)| s.of)

@@ -37,6 +37,7 @@ pub struct Counts {
     paused_nanos: AtomicU64,
     handshake_errors: AtomicTally<HandshakeError>,
     gzipped: AtomicU64,
+    pages_refused: AtomicU64,
     /// The Alertmanager notifier's, where it runs.
     pub alertmanager: Option<&'static crate::exposition::alertmanager_stats::Stats>,
 }
@@ -49,6 +50,7 @@ impl Counts {
             accept_paused_seconds: self.paused_nanos.load(Relaxed) as f64 / 1e9,
             tls_handshake_errors: self.handshake_errors.get(),
             gzipped: self.gzipped.load(Relaxed),
+            pages_refused: self.pages_refused.load(Relaxed),
             alertmanager: self.alertmanager,
         }
     }
@@ -69,6 +71,11 @@ impl Counts {
     /// One more response sent gzipped.
     pub fn gzipped(&self) {
         self.gzipped.fetch_add(1, Relaxed);
+    }
+
+    /// One more page refused over [`PAGE_BUDGET`].
+    pub fn page_refused(&self) {
+        self.pages_refused.fetch_add(1, Relaxed);
     }
 
     pub fn paused(&self, d: Duration) {
@@ -173,9 +180,10 @@ impl Response {
 
 /// Whether a request may have its answer, when the web config asks for
 /// basic auth or a rate limit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(not(feature = "tls"), allow(dead_code))]
 pub enum Access {
+    #[default]
     Allowed,
     /// 401 with `WWW-Authenticate`: no or wrong credentials.
     Denied,
@@ -201,6 +209,27 @@ pub fn refuse(access: Access, body: &mut Vec<u8>) -> Response {
                 ..Response::text(Status::TooManyRequests)
             }
         }
+    }
+}
+
+/// The most bytes the responses in flight may hold when a status page or
+/// `/alerts` is asked for: past it, the request is answered 503 with
+/// `Retry-After` and nothing is rendered. Pages are whole bodies, each
+/// held until its client reads it; without a budget shared by all slots,
+/// 40 clients that ask and never read hold 40 pages.
+pub const PAGE_BUDGET: usize = 2 * 1024 * 1024;
+
+/// The pages [`PAGE_BUDGET`] bounds: rendered whole for each request.
+pub fn is_page(path: &str) -> bool {
+    matches!(path, "/" | "/alerts")
+}
+
+/// The answer to a page asked for over [`PAGE_BUDGET`].
+pub fn over_budget(body: &mut Vec<u8>) -> Response {
+    body.extend_from_slice(b"503 pages over their memory budget: try again in a second\n");
+    Response {
+        headers: RETRY_AFTER,
+        ..Response::text(Status::Unavailable)
     }
 }
 

@@ -218,6 +218,16 @@ impl Server {
         self.answering.get()
     }
 
+    /// Bytes the responses in flight hold (their buffers).
+    pub fn held(&self) -> usize {
+        let conns = self.conns.borrow();
+        let answering = conns
+            .iter()
+            .flatten()
+            .filter(|e| e.phase == Phase::Answering);
+        answering.map(|e| e.reply.held()).sum()
+    }
+
     /// Whether connections are waiting at the cap: a response then closes
     /// its connection, to let them in.
     pub fn crowded(&self) -> bool {

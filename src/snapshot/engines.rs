@@ -104,6 +104,27 @@ pub struct Bound {
     pub le: Option<String>,
 }
 
+/// The objectives the burn rules judge the models at, as loaded (the rules
+/// file, `--engine.config`), for dashboards to divide by each model's own
+/// (`gpu_exporter_engine_model_objective_ratio`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Objectives {
+    /// The first TTFT burn-rate rule's; `None` without one.
+    pub ttft: Option<f64>,
+    /// The models with a TTFT objective of their own, with it.
+    pub own: Vec<(String, f64)>,
+    /// The first availability burn rule's; `None` without one.
+    pub availability: Option<f64>,
+}
+
+impl Objectives {
+    /// The TTFT objective `model` is judged at: its own, else the rule's.
+    pub fn ttft_of(&self, model: &str) -> Option<f64> {
+        let own = self.own.iter().find(|o| o.0 == model);
+        own.map(|o| o.1).or(self.ttft)
+    }
+}
+
 /// One model's requests by outcome, as its engine counts them (counters):
 /// those that count toward availability and, of them, those that failed
 /// it. A client's abort is in neither (see `fill::engines::profile`).

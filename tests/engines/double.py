@@ -22,6 +22,7 @@ again: a replica's lifetime counts from before the exporter watched it.
 `--hostile N` (vllm) also serves N models a tenant named: 10 KB names
 holding NUL, ESC, DEL and CR (prometheus_client escapes only backslash,
 newline and quote), each with a failed request, and one at 600 ms each time outcomes are counted.
+`--long N` (vllm) the same with N names of 128 bytes holding `--model`'s, which are served.
 `sglang-old` is SGLang 0.3.6/0.4.0 (TTFT bounds 0.25 and 0.5 about 0.3 s,
 `model_name` its only label). `--triton-models a=50,250,1000 b` (triton)
 serves several models, each with its own TTFT bounds in ms (a model's
@@ -206,10 +207,14 @@ def main():
     a.add_argument("--no-ttft", action="store_true")
     a.add_argument("--history", nargs="*", default=[])
     a.add_argument("--hostile", type=int, default=0)
+    a.add_argument("--long", type=int, default=0)
     a.add_argument("--triton-models", nargs="*", default=[])
     args = a.parse_args()
     MODEL, NO_TTFT = args.model, args.no_ttft
     HOSTILE.extend(f"{i:02}hostile\x00\x1b[31m\x7f\r" + "x" * 10240 for i in range(args.hostile))
+    # Served: 128 bytes, the longest name the exporter keeps; the model's
+    # name in it, so that two doubles' are two models.
+    HOSTILE.extend(f"{i:02}-{MODEL}-".ljust(128, "l") for i in range(args.long))
     obs = [tuple(int(x) for x in o.split(":")) for o in args.observe]
     outcomes = [(o.split(":")[0], int(o.split(":")[1])) for o in args.outcomes]
     triton = None

@@ -1246,7 +1246,8 @@ fn dashboard_is_wired_to_its_variables() {
             assert!(!names.is_empty(), "{}: no metric in {}", p.title, t.expr);
             // Per-GPU panels follow the variables; the SLO rules are
             // per model and carry neither label.
-            if names.iter().any(|n| n.starts_with("gpu_")) {
+            let per_gpu = |n: &String| n.starts_with("gpu_") && !n.starts_with("gpu_exporter_");
+            if names.iter().any(per_gpu) {
                 for sel in [r#"instance=~"$instance""#, r#"gpu=~"$gpu""#] {
                     assert!(t.expr.contains(sel), "{}: {} lacks {sel}", p.title, t.expr);
                 }
@@ -1271,6 +1272,9 @@ fn dashboard_is_wired_to_its_variables() {
         "model_name:llm_ttft_slo_errors:ratio_rate3d",
         "model_name:llm_goodput_requests:rate5m",
         "instance_model_name:llm_ttft_slo_errors:ratio_rate5m",
+        "model_name:engine_request_errors:ratio_rate5m",
+        "gpu_exporter_engine_model_objective_ratio",
+        "gpu_exporter_engine_model_slo_info",
         "gpu_remapped_rows_total",
         "gpu_retired_pages_total",
         "gpu_row_remap_pending",
@@ -1294,6 +1298,46 @@ fn dashboard_is_wired_to_its_variables() {
         assert!(by_pod.2.contains(sel), "{} lacks {sel}", by_pod.2);
     }
     assert_eq!(rows, ["Hardware health"]);
+}
+
+/// Every burn and budget panel divides by each model's own objective, as
+/// the exporter serves it, never by a number: a `/ 0.001` is a 99.9%
+/// objective every model is assumed to have. No title or description
+/// names a bound or objective the models may not have.
+#[test]
+fn dashboard_burn_panels_divide_by_each_models_objective() {
+    let d = dashboard();
+    let mut burns = 0;
+    for (title, ref_id, expr) in queries(&d) {
+        let b = expr.as_bytes();
+        let by_number = (0..b.len()).any(|i| {
+            b[i] == b'/'
+                && (b[i + 1..].iter().find(|c| **c != b' ')).is_some_and(|c| c.is_ascii_digit())
+        });
+        assert!(!by_number, "{title}/{ref_id} divides by a number: {expr}");
+        if expr.contains("errors:ratio_rate") {
+            burns += 1;
+            let slo = match expr.contains("engine_request_errors") {
+                true => "availability",
+                false => "ttft",
+            };
+            let objective = format!(r#"gpu_exporter_engine_model_objective_ratio{{slo="{slo}"}}"#);
+            assert!(expr.contains(&objective), "{title}/{ref_id}: {expr}");
+        }
+    }
+    // TTFT 4 + 1 + 2 (node scope), availability 4.
+    assert_eq!(burns, 11);
+    for p in &d.panels {
+        let description = p.description.as_deref().unwrap_or_default();
+        for fixed in ["300 ms", "0.001", "0.1%", "99.9%"] {
+            assert!(!p.title.contains(fixed), "{}", p.title);
+            assert!(!description.contains(fixed), "{}: {description}", p.title);
+        }
+    }
+    let availability = (d.panels.iter())
+        .find(|p| p.title == "Engine availability burn rate")
+        .expect("an availability panel");
+    assert_eq!(availability.targets.as_ref().map(Vec::len), Some(4));
 }
 
 #[test]
@@ -1330,11 +1374,12 @@ fn dashboard_queries_parse() {
 #[test]
 fn dashboard_metrics_exist() {
     // An H100 with a pod and a V100, which retires pages instead of
-    // remapping rows.
+    // remapping rows, and a model (its objectives).
     let e = Exporter::on_scenario(
         "dashboard-fleet.json",
         r#"{"gpus":[{"pods":[{"namespace":"ns","pod":"p"}]},
-            {"model":"Tesla V100-SXM2-32GB","health":{"retired_pages_pending":false}}]}"#,
+            {"model":"Tesla V100-SXM2-32GB","health":{"retired_pages_pending":false}}],
+            "models":[{"name":"m","requests_per_second":10}]}"#,
         &[],
     );
     let body = e.metrics(None).body;
@@ -1354,6 +1399,8 @@ fn dashboard_metrics_exist() {
     // the catalogue's.
     use gpu_exporter::internals::snapshot::readings;
     known.extend(readings::all().filter_map(|r| Some(r.mig.as_ref()?.name.to_string())));
+    // Served with --engine.endpoint only (engines::, replicas::).
+    known.insert("gpu_exporter_engine_model_slo_info".into());
     for (title, ref_id, expr) in queries(&dashboard()) {
         for name in metric_names(&expr) {
             assert!(
@@ -1558,6 +1605,11 @@ fn dashboard_queries_return_data_from_prometheus() {
     // Every panel query: rates need two scrapes and the recording rules an
     // evaluation, so poll until each has answered with data once.
     for (title, ref_id, expr) in queries(&d) {
+        if expr.contains("engine_request_errors") {
+            // The simulator's models count no outcomes: the availability
+            // records need an engine's (parsed above, not run here).
+            continue;
+        }
         let expr = expand(&expr, &vars);
         let target = format!("/api/v1/query?query={}", urlencode(&expr));
         while prom

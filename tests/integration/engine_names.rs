@@ -9,9 +9,16 @@ use std::time::Duration;
 /// A vLLM double serving `model` beside 32 models with 10 KB names
 /// holding NUL, ESC, DEL and CR, each failing and slow every 100 ms.
 fn hostile_double(model: &str) -> crate::engines::Double {
+    tenants("vllm-custom", model, "--hostile", "32")
+}
+
+/// A double of `engine` serving `model` beside the models a tenant named
+/// (`names`: `--hostile` or `--long`, `n` of them), each failing and slow
+/// every 100 ms.
+fn tenants(engine: &str, model: &str, names: &str, n: &str) -> crate::engines::Double {
     started(&[
         "--engine",
-        "vllm-custom",
+        engine,
         "--mode",
         "grow",
         "--model",
@@ -20,8 +27,8 @@ fn hostile_double(model: &str) -> crate::engines::Double {
         "100:5",
         "--outcomes",
         "stop:5",
-        "--hostile",
-        "32",
+        names,
+        n,
     ])
 }
 
@@ -90,7 +97,6 @@ fn a_hostile_engines_names_are_served_nowhere_and_counted() {
 /// character, and the drops are counted.
 #[test]
 fn hostile_names_and_never_reading_clients_leave_the_peak_bounded() {
-    use std::io::Write;
     if !python_ready() {
         return;
     }
@@ -109,14 +115,7 @@ fn hostile_names_and_never_reading_clients_leave_the_peak_bounded() {
     e.wait_for("/metrics", Duration::from_secs(30), |b| {
         doubles.iter().all(|d| rejected(b, &d.url) >= 64.0)
     });
-    // 40 clients, each 300 requests for the page pipelined, none read.
-    let stuck: Vec<std::net::TcpStream> = (0..40)
-        .map(|_| {
-            let mut s = e.connect();
-            let _ = s.write_all("GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(300).as_bytes());
-            s
-        })
-        .collect();
+    let stuck = never_reading(&e, 40);
     // Several reads of the engines while they hold their slots.
     std::thread::sleep(Duration::from_secs(3));
     let metrics = e.get("/metrics", &[]).body;
@@ -135,4 +134,79 @@ fn hostile_names_and_never_reading_clients_leave_the_peak_bounded() {
     println!("2 hostile engines, 40 never-reading clients of /: VmHWM {hwm} KiB");
     assert!(hwm <= 16 * 1024, "VmHWM {hwm} KiB");
     drop(stuck);
+}
+
+/// Six engines of 32 models with 128-byte names (served: the longest
+/// kept) make a status page of tens of KB; 40 clients that ask for it and
+/// never read would hold 40. The responses in flight hold at most the
+/// pages' 2 MiB budget: past it, a page is answered 503 with Retry-After
+/// and counted, not rendered; the peak RSS stays under 16 MiB; once the
+/// clients go, the page is served again.
+#[test]
+fn pages_past_their_byte_budget_are_503_while_clients_never_read() {
+    if !python_ready() {
+        return;
+    }
+    let doubles: Vec<_> = (0..6)
+        .map(|i| tenants("vllm", &format!("m{i}"), "--long", "31"))
+        .collect();
+    let mut args = vec!["--engine.interval", "500ms"];
+    for d in &doubles {
+        args.extend(["--engine.endpoint", d.url.as_str()]);
+    }
+    let e = Exporter::start(&args);
+    let long = "l".repeat(121);
+    let page = e.wait_for("/", Duration::from_secs(30), |p| {
+        p.matches(&long).count() >= 6 * 31
+    });
+    let budget = 2 * 1024 * 1024;
+    let fit = budget / page.len() + 1;
+    assert!(
+        fit < 40,
+        "a page of {} bytes: 40 fit the budget",
+        page.len()
+    );
+    let refused = |e: &Exporter| {
+        value(
+            &e.get("/metrics", &[]).body,
+            "gpu_exporter_http_pages_refused_total",
+        )
+    };
+    assert_eq!(refused(&e), Some(0.0));
+    let stuck = never_reading(&e, 40);
+    std::thread::sleep(Duration::from_secs(3));
+    let over = e.get("/", &[]);
+    assert_eq!(over.status, 503, "{}", over.body);
+    assert_eq!(over.header("Retry-After"), Some("1"));
+    assert!(
+        over.body.contains("over their memory budget"),
+        "{}",
+        over.body
+    );
+    let n = refused(&e).unwrap();
+    // Each client's first page was rendered, or refused past the budget
+    // (its next requests wait behind an answer it never reads).
+    assert!(n >= (40 - fit) as f64, "{n} refused; {fit} pages fit");
+    let hwm = e.status_kib("VmHWM");
+    println!(
+        "6 engines of 32 long names, 40 never-reading clients of /: {n} pages refused, VmHWM {hwm} KiB"
+    );
+    assert!(hwm <= 16 * 1024, "VmHWM {hwm} KiB");
+    drop(stuck);
+    e.wait_for("/", Duration::from_secs(10), |p| {
+        p.matches(&long).count() >= 6 * 31
+    });
+}
+
+/// `n` clients, each asking for the status page 300 times pipelined,
+/// none reading.
+fn never_reading(e: &Exporter, n: usize) -> Vec<std::net::TcpStream> {
+    use std::io::Write;
+    (0..n)
+        .map(|_| {
+            let mut s = e.connect();
+            let _ = s.write_all("GET / HTTP/1.1\r\nHost: x\r\n\r\n".repeat(300).as_bytes());
+            s
+        })
+        .collect()
 }

@@ -94,7 +94,7 @@ const CASES: &[(&str, &str)] = &[
     ),
     (
         "engines",
-        r#"{"engines":{"endpoints":["http://127.0.0.1:8000/metrics","vllm=http://127.0.0.1:8001/metrics"]}}"#,
+        r#"{"engines":{"endpoints":["http://127.0.0.1:8000/metrics","vllm=http://127.0.0.1:8001/metrics"],"podMonitor":{"enabled":true,"labels":{"release":"kps"},"engineLabel":"app.example/engine","endpoints":[{"engine":"vllm","port":8080,"path":"/metrics"}]}}}"#,
     ),
     ("host-network", r#"{"hostNetwork":true}"#),
     (
@@ -158,9 +158,11 @@ const OPERATOR_FIELDS: &[&str] = &[
     r"^metadata\.(name|namespace)$",
     r"^metadata\.labels\..+$",
     r"^spec\.selector\.matchLabels\..+$",
+    r"^spec\.selector\.matchExpressions\[\d+\]\.(key|operator|values\[\d+\])$",
     r"^spec\.namespaceSelector\.matchNames\[\d+\]$",
+    r"^spec\.namespaceSelector\.any$",
     r"^spec\.jobLabel$",
-    r"^spec\.(endpoints|podMetricsEndpoints)\[\d+\]\.(port|path|interval|scrapeTimeout|honorLabels|scheme)$",
+    r"^spec\.(endpoints|podMetricsEndpoints)\[\d+\]\.(port|targetPort|path|interval|scrapeTimeout|honorLabels|scheme)$",
     r"^spec\.(endpoints|podMetricsEndpoints)\[\d+\]\.tlsConfig\.serverName$",
     r"^spec\.(endpoints|podMetricsEndpoints)\[\d+\]\.tlsConfig\.ca\.secret\.(name|key)$",
     r"^spec\.(endpoints|podMetricsEndpoints)\[\d+\]\.basicAuth\.(username|password)\.(name|key)$",
@@ -311,6 +313,21 @@ fn each_value_renders_what_it_says() {
         args.contains(&r#""--engine.endpoint=vllm=http://127.0.0.1:8001/metrics""#),
         "{args:?}"
     );
+    // The engines' PodMonitor, on: its endpoints and label as given.
+    let pm = "PodMonitor/gpu-exporter-engines";
+    expect(
+        &engines,
+        &format!("{pm}.metadata.labels.release"),
+        r#""kps""#,
+    );
+    let ep = format!("{pm}.spec.podMetricsEndpoints[0]");
+    expect(&engines, &format!("{ep}.targetPort"), "8080");
+    assert_eq!(
+        list(&engines, &format!("{ep}.relabelings[0].sourceLabels")),
+        [r#""__meta_kubernetes_pod_label_app_example_engine""#]
+    );
+    expect(&engines, &format!("{ep}.relabelings[0].regex"), r#""vllm""#);
+    assert!(!engines.contains_key(&format!("{pm}.spec.podMetricsEndpoints[1].path")));
 
     let (_d, _f, host) = render("host", CASES[5].1).unwrap();
     expect(&host, &format!("{pod}.hostNetwork"), "true");
@@ -334,6 +351,7 @@ fn each_value_renders_what_it_says() {
         format!("{pod}.hostNetwork"),
         format!("{pod}.volumes[kmsg].hostPath.path"),
         format!("{e}.scheme"),
+        "PodMonitor/gpu-exporter-engines.spec.podMetricsEndpoints[0].targetPort".to_string(),
     ] {
         assert!(!base.contains_key(&k), "{k}");
     }
@@ -442,6 +460,19 @@ fn the_schema_refuses_unknown_keys_and_wrong_types() {
     assert!(
         port.contains("at '/web/port': got string, want integer"),
         "{port}"
+    );
+    let engine_port = refused(
+        r#"{"engines":{"podMonitor":{"endpoints":[{"engine":"vllm","port":"8000","path":"/metrics"}]}}}"#,
+    );
+    assert!(
+        engine_port.contains("at '/engines/podMonitor/endpoints/0/port': got string, want integer"),
+        "{engine_port}"
+    );
+    let engine_typo = refused(r#"{"engines":{"podMonitor":{"enable":true}}}"#);
+    assert!(
+        engine_typo
+            .contains("at '/engines/podMonitor': additional properties 'enable' not allowed"),
+        "{engine_typo}"
     );
     let digest = refused(r#"{"image":{"digest":"latest"}}"#);
     assert!(digest.contains("/image/digest"), "{digest}");

@@ -172,3 +172,40 @@ fn a_replica_coming_up_after_the_exporter_changes_nothing_but_its_share() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// A model whose engine holds 50,000 slow requests from before and serves
+/// every request fast now: the status page's share in time is over the
+/// burn rules' short window (2 s here), 100%, as the evaluator sees it;
+/// the engine's lifetime share, under 2%, is labelled as such.
+#[test]
+fn the_status_page_says_the_share_in_time_over_the_short_window() {
+    if !python_ready() {
+        return;
+    }
+    let d = replica(&["600:50000"], None);
+    let e = watching(&[&d]);
+    let row = |page: &str| {
+        let at = page.find(&format!("<tr><td>{MODEL}</td>"))?;
+        Some(page[at..at + page[at..].find("</tr>")?].to_string())
+    };
+    // Each row's cells: model, engine, requests, last 2s, lifetime, ...
+    let cells = |row: &str| -> Vec<String> {
+        (row.split("<td").skip(1))
+            .map(|c| c[c.find('>').unwrap() + 1..c.find("</td>").unwrap()].to_string())
+            .collect()
+    };
+    let page = e.wait_for("/", Duration::from_secs(20), |p| {
+        row(p).is_some_and(|r| cells(&r)[3] == "100%")
+    });
+    assert!(
+        page.contains(
+            "<th>first token in time, last 2s</th><th>first token in time, lifetime</th>"
+        ),
+        "{page}"
+    );
+    let c = cells(&row(&page).unwrap());
+    let lifetime: f64 = c[4].trim_end_matches('%').parse().unwrap();
+    assert!(lifetime < 2.0, "lifetime share {lifetime}%: {c:?}");
+    let requests: f64 = c[2].parse().unwrap();
+    assert!(requests >= 50_000.0, "{c:?}");
+}

@@ -28,7 +28,7 @@ pub static ENGINE_READ_DURATION: Family = family(
 pub static ENGINE_ERRORS: Family = family(
     "gpu_exporter_engine_errors",
     Counter,
-    "Failed reads of the engine endpoint, by reason: connect, timeout, status (redirects are not followed), too_large (over 8 MiB), parse, unknown_engine.",
+    "Failed reads of the engine endpoint, by reason: connect, timeout, status (redirects are not followed), too_large (over its share of the round's 32 MiB: 8 MiB up to 4 endpoints, 2 MiB at 16), parse, unknown_engine.",
 );
 pub static ENGINE_MODELS_REJECTED: Family = family(
     "gpu_exporter_engine_models_rejected",
@@ -52,4 +52,11 @@ pub static ENGINE_MODEL_SLO: Family = family(
     "gpu_exporter_engine_model_slo",
     Info,
     "The TTFT bucket a model of the engine endpoint is judged at: bucket its le as the engine spells it, in its unit (Triton ms), model_name its model (Triton's model label); no bucket where the engine has no bound at or below the threshold. Always 1.",
+);
+/// Each served model's objectives, for dashboards to divide its burn by
+/// its own budget rather than a hard-coded 0.001.
+pub static ENGINE_MODEL_OBJECTIVE: Family = family(
+    "gpu_exporter_engine_model_objective_ratio",
+    Gauge,
+    "The objective the burn rules judge the model at, by slo: ttft (first token within its judged bound; --engine.config's own, else TTFTBudgetBurn's) and availability (not failed by its engine; EngineAvailabilityBurn's). 0.999 is 99.9%.",
 );

@@ -12,14 +12,30 @@ use std::time::{Duration, Instant};
 
 /// The most body bytes read from one answer.
 pub const MAX_BODY: u64 = 8 * 1024 * 1024;
+/// The most body bytes one round reads across all its endpoints: each
+/// endpoint's share is this over their number, at most [`MAX_BODY`] (8 MiB
+/// each up to 4 endpoints, 2 MiB each at 16). A share, not a pool: an
+/// endpoint that streams without end spends its own, never another's.
+pub const ROUND_BYTES: u64 = 32 * 1024 * 1024;
+
+/// An endpoint's share of [`ROUND_BYTES`] in a round of `endpoints`.
+pub fn share(endpoints: usize) -> u64 {
+    (ROUND_BYTES / endpoints.max(1) as u64).min(MAX_BODY)
+}
 /// The most head bytes.
 const MAX_HEAD: usize = 16 * 1024;
 
 /// Why a read failed, and the line that says so.
 pub type Failure = (EngineError, String);
 
-/// Reads `ep` once, keeping what `wanted` asks for, within `timeout`.
-pub fn fetch(ep: &Endpoint, wanted: &Wanted, timeout: Duration) -> Result<Parsed, Failure> {
+/// Reads `ep` once, keeping what `wanted` asks for, within `timeout`, of
+/// at most `cap` body bytes (its [`share`]).
+pub fn fetch(
+    ep: &Endpoint,
+    wanted: &Wanted,
+    timeout: Duration,
+    cap: u64,
+) -> Result<Parsed, Failure> {
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: gpu-exporter/{}\r\nAccept: text/plain;version=0.0.4\r\nAccept-Encoding: identity\r\nConnection: close\r\n\r\n",
         ep.path,
@@ -28,10 +44,16 @@ pub fn fetch(ep: &Endpoint, wanted: &Wanted, timeout: Duration) -> Result<Parsed
     );
     let (mut conn, framing, buf, start, filled) =
         exchange(&ep.authority, request.as_bytes(), Instant::now() + timeout)?;
+    if let Framing::Length(n) = framing
+        && n > cap
+    {
+        return Err(over(cap, &format!("a Content-Length of {n}")));
+    }
     let mut reader = Reader::new(wanted);
     let mut body = Body {
         framing,
         read: 0,
+        cap,
         chunk: Chunk::Size(Vec::new()),
     };
     body.feed(&buf[start..filled], &mut reader)?;
@@ -252,6 +274,17 @@ fn head(buf: &[u8]) -> Result<Option<Head>, Failure> {
     Ok(Some(Head::Final(framing, start)))
 }
 
+/// A body over `cap` bytes (`what`), said with where the cap comes from.
+fn over(cap: u64, what: &str) -> Failure {
+    let why = match cap < MAX_BODY {
+        true => format!(
+            "{what}: over the {cap}-byte share of the round's {ROUND_BYTES} bytes across endpoints"
+        ),
+        false => format!("{what}: over the {MAX_BODY}-byte cap"),
+    };
+    (EngineError::TooLarge, why)
+}
+
 /// Where a chunked body is.
 enum Chunk {
     /// Reading a size line (bounded).
@@ -269,6 +302,8 @@ struct Body {
     framing: Framing,
     /// Body bytes handed to the reader.
     read: u64,
+    /// The most it may take: the endpoint's share of the round.
+    cap: u64,
     chunk: Chunk,
 }
 
@@ -299,11 +334,8 @@ impl Body {
 
     fn data(&mut self, bytes: &[u8], reader: &mut Reader) -> Result<(), Failure> {
         self.read += bytes.len() as u64;
-        if self.read > MAX_BODY {
-            return Err((
-                EngineError::TooLarge,
-                format!("a body over the {MAX_BODY}-byte cap, cut off"),
-            ));
+        if self.read > self.cap {
+            return Err(over(self.cap, "a body cut off"));
         }
         reader.feed(bytes);
         Ok(())
@@ -431,7 +463,7 @@ mod tests {
 
     fn get(answer: &str, piece: usize) -> Result<Parsed, Failure> {
         let ep = serve(answer.as_bytes().to_vec(), piece, Duration::ZERO);
-        fetch(&ep, &wanted(None), Duration::from_secs(5))
+        fetch(&ep, &wanted(None), Duration::from_secs(5), MAX_BODY)
     }
 
     fn kept(r: Result<Parsed, Failure>) -> usize {
@@ -531,8 +563,43 @@ mod tests {
             answer.extend_from_slice(line);
         }
         let ep = serve(answer, 65536, Duration::ZERO);
-        let (r, _) = failure(fetch(&ep, &wanted(None), Duration::from_secs(20)));
+        let (r, _) = failure(fetch(&ep, &wanted(None), Duration::from_secs(20), MAX_BODY));
         assert_eq!(r, EngineError::TooLarge);
+    }
+
+    /// Sixteen endpoints read at most 32 MiB a round in all: 2 MiB each,
+    /// by length or cut off while read, said as the round's share; up to
+    /// four, each its 8 MiB.
+    #[test]
+    fn an_endpoint_reads_at_most_its_share_of_the_round() {
+        assert_eq!(share(1), MAX_BODY);
+        assert_eq!(share(4), MAX_BODY);
+        assert_eq!(share(16), 2 * 1024 * 1024);
+        assert_eq!(share(16) * 16, ROUND_BYTES);
+        let cap = share(16);
+        let mut body = Vec::new();
+        let line = b"# padding padding padding padding padding padding padding padding\n";
+        while (body.len() as u64) <= cap {
+            body.extend_from_slice(line);
+        }
+        let heads = [
+            format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len()),
+            "HTTP/1.1 200 OK\r\n\r\n".to_string(),
+        ];
+        for head in heads {
+            let answer = [head.as_bytes(), &body].concat();
+            let ep = serve(answer, 65536, Duration::ZERO);
+            let (r, why) = failure(fetch(&ep, &wanted(None), Duration::from_secs(20), cap));
+            assert_eq!(r, EngineError::TooLarge, "{head}");
+            assert!(
+                why.contains("over the 2097152-byte share of the round's 33554432 bytes"),
+                "{why}"
+            );
+        }
+        // The same body within a larger share is read.
+        let answer = [b"HTTP/1.1 200 OK\r\n\r\n".as_slice(), &body].concat();
+        let ep = serve(answer, 65536, Duration::ZERO);
+        assert!(fetch(&ep, &wanted(None), Duration::from_secs(20), share(8)).is_ok());
     }
 
     #[test]
@@ -542,7 +609,12 @@ mod tests {
             4096,
             Duration::from_secs(3),
         );
-        let (r, why) = failure(fetch(&ep, &wanted(None), Duration::from_millis(300)));
+        let (r, why) = failure(fetch(
+            &ep,
+            &wanted(None),
+            Duration::from_millis(300),
+            MAX_BODY,
+        ));
         assert_eq!(r, EngineError::Timeout, "{why}");
     }
 
@@ -554,7 +626,7 @@ mod tests {
             .unwrap()
             .port();
         let ep = parse_endpoint(&format!("http://127.0.0.1:{port}/metrics")).unwrap();
-        let (r, _) = failure(fetch(&ep, &wanted(None), Duration::from_secs(1)));
+        let (r, _) = failure(fetch(&ep, &wanted(None), Duration::from_secs(1), MAX_BODY));
         assert_eq!(r, EngineError::Connect);
     }
 }

@@ -5,7 +5,7 @@
 //! poller takes the last published; no collection and no scrape ever
 //! waits on an engine.
 
-use super::client::{Failure, fetch};
+use super::client::{Failure, fetch, share};
 use super::profile::{self, detect, judged_at, wanted};
 use super::text::{Parsed, Wanted};
 use crate::config::engines::name_rule;
@@ -235,12 +235,13 @@ fn read_round(
     mut states: Vec<EngineEndpoint>,
 ) -> Vec<EngineEndpoint> {
     let eps = &options.endpoints;
+    let cap = share(eps.len());
     let inline = std::thread::scope(|s| {
         let mut handles = Vec::new();
         let mut inline = Vec::new();
         let each = eps.iter().zip(memory.iter_mut()).zip(states.iter_mut());
         for (i, ((ep, mem), state)) in each.enumerate() {
-            let one = move || read_into(ep, mem, state, options, i);
+            let one = move || read_into(ep, mem, state, (options, cap), i);
             let thread = std::thread::Builder::new().name("engine-read".into());
             match (eps.len() > 1).then(|| thread.spawn_scoped(s, one)) {
                 Some(Ok(h)) => handles.push(h),
@@ -253,21 +254,22 @@ fn read_round(
         inline
     });
     for i in inline {
-        read_into(&eps[i], &mut memory[i], &mut states[i], options, i);
+        read_into(&eps[i], &mut memory[i], &mut states[i], (options, cap), i);
     }
     states
 }
 
-/// Reads endpoint `i` into its memory and `state`.
+/// Reads endpoint `i` into its memory and `state`, of at most `cap` body
+/// bytes (its share of the round).
 fn read_into(
     ep: &Endpoint,
     mem: &mut Memory,
     state: &mut EngineEndpoint,
-    options: &Engines,
+    (options, cap): (&Engines, u64),
     i: usize,
 ) {
     let started = Instant::now();
-    let outcome = read_one(ep, mem, options, i);
+    let outcome = read_one(ep, mem, (options, cap), i);
     state.duration = Some(started.elapsed().as_secs_f64());
     state.engine = mem.engine;
     state.rejected = mem.rejected;
@@ -355,11 +357,11 @@ fn say(ep: &Endpoint, mem: &mut Memory, outcome: &Result<Vec<Model>, Failure>) {
 fn read_one(
     ep: &Endpoint,
     mem: &mut Memory,
-    options: &Engines,
+    (options, cap): (&Engines, u64),
     index: usize,
 ) -> Result<Vec<Model>, Failure> {
     let want = wanted(mem.engine);
-    let parsed = fetch(ep, &want, options.timeout)?;
+    let parsed = fetch(ep, &want, options.timeout, cap)?;
     let hint = match parsed.first {
         // An opening brace or bracket: JSON.
         Some(0x7b | 0x5b) => {
@@ -778,7 +780,7 @@ mod tests {
                 "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n{body}"
             ));
             let mut mem = Memory::new(engine);
-            let (_, why) = read_one(&ep, &mut mem, &Engines::default(), 0).unwrap_err();
+            let (_, why) = read_one(&ep, &mut mem, (&Engines::default(), share(1)), 0).unwrap_err();
             let json = body.trim_start().starts_with(['{', '[']);
             assert_eq!(
                 why.contains("its Prometheus text is at /prometheus/metrics"),

@@ -8,9 +8,19 @@ pub(super) fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
     if models.is_empty() {
         return;
     }
+    // In time now: over the window the burn pages look at. The engine's
+    // counters alone say only since it started (57% for a model good now).
+    let recent = &p.recent;
     out.extend_from_slice(
         b"<h2>Served models (TTFT SLO)</h2>\n<table id=\"models\"><tr><th>model</th>\
-          <th>engine</th><th>requests</th><th>first token in time</th><th>judged within</th>\
+          <th>engine</th><th>requests</th><th>first token in time, last ",
+    );
+    match recent.window.is_empty() {
+        true => out.extend_from_slice(b"window (no TTFT burn rule)"),
+        false => html_escape(out, &recent.window),
+    }
+    out.extend_from_slice(
+        b"</th><th>first token in time, lifetime</th><th>judged within</th>\
           <th>not failed by the engine</th></tr>\n",
     );
     for m in models {
@@ -32,13 +42,10 @@ pub(super) fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
         let answered = m.outcomes.map(|o| o.answered).filter(|_| !timed);
         write_f64(out, answered.unwrap_or(h.count()).round());
         out.extend_from_slice(b"</td><td class=\"n\">");
-        match m.good() {
-            Some(good) if h.count() > 0.0 => {
-                write_f64(out, (good / h.count() * 10_000.0).round() / 100.0);
-                out.push(b'%');
-            }
-            _ => out.extend_from_slice(b"&ndash;"),
-        }
+        percent(out, recent.good_share(&m.name));
+        out.extend_from_slice(b"</td><td class=\"n\">");
+        let lifetime = m.good().filter(|_| h.count() > 0.0);
+        percent(out, lifetime.map(|good| good / h.count()));
         out.extend_from_slice(b"</td><td class=\"n\">");
         match m.good_within {
             Some(s) => {
@@ -51,17 +58,22 @@ pub(super) fn models(p: &Published, fresh: Freshness, out: &mut Vec<u8>) {
         out.extend_from_slice(b"</td><td class=\"n\">");
         // The availability SLO's share: "–" where the engine counts no
         // failure, or has answered nothing yet.
-        match m.outcomes.filter(|o| o.answered > 0.0) {
-            Some(o) => {
-                let share = 1.0 - o.failed / o.answered;
-                write_f64(out, (share * 10_000.0).round() / 100.0);
-                out.push(b'%');
-            }
-            None => out.extend_from_slice(b"&ndash;"),
-        }
+        let outcomes = m.outcomes.filter(|o| o.answered > 0.0);
+        percent(out, outcomes.map(|o| 1.0 - o.failed / o.answered));
         out.extend_from_slice(b"</td></tr>\n");
     }
     out.extend_from_slice(b"</table>\n");
+}
+
+/// A share as a percentage to two places, or "–" where there is none.
+fn percent(out: &mut Vec<u8>, share: Option<f64>) {
+    match share {
+        Some(s) => {
+            write_f64(out, (s * 10_000.0).round() / 100.0);
+            out.push(b'%');
+        }
+        None => out.extend_from_slice(b"&ndash;"),
+    }
 }
 
 /// Each engine endpoint given: its engine, whether its last read gave its

@@ -612,6 +612,7 @@ mod tests {
             snapshot: snapshot.into(),
             alerts: Default::default(),
             replay: None,
+            recent: Default::default(),
         }
     }
 
@@ -727,7 +728,7 @@ mod tests {
         );
         // Counted, not timed: its answers, and no bound to judge TTFT by.
         assert!(
-            row("a").contains("<td class=\"n\">2000</td><td class=\"n\">&ndash;</td><td class=\"n\">not timed</td>"),
+            row("a").contains("<td class=\"n\">2000</td><td class=\"n\">&ndash;</td><td class=\"n\">&ndash;</td><td class=\"n\">not timed</td>"),
             "{}",
             row("a")
         );
