@@ -23,6 +23,17 @@ pub enum Lane {
 /// The probe listener's cap: a kubelet probes a few times a period.
 pub const PROBE_CONNECTIONS: usize = 16;
 
+impl Lane {
+    /// How many connections the lane admits: the probe listener's cap is
+    /// its own, so slow or silent metrics clients never queue a probe.
+    pub fn cap(self, limits: &Limits) -> usize {
+        match self {
+            Lane::Main => limits.max_connections,
+            Lane::Probes => PROBE_CONNECTIONS,
+        }
+    }
+}
+
 /// A connection waiting at the cap, or evicted while its head was
 /// incomplete, gets this and is closed.
 pub const FULL: &[u8] =

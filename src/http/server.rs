@@ -15,28 +15,22 @@
 //!   Among these, the one that has sent nothing for longest goes first; a
 //!   TLS handshake that makes progress is not silent. A connection whose
 //!   head is complete is answered, never evicted, and one whose request
-//!   bytes are waiting unread counts as such. With nothing to evict the loop stops accepting (the kernel's
-//!   queue holds the newcomers) until a connection closes or becomes
-//!   evictable (a silent new one by its own timer), and every response
-//!   closes its connection
-//!   until the queue has been served, so keep-alive clients take turns.
-//! - **Probes.** The probe listener (`--web.probe-address`) has a cap of
-//!   its own, [`PROBE_CONNECTIONS`], outside `max_connections`: silent or
-//!   slow connections on the metrics port never queue a kubelet's probe.
-//!   Without a probe listener, `/healthz` shares the metrics port's cap.
-//! - **Response slots.** At most `max_requests` responses are in flight
-//!   (rendered and not yet written). A scrape's slot holds its head and
-//!   the exporter's own families, and a reference to the snapshot's
-//!   families that every scrape of it shares; other responses hold their
-//!   whole body. A request that finds every slot taken takes the slot of
-//!   a response that holds a superseded snapshot's families, else of the
-//!   one whose client has gone longest without reading any of it, and
-//!   that connection is closed. A client that does not read never keeps
-//!   one that does from its answer.
-//! - **Old snapshots.** When a new snapshot is first served, a response
-//!   still holding an older one's families is closed if its client has
-//!   read nothing for a second: clients that never read pin no old body,
-//!   and only those reading keep theirs.
+//!   bytes are waiting unread counts as such. With nothing to evict the
+//!   loop stops accepting (the kernel's queue holds the newcomers) until a
+//!   connection closes or becomes evictable (a silent new one by its own
+//!   timer), and every response closes its connection until the queue has
+//!   been served, so keep-alive clients take turns. The probe listener
+//!   has a cap of its own ([`Lane::cap`]).
+//! - **Response slots.** At most `max_requests` responses are in flight.
+//!   A scrape's slot holds its head, the exporter's own families and a
+//!   reference to the snapshot's families, shared by every scrape of it;
+//!   other responses hold their whole body. A request that finds every
+//!   slot taken takes that of a response holding a superseded snapshot,
+//!   else of the one whose client has read nothing for longest, whose
+//!   connection is closed: a client that does not read never keeps one
+//!   that does from its answer. When a new snapshot is first served, a
+//!   response still holding an older one whose client has read nothing
+//!   for a second is closed, so clients that never read pin no old body.
 
 use super::Context;
 use super::cache::Cache;
@@ -44,7 +38,7 @@ use super::deadline::Deadlines;
 use super::guard::Guard;
 use super::pool::Pool;
 use super::reply::Reply;
-use super::room::{CapLog, FULL, Lane, PROBE_CONNECTIONS, Room, Transport};
+use super::room::{CapLog, FULL, Lane, Room, Transport};
 use crate::config::Limits;
 use crate::exposition::Evicted;
 use async_io::Async;
@@ -364,10 +358,7 @@ impl Server {
 
     /// How many connections `lane` admits.
     pub(super) fn cap(&self, lane: Lane) -> usize {
-        match lane {
-            Lane::Main => self.limits.max_connections,
-            Lane::Probes => PROBE_CONNECTIONS,
-        }
+        lane.cap(&self.limits)
     }
 
     /// `lane`'s registered connections, the evicted not yet closed included.
