@@ -2,7 +2,8 @@
 """Clients that pipeline and never read, against one or more builds side by
 side: how long the next scrape waits behind them, how long /healthz on the
 probe listener takes while the metrics port is full of them, and how long
-SIGTERM takes to exit. Not a test: timings on shared machines are noise,
+SIGTERM takes to exit; and /healthz beside SILENT connections that
+connect to the metrics port and send nothing. Not a test: timings on shared machines are noise,
 so each build runs interleaved with the others, RUNS times, and the
 medians are printed.
 
@@ -11,7 +12,7 @@ medians are printed.
 """
 import json, os, signal, socket, statistics, subprocess, sys, tempfile, time
 
-CLIENTS, RUNS = 200, 3
+CLIENTS, SILENT, RUNS = 200, 700, 3
 FLEET = os.path.join(tempfile.mkdtemp(), "fleet.json")
 with open(FLEET, "w") as f:
     json.dump({"gpus": [{}] * 64}, f)
@@ -75,6 +76,37 @@ def once(binary):
         p.wait()
 
 
+def silent(binary):
+    """/healthz on the probe listener, the median of 10, while SILENT
+    connections sit on the metrics port (its default cap) sending nothing."""
+    port, probes = free_port(), free_port()
+    p = subprocess.Popen(
+        [binary, "--source", "sim", "--sim.scenario", FLEET,
+         "--web.listen-address", f"127.0.0.1:{port}",
+         "--web.probe-address", f"127.0.0.1:{probes}", "--collect.interval", "1h"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    quiet = []
+    try:
+        for _ in range(600):
+            try:
+                get(probes, "/readyz")
+                break
+            except OSError:
+                time.sleep(0.05)
+        for _ in range(SILENT):
+            s = socket.socket()
+            s.setblocking(False)
+            s.connect_ex(("127.0.0.1", port))
+            quiet.append(s)
+        time.sleep(0.5)
+        return statistics.median(get(probes, "/healthz") for _ in range(10))
+    finally:
+        for s in quiet:
+            s.close()
+        p.kill()
+        p.wait()
+
+
 def main():
     builds = sys.argv[1:]
     if not builds:
@@ -82,12 +114,13 @@ def main():
     results = {b: [] for b in builds}
     for _ in range(RUNS):
         for b in builds:
-            results[b].append(once(b))
+            results[b].append(once(b) + (silent(b),))
     print(f"{CLIENTS} pipelining never-readers, 64 GPUs, medians of {RUNS} interleaved runs")
-    print("build | first scrape behind them | /healthz on the probe port | SIGTERM to exit")
+    print(f"build | first scrape behind them | /healthz on the probe port | SIGTERM to exit"
+          f" | /healthz beside {SILENT} silent connections")
     for b, rs in results.items():
-        med = [statistics.median(r[i] for r in rs) for i in range(3)]
-        print(f"{b} | {med[0]*1000:.0f} ms | {med[1]*1000:.0f} ms | {med[2]*1000:.0f} ms")
+        med = [statistics.median(r[i] for r in rs) for i in range(4)]
+        print(" | ".join([b] + [f"{m*1000:.0f} ms" for m in med]))
 
 
 main()
