@@ -150,9 +150,9 @@ impl Signal {
             Signal::CollectStalled => COLLECT_STALLED.name.into(),
             Signal::ReadingsHidden => READINGS_HIDDEN.name.into(),
             Signal::EngineUp => ENGINE_MODEL_UP.name.into(),
-            // The reason joined on from the series served while down.
+            // Down once read and failed (the reason is the summary's).
             Signal::EndpointUp => format!(
-                "({} * on (job, instance, endpoint) group_left (reason) {})",
+                "({} and on (job, instance, endpoint) {})",
                 ENGINE_UP.name, ENGINE_DOWN.name
             ),
             Signal::RowRemapFailed => ROW_REMAP_FAILED.name.into(),

@@ -4,6 +4,7 @@
 //! own durations, so a rules file that moves one moves the text too.
 
 use super::rules::{BurnWindow, Cmp, Expr, HOUR, MIN, Rule, Severity, Signal, TTFT_OBJECTIVE};
+use super::summary::REASON;
 use std::time::Duration;
 
 /// The availability SLO: of the requests an engine answers (a client's
@@ -176,7 +177,11 @@ pub fn defaults() -> Vec<Rule> {
             1.0,
             5 * MIN,
             Severity::Ticket,
-            "Engine endpoint {{ $labels.endpoint }} has not answered gpu-exporter's reads for {for}: {{ $labels.reason }}",
+            &[
+                "Engine endpoint {{ $labels.endpoint }} has not answered gpu-exporter's reads for {for}: ",
+                REASON,
+            ]
+            .concat(),
         ),
         rule(
             "TTFTBudgetBurn",

@@ -137,14 +137,22 @@ impl Subjects {
             Who::Gpu(i) => (self.gpus[i], None),
             Who::Model(i) => (self.models[i], None),
             Who::Replica(i, e) => (self.models[i], e.and_then(|e| snap.engines.get(e))),
+            // Keyed without its reason, the latest of which it then shows.
             Who::Endpoint(i) => {
                 let e = &snap.engines[i];
-                let s = Subject::Endpoint {
-                    url: e.url.clone(),
-                    engine: e.engine.map_or("", |e| e.name()).into(),
-                    reason: e.reason.map_or("", |r| r.label()),
+                let url = e.url.clone();
+                let engine: String = e.engine.map_or("", |e| e.name()).into();
+                let reason = e.reason.map_or("", |r| r.label());
+                let key = Subject::Endpoint {
+                    url,
+                    engine,
+                    reason: "",
                 };
-                (self.id(s), None)
+                let id = self.id(key);
+                if let Subject::Endpoint { reason: r, .. } = &mut self.list[id as usize] {
+                    *r = reason;
+                }
+                (id, None)
             }
         };
         let next = self.owner.len() as u32;
@@ -884,6 +892,43 @@ mod tests {
             Evaluator::new(Vec::new()).ttft_objective(&Subject::Exporter),
             None
         );
+    }
+
+    /// An endpoint whose reads fail for one reason, then another, keeps
+    /// its alert and its `for`; the alert shows the latest reason, as no
+    /// label (Prometheus' copy queries it in the summary).
+    #[test]
+    fn an_endpoint_whose_reason_changes_keeps_its_alert() {
+        use crate::snapshot::{EngineEndpoint, EngineError};
+        let rule = crate::alerts::defaults()
+            .into_iter()
+            .find(|r| r.name == "EngineEndpointDown");
+        let mut e = Evaluator::new(vec![rule.unwrap()]);
+        let down = |at: f64, reason| {
+            let mut s = snap(at, &[]);
+            s.engines = vec![EngineEndpoint {
+                url: "http://engine:8000/metrics".into(),
+                reason: Some(reason),
+                ..Default::default()
+            }];
+            s
+        };
+        e.eval(&down(0.0, EngineError::Connect));
+        e.eval(&down(200.0, EngineError::Timeout));
+        let ch = e.eval(&down(300.0, EngineError::Timeout));
+        assert_eq!((ch[0].from, ch[0].to), ("pending", "firing"));
+        let a = &e.alerts()[0];
+        assert_eq!((a.active_at, a.fired_at), (0.0, 300.0));
+        assert!(matches!(
+            a.subject,
+            Subject::Endpoint {
+                reason: "timeout",
+                ..
+            }
+        ));
+        assert!(a.labels().iter().all(|(k, _)| *k != "reason"));
+        let summary = crate::alerts::expand(&a.rule.summary, &a.subject, a.value, &[]);
+        assert!(summary.ends_with("for 5m: timeout"), "{summary}");
     }
 
     /// Model `m` served by endpoints `replica-0` and `replica-1`, each

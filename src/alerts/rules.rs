@@ -15,8 +15,11 @@ pub enum Subject {
         uuid: String,
     },
     Model(String),
-    /// An engine endpoint that does not answer, by why: its URL, its
-    /// engine where known (else empty), the reason of its last read.
+    /// An engine endpoint that does not answer: its URL, its engine where
+    /// known (else empty), and the reason of its last read, which is no
+    /// label and not part of its identity (the evaluator keys endpoints
+    /// without it), so a reason that changes keeps the alert and its
+    /// `for`; the summary names it ([`super::summary::REASON`]).
     Endpoint {
         url: String,
         engine: String,
@@ -49,16 +52,11 @@ impl Subject {
                 f("uuid", uuid);
             }
             Subject::Model(name) => f("model_name", name),
-            Subject::Endpoint {
-                url,
-                engine,
-                reason,
-            } => {
+            Subject::Endpoint { url, engine, .. } => {
                 f("endpoint", url);
                 if !engine.is_empty() {
                     f("engine", engine);
                 }
-                f("reason", reason);
             }
         }
     }

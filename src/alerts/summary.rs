@@ -5,8 +5,8 @@
 //!
 //! `{{ $value }}`, `{{ printf "%.1f" $value }}` and `{{ $labels.<name> }}`
 //! for the subject's labels are expanded, and so are the three `range`
-//! blocks of [`WORKLOADS`], from the same snapshot a scrape renders;
-//! anything else stays as written.
+//! blocks of [`WORKLOADS`], from the same snapshot a scrape renders, and
+//! an endpoint's [`REASON`]; anything else stays as written.
 
 use super::Subject;
 use crate::snapshot::{Gpu, GpuProcess, Readings};
@@ -29,6 +29,12 @@ macro_rules! processes {
         "{{ range printf \"gpu_process_memory_used_bytes{uuid=%q}\" $labels.uuid | query | sortByLabel \"pid\" }}pid {{ .Labels.pid }} {{ end }}"
     };
 }
+
+/// Why an engine endpoint is down: the reason of its last read, which
+/// Prometheus queries from `gpu_exporter_engine_down` and the exporter
+/// reads from the alert's subject. Never a label, so that a reason that
+/// changes keeps the alert (and its `for`).
+pub const REASON: &str = "{{ with printf \"gpu_exporter_engine_down{job=%q,instance=%q,endpoint=%q}\" $labels.job $labels.instance $labels.endpoint | query }}{{ . | first | label \"reason\" }}{{ end }}";
 
 /// The pods on an alert's GPU, its MIG instances included: Prometheus
 /// runs the query over `gpu_pod_info`, the exporter reads its snapshot.
@@ -94,6 +100,12 @@ fn block<'t>(
     gpus: &[Gpu],
     text: fn(&mut Vec<u8>, &str),
 ) -> Option<&'t str> {
+    if let Some(after) = rest.strip_prefix(REASON) {
+        if let Subject::Endpoint { reason, .. } = subject {
+            text(out, reason);
+        }
+        return Some(after);
+    }
     let Subject::Gpu { uuid, .. } = subject else {
         return None;
     };
