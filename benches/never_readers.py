@@ -33,22 +33,29 @@ def get(port, path):
     return time.monotonic() - t
 
 
-def once(binary):
+def started(binary, *flags):
+    """The simulated 64 GPUs on a metrics and a probe port, once /readyz
+    answers: the process and both ports."""
     port, probes = free_port(), free_port()
     p = subprocess.Popen(
         [binary, "--source", "sim", "--sim.scenario", FLEET,
          "--web.listen-address", f"127.0.0.1:{port}",
-         "--web.probe-address", f"127.0.0.1:{probes}",
-         "--web.max-connections", str(CLIENTS), "--web.max-requests", str(CLIENTS),
-         "--web.write-timeout", "30s", "--collect.interval", "1h"],
+         "--web.probe-address", f"127.0.0.1:{probes}", "--collect.interval", "1h", *flags],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            get(probes, "/readyz")
+            break
+        except OSError:
+            time.sleep(0.05)
+    return p, port, probes
+
+
+def once(binary):
+    p, port, probes = started(
+        binary, "--web.max-connections", str(CLIENTS), "--web.max-requests", str(CLIENTS),
+        "--web.write-timeout", "30s")
     try:
-        for _ in range(600):
-            try:
-                get(probes, "/readyz")
-                break
-            except OSError:
-                time.sleep(0.05)
         time.sleep(1.5)
         stuck = []
         for _ in range(CLIENTS - 1):
@@ -79,20 +86,9 @@ def once(binary):
 def silent(binary):
     """/healthz on the probe listener, the median of 10, while SILENT
     connections sit on the metrics port (its default cap) sending nothing."""
-    port, probes = free_port(), free_port()
-    p = subprocess.Popen(
-        [binary, "--source", "sim", "--sim.scenario", FLEET,
-         "--web.listen-address", f"127.0.0.1:{port}",
-         "--web.probe-address", f"127.0.0.1:{probes}", "--collect.interval", "1h"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p, port, probes = started(binary)
     quiet = []
     try:
-        for _ in range(600):
-            try:
-                get(probes, "/readyz")
-                break
-            except OSError:
-                time.sleep(0.05)
         for _ in range(SILENT):
             s = socket.socket()
             s.setblocking(False)
