@@ -11,16 +11,16 @@
 //! `cargo bench --bench render`
 
 use divan::Bencher;
-use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::alerts::{Evaluator, defaults};
-use gpu_exporter::internals::exposition::catalogue::{Extra, Kind};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::watch::Memory;
 use gpu_exporter::internals::poller::source_models;
-use gpu_exporter::internals::snapshot::readings::GPU_READINGS;
-use gpu_exporter::internals::snapshot::{Gpu, MigInstance, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use model::catalogue::{Extra, Kind};
+use model::readings::GPU_READINGS;
+use model::{Collectors, SourceKind};
+use model::{Gpu, MigInstance, Snapshot};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -48,7 +48,7 @@ fn snapshot(fleet: &str) -> Snapshot {
                     gpu_instance_id: i + 1,
                     profile: "1g.10gb".into(),
                     compute: Vec::new(),
-                    readings: gpu_exporter::internals::snapshot::Readings {
+                    readings: model::Readings {
                         memory_total_bytes: r.memory_total_bytes.map(|t| t / 8.0),
                         memory_used_bytes: r.memory_used_bytes.map(|u| u / 8.0),
                         memory_free_bytes: r.memory_free_bytes.map(|f| f / 8.0),
@@ -67,12 +67,7 @@ type Labels = Vec<(String, String)>;
 /// The same GPU families and series in a prometheus-client registry.
 fn registry(s: &Snapshot) -> Registry {
     let mut reg = Registry::default();
-    fn targets(
-        g: &Gpu,
-    ) -> Vec<(
-        Option<&MigInstance>,
-        &gpu_exporter::internals::snapshot::Readings,
-    )> {
+    fn targets(g: &Gpu) -> Vec<(Option<&MigInstance>, &model::Readings)> {
         let mut t = vec![(None, &g.readings)];
         t.extend(g.mig.iter().map(|m| (Some(m), &m.readings)));
         t

@@ -13,11 +13,11 @@
 //! `cargo bench --bench scrape`. Absolute times drift between machines;
 //! read the ratios.
 
-use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::http::cache::{Cache, Families};
-use gpu_exporter::internals::snapshot::Freshness;
 use gpu_exporter_floor::Floor;
+use model::Collectors;
+use model::Freshness;
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

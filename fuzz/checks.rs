@@ -6,8 +6,6 @@
 //! both take this file in with `#[path = ...] mod checks;`, so stable CI
 //! runs exactly the code the fuzzer runs.
 
-use gpu_exporter::config::dcgm::{self, DEFAULT_COUNTERS, FIELDS};
-use gpu_exporter::config::{Collector, Collectors};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::text as engine_text;
 use gpu_exporter::internals::fill::engines::watch::Memory;
@@ -18,12 +16,14 @@ use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
 use gpu_exporter::internals::poller::{Latest, Poller, Published, source_models};
-use gpu_exporter::internals::snapshot::{Bounds, Kubernetes, Snapshot};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use gpu_exporter::internals::source::smi::apps as smi_apps;
 use gpu_exporter::internals::source::smi::csv as smi;
 use gpu_exporter::internals::{alerts, promql};
+use model::dcgm::{self, DEFAULT_COUNTERS, FIELDS};
+use model::{Bounds, Kubernetes, Snapshot};
+use model::{Collector, Collectors};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -217,7 +217,7 @@ pub fn check_dcgm_counters(data: &[u8]) {
     let mut d = match dcgm::parse(text, "f") {
         Ok(d) => d,
         Err(e) => {
-            assert!(e.0.starts_with("f:") && !e.0.contains('\n'), "{e:?}");
+            assert!(e.starts_with("f:") && !e.contains('\n'), "{e:?}");
             return;
         }
     };

@@ -4,7 +4,7 @@
 
 /// The fleet model.
 pub mod snapshot {
-    pub use crate::snapshot::*;
+    pub use model::*;
 }
 /// Sources.
 pub mod source {

@@ -9,9 +9,9 @@
 use crate::alerts::rules::Expr;
 use crate::alerts::{Evaluator, Rule, Signal, Subject, Transition, WORKLOADS, expand};
 use crate::poller::{Latest, Poller, Progress, Published, Recent, RecentModel, Replay, Work};
-use crate::snapshot::{Bounds, Freshness, Gpu, Snapshot};
 use base::time::format_duration;
 use base::time::unix_now;
+use model::{Bounds, Freshness, Gpu, Snapshot};
 use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};

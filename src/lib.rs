@@ -15,15 +15,13 @@
 #![cfg_attr(not(feature = "internals"), warn(missing_docs))]
 
 // Floor 0, below every module, are the crates `base` (helpers, the
-// logger), `wire` (the kubelet client's protocols) and `webconfig` (the
-// web config file).
+// logger), `wire` (the kubelet client's protocols), `webconfig` (the
+// web config file) and `model` (the fleet model every other part reads).
 #[cfg(test)]
 mod testkit;
 // Floor 1: flags in, a validated configuration out.
 pub mod config;
-// Floor 2: the fleet model every other part reads.
-mod snapshot;
-// Floor 3: sources and fillers, the fleet memory, exposition, alerts, the
+// Floor 2: sources and fillers, the fleet memory, exposition, alerts, the
 // process's own stats.
 mod alerts;
 mod exposition;
@@ -31,17 +29,17 @@ mod fill;
 mod fleet;
 mod process;
 mod source;
-// Floor 4: the poller, and which source and fillers it reads.
+// Floor 3: the poller, and which source and fillers it reads.
 mod pipeline;
 mod poller;
 mod promql;
-// Floor 5: what serves or judges a published snapshot: HTTP, the seed
+// Floor 4: what serves or judges a published snapshot: HTTP, the seed
 // table, the judge (the alert evaluator's thread).
 mod http;
 mod judge;
 mod notify;
 mod table;
-// Floor 6: the wiring.
+// Floor 5: the wiring.
 mod app;
 
 pub use app::{Error, init_logger, run};

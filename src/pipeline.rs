@@ -11,19 +11,20 @@
 //! one fails before serving starts; [`Plan::build`] then loads NVML or
 //! probes for nvidia-smi, which may block, on the poller thread.
 
-use crate::config::{Collector, Config, ConfigError, SourceKind};
+use crate::config::{Config, ConfigError};
 use crate::fill::Filler;
 use crate::fill::cgroup::ProcessCgroups;
 use crate::fill::jobs::JobMapping;
 use crate::fill::kmsg::{KernelLogXid, check_path};
 use crate::fill::workload::WorkloadStats;
 use crate::fleet::Fleet;
-use crate::snapshot::{Gpu, Kubelet, Timings};
 use crate::source::host::{self, PciBus};
 use crate::source::nvml::{self, Nvml};
 use crate::source::sim::{Scenario, Sim};
 use crate::source::smi::Smi;
 use crate::source::{Source, SourceError};
+use model::{Collector, SourceKind};
+use model::{Gpu, Kubelet, Timings};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 

@@ -5,19 +5,19 @@
 
 use crate::alerts::eval::FINE_LIMIT;
 use crate::alerts::{Alert, Rule};
-use crate::config::dcgm::Dcgm;
 use crate::config::engines::Engine;
-use crate::config::{Collector, Collectors};
 use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
-use crate::snapshot::{
-    Kubernetes, MAX_PROCESSES, Model, Objectives, Snapshot, TTFT_SLO_SECONDS, XidWindow,
-    bound_processes,
-};
 use crate::source::Source;
 use base::quiet::{Repeating, Verdict};
 use base::time::unix_now;
+use model::dcgm::Dcgm;
+use model::{Collector, Collectors};
+use model::{
+    Kubernetes, MAX_PROCESSES, Model, Objectives, Snapshot, TTFT_SLO_SECONDS, XidWindow,
+    bound_processes,
+};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -212,7 +212,7 @@ pub fn replay_steps(t0: f64, span: f64, interval: Duration) -> Vec<f64> {
 
 /// Leaves out the readings of collectors that are off, and keeps the
 /// processes collector's bound.
-fn retain(gpus: &mut [crate::snapshot::Gpu], on: Collectors) {
+fn retain(gpus: &mut [model::Gpu], on: Collectors) {
     for g in gpus {
         g.readings.retain(on);
         bound_processes(&mut g.readings.processes, MAX_PROCESSES);
@@ -496,8 +496,8 @@ mod tests {
 
     #[test]
     fn the_simulators_models_are_read_as_a_vllms() {
-        use crate::snapshot::TTFT_BUCKETS;
         use crate::source::sim::{EPOCH, Scenario, Sim};
+        use model::TTFT_BUCKETS;
         let t0 = EPOCH + 1e7;
         let s = r#"{"gpus":[{}],"models":[{"name":"z \\\"q\"","requests_per_second":41},
             {"name":"a","slow_fraction":0.5}]}"#;
@@ -517,8 +517,8 @@ mod tests {
         let o = m.outcomes.unwrap();
         assert_eq!((o.answered, o.failed), (h.count(), 0.0));
     }
-    use crate::config::SourceKind;
     use crate::source::sim::{Scenario, Sim};
+    use model::SourceKind;
     use std::sync::mpsc;
 
     /// Readiness waits for the replay at start: it is marked before the

@@ -1,7 +1,7 @@
 //! The exporter's own `process_*` readings from /proc, into stack buffers.
 
-use crate::snapshot::ProcessStats;
 use base::time::boot_time;
+use model::ProcessStats;
 use std::fs::File;
 use std::io::Read;
 

@@ -4,26 +4,22 @@
 use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Cmp, Expr, Rule, Signal};
 use crate::alerts::summary::WORKLOADS;
 use crate::config::OWN_RUNBOOKS;
-use crate::exposition::catalogue::engines::{
-    ENGINE_DOWN, ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_UP,
-};
-use crate::exposition::catalogue::health::{
+use crate::fill::engines::profile;
+use base::numbers::write_f64;
+use base::time::format_duration;
+use model::catalogue::engines::{ENGINE_DOWN, ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_UP};
+use model::catalogue::health::{
     MEMORY_TEMPERATURE_MAX, NVLINK_ERRORS, NVLINK_LINKS, NVLINK_LINKS_ACTIVE, PCIE_LINK_WIDTH,
     PCIE_LINK_WIDTH_MAX, RECOVERY_ACTION, RETIRED_PAGES_PENDING, ROW_REMAP_FAILED,
     ROW_REMAP_PENDING,
 };
-use crate::exposition::catalogue::{
+use model::catalogue::{
     ALLOCATOR_ALLOCATED, ALLOCATOR_RESERVED, CLOCKS_EVENT_ACTIVE, COLLECT_STALLED, COLLECT_SUCCESS,
     ECC_UNCORRECTED, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, LARGEST_FREE, MEMORY_TEMPERATURE,
     MEMORY_TOTAL, MEMORY_USED, PCIE_REPLAYS, READINGS_HIDDEN, SM_ACTIVE, TEMPERATURE, TTFT,
     XID_ERRORS,
 };
-use crate::fill::engines::profile;
-use crate::snapshot::{
-    CLOCK_EVENT_REASONS, PAGE_XIDS, THROTTLE_MASK, TICKET_XIDS, TTFT_SLO_SECONDS,
-};
-use base::numbers::write_f64;
-use base::time::format_duration;
+use model::{CLOCK_EVENT_REASONS, PAGE_XIDS, THROTTLE_MASK, TICKET_XIDS, TTFT_SLO_SECONDS};
 use std::fmt::Write;
 use std::time::Duration;
 

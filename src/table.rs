@@ -4,8 +4,8 @@
 use crate::alerts::rules::TTFT_OBJECTIVE;
 use crate::alerts::{Alert, Evaluator, Signal, State, Subject};
 use crate::poller::Published;
-use crate::snapshot::Model;
 use base::units::GIB;
+use model::Model;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -175,11 +175,11 @@ fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
 mod tests {
     use super::*;
     use crate::alerts::defaults;
-    use crate::config::Collectors;
     use crate::fill::engines::watch::Memory;
     use crate::poller::Poller;
-    use crate::snapshot::Bounds;
     use crate::source::sim::{EPOCH, Scenario, Sim};
+    use model::Bounds;
+    use model::Collectors;
     use std::sync::Arc;
 
     /// The table as `--once` prints it at `t0`: the past replayed, then

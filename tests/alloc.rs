@@ -2,10 +2,10 @@
 //! counting global allocator proves it. It counts only on a thread inside
 //! [`count`], so parallel tests and the harness don't disturb it.
 
-use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::exposition::{Format, Scrape};
-use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::sim::Scenario;
+use model::Collectors;
+use model::Snapshot;
 use std::time::Instant;
 
 #[path = "support/counting.rs"]
@@ -62,7 +62,7 @@ fn a_scrape_allocates_nothing_after_warm_up() {
 
 #[test]
 fn a_scrape_with_attribution_allocates_nothing() {
-    use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
+    use model::{DraDevice, Kubelet};
     let mut snapshot = fleet(4);
     snapshot.collectors = Collectors::ALL;
     let plain = Scrape::of(&snapshot).text();
@@ -114,8 +114,8 @@ fn a_scrape_with_attribution_allocates_nothing() {
 
 #[test]
 fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
-    use gpu_exporter::config::Collector::{Gpm, Temperature, Xid};
     use gpu_exporter::internals::http::query;
+    use model::Collector::{Gpm, Temperature, Xid};
     let snapshot = fleet(4);
     let now = Instant::now();
     let queries = [
@@ -167,7 +167,7 @@ fn the_counter_counts() {
 
 #[test]
 fn a_scrape_with_the_dcgm_collector_allocates_nothing() {
-    use gpu_exporter::config::dcgm::{DEFAULT_COUNTERS, parse};
+    use model::dcgm::{DEFAULT_COUNTERS, parse};
     let mut d = parse(DEFAULT_COUNTERS, "default").unwrap();
     d.hostname = Some("node-\"1\"".into());
     let mut snapshot = fleet(4);

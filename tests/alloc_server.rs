@@ -24,8 +24,8 @@ use gpu_exporter::internals::http::guard::Shared;
 use gpu_exporter::internals::http::{Context, Server};
 use gpu_exporter::internals::judge::settled;
 use gpu_exporter::internals::poller::{Latest, Poller, Published};
-use gpu_exporter::internals::snapshot::Bounds;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use model::Bounds;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::rc::Rc;
@@ -112,8 +112,9 @@ fn request(i: usize) -> String {
 /// job, a DRA device and the kubelet's state, every GPU series once per
 /// pod.
 fn attributed() -> Context {
-    use gpu_exporter::config::{Collector::Processes, Collectors};
-    use gpu_exporter::internals::snapshot::{DraDevice, Kubelet};
+    use gpu_exporter::config::Collector::Processes;
+    use model::Collectors;
+    use model::{DraDevice, Kubelet};
     let t0 = 1.8e9;
     let mut c = Poller::new(
         Box::new(Sim::new(Scenario::default_fleet(), t0)),

@@ -3,13 +3,13 @@
 //! instance over the fake NVML's MIG scenario. Opt-in collectors
 //! (`nvlink_link`) are outside it, as their help says.
 
-use gpu_exporter::config::SourceKind;
 use gpu_exporter::internals::exposition::Scrape;
 use gpu_exporter::internals::poller::Poller;
-use gpu_exporter::internals::snapshot::Snapshot;
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::nvml::{Nvml, Options};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use model::Snapshot;
+use model::SourceKind;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -3,11 +3,11 @@
 //! out of a scrape (`collect[]`, `exclude[]`, by the catalogue's family
 //! membership) render alike, so the two mappings agree.
 
-use gpu_exporter::config::{Collector, Collectors};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::poller::Poller;
-use gpu_exporter::internals::snapshot::{Health, NvlinkLink, Snapshot};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use model::{Collector, Collectors};
+use model::{Health, NvlinkLink, Snapshot};
 use std::time::Duration;
 
 /// The demo fleet with every collector's readings, per-link NVLink and

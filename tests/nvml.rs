@@ -7,9 +7,9 @@
 //! loader gives each test its own instance with its own state, and tests
 //! run in parallel without touching the process environment.
 
-use gpu_exporter::internals::snapshot::{CRITICAL_XIDS, Gpu, Readings, TxRx};
 use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::nvml::{Nvml, Options};
+use model::{CRITICAL_XIDS, Gpu, Readings, TxRx};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -265,7 +265,7 @@ fn collect(nvml: &mut Nvml) -> Vec<Gpu> {
 fn eight_gpus_report_every_reading_in_base_units() {
     let f = Fixture::new("eight", &full_fleet(8));
     let mut nvml = f.open();
-    assert_eq!(nvml.kind(), gpu_exporter::config::SourceKind::Nvml);
+    assert_eq!(nvml.kind(), model::SourceKind::Nvml);
 
     let a = Instant::now();
     let first = collect(&mut nvml);
@@ -758,8 +758,8 @@ fn every_symbol_the_exporter_resolves_is_in_the_fake() {
 
 #[test]
 fn processes_and_minor_numbers() {
-    use gpu_exporter::config::{Collector, Collectors};
-    use gpu_exporter::internals::snapshot::GpuProcess;
+    use model::GpuProcess;
+    use model::{Collector, Collectors};
     let whole = r#"{"name":"NVIDIA H100 80GB HBM3","uuid":"GPU-procs","minor":7,
         "processes":[
           {"pid":4242,"used_bytes":62277025792},

@@ -8,13 +8,13 @@
 //! line; anything else is an error, so the file cannot drift out of what
 //! this test understands.
 
-use gpu_exporter::config::SourceKind;
 use gpu_exporter::internals::alerts::{Evaluator, State, Subject, WORKLOADS, expand};
 use gpu_exporter::internals::alerts::{
     adjust::cover_failures, defaults, inhibit::cover_inhibitions,
 };
 use gpu_exporter::internals::fill::engines::profile;
-use gpu_exporter::internals::snapshot::{
+use model::SourceKind;
+use model::{
     Freshness, Gpu, GpuProcess, Health, Histogram, Model, Pod, Readings, Snapshot, clock_event_bit,
 };
 use std::collections::{BTreeMap, BTreeSet};

@@ -3,15 +3,15 @@
 //! proves it; it counts only on a thread inside [`count`], so parallel
 //! tests and the harness don't disturb it.
 
-use gpu_exporter::config::Collector::Processes;
-use gpu_exporter::config::Collectors;
 use gpu_exporter::internals::alerts::{Severity, State, defaults};
 use gpu_exporter::internals::http::status::render;
 use gpu_exporter::internals::judge::settled;
 use gpu_exporter::internals::poller::{Poller, Published};
-use gpu_exporter::internals::snapshot::Bounds;
-use gpu_exporter::internals::snapshot::{MigInstance, Readings};
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use model::Bounds;
+use model::Collector::Processes;
+use model::Collectors;
+use model::{MigInstance, Readings};
 use std::time::{Duration, Instant};
 
 #[path = "support/counting.rs"]

@@ -52,7 +52,7 @@
 //! handed out one per `nvmlEventSetWait_v2`. GPM metrics (percentages,
 //! MiB/s) come from the scenario of the device both samples were taken
 //! of; `fields` gives any other metric by the DCGM profiling field the
-//! exporter's table (`src/config/dcgm/prof.rs`) maps to it.
+//! exporter's table (`crates/model/src/dcgm/prof.rs`) maps to it.
 //! `violation_ns` answers nvmlDeviceGetViolationStatus per policy (power,
 //! thermal, sync boost; every other policy, or one left out, is
 //! NOT_SUPPORTED). nvmlDeviceGetFieldValues answers the NVLink data
@@ -293,7 +293,7 @@ mod scenario {
     #[derive(DeJson, Clone)]
     pub struct Gpm {
         /// Any GPM metric by the DCGM profiling field it gives
-        /// (`src/config/dcgm/prof.rs`), in GPM's unit (percent, MiB/s).
+        /// (`crates/model/src/dcgm/prof.rs`), in GPM's unit (percent, MiB/s).
         pub fields: Option<std::collections::HashMap<String, f64>>,
         pub sm_active: f64,
         pub sm_occupancy: f64,
@@ -1807,10 +1807,7 @@ pub unsafe extern "C" fn nvmlGpmMetricsGet(query: *mut GpmMetricsGet) -> Ret {
     SUCCESS
 }
 
-/// The exporter's table of DCGM profiling fields and their GPM metrics.
-#[allow(dead_code)] // the exporter's scale and id set
-#[path = "../../src/config/dcgm/prof.rs"]
-mod prof;
+use model::dcgm::prof;
 
 /// GPM metric `id` from the scenario's `fields`, by the profiling field
 /// the exporter's table says it gives.

@@ -3,7 +3,7 @@
 //! printed rules alike.
 
 use super::rules::{Expr, Rule, Severity};
-use crate::snapshot::Objectives;
+use model::Objectives;
 use std::time::Duration;
 
 /// Pages survive failures: while collections fail or stall, the GPUs'

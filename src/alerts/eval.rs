@@ -17,7 +17,7 @@ use super::alert::{Alert, State};
 use super::history::{Spans, TIERS, Track, tier};
 use super::inhibit;
 use super::rules::{Expr, Rule, Signal, Subject, Who};
-use crate::snapshot::{Freshness, Snapshot};
+use model::{Freshness, Snapshot};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -597,11 +597,11 @@ fn objective_for(rule: &Rule, objective: f64, subject: &Subject) -> f64 {
 mod tests {
     use super::*;
     use crate::alerts::rules::{BurnWindow, Cmp, Severity};
-    use crate::snapshot::{Gpu, Readings};
+    use model::{Gpu, Readings};
     use std::time::Instant;
 
     fn snap(at: f64, masks: &[Option<f64>]) -> Snapshot {
-        let mut s = Snapshot::empty(crate::config::SourceKind::Sim);
+        let mut s = Snapshot::empty(model::SourceKind::Sim);
         s.at = at;
         s.published = Instant::now();
         s.error = None;
@@ -784,9 +784,9 @@ mod tests {
     /// A model of `requests` and `good` counts, held (`stale`) or not.
     fn model_snap(at: f64, requests: f64, good: f64, stale: bool) -> Snapshot {
         let mut s = snap(at, &[]);
-        s.models = vec![crate::snapshot::Model {
+        s.models = vec![model::Model {
             name: "m".into(),
-            ttft_seconds: crate::snapshot::Histogram {
+            ttft_seconds: model::Histogram {
                 buckets: vec![(0.25, good), (f64::INFINITY, requests)],
                 sum: 0.0,
             },
@@ -899,7 +899,7 @@ mod tests {
     /// label (Prometheus' copy queries it in the summary).
     #[test]
     fn an_endpoint_whose_reason_changes_keeps_its_alert() {
-        use crate::snapshot::{EngineEndpoint, EngineError};
+        use model::{EngineEndpoint, EngineError};
         let rule = crate::alerts::defaults()
             .into_iter()
             .find(|r| r.name == "EngineEndpointDown");
@@ -939,7 +939,7 @@ mod tests {
         let mut s = model_snap(at, 0.0, 0.0, false);
         let url = |i: usize| format!("http://replica-{i}/metrics");
         s.engines = (0..shares.len())
-            .map(|i| crate::snapshot::EngineEndpoint {
+            .map(|i| model::EngineEndpoint {
                 url: url(i),
                 up: true,
                 ..Default::default()
@@ -953,7 +953,7 @@ mod tests {
         {
             m.ttft_seconds.buckets[0].1 += good;
             m.ttft_seconds.buckets[1].1 += requests;
-            m.replicas.push(crate::snapshot::Replica {
+            m.replicas.push(model::Replica {
                 endpoint: Some(i),
                 requests,
                 good: Some(good),

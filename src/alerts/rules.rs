@@ -1,9 +1,9 @@
 //! The rule data. A rule reads one [`Signal`] per subject (a GPU, a served
 //! model, or the exporter itself) through an [`Expr`], and compares it.
 
-use crate::config::{Collector, Collectors};
-use crate::snapshot::{Freshness, Gpu, PAGE_XIDS, Readings, Snapshot, TICKET_XIDS};
 use base::time::format_duration;
+use model::{Collector, Collectors};
+use model::{Freshness, Gpu, PAGE_XIDS, Readings, Snapshot, TICKET_XIDS};
 use std::time::Duration;
 
 /// Who an alert is about; its labels.

@@ -2,7 +2,7 @@
 //! are read from a snapshot.
 
 use super::rules::{Signal, Who};
-use crate::snapshot::{Freshness, Snapshot};
+use model::{Freshness, Snapshot};
 
 impl Signal {
     pub const ALL: [Signal; 29] = [

@@ -9,8 +9,8 @@
 //! an endpoint's [`REASON`]; anything else stays as written.
 
 use super::Subject;
-use crate::snapshot::{Gpu, GpuProcess, Readings};
 use base::numbers::{digits, write_u64};
+use model::{Gpu, GpuProcess, Readings};
 use std::io::Write;
 
 // The blocks as literals, so that [`WORKLOADS`] is their concatenation.
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn workloads_expand_in_prometheus_order() {
-        use crate::snapshot::{GpuProcess, MigInstance, Pod, Readings};
+        use model::{GpuProcess, MigInstance, Pod, Readings};
         let pod = |ns: &str, p: &str, c: &str| Pod {
             namespace: ns.into(),
             pod: p.into(),

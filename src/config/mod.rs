@@ -2,20 +2,16 @@
 //! names the flag or file, and maps to exit code 2.
 
 pub mod alertmanager;
-mod collectors;
-// Each variant and field is named for the dcgm-exporter field in `FIELDS`.
-#[allow(missing_docs)]
-pub mod dcgm;
 pub mod engines;
 mod flags;
 mod values;
 
-pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
 pub use flags::dcgm_exporter;
 pub(crate) use flags::host_name;
 pub use flags::{
     Flag, MAX_NAME, MIN_INTERVAL, NOT_BUILT_IN, flags, parse_args, parse_command_line, usage,
 };
+pub use model::{Collector, Collectors, SourceKind, UnknownCollector, collector_names, dcgm};
 pub use values::Listen;
 
 use std::fmt;
@@ -30,18 +26,6 @@ impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
-}
-
-/// Where readings come from: the `source` label of
-/// `gpu_exporter_source_info`, and what `--source` names (with `auto`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourceKind {
-    /// NVML, loaded at run time.
-    Nvml,
-    /// nvidia-smi, run each collection.
-    Smi,
-    /// The simulated fleet.
-    Sim,
 }
 
 impl Config {
@@ -60,17 +44,6 @@ impl Config {
     /// turns TLS on (see [`Config::tls`]).
     pub fn scheme(&self) -> &'static str {
         if self.tls { "https" } else { "http" }
-    }
-}
-
-impl SourceKind {
-    /// The name flags and labels use.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceKind::Nvml => "nvml",
-            SourceKind::Smi => "smi",
-            SourceKind::Sim => "sim",
-        }
     }
 }
 

@@ -2,7 +2,7 @@
 //! metrics: atomics, one set per
 //! Alertmanager, made once at start and kept for the process's life.
 
-use crate::snapshot::EngineError;
+use model::EngineError;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 

@@ -3,14 +3,14 @@
 //! snapshot; the kubelet client's own families; and the copies of a GPU
 //! series per pod that `--kubernetes.pod-labels` asks for.
 
-use super::catalogue::attribution::{
+use super::writer::{Writer, each_target};
+use model::catalogue::attribution::{
     JOB_INFO, KUBELET_ERRORS, KUBELET_LAST_SUCCESS, KUBELET_SKIPPED, POD_DRA_INFO, POD_INFO,
     PROCESS_MEMORY,
 };
-use super::writer::{Writer, each_target};
-use crate::config::{Collector, Collectors};
-use crate::snapshot::{Gpu, Pod, Readings, Snapshot};
-use crate::snapshot::{KUBELET_ERRORS as ERROR_REASONS, KUBELET_SKIPPED as SKIP_REASONS};
+use model::{Collector, Collectors};
+use model::{Gpu, Pod, Readings, Snapshot};
+use model::{KUBELET_ERRORS as ERROR_REASONS, KUBELET_SKIPPED as SKIP_REASONS};
 
 /// The copies of one GPU series: one per pod with pod labels on and pods
 /// there, else one without.

@@ -1,12 +1,12 @@
 //! The engine reader's own families, from the snapshot's endpoints.
 
-use super::catalogue::Family;
-use super::catalogue::engines::{
+use super::writer::Writer;
+use model::catalogue::Family;
+use model::catalogue::engines::{
     ENGINE_DOWN, ENGINE_ERRORS, ENGINE_GOOD_WITHIN, ENGINE_LAST_SUCCESS, ENGINE_MODEL_OBJECTIVE,
     ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_MODELS_REJECTED, ENGINE_READ_DURATION, ENGINE_UP,
 };
-use super::writer::Writer;
-use crate::snapshot::{EngineEndpoint, EngineError, Model, Objectives, Rejection, Snapshot};
+use model::{EngineEndpoint, EngineError, Model, Objectives, Rejection, Snapshot};
 
 pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
     let engines = &snapshot.engines;
@@ -35,7 +35,7 @@ pub(super) fn own(w: &mut Writer, snapshot: &Snapshot) {
         w.label("reason", reason.label());
         w.value(1.0);
     }
-    type Value = fn(&crate::snapshot::EngineEndpoint) -> Option<f64>;
+    type Value = fn(&model::EngineEndpoint) -> Option<f64>;
     let each: [(_, Value); 2] = [
         (&ENGINE_LAST_SUCCESS, |e| e.last_success),
         (&ENGINE_READ_DURATION, |e| e.duration),
@@ -156,9 +156,9 @@ fn by_reason(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::SourceKind;
     use crate::exposition::Scrape;
-    use crate::snapshot::{Model, Objectives, Snapshot};
+    use model::SourceKind;
+    use model::{Model, Objectives, Snapshot};
 
     /// A model with an objective of its own (`--engine.config`) is served
     /// it for TTFT; the other the rule's; both the availability rule's.

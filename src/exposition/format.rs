@@ -1,6 +1,6 @@
 //! Content negotiation: which of the two formats a scrape gets.
 
-use crate::config::{Collector, Collectors};
+use model::{Collector, Collectors};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {

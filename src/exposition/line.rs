@@ -5,9 +5,9 @@
 //! `memcpy` call and a capacity check per piece, which is most of what a
 //! line cost.
 
-use super::catalogue::{Extra, Family};
 use super::writer::{Target, Writer, head_kind};
 use base::numbers::{F64_MAX_LEN, digits_into, exact_integer, spell_f64};
+use model::catalogue::{Extra, Family};
 
 /// The lines held before they are copied out, by default.
 const LINE: usize = 2048;

@@ -4,7 +4,7 @@
 
 pub mod alertmanager_stats;
 mod attribution;
-pub mod catalogue;
+use model::catalogue;
 mod dcgm;
 mod engines;
 mod format;
@@ -15,9 +15,6 @@ mod writer;
 pub use format::Format;
 pub use reason::{Evicted, HandshakeError, Tally};
 
-use crate::config::{Collector, Collectors};
-use crate::snapshot::readings;
-use crate::snapshot::{Freshness, Gpu, Model, Snapshot};
 use attribution::copies;
 use base::numbers::write_f64;
 use catalogue::{
@@ -27,6 +24,9 @@ use catalogue::{
     READINGS_REJECTED, SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use line::Line;
+use model::readings;
+use model::{Collector, Collectors};
+use model::{Freshness, Gpu, Model, Snapshot};
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
 

@@ -2,9 +2,9 @@
 //! render, then copied), values and escaping, straight into the caller's
 //! buffer.
 
-use super::catalogue::{Family, Kind};
-use crate::snapshot::{Gpu, MigInstance, Readings};
 use base::numbers::{F64_MAX_LEN, spell_f64, write_u64};
+use model::catalogue::{Family, Kind};
+use model::{Gpu, MigInstance, Readings};
 
 /// A GPU or one of its MIG instances, numbered in render order.
 #[derive(Clone, Copy)]
@@ -202,7 +202,7 @@ pub fn escape(out: &mut Vec<u8>, s: &str, quote: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::exposition::catalogue::{GPU_UP, family};
+    use model::catalogue::{GPU_UP, family};
 
     #[test]
     fn escaping() {

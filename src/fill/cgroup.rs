@@ -19,7 +19,7 @@
 //! joins `kube_pod_info{uid}`.
 
 use super::Filler;
-use crate::snapshot::{Gpu, GpuProcess};
+use model::{Gpu, GpuProcess};
 use std::io::Read;
 use std::path::PathBuf;
 

@@ -22,7 +22,7 @@
 //! - a missing or unreadable directory is logged once and changes nothing.
 
 use super::{Files, Filler};
-use crate::snapshot::Gpu;
+use model::Gpu;
 use std::collections::HashSet;
 use std::fs;
 use std::io::Read;
@@ -205,7 +205,7 @@ impl Filler for JobMapping {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::MigInstance;
+    use model::MigInstance;
 
     #[test]
     fn names_and_contents() {

@@ -10,7 +10,7 @@ pub mod kmsg;
 pub mod pods;
 pub mod workload;
 
-use crate::snapshot::{Gpu, Kubelet};
+use model::{Gpu, Kubelet};
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};

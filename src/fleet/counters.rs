@@ -17,9 +17,9 @@
 //! `gpu_exporter_readings_rejected_total`.
 
 use super::range::Rejected;
-use crate::snapshot::readings::POWER_WATTS;
-use crate::snapshot::{Readings, TxRx};
 use base::quiet::Noted;
+use model::readings::POWER_WATTS;
+use model::{Readings, TxRx};
 
 /// The most PCIe moves per second in one direction: PCIe 6.0 at 32 lanes
 /// (about 242 GB/s), with room.

@@ -23,10 +23,10 @@
 mod counters;
 pub mod range;
 
-use crate::snapshot::Gpu;
 use base::pci::normalize_bus_id;
 use base::quiet::{Noted, Repeating};
 use counters::Counters;
+use model::Gpu;
 
 /// A GPU the fleet has seen up at least once.
 #[derive(Debug)]
@@ -351,7 +351,7 @@ fn remember(g: &mut Gpu, k: &Known) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Readings;
+    use model::Readings;
 
     fn gpu(index: u32, uuid: &str, bus: &str) -> Gpu {
         Gpu {
@@ -415,7 +415,7 @@ mod tests {
 
     #[test]
     fn gpus_and_mig_instances_past_the_limits_are_left_out() {
-        use crate::snapshot::MigInstance;
+        use model::MigInstance;
         let mut f = Fleet::new();
         let mut many: Vec<Gpu> = (0..70).map(|i| gpu(i, &format!("GPU-{i}"), "")).collect();
         many[0].mig = vec![MigInstance::default(); 9];

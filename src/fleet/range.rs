@@ -2,13 +2,13 @@
 //! sentinel that slipped through, a broken sensor, a parse gone wrong) is
 //! left out like an unsupported reading, and logged once per GPU and
 //! family. Each reading's range is in its declaration
-//! ([`crate::snapshot::readings`]); fans run 0 to 2, as NVML says a fan
+//! ([`model::readings`]); fans run 0 to 2, as NVML says a fan
 //! may run above 100% ([`readings::FAN_RATIO`]).
 
-use crate::config::dcgm::prof::{self, Scale};
-use crate::snapshot::readings::{self, Field, LINK_BYTES_PER_SECOND, MEMORY_BYTES, RATIO, Range};
-use crate::snapshot::{CLOCK_EVENT_REASONS, Readings, TxRx};
 use base::quiet::Noted;
+use model::dcgm::prof::{self, Scale};
+use model::readings::{self, Field, LINK_BYTES_PER_SECOND, MEMORY_BYTES, RATIO, Range};
+use model::{CLOCK_EVENT_REASONS, Readings, TxRx};
 use std::collections::BTreeMap;
 
 /// Readings left out, by family, since the exporter started:
@@ -178,7 +178,7 @@ fn within_total(r: &mut Readings, c: &mut Check) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::readings::{FAN_RATIO, RATIO, TEMPERATURE_CELSIUS};
+    use model::readings::{FAN_RATIO, RATIO, TEMPERATURE_CELSIUS};
 
     #[test]
     fn out_of_range_readings_are_left_out_and_noted_once() {
@@ -332,7 +332,7 @@ mod tests {
     /// left out and counted.
     #[test]
     fn what_no_gpu_can_read_is_left_out_and_counted() {
-        use crate::snapshot::GpuProcess;
+        use model::GpuProcess;
         let all_ones = 4_294_967_295.0;
         let mut r = Readings {
             memory_total_bytes: Some(48e9),

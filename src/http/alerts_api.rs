@@ -100,9 +100,9 @@ mod shape {
     use super::*;
     use crate::alerts::alert::Muted;
     use crate::alerts::{Alert, State, Subject, defaults};
-    use crate::config::SourceKind;
     use crate::poller::Progress;
-    use crate::snapshot::Snapshot;
+    use model::Snapshot;
+    use model::SourceKind;
     use std::sync::Arc;
 
     #[test]

@@ -12,10 +12,10 @@
 
 use super::gzip::{Gzip, HEADER, stored, trailer};
 use super::reply::Shared;
-use crate::config::Collectors;
 use crate::exposition::Format;
-use crate::snapshot::{Freshness, Snapshot};
 use miniz_oxide::deflate::core::TDEFLFlush;
+use model::Collectors;
+use model::{Freshness, Snapshot};
 use std::sync::{Arc, Weak};
 use std::time::Instant;
 
@@ -199,7 +199,7 @@ mod tests {
     }
 
     fn snapshot() -> Arc<Snapshot> {
-        Arc::new(Snapshot::empty(crate::config::SourceKind::Sim))
+        Arc::new(Snapshot::empty(model::SourceKind::Sim))
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! (`collect%5B%5D=gpm`). Other parameters are ignored. Read in place,
 //! without allocating.
 
-use crate::config::{Collector, Collectors, UnknownCollector};
+use model::{Collector, Collectors, UnknownCollector};
 
 /// Longest collector name, with room to spare.
 const NAME_MAX: usize = 16;

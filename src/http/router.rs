@@ -5,11 +5,11 @@ use super::cache::{Cache, Families};
 use super::redact::without_paths;
 use super::reply::Shared;
 use super::{alerts_api, query, status};
-use crate::config::Collectors;
 use crate::exposition::reason::AtomicTally;
 use crate::exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
 use crate::poller::Latest;
-use crate::snapshot::Bounds;
+use model::Bounds;
+use model::Collectors;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -392,7 +392,7 @@ fn readyz(ctx: &Context, body: &mut Vec<u8>) -> Response {
                     );
                 }
                 false => {
-                    let _ = writeln!(body, "not ready: {}", crate::snapshot::STARTING);
+                    let _ = writeln!(body, "not ready: {}", model::STARTING);
                 }
             }
             Status::Unavailable

@@ -302,10 +302,7 @@ fn post(plan: &Plan, stats: &Stats, batch: &[String], deadline: Instant, up: &mu
 }
 
 fn panicked() -> client::Failure {
-    (
-        crate::snapshot::EngineError::Parse,
-        "the post panicked".into(),
-    )
+    (model::EngineError::Parse, "the post panicked".into())
 }
 
 /// One post, within `deadline`: how long it took.

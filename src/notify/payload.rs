@@ -4,9 +4,9 @@
 //! send.
 
 use crate::alerts::{Alert, Subject, WORKLOADS, expand};
-use crate::snapshot::Gpu;
 use base::json::string;
 use base::time::rfc3339;
+use model::Gpu;
 
 /// What every alert sent carries beyond its own labels.
 pub struct Context<'a> {

@@ -7,8 +7,8 @@ pub mod nvml;
 pub mod sim;
 pub mod smi;
 
-use crate::config::SourceKind;
-use crate::snapshot::{Gpu, Kubelet, Timings};
+use model::SourceKind;
+use model::{Gpu, Kubelet, Timings};
 use std::fmt;
 
 /// Why a collection failed. The message reaches the log and `/readyz`.

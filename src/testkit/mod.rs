@@ -2,6 +2,7 @@
 //! generated tables of the README and docs/ held to the code.
 
 pub mod readme;
+mod tables;
 
 /// A test fixture under `tests/fixtures/<dir>/`, built into the test.
 macro_rules! fixture {

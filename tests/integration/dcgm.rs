@@ -551,7 +551,7 @@ fn every_default_counter_is_a_counter_in_a_real_prometheus() {
     }
     let dropin = Exporter::start(&["--collector.disable-defaults", "--collector.dcgm"]);
     let body = dropin.metrics(None).body;
-    let file = include_str!("../../src/config/dcgm-default-counters.csv");
+    let file = model::dcgm::DEFAULT_COUNTERS;
     let counters: Vec<&str> = file
         .lines()
         .filter(|l| !l.trim_start().starts_with('#'))

@@ -1397,7 +1397,7 @@ fn dashboard_metrics_exist() {
     );
     // The simulator has no MIG: the MIG instances' memory families are
     // the catalogue's.
-    use gpu_exporter::internals::snapshot::readings;
+    use model::readings;
     known.extend(readings::all().filter_map(|r| Some(r.mig.as_ref()?.name.to_string())));
     // Served with --engine.endpoint only (engines::, replicas::).
     known.insert("gpu_exporter_engine_model_slo_info".into());

@@ -2,7 +2,7 @@
 //! does to the configuration.
 
 use crate::config::Config;
-use crate::config::collectors::Collector;
+use model::Collector;
 
 /// One flag.
 #[derive(Clone, Copy)]
@@ -42,7 +42,7 @@ impl Flag {
             .map(|c| c.name())
             .collect();
         self.help
-            .replace("{collectors}", &crate::config::collectors::names())
+            .replace("{collectors}", &model::collector_names())
             .replace("{off}", &words(&off))
     }
 }

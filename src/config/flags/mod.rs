@@ -10,13 +10,13 @@ mod flag;
 
 pub use flag::Flag;
 
-use super::collectors::{Collector, Collectors, UnknownCollector};
 use super::values::{
     count, parse_listen, parse_source, runbook_base, telemetry_path, timeout, unix_time,
 };
 use super::{Command, Config, ConfigError};
 use base::time::parse_duration;
 use flag::{Action, set, switch};
+use model::{Collector, Collectors, UnknownCollector};
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -702,11 +702,12 @@ fn dcgm_counters_turn_dcgm_on(
 fn load_dcgm(c: &Config) -> Result<super::dcgm::Dcgm, ConfigError> {
     let flag = "--compat.dcgm-counters";
     let mut d = match &c.dcgm_counters {
-        None => super::dcgm::parse(super::dcgm::DEFAULT_COUNTERS, "default-counters.csv")?,
+        None => super::dcgm::parse(super::dcgm::DEFAULT_COUNTERS, "default-counters.csv")
+            .map_err(ConfigError)?,
         Some(path) => {
             let text = base::file::read_config(path, 1024 * 1024)
                 .map_err(|e| ConfigError(format!("{flag} {}: {e}", path.display())))?;
-            super::dcgm::parse(&text, &format!("{flag} {}", path.display()))?
+            super::dcgm::parse(&text, &format!("{flag} {}", path.display())).map_err(ConfigError)?
         }
     };
     let (lowercase, none) = c.dcgm_hostname;
@@ -879,7 +880,7 @@ mod tests {
 
     #[test]
     fn collector_flags() {
-        use crate::config::collectors::Collector::{Fans, Gpm, NvlinkLink, Xid};
+        use model::Collector::{Fans, Gpm, NvlinkLink, Xid};
         let c = run(&[]).unwrap().collectors;
         assert_eq!(c, Collectors::DEFAULT);
         let c = run(&["--no-collector.gpm", "--collector.nvlink_link"])

@@ -8,9 +8,9 @@ mod values;
 
 use super::attribution::copies;
 use super::writer::{Target, Writer, each_target, escape};
-use crate::config::dcgm::{Dcgm, Field, Kind, Wanted};
-use crate::snapshot::{Gpu, Readings};
 use base::numbers::write_u64;
+use model::dcgm::{Dcgm, Field, Kind, Wanted};
+use model::{Gpu, Readings};
 
 /// The labels dcgm-exporter adds to its Xid series, after the counters
 /// file's label fields (Go prints its label map sorted by name).

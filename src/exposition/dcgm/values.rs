@@ -2,8 +2,8 @@
 //! MHz, MiB, mJ since boot, %, W, °C, ns of throttling; the profiling
 //! fields' ratios and bytes per second are read in it.
 
-use crate::config::dcgm::Field;
-use crate::snapshot::Readings;
+use model::Readings;
+use model::dcgm::Field;
 
 const MIB: f64 = 1024.0 * 1024.0;
 

@@ -5,7 +5,7 @@
 
 use super::text::{Parsed, Reader, Wanted};
 use crate::config::engines::Endpoint;
-use crate::snapshot::EngineError;
+use model::EngineError;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};

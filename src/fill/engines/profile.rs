@@ -4,7 +4,7 @@
 
 use super::text::{Parsed, Part, Wanted};
 use crate::config::engines::Engine;
-use crate::snapshot::{Histogram, Outcomes};
+use model::{Histogram, Outcomes};
 use std::collections::BTreeMap;
 
 /// One engine's TTFT facts.

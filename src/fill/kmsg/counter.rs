@@ -302,8 +302,8 @@ impl XidCounter {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::snapshot::xid_errors;
     use crate::testkit::fixture;
+    use model::xid_errors;
 
     pub(crate) const DMESG_T: &str = fixture!("kmsg", "xid_dmesg-T_xid119-gsp-timeout_gpud.log");
     const TOKYO: &[u8] = include_bytes!(concat!(

@@ -21,11 +21,11 @@ pub mod follow;
 pub mod line;
 
 use super::Filler;
-use crate::snapshot::{Gpu, last_code, xid_errors};
 use base::quiet::Repeating;
 use base::time::{boot_time, unix_now};
 use counter::XidCounter;
 use follow::Follower;
+use model::{Gpu, last_code, xid_errors};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};

@@ -3,7 +3,7 @@
 //! each one's reason among the kubelet's error counters. Every variant is
 //! one log line; none carries an unbounded string.
 
-use crate::snapshot::KUBELET_ERRORS;
+use model::KUBELET_ERRORS;
 use std::{fmt, io};
 use wire::protobuf::ProtoError;
 

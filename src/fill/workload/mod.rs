@@ -74,7 +74,7 @@ pub mod file;
 use file::{Stats, read};
 
 use super::{Files, Filler, Seen};
-use crate::snapshot::{Gpu, Readings};
+use model::{Gpu, Readings};
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -289,7 +289,7 @@ fn target(gpus: &[Gpu], uuid: &str) -> Option<Target> {
             return Some((g, None));
         }
         // Any compute instance's MIG UUID names its GPU instance.
-        let mig = |m: &crate::snapshot::MigInstance| {
+        let mig = |m: &model::MigInstance| {
             matches(&m.uuid, "MIG-") || m.compute.iter().any(|c| matches(&c.uuid, "MIG-"))
         };
         if let Some(m) = gpu.mig.iter().position(mig) {
@@ -310,7 +310,7 @@ fn fill(r: &mut Readings, sum: &Sum) {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::snapshot::MigInstance;
+    use model::MigInstance;
     use std::fs;
     use std::time::{SystemTime, UNIX_EPOCH};
 

@@ -78,7 +78,7 @@ fn percent(out: &mut Vec<u8>, share: Option<f64>) {
 
 /// Each engine endpoint given: its engine, whether its last read gave its
 /// models, and why not, as the reader said it (EngineEndpointDown).
-pub(super) fn endpoints(engines: &[crate::snapshot::EngineEndpoint], out: &mut Vec<u8>) {
+pub(super) fn endpoints(engines: &[model::EngineEndpoint], out: &mut Vec<u8>) {
     if engines.is_empty() {
         return;
     }

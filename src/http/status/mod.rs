@@ -9,11 +9,11 @@
 
 use super::redact::without_paths;
 use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
-use crate::config::SourceKind;
 use crate::poller::Published;
-use crate::snapshot::{Bounds, Freshness, Gpu, Readings, Snapshot};
 use base::numbers::{write_f64, write_u64};
 use base::units::GIB;
+use model::SourceKind;
+use model::{Bounds, Freshness, Gpu, Readings, Snapshot};
 use std::time::Instant;
 
 mod engines;
@@ -569,7 +569,7 @@ mod tests {
         assert!(HEADERS.ends_with("\r\n") && !HEADERS.contains("  "));
     }
     use crate::alerts::{defaults, expand};
-    use crate::snapshot::{Gpu, MigInstance, Model, Snapshot};
+    use model::{Gpu, MigInstance, Model, Snapshot};
 
     fn page(p: &Published) -> String {
         let mut out = Vec::new();
@@ -698,7 +698,7 @@ mod tests {
 
     #[test]
     fn the_models_table_gives_each_models_share_not_failed_by_its_engine() {
-        use crate::snapshot::Outcomes;
+        use model::Outcomes;
         let mut p = published(Vec::new());
         let model = |name: &str, outcomes| Model {
             name: name.into(),
@@ -741,7 +741,7 @@ mod tests {
 
     #[test]
     fn pods_jobs_and_processes_are_listed_escaped() {
-        use crate::snapshot::{GpuProcess, Pod};
+        use model::{GpuProcess, Pod};
         let gpu = Gpu {
             index: 0,
             up: true,
@@ -829,7 +829,7 @@ mod tests {
                 memory_total_bytes: Some(80.0 * GIB),
                 largest_free_bytes: Some(1.25 * GIB),
                 xid_errors: Some(vec![(13, 5), (79, 2)]),
-                health: crate::snapshot::Health {
+                health: model::Health {
                     recovery_action: Some(2.0),
                     row_remap_pending: Some(true),
                     nvlink_links: Some(18.0),
@@ -898,7 +898,7 @@ mod tests {
             index: 12,
             uuid: "GPU-<u>".into(),
             readings: Readings {
-                pods: vec![crate::snapshot::Pod {
+                pods: vec![model::Pod {
                     namespace: "a&b".into(),
                     pod: "<p>".into(),
                     container: "c".into(),

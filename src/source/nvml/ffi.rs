@@ -617,7 +617,7 @@ pub const FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS: u32 = 215;
 pub const FI_DEV_GET_GPU_RECOVERY_ACTION: u32 = 230;
 /// `NVML_TEMPERATURE_THRESHOLD_MEM_MAX`.
 pub const TEMPERATURE_THRESHOLD_MEM_MAX: u32 = 2;
-/// `nvmlNvLinkErrorCounter_t`, in [`crate::snapshot::Health::nvlink_errors`]
+/// `nvmlNvLinkErrorCounter_t`, in [`model::Health::nvlink_errors`]
 /// order: DL_CRC_FLIT, DL_CRC_DATA, DL_REPLAY, DL_RECOVERY.
 pub const NVLINK_ERROR_COUNTERS: [u32; 4] = [2, 3, 0, 1];
 /// `NVML_NVLINK_MAX_LINKS` in current headers.

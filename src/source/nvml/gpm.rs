@@ -5,8 +5,8 @@
 
 use super::ffi::{Error, GpmSample, Library};
 use super::probe::Probe;
-use crate::config::dcgm::prof::{self, GpmIds};
-use crate::snapshot::Readings;
+use model::Readings;
+use model::dcgm::prof::{self, GpmIds};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 pub(super) const GPM_MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What the `gpm` collector reads: SM active, SM occupancy, DRAM active,
-/// then the pipes in [`crate::snapshot::Health::pipe_active_ratios`] order.
+/// then the pipes in [`model::Health::pipe_active_ratios`] order.
 const GPM_METRICS: [u32; 7] = [
     prof::SM_UTIL,
     prof::SM_OCCUPANCY,

@@ -8,8 +8,8 @@ use super::ffi::{
     SCOPE_ALL_LINKS,
 };
 use super::probe::Probe;
-use crate::config::Collector::{Fans, Media, Nvlink, NvlinkLink, Pcie, Remap, State};
-use crate::snapshot::{Health, MAX_FANS, NvlinkLink as Link};
+use model::Collector::{Fans, Media, Nvlink, NvlinkLink, Pcie, Remap, State};
+use model::{Health, MAX_FANS, NvlinkLink as Link};
 
 /// The NVLink error fields of the field-values call, with their scope:
 /// the totals of NVLink 4 and earlier (each a field of its own), then

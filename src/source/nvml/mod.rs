@@ -75,14 +75,14 @@ mod readers;
 mod xid;
 
 use super::{Source, SourceError};
-use crate::config::dcgm::Dcgm;
-use crate::config::dcgm::prof::GpmIds;
-use crate::config::{Collector, Collectors, SourceKind};
-use crate::snapshot::{Gpu, Readings, Timings};
 use base::quiet::Noted;
 use ffi::{Library, OpenError};
 #[cfg(feature = "internals")]
 pub use ffi::{SYMBOLS, missing_symbols};
+use model::dcgm::Dcgm;
+use model::dcgm::prof::GpmIds;
+use model::{Collector, Collectors, SourceKind};
+use model::{Gpu, Readings, Timings};
 use read::Ask;
 use readers::{Read, Readers};
 use std::collections::HashMap;

@@ -3,8 +3,8 @@
 //! "not available" sentinel. Every reader of a GPU takes one.
 
 use super::ffi::{self, Error};
-use crate::config::{Collector, Collectors};
-use crate::snapshot::Timings;
+use model::Timings;
+use model::{Collector, Collectors};
 use std::time::Instant;
 
 /// Calls NVML for one GPU: remembers whether it answered GPU_IS_LOST

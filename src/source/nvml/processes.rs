@@ -7,7 +7,7 @@
 
 use super::ffi::Device;
 use super::probe::Probe;
-use crate::snapshot::{GpuProcess, add_process};
+use model::{GpuProcess, add_process};
 
 /// Adds the processes on `d` (MIG compute instance `ci`, if it is one) to
 /// `out`, merging by PID.

@@ -12,16 +12,14 @@ use super::gpm::{self, GPM_PCIE, GpmSlot, set_gpm};
 use super::health;
 use super::probe::Probe;
 use super::processes;
-use crate::config::Collector::{
+use base::units::{KIB, MHZ, MIB};
+use model::Collector::{
     self, Clocks, Ecc, Gpm, Info, Memory, Nvlink, NvlinkLink, Pcie, Power, Processes, Recovery,
     Temperature, Utilization,
 };
-use crate::config::Collectors;
-use crate::config::dcgm::prof::GpmIds;
-use crate::snapshot::{
-    CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, Timings, TxRx,
-};
-use base::units::{KIB, MHZ, MIB};
+use model::Collectors;
+use model::dcgm::prof::GpmIds;
+use model::{CLOCK_EVENT_REASONS, ComputeInstance, Gpu, MigInstance, Readings, Timings, TxRx};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
@@ -152,7 +150,7 @@ pub(super) fn read_gpu(
     let gpm_supported = read_gpm_and_pcie(&mut r, d, &mut p, lib, &uuid, slots, ask, notes);
 
     let mig_on = p.get("mig mode", || d.mig_enabled());
-    if p.on(crate::config::Collector::State) {
+    if p.on(model::Collector::State) {
         r.health.mig_mode = mig_on;
     }
     let mig = if mig_on == Some(true) {

@@ -17,8 +17,8 @@
 use super::ffi::Library;
 use super::gpm::GpmSlot;
 use super::read::{Ask, Notes, PcieCounter, read_gpu};
-use crate::config::dcgm::prof::GpmIds;
-use crate::snapshot::{Gpu, Timings};
+use model::dcgm::prof::GpmIds;
+use model::{Gpu, Timings};
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Instant;

@@ -5,8 +5,8 @@
 
 use super::Options;
 use super::ffi::{Device, EVENT_XID_CRITICAL_ERROR, Error, EventSet, Library};
-use crate::snapshot::{Readings, last_code, xid_errors};
 use base::time::unix_now;
+use model::{Readings, last_code, xid_errors};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -133,7 +133,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::CRITICAL_XIDS;
+    use model::CRITICAL_XIDS;
 
     #[test]
     fn xid_readings_list_critical_codes_and_seen_ones() {

@@ -3,7 +3,7 @@
 //! `health` object sets it at the origin, an incident's changes it.
 
 use super::Counter;
-use crate::snapshot::{Health, MAX_FANS};
+use model::{Health, MAX_FANS};
 
 /// A GPU's `health` object, or an incident's; every field is optional.
 #[allow(clippy::question_mark)] // in nanoserde's derived code

@@ -18,10 +18,10 @@ mod users;
 pub use scenario::Scenario;
 
 use super::{Source, SourceError};
-use crate::config::SourceKind;
-use crate::config::dcgm::prof;
-use crate::snapshot::{Gpu, Health, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
 use base::units::MHZ;
+use model::SourceKind;
+use model::dcgm::prof;
+use model::{Gpu, Health, Readings, TTFT_BUCKETS, TxRx, last_code, xid_errors};
 use scenario::{Action, GpuState, ModelState};
 use std::fmt::Write;
 

@@ -5,10 +5,10 @@ use super::health::{self, HealthSpec, HealthState};
 use super::users::{self, Users};
 use super::{Counter, EPOCH};
 use crate::config::MAX_NAME;
-use crate::snapshot::{TTFT_BUCKETS, clock_event_bit};
 use base::json;
 use base::time::{parse_duration, rfc3339};
 use base::units::GIB;
+use model::{TTFT_BUCKETS, clock_event_bit};
 use std::time::Duration;
 
 /// The most GPUs, served models and incidents a scenario holds: the replay

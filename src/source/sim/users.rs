@@ -5,8 +5,8 @@
 //! theirs: pods and jobs always, processes under the `processes`
 //! collector.
 
-use crate::snapshot::{GpuProcess, Pod};
 use base::units::GIB;
+use model::{GpuProcess, Pod};
 
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {

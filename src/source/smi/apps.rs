@@ -6,8 +6,8 @@
 //! instance.
 
 use super::cell::{is_missing, parse_number};
-use crate::snapshot::{Gpu, GpuProcess, add_process};
 use base::units::MIB;
+use model::{Gpu, GpuProcess, add_process};
 
 /// The fields asked for, in this order.
 pub const FIELDS: [&str; 3] = ["gpu_uuid", "pid", "used_gpu_memory"];
@@ -174,7 +174,7 @@ mod tests {
 
     #[test]
     fn processes_land_on_their_gpu_or_mig_instance() {
-        use crate::snapshot::{ComputeInstance, MigInstance};
+        use model::{ComputeInstance, MigInstance};
         let mut gpus = vec![Gpu {
             index: 0,
             uuid: "GPU-a".into(),

@@ -4,9 +4,9 @@
 
 use super::cell::{is_missing, parse_flag, parse_mask, parse_number};
 use super::health::{HEALTH_FIELDS, HealthColumns};
-use crate::snapshot::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
 use base::pci::normalize_bus_id;
 use base::units::{MHZ, MIB};
+use model::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
 use std::collections::HashSet;
 
 /// The `--query-gpu` fields we ask for, in the newer (driver 535+) spelling.

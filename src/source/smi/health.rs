@@ -2,8 +2,8 @@
 //! which collector every queried field belongs to.
 
 use super::cell::{is_missing, parse_flag, parse_number, parse_pstate};
-use crate::config::Collector::{self, *};
-use crate::snapshot::{Health, MAX_FANS, readings};
+use model::Collector::{self, *};
+use model::{Health, MAX_FANS, readings};
 
 /// The health fields asked for after [`super::csv::FIELDS`], in order.
 pub const HEALTH_FIELDS: &[&str] = &[

@@ -15,10 +15,10 @@ pub mod csv;
 pub mod health;
 
 use super::{Source, SourceError};
-use crate::config::{Collector, Collectors, SourceKind};
-use crate::snapshot::Gpu;
 use base::quiet::{Noted, Repeating};
 use csv::{failure_message, parse, supported_fields, unreachable};
+use model::Gpu;
+use model::{Collector, Collectors, SourceKind};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

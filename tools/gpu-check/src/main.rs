@@ -29,11 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The one table of profiling fields, GPM metrics and units
-/// (self-contained, so included here as the fake NVML includes it).
-#[allow(dead_code)] // the metric ids are the fake's and the source's
-#[path = "../../../src/config/dcgm/prof.rs"]
-mod prof;
+use model::dcgm::prof;
 
 const USAGE: &str = "usage: gpu-check EXPORTER [--nvml.library PATH] [--smi.path PATH] [--path.sysfs|procfs|devfs PATH]";
 

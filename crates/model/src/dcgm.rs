@@ -13,7 +13,7 @@ mod table;
 
 pub use table::FIELDS;
 
-use super::{Collector, Collectors, ConfigError};
+use crate::{Collector, Collectors};
 
 /// A dcgm-exporter field we know by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,7 +170,7 @@ impl Dcgm {
     }
 
     /// Whether the file asks for `DCGM_EXP_XID_ERRORS_COUNT`, which needs
-    /// Xid counted over a window ([`crate::snapshot::XidWindow`]).
+    /// Xid counted over a window ([`crate::XidWindow`]).
     pub fn counts_xid(&self) -> bool {
         self.fields.iter().any(|f| f.field == Field::XidCount)
     }
@@ -268,11 +268,11 @@ fn columns(line: &str) -> Result<[String; 3], &'static str> {
 }
 
 /// Parses a counters file's `text`; `file` names it in errors.
-pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
+pub fn parse(text: &str, file: &str) -> Result<Dcgm, String> {
     if text.starts_with('\u{feff}') {
-        return Err(ConfigError(format!(
+        return Err(format!(
             "{file}:1: the file starts with a byte-order mark (U+FEFF), which dcgm-exporter refuses too: save it as UTF-8 without one"
-        )));
+        ));
     }
     let mut d = Dcgm::default();
     for (i, raw) in text.lines().enumerate() {
@@ -280,7 +280,7 @@ pub fn parse(text: &str, file: &str) -> Result<Dcgm, ConfigError> {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let bad = |why: &str| ConfigError(format!("{file}:{}: {why}: {line:?}", i + 1));
+        let bad = |why: &str| format!("{file}:{}: {why}: {line:?}", i + 1);
         let [name, kind, help] = columns(line).map_err(bad)?;
         let kind = match kind.as_str() {
             "gauge" => Kind::Gauge,
@@ -355,7 +355,7 @@ mod tests {
                 "f:1: the file starts with a byte-order mark (U+FEFF)",
             ),
         ] {
-            let e = parse(text, "f").unwrap_err().0;
+            let e = parse(text, "f").unwrap_err();
             assert!(e.starts_with(want) && !e.contains('\n'), "{e}");
             assert!(!e.contains("\\u{feff}"), "{e}");
         }
@@ -497,20 +497,5 @@ mod tests {
         assert_eq!(prof::Scale::MibPerSecond.dcgm(100.0), 104_857_600.0);
         assert_eq!(prof::Scale::Percent.dcgm(50.0), 0.5);
         assert!(!ids.has(200) && ids.with(200) == ids && !ids.has(0));
-    }
-
-    /// docs/migrating-from-dcgm-exporter.md's table of the profiling
-    /// fields, from [`prof::PROF`].
-    #[test]
-    fn the_migration_document_lists_the_profiling_fields() {
-        let mut t = String::from("| field | GPM metric (nvml.h id) | served as |\n|---|---|---|\n");
-        for p in &prof::PROF {
-            let unit = match p.scale {
-                prof::Scale::Percent => "ratio (GPM's % / 100)",
-                prof::Scale::MibPerSecond => "bytes per second (GPM's MiB/s × 1048576)",
-            };
-            t.push_str(&format!("| `{}` | {} | {unit} |\n", p.field, p.gpm));
-        }
-        crate::testkit::readme::holds("dcgm-prof", &t);
     }
 }

@@ -1,7 +1,7 @@
 //! What a declaration is made of: a metric family (name, type, unit,
 //! help, and the collector it belongs to) and a physical range.
 
-use crate::config::Collector;
+use crate::Collector;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -22,7 +22,7 @@ pub struct Family {
     pub unit: Option<&'static str>,
     pub help: &'static str,
     /// The help holds nothing to escape, so it is written as it is.
-    pub(crate) plain_help: bool,
+    pub plain_help: bool,
     /// The collector it belongs to; `None` for the exporter's own, which
     /// are always written.
     pub collector: Option<Collector>,

@@ -19,7 +19,7 @@ pub mod health;
 mod profiling;
 
 use super::{GpuProcess, Health, NvlinkLink, Pod, TxRx};
-use crate::config::Collector;
+use crate::Collector;
 pub use family::*;
 
 /// Everything a source can read about one GPU (or MIG instance). Gauges
@@ -204,13 +204,13 @@ pub fn all() -> impl Iterator<Item = &'static Reading> {
 /// One series, from an `Option<f64>` field.
 macro_rules! one {
     ($($f:ident).+) => {
-        $crate::snapshot::readings::Read {
+        $crate::readings::Read {
             series: |r, f| {
                 if let Some(v) = r.$($f).+ {
-                    f($crate::snapshot::readings::Extra::None, v)
+                    f($crate::readings::Extra::None, v)
                 }
             },
-            field: |r| $crate::snapshot::readings::Field::Value(&mut r.$($f).+),
+            field: |r| $crate::readings::Field::Value(&mut r.$($f).+),
         }
     };
 }
@@ -219,9 +219,9 @@ pub(crate) use one;
 /// One series a label, from an array field: `each!(path, LABELS)`.
 macro_rules! each {
     ($($f:ident).+, $labels:expr) => {
-        $crate::snapshot::readings::Read {
-            series: |r, f| $crate::snapshot::readings::each_label(&$labels, &r.$($f).+, f),
-            field: |r| $crate::snapshot::readings::Field::Values(&mut r.$($f).+),
+        $crate::readings::Read {
+            series: |r, f| $crate::readings::each_label(&$labels, &r.$($f).+, f),
+            field: |r| $crate::readings::Field::Values(&mut r.$($f).+),
         }
     };
 }
@@ -230,23 +230,19 @@ pub(crate) use each;
 /// 1 or 0, from an `Option<bool>` field.
 macro_rules! flag {
     ($($f:ident).+) => {
-        $crate::snapshot::readings::Read {
+        $crate::readings::Read {
             series: |r, f| {
                 if let Some(v) = r.$($f).+ {
-                    f($crate::snapshot::readings::Extra::None, if v { 1.0 } else { 0.0 })
+                    f($crate::readings::Extra::None, if v { 1.0 } else { 0.0 })
                 }
             },
-            field: |r| $crate::snapshot::readings::Field::Flag(&mut r.$($f).+),
+            field: |r| $crate::readings::Field::Flag(&mut r.$($f).+),
         }
     };
 }
 pub(crate) use flag;
 
-pub(crate) fn each_label(
-    labels: &[&'static str],
-    values: &[Option<f64>],
-    f: &mut dyn FnMut(Extra, f64),
-) {
+pub fn each_label(labels: &[&'static str], values: &[Option<f64>], f: &mut dyn FnMut(Extra, f64)) {
     for (label, v) in labels.iter().zip(values) {
         if let Some(v) = v {
             f(Extra::Label(label), *v);
@@ -603,60 +599,10 @@ mod tests {
 
     #[test]
     fn reason_labels_follow_the_reasons() {
-        use crate::snapshot::CLOCK_EVENT_REASONS;
+        use crate::CLOCK_EVENT_REASONS;
         for (label, reason) in REASON_LABELS.iter().zip(CLOCK_EVENT_REASONS) {
             assert_eq!(*label, format!(",reason=\"{reason}\""));
         }
-    }
-
-    /// The docs' table of the GPU's readings, from the declarations.
-    fn readme_table() -> String {
-        use std::fmt::Write;
-        let num = |x: f64| match x.abs() >= 1e10 {
-            true => format!("{x:e}"),
-            false => format!("{x}"),
-        };
-        let mut t = String::from(
-            "| metric | type | collector | sources | range | meaning |\n|---|---|---|---|---|---|\n",
-        );
-        let rows = all()
-            .map(|r| (&r.family, r))
-            .chain(all().filter_map(|r| Some((r.mig.as_ref()?, r))));
-        for (f, r) in rows {
-            let labels = match r.labels {
-                "" => String::new(),
-                l => format!("{{{l}}}"),
-            };
-            let kind = format!("{:?}", f.kind).to_lowercase();
-            let collector = f.collector.map_or("", |c| c.name());
-            let range = r.range.map_or(String::new(), |g| {
-                let low = match g.excludes_zero() {
-                    true => "above 0".to_string(),
-                    false => num(g.min),
-                };
-                format!("{low} to {}", num(g.max))
-            });
-            let name = f.sample();
-            let sources = if r.mig.as_ref().is_some_and(|m| std::ptr::eq(m, f)) {
-                "N"
-            } else {
-                r.sources
-            };
-            writeln!(
-                t,
-                "| `{name}{labels}` | {kind} | {collector} | {sources} | {range} | {} |",
-                f.help
-            )
-            .unwrap();
-        }
-        t
-    }
-
-    /// docs/metrics.md holds [`readme_table`] between its markers;
-    /// `GPU_EXPORTER_BLESS=1` writes it there.
-    #[test]
-    fn readme_lists_the_readings() {
-        crate::testkit::readme::holds("metrics", &readme_table());
     }
 
     #[test]

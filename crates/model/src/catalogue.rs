@@ -1,18 +1,18 @@
 //! The metric catalogue: every family the exporter writes, its type, unit
 //! and help. The GPU's readings are declared in the fleet model
-//! ([`crate::snapshot::readings`]), each once, and rendered from there;
+//! ([`crate::readings`]), each once, and rendered from there;
 //! this table holds the rest, whose series the render writes itself.
 
 pub mod attribution;
 pub mod engines;
 /// The hardware-health readings, where the PromQL rules name them.
 pub mod health {
-    pub use crate::snapshot::readings::health::*;
+    pub use crate::readings::health::*;
 }
 
-use crate::config::Collector;
-use crate::snapshot::ProcessStats;
-pub use crate::snapshot::readings::{
+use crate::Collector;
+use crate::ProcessStats;
+pub use crate::readings::{
     ALLOCATOR_ALLOCATED, ALLOCATOR_RESERVED, CLOCKS_EVENT_ACTIVE, ECC_UNCORRECTED, Extra, Family,
     Kind, LARGEST_FREE, MEMORY_TEMPERATURE, MEMORY_TOTAL, MEMORY_USED, PCIE_REPLAYS, SM_ACTIVE,
     Series, TEMPERATURE, XID_ERRORS, family,

@@ -5,10 +5,10 @@
 use super::{COMPUTE_MODE, NVLINKS, PCIE_GENERATION, PCIE_WIDTH, PSTATE, RECOVERY, REPAIRS};
 use super::{COUNT, Extra, FAN_RATIO, Family, Field, Kind, RATIO, Read, Reading};
 use super::{TEMPERATURE_CELSIUS, each, family, flag, one};
-use crate::config::Collector::{
+use crate::Collector::{
     Ecc, Fans, Gpm, Media, Nvlink, NvlinkLink, Pcie, Recovery, Remap, State, Temperature,
 };
-use crate::snapshot::Health;
+use crate::Health;
 use Kind::{Counter, Gauge};
 
 /// `,error="…"` in [`Health::nvlink_errors`] order.

@@ -80,7 +80,7 @@ impl XidWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::xid_errors;
+    use crate::xid_errors;
 
     fn gpu(uuid: &str, counts: &[(u32, u64)]) -> Gpu {
         let mut g = Gpu {

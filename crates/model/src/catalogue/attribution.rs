@@ -2,10 +2,10 @@
 //! jobs) and the kubelet client's own health. The join families belong to
 //! `info`, like `gpu_info`; the processes to their own collector. Their label values come
 //! from the snapshot, so `exposition::attribution` writes them rather
-//! than the table of [`crate::snapshot::readings`].
+//! than the table of [`crate::readings`].
 
 use super::{Family, Kind, family};
-use crate::config::Collector;
+use crate::Collector;
 use Kind::{Counter, Gauge, Info};
 
 pub static POD_INFO: Family = family(

@@ -1,6 +1,50 @@
 //! The inference engines read on the node, as their reader last saw them.
 
-use crate::config::engines::Engine;
+use std::fmt;
+
+/// An engine whose `/metrics` we can read for the TTFT SLO.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// vLLM (`vllm:` names).
+    Vllm,
+    /// SGLang (`sglang:` names).
+    Sglang,
+    /// TensorRT-LLM's `trtllm-serve` (`trtllm_` names, or unprefixed ones
+    /// in its first releases).
+    Trtllm,
+    /// NVIDIA NIM for LLMs (unprefixed names).
+    Nim,
+    /// Triton Inference Server (`nv_inference_`, milliseconds).
+    Triton,
+}
+
+impl Engine {
+    /// Every engine, in `--help` order.
+    pub const ALL: [Engine; 5] = [
+        Engine::Vllm,
+        Engine::Sglang,
+        Engine::Trtllm,
+        Engine::Nim,
+        Engine::Triton,
+    ];
+
+    /// The name flags and the `engine` label use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::Vllm => "vllm",
+            Engine::Sglang => "sglang",
+            Engine::Trtllm => "trtllm",
+            Engine::Nim => "nim",
+            Engine::Triton => "triton",
+        }
+    }
+}
+
+impl fmt::Display for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Why a read of an engine endpoint failed
 /// (`gpu_exporter_engine_errors_total`).

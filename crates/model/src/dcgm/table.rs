@@ -4,7 +4,7 @@
 //! is left out with a generic reason.
 
 use super::{Field, Serve};
-use crate::config::Collector::*;
+use crate::Collector::*;
 
 /// Every field we know: its name, what it is here, and how it is served.
 pub const FIELDS: &[(&str, Field, Serve)] = &[

@@ -1,12 +1,20 @@
 //! The fleet model: plain data that a source publishes and every consumer
-//! (exposition, alerts, the status page) reads. No I/O handles live here.
+//! (exposition, alerts, the status page) reads. No I/O handles live here,
+//! and nothing of the configuration: the flags are parsed above it, and
+//! name its types (collectors, source kinds, engines, dcgm fields).
 //!
 //! A reading a source cannot give is `None`, and its series is left out.
 //! Sentinel numbers (0xFFFFFFFF, -1) never get this far.
+// Functions stay short enough to read whole (clippy.toml: 80 lines of code).
+#![warn(clippy::too_many_lines)]
+#![forbid(unsafe_code)]
 
-use crate::config::{Collector, Collectors, SourceKind};
-use std::time::{Duration, Instant};
-
+pub mod catalogue;
+mod collectors;
+pub use collectors::{Collector, Collectors, UnknownCollector, names as collector_names};
+// Each variant and field is named for the dcgm-exporter field in `FIELDS`.
+#[allow(missing_docs)]
+pub mod dcgm;
 mod engines;
 pub use engines::*;
 pub mod readings;
@@ -15,6 +23,31 @@ mod users;
 pub use users::*;
 mod xid_window;
 pub use xid_window::XidWindow;
+
+use std::time::{Duration, Instant};
+
+/// Where readings come from: the `source` label of
+/// `gpu_exporter_source_info`, and what `--source` names (with `auto`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    /// NVML, loaded at run time.
+    Nvml,
+    /// nvidia-smi, run each collection.
+    Smi,
+    /// The simulated fleet.
+    Sim,
+}
+
+impl SourceKind {
+    /// The name flags and labels use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::Nvml => "nvml",
+            SourceKind::Smi => "smi",
+            SourceKind::Sim => "sim",
+        }
+    }
+}
 
 /// NVML clock event reasons, in bit order: reason `i` is bit `1 << i`.
 pub const CLOCK_EVENT_REASONS: [&str; 9] = [
@@ -411,7 +444,7 @@ pub struct Snapshot {
     /// Pod attribution: the kubelet's state, and the pod labels switch.
     pub kubernetes: Kubernetes,
     /// The dcgm collector's fields and host label, where it is on.
-    pub dcgm: Option<std::sync::Arc<crate::config::dcgm::Dcgm>>,
+    pub dcgm: Option<std::sync::Arc<crate::dcgm::Dcgm>>,
     /// The engine endpoints of `--engine.endpoint`, in their order.
     pub engines: Vec<EngineEndpoint>,
     /// The objectives the rules judge the models at.
