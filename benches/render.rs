@@ -10,8 +10,8 @@
 //!
 //! `cargo bench --bench render`
 
+use alerts::{Evaluator, defaults};
 use divan::Bencher;
-use gpu_exporter::internals::alerts::{Evaluator, defaults};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::watch::Memory;
 use gpu_exporter::internals::poller::source_models;

@@ -9,7 +9,7 @@
 //! distinct windows (60 of them), thresholds and `for`s, so that neither
 //! the expression cache nor a few shared windows make it cheap.
 
-use gpu_exporter::internals::alerts::file::load;
+use alerts::file::load;
 use gpu_exporter::internals::judge::settled;
 use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};

@@ -6,6 +6,7 @@
 //! both take this file in with `#[path = ...] mod checks;`, so stable CI
 //! runs exactly the code the fuzzer runs.
 
+use alerts::promql;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::text as engine_text;
 use gpu_exporter::internals::fill::engines::watch::Memory;
@@ -20,7 +21,6 @@ use gpu_exporter::internals::source::Source;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use gpu_exporter::internals::source::smi::apps as smi_apps;
 use gpu_exporter::internals::source::smi::csv as smi;
-use gpu_exporter::internals::{alerts, promql};
 use model::dcgm::{self, DEFAULT_COUNTERS, FIELDS};
 use model::{Bounds, Kubernetes, Snapshot};
 use model::{Collector, Collectors};

@@ -2,10 +2,6 @@
 //! only: built with the `internals` feature, which the crate enables for
 //! itself as a dev-dependency and `fuzz/` enables. Not an API.
 
-/// The fleet model.
-pub mod snapshot {
-    pub use model::*;
-}
 /// Sources.
 pub mod source {
     pub use crate::source::*;
@@ -26,10 +22,6 @@ pub mod pipeline {
 pub mod exposition {
     pub use crate::exposition::*;
 }
-/// Alerts.
-pub mod alerts {
-    pub use crate::alerts::*;
-}
 /// The process's own stats.
 pub mod process {
     pub use crate::process::*;
@@ -37,10 +29,6 @@ pub mod process {
 /// The poller thread.
 pub mod poller {
     pub use crate::poller::*;
-}
-/// The alert rules as PromQL.
-pub mod promql {
-    pub use crate::promql::*;
 }
 /// The alert evaluator's thread.
 pub mod judge {

@@ -6,9 +6,9 @@
 //! serves, so the stall alert fires during the hang. It publishes the
 //! alerts next to the snapshot.
 
-use crate::alerts::rules::Expr;
-use crate::alerts::{Evaluator, Rule, Signal, Subject, Transition, WORKLOADS, expand};
 use crate::poller::{Latest, Poller, Progress, Published, Recent, RecentModel, Replay, Work};
+use alerts::rules::Expr;
+use alerts::{Evaluator, Rule, Signal, Subject, Transition, WORKLOADS, expand};
 use base::time::format_duration;
 use base::time::unix_now;
 use model::{Bounds, Freshness, Gpu, Snapshot};

@@ -16,14 +16,14 @@
 
 // Floor 0, below every module, are the crates `base` (helpers, the
 // logger), `wire` (the kubelet client's protocols), `webconfig` (the
-// web config file) and `model` (the fleet model every other part reads).
+// web config file), `model` (the fleet model every other part reads) and
+// `alerts` (the rules, their evaluator, the rules as PromQL).
 #[cfg(test)]
 mod testkit;
 // Floor 1: flags in, a validated configuration out.
 pub mod config;
-// Floor 2: sources and fillers, the fleet memory, exposition, alerts, the
+// Floor 2: sources and fillers, the fleet memory, exposition, the
 // process's own stats.
-mod alerts;
 mod exposition;
 mod fill;
 mod fleet;
@@ -32,7 +32,6 @@ mod source;
 // Floor 3: the poller, and which source and fillers it reads.
 mod pipeline;
 mod poller;
-mod promql;
 // Floor 4: what serves or judges a published snapshot: HTTP, the seed
 // table, the judge (the alert evaluator's thread).
 mod http;

@@ -3,13 +3,13 @@
 //! ever read what was last published; the poller never evaluates, so a
 //! hung source stops collections and nothing else.
 
-use crate::alerts::eval::FINE_LIMIT;
-use crate::alerts::{Alert, Rule};
 use crate::config::engines::Engine;
 use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
 use crate::source::Source;
+use alerts::eval::FINE_LIMIT;
+use alerts::{Alert, Rule};
 use base::quiet::{Repeating, Verdict};
 use base::time::unix_now;
 use model::dcgm::Dcgm;
@@ -422,7 +422,7 @@ impl Poller {
     }
 
     fn start(&mut self, rules: Vec<Rule>, first: bool, latest: &Latest, work: &SyncSender<Work>) {
-        self.objectives = Arc::new(crate::alerts::adjust::objectives(&rules));
+        self.objectives = Arc::new(alerts::adjust::objectives(&rules));
         let replay = self.history(unix_now());
         if let Some(r) = &replay {
             // Replaying from now on, before any collection is published:

@@ -1,9 +1,9 @@
 //! The seed lab's `== scrape + alert evaluation ==` table, from a published
 //! snapshot and its evaluator, with the SLO verdicts in their own section.
 
-use crate::alerts::rules::TTFT_OBJECTIVE;
-use crate::alerts::{Alert, Evaluator, Signal, State, Subject};
 use crate::poller::Published;
+use alerts::rules::TTFT_OBJECTIVE;
+use alerts::{Alert, Evaluator, Signal, State, Subject};
 use base::units::GIB;
 use model::Model;
 use std::fmt::Write;
@@ -174,10 +174,10 @@ fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::defaults;
     use crate::fill::engines::watch::Memory;
     use crate::poller::Poller;
     use crate::source::sim::{EPOCH, Scenario, Sim};
+    use alerts::defaults;
     use model::Bounds;
     use model::Collectors;
     use std::sync::Arc;
@@ -189,7 +189,7 @@ mod tests {
     }
 
     /// The table as [`seed_table`], judged by `rules`.
-    fn seed_table_with(t0: f64, rules: Vec<crate::alerts::Rule>) -> String {
+    fn seed_table_with(t0: f64, rules: Vec<alerts::Rule>) -> String {
         let sim = Sim::new(Scenario::default_fleet(), t0);
         let mut poller =
             Poller::new(Box::new(sim), Duration::from_secs(1)).with_collectors(Collectors::DEFAULT);
@@ -266,7 +266,7 @@ mod tests {
     /// slow, burns a 99.9% budget 30 times over, a 99% one 3 times.
     #[test]
     fn the_burn_column_is_of_each_models_own_objective() {
-        use crate::alerts::adjust::with_objectives;
+        use alerts::adjust::with_objectives;
         let t0 = EPOCH + 200_000.0 * 150.0;
         let llama = "llama-3.1-70b-instruct";
         let line = |table: &str| {

@@ -14,8 +14,8 @@
 //!   `Vec` and builds each sent record in one, on top of the plain path's
 //!   share.
 
+use alerts::defaults;
 use gpu_exporter::config::Limits;
-use gpu_exporter::internals::alerts::defaults;
 use gpu_exporter::internals::http::cache::Cache;
 use gpu_exporter::internals::http::conn::{Policy, answer, respond};
 use gpu_exporter::internals::http::guard::Guard;

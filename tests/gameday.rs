@@ -2,7 +2,7 @@
 //! incident (`scenarios/gameday.json`), on the GPU the incident names, and
 //! none fires on the healthy default fleet.
 
-use gpu_exporter::internals::alerts::{Evaluator, State, Subject, defaults};
+use alerts::{Evaluator, State, Subject, defaults};
 use gpu_exporter::internals::poller::Poller;
 use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use std::collections::BTreeSet;

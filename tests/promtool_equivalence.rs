@@ -8,10 +8,8 @@
 //! line; anything else is an error, so the file cannot drift out of what
 //! this test understands.
 
-use gpu_exporter::internals::alerts::{Evaluator, State, Subject, WORKLOADS, expand};
-use gpu_exporter::internals::alerts::{
-    adjust::cover_failures, defaults, inhibit::cover_inhibitions,
-};
+use alerts::{Evaluator, State, Subject, WORKLOADS, expand};
+use alerts::{adjust::cover_failures, defaults, inhibit::cover_inhibitions};
 use gpu_exporter::internals::fill::engines::profile;
 use model::SourceKind;
 use model::{
@@ -246,7 +244,7 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
                 continue;
             }
             // An engine's request counter, counted as its reader counts it.
-            if let Some(p) = profile::all()
+            if let Some(p) = model::profile::all()
                 .iter()
                 .find(|p| p.outcomes.iter().any(|o| o.counter == x.name))
             {
@@ -265,7 +263,9 @@ fn snapshot(series: &[Series], k: usize, at: f64) -> (Snapshot, Freshness) {
             let per_second = match base {
                 "llm_ttft_seconds" => 1.0,
                 _ => {
-                    let p = profile::all().iter().find(|p| p.ttft.contains(&base));
+                    let p = model::profile::all()
+                        .iter()
+                        .find(|p| p.ttft.contains(&base));
                     m.endpoint = Some(0);
                     p.unwrap_or_else(|| panic!("no mapping for {}", x.name))
                         .per_second

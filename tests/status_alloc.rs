@@ -3,7 +3,7 @@
 //! proves it; it counts only on a thread inside [`count`], so parallel
 //! tests and the harness don't disturb it.
 
-use gpu_exporter::internals::alerts::{Severity, State, defaults};
+use alerts::{Severity, State, defaults};
 use gpu_exporter::internals::http::status::render;
 use gpu_exporter::internals::judge::settled;
 use gpu_exporter::internals::poller::{Poller, Published};

@@ -17,7 +17,7 @@
 //! block, meets the first only. The measured worst gaps are printed
 //! (`--nocapture`).
 
-use gpu_exporter::internals::alerts::history::{TIERS, Track, extrapolate, tier};
+use alerts::history::{TIERS, Track, extrapolate, tier};
 use std::time::Duration;
 
 const STEP: f64 = 5.0;

@@ -2,13 +2,13 @@
 //! HTTP thread: each through `base::file::read_config`, so a FIFO, socket
 //! or device is refused unread and a JSON file is at most 1 MiB.
 
-use crate::alerts::{self, Rule};
 use crate::config::engines::{self, Engines};
 use crate::config::{Config, ConfigError};
 use crate::fill::engines::watch::Retune;
 use crate::poller::Reload;
 use crate::source::Source;
 use crate::source::sim::{Scenario, Sim};
+use alerts::{self, Rule};
 use base::file::{MAX_JSON_BYTES, read_config};
 use base::time::unix_now;
 use std::path::Path;

@@ -5,7 +5,6 @@ mod listen;
 mod load;
 mod unix_signals;
 
-use crate::alerts;
 use crate::config::{self, Config, ConfigError};
 use crate::fill::engines::Watch;
 use crate::fill::engines::watch::Retune;
@@ -13,8 +12,8 @@ use crate::http::{self, Server};
 use crate::judge::{self, Judge};
 use crate::notify;
 use crate::poller::{self, Latest, Poller, Published};
-use crate::promql;
 use crate::{pipeline, table};
+use alerts::promql;
 use base::time::unix_now;
 use model::{Bounds, Snapshot};
 use model::{Collectors, SourceKind};
@@ -156,7 +155,11 @@ fn notify_plan(config: &Config, listeners: &[TcpListener]) -> Result<Option<noti
     });
     let runbook_base = match &config.runbook_base {
         Some(base) => base.replace("{{ $labels.instance }}", &instance),
-        None => format!("{}://{instance}{}", config.scheme(), config::OWN_RUNBOOKS),
+        None => format!(
+            "{}://{instance}{}",
+            config.scheme(),
+            alerts::promql::OWN_RUNBOOKS
+        ),
     };
     Ok(Some(notify::Plan {
         options: options.clone(),

@@ -14,6 +14,7 @@ pub use flags::{
 pub use model::{Collector, Collectors, SourceKind, UnknownCollector, collector_names, dcgm};
 pub use values::Listen;
 
+use alerts::promql::OWN_RUNBOOKS;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -263,9 +264,6 @@ impl Default for Config {
         }
     }
 }
-
-/// Where the exporter serves its own runbooks.
-pub const OWN_RUNBOOKS: &str = "/docs/runbooks/";
 
 impl Config {
     /// The runbook links of the printed rules: absolute, so that they open

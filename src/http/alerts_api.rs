@@ -4,8 +4,8 @@
 //! `"mutedBy"`, and while the history replays, `"warnings"` say so (the
 //! alerts are not settled yet).
 
-use crate::alerts::{Subject, WORKLOADS, expand};
 use crate::poller::Published;
+use alerts::{Subject, WORKLOADS, expand};
 use base::json::string;
 use base::time::rfc3339;
 use std::io::Write;
@@ -98,9 +98,9 @@ mod tests {
 #[cfg(test)]
 mod shape {
     use super::*;
-    use crate::alerts::alert::Muted;
-    use crate::alerts::{Alert, State, Subject, defaults};
     use crate::poller::Progress;
+    use alerts::alert::Muted;
+    use alerts::{Alert, State, Subject, defaults};
     use model::Snapshot;
     use model::SourceKind;
     use std::sync::Arc;

@@ -61,7 +61,7 @@ mod tests {
         files.sort();
         let built: Vec<&str> = super::RUNBOOKS.iter().map(|(n, _)| *n).collect();
         assert_eq!(files, built);
-        for rule in crate::alerts::defaults() {
+        for rule in alerts::defaults() {
             assert!(
                 super::find(&format!("/docs/runbooks/{}.md", rule.runbook)).is_some(),
                 "{}",

@@ -17,10 +17,10 @@ mod payload;
 pub use crate::exposition::alertmanager_stats::Stats;
 pub use payload::Context;
 
-use crate::alerts::{Alert, State};
 use crate::config::alertmanager::{Alertmanager, Target};
 use crate::fill::engines::client;
 use crate::poller::Latest;
+use alerts::{Alert, State};
 use base::time::unix_now;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};

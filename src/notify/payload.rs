@@ -3,7 +3,7 @@
 //! its annotations, `startsAt` and `generatorURL`; `endsAt` is set at each
 //! send.
 
-use crate::alerts::{Alert, Subject, WORKLOADS, expand};
+use alerts::{Alert, Subject, WORKLOADS, expand};
 use base::json::string;
 use base::time::rfc3339;
 use model::Gpu;
@@ -83,7 +83,7 @@ pub fn ended(body: &str, ends_at: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::{State, defaults};
+    use alerts::{State, defaults};
 
     #[test]
     fn starts_at_is_when_the_alert_fired_as_prometheus_sends_it() {

@@ -1628,7 +1628,7 @@ const ALERTMANAGER: &str = "deploy/alertmanager/alertmanager.yml";
 /// The shipped Alertmanager configuration passes `amtool check-config`,
 /// routes pages and tickets to their receivers and the rest nowhere, and
 /// holds the inhibit rules the exporter marks by (a unit test in
-/// src/alerts/inhibit.rs compares them).
+/// crates/alerts/src/inhibit.rs compares them).
 #[test]
 fn amtool_checks_the_alertmanager_config() {
     if !have("amtool", &["--version"]) {

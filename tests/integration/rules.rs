@@ -395,7 +395,7 @@ fn promtool(what: &str, file: &Path) {
 /// engines' counters reaches each counter, not the sum.
 #[test]
 fn every_signal_prints_promql_that_promtool_parses() {
-    use gpu_exporter::internals::alerts::rules::Signal;
+    use alerts::rules::Signal;
     if !have("promtool", &["--version"]) {
         return;
     }

@@ -17,6 +17,7 @@ pub use collectors::{Collector, Collectors, UnknownCollector, names as collector
 pub mod dcgm;
 mod engines;
 pub use engines::*;
+pub mod profile;
 pub mod readings;
 pub use readings::Readings;
 mod users;
@@ -25,6 +26,10 @@ mod xid_window;
 pub use xid_window::XidWindow;
 
 use std::time::{Duration, Instant};
+
+/// The longest name a flag or file may give (a model, a node, an alert,
+/// a runbook): label values stay bounded.
+pub const MAX_NAME: usize = 128;
 
 /// Where readings come from: the `source` label of
 /// `gpu_exporter_source_info`, and what `--source` names (with `auto`).

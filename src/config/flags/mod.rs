@@ -25,7 +25,7 @@ use std::time::Duration;
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// The longest name a flag or file may give (rule, model, job).
-pub const MAX_NAME: usize = 128;
+pub use model::MAX_NAME;
 
 /// The flags before the engines' ([`engines::FLAGS`]).
 const BEFORE_ENGINES: &[Flag] = &[

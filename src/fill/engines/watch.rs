@@ -410,7 +410,7 @@ pub fn models_of(
     threshold: &dyn Fn(&str) -> f64,
     endpoint: Option<usize>,
 ) -> Vec<Model> {
-    let p = profile::profile(engine);
+    let p = model::profile::profile(engine);
     refuse(parsed, engine, url, mem);
     let (read, past) = profile::models(parsed, want, p);
     let tallies = profile::outcomes(parsed, want, p);

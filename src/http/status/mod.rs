@@ -8,8 +8,8 @@
 //! written, and every string from data or flags is HTML-escaped on the way.
 
 use super::redact::without_paths;
-use crate::alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use crate::poller::Published;
+use alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use base::numbers::{write_f64, write_u64};
 use base::units::GIB;
 use model::SourceKind;
@@ -568,7 +568,7 @@ mod tests {
         assert!(HEADERS.contains(&hash), "{hash} not in {HEADERS}");
         assert!(HEADERS.ends_with("\r\n") && !HEADERS.contains("  "));
     }
-    use crate::alerts::{defaults, expand};
+    use alerts::{defaults, expand};
     use model::{Gpu, MigInstance, Model, Snapshot};
 
     fn page(p: &Published) -> String {

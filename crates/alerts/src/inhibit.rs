@@ -162,13 +162,13 @@ fn same(a: &Subject, b: &Subject, per_gpu: bool) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::defaults;
+    use crate::defaults;
     use std::collections::BTreeSet;
 
     /// (source, targets, equal) of each inhibit rule in the shipped
     /// Alertmanager configuration, read line by line.
     fn shipped() -> Vec<(String, BTreeSet<String>, String)> {
-        let yml = include_str!("../../deploy/alertmanager/alertmanager.yml");
+        let yml = include_str!("../../../deploy/alertmanager/alertmanager.yml");
         let inner = |line: &str, key: &str| -> Option<String> {
             let v = line.trim().strip_prefix(key)?;
             Some(v.trim_matches(|c| " []'\"".contains(c)).to_string())
@@ -223,8 +223,8 @@ mod tests {
     /// target.
     #[test]
     fn every_shipped_source_outlasts_what_it_mutes() {
-        use crate::alerts::adjust::cover_failures;
-        use crate::alerts::rules::{HOUR, MIN};
+        use crate::adjust::cover_failures;
+        use crate::rules::{HOUR, MIN};
         let longer = |mut rules: Vec<Rule>| {
             let ecc = rules.iter_mut().find(|r| r.name == "GPUXidEvents");
             ecc.unwrap().keep_firing_for = 3 * HOUR;

@@ -1,10 +1,8 @@
 //! The same rules as PromQL: a Prometheus rule file that evaluates exactly
 //! what the exporter evaluates itself, plus the SLO recording rules.
 
-use crate::alerts::rules::{BUSY_SM_ACTIVE, BurnWindow, Cmp, Expr, Rule, Signal};
-use crate::alerts::summary::WORKLOADS;
-use crate::config::OWN_RUNBOOKS;
-use crate::fill::engines::profile;
+use crate::rules::{BUSY_SM_ACTIVE, BurnWindow, Cmp, Expr, Rule, Signal};
+use crate::summary::WORKLOADS;
 use base::numbers::write_f64;
 use base::time::format_duration;
 use model::catalogue::engines::{ENGINE_DOWN, ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_UP};
@@ -19,9 +17,13 @@ use model::catalogue::{
     MEMORY_TOTAL, MEMORY_USED, PCIE_REPLAYS, READINGS_HIDDEN, SM_ACTIVE, TEMPERATURE, TTFT,
     XID_ERRORS,
 };
+use model::profile;
 use model::{CLOCK_EVENT_REASONS, PAGE_XIDS, THROTTLE_MASK, TICKET_XIDS, TTFT_SLO_SECONDS};
 use std::fmt::Write;
 use std::time::Duration;
+
+/// Where the exporter serves its own runbooks.
+pub const OWN_RUNBOOKS: &str = "/docs/runbooks/";
 
 pub mod availability;
 
@@ -596,7 +598,7 @@ fn annotate_runbook(y: &mut String, r: &Rule, p: &Printing) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::defaults;
+    use crate::defaults;
 
     fn printing() -> Printing<'static> {
         Printing {
@@ -730,7 +732,7 @@ mod tests {
 
     #[test]
     fn every_burn_window_is_recorded() {
-        use crate::alerts::rules::{BurnWindow, Cmp, Severity};
+        use crate::rules::{BurnWindow, Cmp, Severity};
         let custom = Rule::new(
             "Burn",
             Expr::BurnRate {

@@ -3,9 +3,9 @@
 
 use super::defaults;
 use super::rules::{BurnWindow, Cmp, Expr, Rule, Severity, Signal};
-use crate::config::MAX_NAME;
 use base::json;
 use base::time::{format_duration, parse_duration};
+use model::MAX_NAME;
 use std::time::Duration;
 
 #[allow(clippy::question_mark)] // in nanoserde's derived code

@@ -3,9 +3,9 @@
 //! failed of those it answered (a client's abort is in neither).
 
 use super::{Scope, error_ratio as ttft_ratio};
-use crate::alerts::rules::{Expr, Rule};
-use crate::fill::engines::profile::{self, Role};
+use crate::rules::{Expr, Rule};
 use base::time::format_duration;
+use model::profile::{self, Role};
 use std::fmt::Write;
 use std::time::Duration;
 

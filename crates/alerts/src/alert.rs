@@ -102,7 +102,7 @@ pub struct Muted {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::defaults;
+    use crate::defaults;
 
     fn anchor(name: &str, subject: Subject) -> String {
         let rule = defaults().into_iter().find(|r| r.name == name).unwrap();

@@ -339,7 +339,6 @@ impl Track {
     }
 
     /// Blocks held, over all tiers.
-    #[cfg(any(test, feature = "internals"))]
     pub fn blocks(&self) -> usize {
         self.rings.iter().map(|(_, r)| r.blocks.len()).sum()
     }

@@ -596,7 +596,7 @@ fn objective_for(rule: &Rule, objective: f64, subject: &Subject) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::alerts::rules::{BurnWindow, Cmp, Severity};
+    use crate::rules::{BurnWindow, Cmp, Severity};
     use model::{Gpu, Readings};
     use std::time::Instant;
 
@@ -900,7 +900,7 @@ mod tests {
     #[test]
     fn an_endpoint_whose_reason_changes_keeps_its_alert() {
         use model::{EngineEndpoint, EngineError};
-        let rule = crate::alerts::defaults()
+        let rule = crate::defaults()
             .into_iter()
             .find(|r| r.name == "EngineEndpointDown");
         let mut e = Evaluator::new(vec![rule.unwrap()]);
@@ -927,7 +927,7 @@ mod tests {
             }
         ));
         assert!(a.labels().iter().all(|(k, _)| *k != "reason"));
-        let summary = crate::alerts::expand(&a.rule.summary, &a.subject, a.value, &[]);
+        let summary = crate::expand(&a.rule.summary, &a.subject, a.value, &[]);
         assert!(summary.ends_with("for 5m: timeout"), "{summary}");
     }
 
