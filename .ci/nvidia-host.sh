@@ -44,8 +44,9 @@ DEFAULT_TESTS=(
   startup::
   gpu_check::
 )
-# The unit tests run under the aarch64 runner: a quick module.
-UNIT_TESTS=source::host::
+# The unit tests run under the aarch64 runner: a quick module of the
+# sources crate.
+UNIT_TESTS=host::
 # A run that hangs fails after this many seconds.
 LIMIT=300
 
@@ -137,7 +138,7 @@ run_tests() {
   done
   if [[ -n $UNIT_TESTS ]]; then
     timeout -k 10 "$LIMIT" cargo test --offline --quiet --target aarch64-unknown-linux-gnu \
-      --lib -- "$UNIT_TESTS" || failed+=("aarch64 $UNIT_TESTS")
+      -p gpu-exporter-sources --lib -- "$UNIT_TESTS" || failed+=("aarch64 $UNIT_TESTS")
   fi
   for p in /proc/[0-9]*; do
     [[ ${p##*/} != 1 && $(cat "$p/stat" 2>/dev/null) == *") "[!Z]" "* ]] || continue

@@ -15,8 +15,6 @@ use divan::Bencher;
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::watch::Memory;
 use gpu_exporter::internals::poller::source_models;
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use model::catalogue::{Extra, Kind};
 use model::readings::GPU_READINGS;
 use model::{Collectors, SourceKind};
@@ -25,6 +23,8 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use sources::Source;
+use sources::sim::{Scenario, Sim};
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 

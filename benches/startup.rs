@@ -12,8 +12,8 @@
 use alerts::file::load;
 use gpu_exporter::internals::judge::settled;
 use gpu_exporter::internals::poller::Poller;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use model::Bounds;
+use sources::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
 
 const T0: f64 = 1.8e9;

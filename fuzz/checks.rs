@@ -17,13 +17,13 @@ use gpu_exporter::internals::fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
 use gpu_exporter::internals::poller::{Latest, Poller, Published, source_models};
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
-use gpu_exporter::internals::source::smi::apps as smi_apps;
-use gpu_exporter::internals::source::smi::csv as smi;
 use model::dcgm::{self, DEFAULT_COUNTERS, FIELDS};
 use model::{Bounds, Kubernetes, Snapshot};
 use model::{Collector, Collectors};
+use sources::Source;
+use sources::sim::{Scenario, Sim};
+use sources::smi::apps as smi_apps;
+use sources::smi::csv as smi;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 

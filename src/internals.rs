@@ -2,17 +2,9 @@
 //! only: built with the `internals` feature, which the crate enables for
 //! itself as a dev-dependency and `fuzz/` enables. Not an API.
 
-/// Sources.
-pub mod source {
-    pub use crate::source::*;
-}
 /// Fillers.
 pub mod fill {
     pub use crate::fill::*;
-}
-/// The fleet memory.
-pub mod fleet {
-    pub use crate::fleet::*;
 }
 /// Which source serves.
 pub mod pipeline {

@@ -16,19 +16,17 @@
 
 // Floor 0, below every module, are the crates `base` (helpers, the
 // logger), `wire` (the kubelet client's protocols), `webconfig` (the
-// web config file), `model` (the fleet model every other part reads) and
-// `alerts` (the rules, their evaluator, the rules as PromQL).
+// web config file), `model` (the fleet model every other part reads),
+// `alerts` (the rules, their evaluator, the rules as PromQL) and
+// `sources` (NVML, nvidia-smi, the simulator, the fleet memory).
 #[cfg(test)]
 mod testkit;
 // Floor 1: flags in, a validated configuration out.
 pub mod config;
-// Floor 2: sources and fillers, the fleet memory, exposition, the
-// process's own stats.
+// Floor 2: fillers, exposition, the process's own stats.
 mod exposition;
 mod fill;
-mod fleet;
 mod process;
-mod source;
 // Floor 3: the poller, and which source and fillers it reads.
 mod pipeline;
 mod poller;

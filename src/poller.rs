@@ -7,7 +7,6 @@ use crate::config::engines::Engine;
 use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
-use crate::source::Source;
 use alerts::eval::FINE_LIMIT;
 use alerts::{Alert, Rule};
 use base::quiet::{Repeating, Verdict};
@@ -18,6 +17,7 @@ use model::{
     Kubernetes, MAX_PROCESSES, Model, Objectives, Snapshot, TTFT_SLO_SECONDS, XidWindow,
     bound_processes,
 };
+use sources::Source;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -496,8 +496,8 @@ mod tests {
 
     #[test]
     fn the_simulators_models_are_read_as_a_vllms() {
-        use crate::source::sim::{EPOCH, Scenario, Sim};
         use model::TTFT_BUCKETS;
+        use sources::sim::{EPOCH, Scenario, Sim};
         let t0 = EPOCH + 1e7;
         let s = r#"{"gpus":[{}],"models":[{"name":"z \\\"q\"","requests_per_second":41},
             {"name":"a","slow_fraction":0.5}]}"#;
@@ -517,8 +517,8 @@ mod tests {
         let o = m.outcomes.unwrap();
         assert_eq!((o.answered, o.failed), (h.count(), 0.0));
     }
-    use crate::source::sim::{Scenario, Sim};
     use model::SourceKind;
+    use sources::sim::{Scenario, Sim};
     use std::sync::mpsc;
 
     /// Readiness waits for the replay at start: it is marked before the

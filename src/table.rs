@@ -176,10 +176,10 @@ mod tests {
     use super::*;
     use crate::fill::engines::watch::Memory;
     use crate::poller::Poller;
-    use crate::source::sim::{EPOCH, Scenario, Sim};
     use alerts::defaults;
     use model::Bounds;
     use model::Collectors;
+    use sources::sim::{EPOCH, Scenario, Sim};
     use std::sync::Arc;
 
     /// The table as `--once` prints it at `t0`: the past replayed, then

@@ -3,9 +3,9 @@
 //! [`count`], so parallel tests and the harness don't disturb it.
 
 use gpu_exporter::internals::exposition::{Format, Scrape};
-use gpu_exporter::internals::source::sim::Scenario;
 use model::Collectors;
 use model::Snapshot;
+use sources::sim::Scenario;
 use std::time::Instant;
 
 #[path = "support/counting.rs"]

@@ -5,11 +5,11 @@
 
 use gpu_exporter::internals::exposition::Scrape;
 use gpu_exporter::internals::poller::Poller;
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::nvml::{Nvml, Options};
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use model::Snapshot;
 use model::SourceKind;
+use sources::Source;
+use sources::nvml::{Nvml, Options};
+use sources::sim::{Scenario, Sim};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -5,9 +5,9 @@
 
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::poller::Poller;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use model::{Collector, Collectors};
 use model::{Health, NvlinkLink, Snapshot};
+use sources::sim::{Scenario, Sim};
 use std::time::Duration;
 
 /// The demo fleet with every collector's readings, per-link NVLink and

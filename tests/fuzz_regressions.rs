@@ -12,7 +12,7 @@
 //! nanoserde (`crates/base/src/json.rs`) now refuses such files first, with the
 //! line and column, so nanoserde never skips anything.
 
-use gpu_exporter::internals::source::sim::Scenario;
+use sources::sim::Scenario;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 
 use alerts::{Evaluator, State, Subject, defaults};
 use gpu_exporter::internals::poller::Poller;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use sources::sim::{Scenario, Sim};
 use std::collections::BTreeSet;
 use std::time::Duration;
 

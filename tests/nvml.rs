@@ -7,9 +7,9 @@
 //! loader gives each test its own instance with its own state, and tests
 //! run in parallel without touching the process environment.
 
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::nvml::{Nvml, Options};
 use model::{CRITICAL_XIDS, Gpu, Readings, TxRx};
+use sources::Source;
+use sources::nvml::{Nvml, Options};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -744,7 +744,7 @@ fn compute_instances_of_one_gpu_instance_are_one_instance() {
 
 #[test]
 fn every_symbol_the_exporter_resolves_is_in_the_fake() {
-    use gpu_exporter::internals::source::nvml::{SYMBOLS, missing_symbols};
+    use sources::nvml::{SYMBOLS, missing_symbols};
     let f = Fixture::new("symbols", r#"{"gpus":[]}"#);
     assert_eq!(missing_symbols(&f.lib), Ok(vec![]));
     assert!(SYMBOLS.len() >= 41, "{}", SYMBOLS.len());

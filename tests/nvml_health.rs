@@ -2,10 +2,10 @@
 //! against the fake libnvidia-ml through the real dlopen path (see
 //! `tests/nvml.rs` for how the fake is laid out per test).
 
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::nvml::{Nvml, Options};
 use model::{Collector, Collectors};
 use model::{Gpu, Health, MAX_FANS, NvlinkLink, TxRx};
+use sources::Source;
+use sources::nvml::{Nvml, Options};
 use std::time::{Duration, Instant};
 
 #[path = "support/fake_nvml.rs"]

@@ -7,11 +7,11 @@ use alerts::{Severity, State, defaults};
 use gpu_exporter::internals::http::status::render;
 use gpu_exporter::internals::judge::settled;
 use gpu_exporter::internals::poller::{Poller, Published};
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use model::Bounds;
 use model::Collector::Processes;
 use model::Collectors;
 use model::{MigInstance, Readings};
+use sources::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
 
 #[path = "support/counting.rs"]

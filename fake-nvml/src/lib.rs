@@ -333,7 +333,7 @@ mod scenario {
 }
 use scenario::{Gpu, Mig, Process, Scenario};
 
-// The C structs below mirror those of src/source/nvml/ffi.rs on purpose:
+// The C structs below mirror those of crates/sources/src/nvml/ffi.rs on purpose:
 // each side is written from nvml.h on its own, so a mistake in either
 // shows as a disagreement in the tests.
 #[repr(C)]

@@ -47,7 +47,7 @@ impl From<ConfigError> for Error {
 /// collects behind them (`--once` does all that first, then prints).
 pub fn run(config: Config) -> Result<u8, Error> {
     // Before any thread of ours starts: they share one malloc arena.
-    crate::source::nvml::one_malloc_arena();
+    sources::nvml::one_malloc_arena();
     // Everything that can be wrong with the configuration fails here,
     // before anything starts. The web config first: whether it turns TLS
     // on is part of the configuration (`Config::tls`).

@@ -83,7 +83,7 @@ fn nodes() -> Vec<PathBuf> {
 
 #[test]
 fn every_nvml_symbol_the_exporter_resolves_is_in_the_real_library() {
-    use gpu_exporter::internals::source::nvml::{SYMBOLS, missing_symbols};
+    use sources::nvml::{SYMBOLS, missing_symbols};
     let Some(r) = real() else { return };
     // Loaded, not initialised: nothing runs as root that makes a node.
     assert_eq!(missing_symbols(&r.lib), Ok(vec![]));

@@ -3,10 +3,10 @@
 //! that the second collection has a past.
 #![allow(dead_code)] // each user takes its own part
 
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
 use model::Snapshot;
 use model::SourceKind;
+use sources::Source;
+use sources::sim::{Scenario, Sim};
 
 /// When the fleet is read.
 pub const T0: f64 = 1.8e9;

@@ -13,8 +13,8 @@
 use gpu_exporter::config::{Collectors, SourceKind};
 use gpu_exporter::internals::exposition::{Format, Scrape};
 use gpu_exporter::internals::snapshot::Snapshot;
-use gpu_exporter::internals::source::Source;
-use gpu_exporter::internals::source::sim::{Scenario, Sim};
+use sources::Source;
+use sources::sim::{Scenario, Sim};
 use std::hint::black_box;
 use std::time::Instant;
 

@@ -575,7 +575,7 @@ mod tests {
 
     #[test]
     fn incidents_happen_on_time() {
-        let s = Scenario::parse(include_str!("../../../scenarios/gameday.json")).unwrap();
+        let s = Scenario::parse(include_str!("../../../../scenarios/gameday.json")).unwrap();
         let mut sim = Sim::new(s, T0);
         let before = sim.collect(T0 + 29.0).unwrap();
         assert_eq!(before[1].readings.throttled(), Some(false));
@@ -595,7 +595,7 @@ mod tests {
 
     /// The game day without its 20 s hang, which would sleep for real.
     fn gameday() -> Scenario {
-        let text = include_str!("../../../scenarios/gameday.json")
+        let text = include_str!("../../../../scenarios/gameday.json")
             .replace(r#"{ "at": "150s", "hang": "20s" },"#, "");
         Scenario::parse(&text).unwrap()
     }

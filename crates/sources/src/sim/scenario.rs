@@ -4,10 +4,10 @@
 use super::health::{self, HealthSpec, HealthState};
 use super::users::{self, Users};
 use super::{Counter, EPOCH};
-use crate::config::MAX_NAME;
 use base::json;
 use base::time::{parse_duration, rfc3339};
 use base::units::GIB;
+use model::MAX_NAME;
 use model::{TTFT_BUCKETS, clock_event_bit};
 use std::time::Duration;
 
@@ -18,13 +18,13 @@ pub const MAX_MODELS: usize = 16;
 pub const MAX_INCIDENTS: usize = 1000;
 
 /// The built-in fleet, `scenarios/default.json`: the seed lab's four GPUs.
-const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/default.json");
+const DEFAULT_SCENARIO: &str = include_str!("../../../../scenarios/default.json");
 
 /// The file's shape, as nanoserde reads it.
 #[allow(clippy::question_mark)] // in nanoserde's derived code
 mod file {
-    use crate::source::sim::health::HealthSpec;
-    use crate::source::sim::users::{PodSpec, ProcessSpec};
+    use crate::sim::health::HealthSpec;
+    use crate::sim::users::{PodSpec, ProcessSpec};
     use base::json::json_struct;
 
     json_struct! {

@@ -184,7 +184,7 @@ impl HealthColumns {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::smi::csv::parse;
+    use crate::smi::csv::parse;
     use crate::testkit::fixture;
 
     fn health(csv: &str) -> (String, String, Health) {
@@ -285,7 +285,7 @@ mod tests {
         assert_eq!(collector_of("clocks_event_reasons.active"), Some(Clocks));
         assert_eq!(collector_of("mig.mode.current"), Some(State));
         assert_eq!(collector_of("uuid"), None);
-        for f in HEALTH_FIELDS.iter().chain(crate::source::smi::csv::FIELDS) {
+        for f in HEALTH_FIELDS.iter().chain(crate::smi::csv::FIELDS) {
             let identity = ["index", "uuid", "name", "pci.bus_id", "driver_version"];
             assert_eq!(collector_of(f).is_none(), identity.contains(f), "{f}");
         }

@@ -1,14 +1,21 @@
 //! Sources read the fleet. Each one lives in its own file behind the small
 //! [`Source`] trait; blocking calls happen here, on the poller thread,
-//! never on a scrape.
+//! never on a scrape. The fleet memory (`fleet`) stands between every
+//! source and the snapshot.
+//!
+//! Unsafe code lives in `nvml/ffi.rs` alone, each block with its `SAFETY:`.
+#![deny(unsafe_code)]
+#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+// Functions stay short enough to read whole (clippy.toml: 80 lines of code).
+#![warn(clippy::too_many_lines)]
 
+pub mod fleet;
 pub mod host;
 pub mod nvml;
 pub mod sim;
 pub mod smi;
 
-use model::SourceKind;
-use model::{Gpu, Kubelet, Timings};
+use model::{Gpu, Kubelet, SourceKind, Timings};
 use std::fmt;
 
 /// Why a collection failed. The message reaches the log and `/readyz`.
@@ -72,4 +79,21 @@ pub trait Source: Send {
     /// Moves the source's clock to `at` as a collection would, reading
     /// nothing: the simulator steps through the past its replay copy reads.
     fn skip_to(&mut self, _at: f64) {}
+}
+
+/// The unit tests' fixtures: the repository's `tests/fixtures/<dir>/`.
+#[cfg(test)]
+mod testkit {
+    macro_rules! fixture {
+        ($dir:literal, $name:literal) => {
+            include_str!(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../tests/fixtures/",
+                $dir,
+                "/",
+                $name
+            ))
+        };
+    }
+    pub(crate) use fixture;
 }

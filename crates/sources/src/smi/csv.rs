@@ -496,7 +496,7 @@ impl Row {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::source::smi::cell::parse_pstate;
+    use crate::smi::cell::parse_pstate;
     use crate::testkit::fixture;
 
     const H100_IDLE: &str = fixture!("nvidia-smi", "querygpu_h100-80gb-hbm3_590.48.01_idle.csv");
@@ -715,7 +715,10 @@ pub(super) mod tests {
 
     #[test]
     fn every_fixture_parses() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/nvidia-smi");
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/nvidia-smi"
+        );
         // The --query-compute-apps captures are apps.rs's.
         let on_disk = std::fs::read_dir(dir)
             .unwrap()

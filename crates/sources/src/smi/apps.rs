@@ -121,7 +121,7 @@ mod tests {
     use super::*;
 
     const H100: &str = include_str!(
-        "../../../tests/fixtures/nvidia-smi/computeapps_h100-80gb-hbm3_590.48.01_load_3procs.csv"
+        "../../../../tests/fixtures/nvidia-smi/computeapps_h100-80gb-hbm3_590.48.01_load_3procs.csv"
     );
 
     #[test]
@@ -167,7 +167,7 @@ mod tests {
         }
         // The dcgm-exporter issue's capture asks for other fields.
         let vgpu = include_str!(
-            "../../../tests/fixtures/nvidia-smi/computeapps_vgpu_gpu-uuid-name_dcgm-exporter-94.csv"
+            "../../../../tests/fixtures/nvidia-smi/computeapps_vgpu_gpu-uuid-name_dcgm-exporter-94.csv"
         );
         assert!(parse(vgpu).is_err());
     }

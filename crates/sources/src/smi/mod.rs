@@ -297,7 +297,7 @@ mod tests {
         let dir = temp_dir("runner");
         let fixture = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/tests/fixtures/nvidia-smi/querygpu_rtx2080super_465.27_throttle-naming.csv"
+            "/../../tests/fixtures/nvidia-smi/querygpu_rtx2080super_465.27_throttle-naming.csv"
         );
         let help = dir.join("help.txt");
         std::fs::write(&help, HELP_OLD).unwrap();

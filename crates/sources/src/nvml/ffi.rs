@@ -256,12 +256,10 @@ macro_rules! functions {
         }
 
         /// Every NVML symbol the exporter resolves.
-        #[cfg(feature = "internals")]
         pub const SYMBOLS: &[&str] = &[$($sym),*];
 
         impl Functions {
             /// The symbols the library lacks.
-            #[cfg(feature = "internals")]
             fn missing(&self) -> Vec<&'static str> {
                 let mut out = Vec::new();
                 $(if self.$field.is_none() {
@@ -406,7 +404,6 @@ fn last_dl_error() -> String {
 
 /// The symbols of [`SYMBOLS`] the library at `path` lacks. It is loaded
 /// to look, but NVML is not initialised.
-#[cfg(feature = "internals")]
 pub fn missing_symbols(path: &Path) -> Result<Vec<&'static str>, String> {
     let handle = Handle::open(path)?;
     // SAFETY: the handle is live for as long as the table, which is only

@@ -77,7 +77,6 @@ mod xid;
 use super::{Source, SourceError};
 use base::quiet::Noted;
 use ffi::{Library, OpenError};
-#[cfg(feature = "internals")]
 pub use ffi::{SYMBOLS, missing_symbols};
 use model::dcgm::Dcgm;
 use model::dcgm::prof::GpmIds;
@@ -173,7 +172,6 @@ struct Session {
 
 impl Nvml {
     /// [`Nvml::open_with`] with the default options.
-    #[cfg(feature = "internals")]
     pub fn open(library: Option<&Path>) -> Result<Nvml, String> {
         Nvml::open_with(library, Options::default())
     }
@@ -182,7 +180,6 @@ impl Nvml {
     /// [`check_library`]. A library that exists but will not load or
     /// initialise is no configuration error: the source is returned and
     /// its collections fail, retrying, until it does.
-    #[cfg(feature = "internals")]
     pub fn open_with(library: Option<&Path>, options: Options) -> Result<Nvml, String> {
         Ok(Nvml::new(check_library(library)?, options))
     }
