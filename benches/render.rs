@@ -12,7 +12,7 @@
 
 use alerts::{Evaluator, defaults};
 use divan::Bencher;
-use gpu_exporter::internals::exposition::{Format, Scrape};
+use exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::watch::Memory;
 use gpu_exporter::internals::poller::source_models;
 use model::catalogue::{Extra, Kind};

@@ -13,7 +13,7 @@
 //! `cargo bench --bench scrape`. Absolute times drift between machines;
 //! read the ratios.
 
-use gpu_exporter::internals::exposition::{Format, Scrape};
+use exposition::{Format, Scrape};
 use gpu_exporter::internals::http::cache::{Cache, Families};
 use gpu_exporter_floor::Floor;
 use model::Collectors;

@@ -7,7 +7,7 @@
 //! runs exactly the code the fuzzer runs.
 
 use alerts::promql;
-use gpu_exporter::internals::exposition::{Format, Scrape};
+use exposition::{Format, Scrape};
 use gpu_exporter::internals::fill::engines::text as engine_text;
 use gpu_exporter::internals::fill::engines::watch::Memory;
 use gpu_exporter::internals::fill::kmsg::counter::XidCounter;

@@ -10,10 +10,6 @@ pub mod fill {
 pub mod pipeline {
     pub use crate::pipeline::*;
 }
-/// Exposition.
-pub mod exposition {
-    pub use crate::exposition::*;
-}
 /// The process's own stats.
 pub mod process {
     pub use crate::process::*;

@@ -17,14 +17,14 @@
 // Floor 0, below every module, are the crates `base` (helpers, the
 // logger), `wire` (the kubelet client's protocols), `webconfig` (the
 // web config file), `model` (the fleet model every other part reads),
-// `alerts` (the rules, their evaluator, the rules as PromQL) and
-// `sources` (NVML, nvidia-smi, the simulator, the fleet memory).
+// `alerts` (the rules, their evaluator, the rules as PromQL), `sources`
+// (NVML, nvidia-smi, the simulator, the fleet memory) and `exposition`
+// (the renders).
 #[cfg(test)]
 mod testkit;
 // Floor 1: flags in, a validated configuration out.
 pub mod config;
-// Floor 2: fillers, exposition, the process's own stats.
-mod exposition;
+// Floor 2: fillers, the process's own stats.
 mod fill;
 mod process;
 // Floor 3: the poller, and which source and fillers it reads.

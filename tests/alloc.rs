@@ -2,7 +2,7 @@
 //! counting global allocator proves it. It counts only on a thread inside
 //! [`count`], so parallel tests and the harness don't disturb it.
 
-use gpu_exporter::internals::exposition::{Format, Scrape};
+use exposition::{Format, Scrape};
 use model::Collectors;
 use model::Snapshot;
 use sources::sim::Scenario;

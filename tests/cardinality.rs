@@ -3,7 +3,7 @@
 //! instance over the fake NVML's MIG scenario. Opt-in collectors
 //! (`nvlink_link`) are outside it, as their help says.
 
-use gpu_exporter::internals::exposition::Scrape;
+use exposition::Scrape;
 use gpu_exporter::internals::poller::Poller;
 use model::Snapshot;
 use model::SourceKind;

@@ -3,7 +3,7 @@
 //! out of a scrape (`collect[]`, `exclude[]`, by the catalogue's family
 //! membership) render alike, so the two mappings agree.
 
-use gpu_exporter::internals::exposition::{Format, Scrape};
+use exposition::{Format, Scrape};
 use gpu_exporter::internals::poller::Poller;
 use model::{Collector, Collectors};
 use model::{Health, NvlinkLink, Snapshot};

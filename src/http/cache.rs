@@ -12,7 +12,7 @@
 
 use super::gzip::{Gzip, HEADER, stored, trailer};
 use super::reply::Shared;
-use crate::exposition::Format;
+use exposition::Format;
 use miniz_oxide::deflate::core::TDEFLFlush;
 use model::Collectors;
 use model::{Freshness, Snapshot};

@@ -16,8 +16,8 @@
 
 use super::server::{Key, Server, before};
 use super::tls::{Handshake, Read, Tls, TlsError};
-use crate::exposition::HandshakeError;
 use async_io::Async;
+use exposition::HandshakeError;
 use smol::io::AsyncWriteExt;
 use std::io::Read as _;
 use std::net::TcpStream;

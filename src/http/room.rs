@@ -3,8 +3,8 @@
 //! what happened there, logged at most once a minute.
 
 use crate::config::Limits;
-use crate::exposition::reason::Reason;
-use crate::exposition::{Evicted, Tally};
+use exposition::reason::Reason;
+use exposition::{Evicted, Tally};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;

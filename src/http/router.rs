@@ -5,9 +5,9 @@ use super::cache::{Cache, Families};
 use super::redact::without_paths;
 use super::reply::Shared;
 use super::{alerts_api, query, status};
-use crate::exposition::reason::AtomicTally;
-use crate::exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
 use crate::poller::Latest;
+use exposition::reason::AtomicTally;
+use exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
 use model::Bounds;
 use model::Collectors;
 use std::io::Write;
@@ -39,7 +39,7 @@ pub struct Counts {
     gzipped: AtomicU64,
     pages_refused: AtomicU64,
     /// The Alertmanager notifier's, where it runs.
-    pub alertmanager: Option<&'static crate::exposition::alertmanager_stats::Stats>,
+    pub alertmanager: Option<&'static exposition::alertmanager_stats::Stats>,
 }
 
 impl Counts {

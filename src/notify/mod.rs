@@ -14,7 +14,7 @@
 
 mod payload;
 
-pub use crate::exposition::alertmanager_stats::Stats;
+pub use exposition::alertmanager_stats::Stats;
 pub use payload::Context;
 
 use crate::config::alertmanager::{Alertmanager, Target};

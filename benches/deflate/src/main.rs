@@ -11,7 +11,7 @@
 //! figures and why.
 
 use gpu_exporter::config::{Collectors, SourceKind};
-use gpu_exporter::internals::exposition::{Format, Scrape};
+use exposition::{Format, Scrape};
 use gpu_exporter::internals::snapshot::Snapshot;
 use sources::Source;
 use sources::sim::{Scenario, Sim};

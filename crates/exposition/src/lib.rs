@@ -1,10 +1,12 @@
 //! Renders a snapshot as Prometheus text 0.0.4 or OpenMetrics 1.0.0 into a
 //! caller's buffer. Once the buffer has grown to fit, a render allocates
 //! nothing: numbers are spelled on the stack, labels escaped in place.
+// Functions stay short enough to read whole (clippy.toml: 80 lines of code).
+#![warn(clippy::too_many_lines)]
+#![forbid(unsafe_code)]
 
 pub mod alertmanager_stats;
 mod attribution;
-use model::catalogue;
 mod dcgm;
 mod engines;
 mod format;
@@ -24,6 +26,7 @@ use catalogue::{
     READINGS_REJECTED, SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
 };
 use line::Line;
+use model::catalogue;
 use model::readings;
 use model::{Collector, Collectors};
 use model::{Freshness, Gpu, Model, Snapshot};
@@ -78,7 +81,6 @@ pub struct Scrape<'a> {
 impl<'a> Scrape<'a> {
     /// Every collector of a fresh `snapshot`, as text 0.0.4, now, outside
     /// a server; the fields say otherwise.
-    #[cfg(any(test, feature = "internals"))]
     pub fn of(snapshot: &'a Snapshot) -> Scrape<'a> {
         Scrape {
             snapshot,
@@ -91,7 +93,6 @@ impl<'a> Scrape<'a> {
     }
 
     /// In `format`.
-    #[cfg(any(test, feature = "internals"))]
     pub fn format(self, format: Format) -> Scrape<'a> {
         Scrape { format, ..self }
     }
@@ -106,7 +107,6 @@ impl<'a> Scrape<'a> {
     }
 
     /// [`Scrape::render`] into a new String, for tests.
-    #[cfg(any(test, feature = "internals"))]
     pub fn text(&self) -> String {
         let mut out = Vec::new();
         self.render(&mut out);

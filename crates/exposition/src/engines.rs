@@ -156,7 +156,7 @@ fn by_reason(
 
 #[cfg(test)]
 mod tests {
-    use crate::exposition::Scrape;
+    use crate::Scrape;
     use model::SourceKind;
     use model::{Model, Objectives, Snapshot};
 
