@@ -361,8 +361,8 @@ fn metrics(
         return Response::ok(format.content_type());
     };
     let key = Families::new(s, scrape.fresh, format, only);
-    let families = |out: &mut Vec<u8>| scrape.render_families(out);
-    let own = |out: &mut Vec<u8>| scrape.render_own(out);
+    let families = |out: &mut Vec<u8>| scrape.render_shared(out);
+    let own = |out: &mut Vec<u8>| scrape.render_live(out);
     let (shared, gzipped) = match gzip {
         false => (cache.plain(key, body, families, own), false),
         true => (cache.scrape(key, body, families, own), true),
