@@ -19,6 +19,7 @@ use super::request::{Parsed, parse};
 use super::router::{self, Access, Context, Method, Response, Status};
 use super::server::{Key, Phase, Sent, Server, before};
 use super::unread;
+use crate::poller::Published;
 use async_io::Async;
 use smol::io::AsyncReadExt;
 use std::io::{Cursor, Read, Write};
@@ -68,7 +69,7 @@ impl Answer {
 }
 
 /// How to answer, beyond what the request says.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Default)]
 pub struct Policy<'a> {
     /// End the connection after the response, whatever the request asked.
     pub close: bool,
@@ -81,6 +82,9 @@ pub struct Policy<'a> {
     /// The responses in flight hold [`router::PAGE_BUDGET`]: no page is
     /// rendered.
     pub pages_full: bool,
+    /// What the request is answered from, as the server read it once for
+    /// the request; `None`: read from the context when a route needs it.
+    pub published: Option<&'a Published>,
 }
 
 /// The pure core of a connection: parses one request from `buf`, routes
@@ -139,7 +143,15 @@ pub fn respond(
                 ctx.http.page_refused();
                 router::over_budget(out)
             } else {
-                router::route(&req, ctx, compressor.as_deref_mut(), gzip, out)
+                let read;
+                let published = match policy.published {
+                    Some(p) => p,
+                    None => {
+                        read = ctx.latest.get();
+                        &*read
+                    }
+                };
+                router::route(&req, ctx, published, compressor.as_deref_mut(), gzip, out)
             };
             let coding = match resp.compressible && gzip {
                 true => Coding::Gzip,
@@ -383,13 +395,20 @@ fn policy<'a>(
         probes_only: probes,
         headers: guard::headers(loaded),
         pages_full: srv.held() >= router::PAGE_BUDGET,
+        published: None,
     }
 }
 
 /// The response to the request at the start of `head`, in a pooled
 /// buffer; `None` while the head is incomplete.
 fn respond_with(srv: &Server, policy: Policy, head: &[u8]) -> Option<(Vec<u8>, Answer)> {
-    srv.serving(srv.ctx.latest.get().snapshot.finished);
+    // One read of the shared cell per request: its lock is taken once.
+    let published = srv.ctx.latest.get();
+    srv.serving(published.snapshot.finished);
+    let policy = Policy {
+        published: Some(&published),
+        ..policy
+    };
     let mut out = srv.outbufs.take();
     let answered = {
         let mut c = srv.cache.borrow_mut();
