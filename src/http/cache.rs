@@ -120,8 +120,7 @@ impl Cache {
     /// Allocates nothing once both buffers have grown to the largest body.
     pub fn compress(&mut self, out: &mut Vec<u8>, from: usize) {
         let gzip = self.gzip.get_or_insert_with(|| Gzip::new(1));
-        self.spare.clear();
-        self.spare.resize(from, 0);
+        super::pool::room(&mut self.spare, from);
         gzip.member(&out[from..], &mut self.spare);
         std::mem::swap(out, &mut self.spare);
     }

@@ -33,3 +33,13 @@ impl Pool {
         }
     }
 }
+
+/// Makes `b` hold `n` bytes whose values do not matter (room that is
+/// written over): a reused buffer keeps its old bytes rather than zeroing
+/// them again on every response.
+pub fn room(b: &mut Vec<u8>, n: usize) {
+    match b.len() >= n {
+        true => b.truncate(n),
+        false => b.resize(n, 0),
+    }
+}
