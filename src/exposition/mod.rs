@@ -9,6 +9,7 @@ mod dcgm;
 mod engines;
 mod format;
 mod line;
+mod live;
 pub mod reason;
 mod writer;
 
@@ -22,23 +23,12 @@ use attribution::copies;
 use base::numbers::write_f64;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
-    COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED,
-    HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, HTTP_PAGES_REFUSED, MIG_INFO, PROCESS, READINGS_HIDDEN,
-    READINGS_REJECTED, SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
+    COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, MIG_INFO, PROCESS,
+    READINGS_HIDDEN, READINGS_REJECTED, SOURCE_INFO, Series, TTFT,
 };
 use line::Line;
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
-
-/// A counter family of one series per `reason`, with its count.
-fn by_reason<R: reason::Reason>(w: &mut Writer, family: &catalogue::Family, counts: &Tally<R>) {
-    w.head(family);
-    for (reason, n) in counts.each() {
-        w.name(family);
-        w.open_label("reason", reason.label());
-        w.value(n as f64);
-    }
-}
 
 /// The HTTP server's own counts at a scrape: they live on the HTTP
 /// thread, not in the snapshot.
@@ -292,24 +282,15 @@ impl Scrape<'_> {
             now,
             ..
         } = *self;
-        let mut w = writer(out, format, &mut []);
         let age = now
             .saturating_duration_since(snapshot.published)
             .as_secs_f64();
-        w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
-        if let Some(h) = http {
-            w.scalar(&HTTP_OPEN, h.open as f64);
-            by_reason(&mut w, &HTTP_EVICTED, &h.evicted);
-            w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
-            w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
-            w.scalar(&HTTP_PAGES_REFUSED, h.pages_refused as f64);
-            by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &h.tls_handshake_errors);
-            if let Some(a) = h.alertmanager {
-                alertmanager(&mut w, a);
-            }
+        live::render(out, format, (age * 1000.0).round() / 1000.0, http);
+        if let Some(a) = http.and_then(|h| h.alertmanager) {
+            alertmanager(&mut writer(out, format, &mut []), a);
         }
-        if w.om {
-            w.out.extend_from_slice(b"# EOF\n");
+        if format == Format::OpenMetrics {
+            out.extend_from_slice(b"# EOF\n");
         }
     }
 }
