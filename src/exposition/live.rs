@@ -89,9 +89,15 @@ impl Template {
     /// as it was, where they are not the template's.
     fn fill(&self, age: f64, http: Option<&HttpStats>, out: &mut Vec<u8>) -> bool {
         let (start, mut from, mut slots) = (out.len(), 0, self.slots.iter());
+        out.reserve(self.text.len() + self.slots.len() * F64_MAX_LEN);
         let mut same = true;
         each(age, http, &mut |(family, reason, v)| match slots.next() {
             Some(s) if same && std::ptr::eq(s.family, family) && s.reason == reason => {
+                // Most are 0 (nothing evicted, no handshake failed): the
+                // template's own 0 stays, copied with the text around it.
+                if v.to_bits() == 0 {
+                    return;
+                }
                 out.extend_from_slice(&self.text[from..s.at]);
                 let mut number = [0u8; F64_MAX_LEN];
                 let n = spell_f64(v, &mut number);

@@ -46,9 +46,11 @@ pub fn write_head(
     let mut digits = [0u8; 20];
     let body_len = base::numbers::digits((out.len() - HEAD_ROOM + shared) as u64, &mut digits);
     // Ours, less those the web config sets (`more[1]`): its win.
-    let ours = resp.headers.split_inclusive("\r\n").filter(|line| {
+    // Split at '\n' rather than "\r\n": the same lines, without a
+    // substring searcher set up for every response.
+    let ours = resp.headers.split_inclusive('\n').filter(|line| {
         let name = line.split(':').next().unwrap_or("");
-        !more[1].split("\r\n").any(|l| {
+        !more[1].split('\n').any(|l| {
             l.split(':')
                 .next()
                 .is_some_and(|n| n.eq_ignore_ascii_case(name))
