@@ -131,13 +131,13 @@ fn bench_gzip() {
             gz.scrape(
                 key(),
                 &mut out,
-                |o| Scrape::of(&shared).render_families(o),
+                |o| Scrape::of(&shared).render_shared(o),
                 |o| {
                     Scrape {
                         now,
                         ..Scrape::of(&shared)
                     }
-                    .render_own(o)
+                    .render_live(o)
                 },
             );
         });

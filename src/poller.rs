@@ -226,9 +226,10 @@ fn retain(gpus: &mut [model::Gpu], on: Collectors) {
 pub struct Poller {
     source: Box<dyn Source>,
     interval: Duration,
-    /// The last good fleet, served while collections fail; the HTTP side
-    /// withholds it once it is older than `--collect.max-stale`.
-    last_good: Option<Snapshot>,
+    /// The last good collection as published (shared with it, not a
+    /// copy), served while collections fail; the HTTP side withholds it
+    /// once it is older than `--collect.max-stale`.
+    last_good: Option<Arc<Snapshot>>,
     /// Failed collections, logged quietly.
     failing: Repeating,
     /// The collectors the flags turned on; the readings of the others are
@@ -351,6 +352,17 @@ impl Poller {
         s
     }
 
+    /// [`Poller::collect_at`], to publish: a good collection is kept,
+    /// shared, to serve while the next ones fail. Collecting costs no copy
+    /// of the fleet; a failed collection copies the last good one.
+    fn collect_shared(&mut self, at: f64) -> Arc<Snapshot> {
+        let s = Arc::new(self.collect_at(at));
+        if s.error.is_none() {
+            self.last_good = Some(s.clone());
+        }
+        s
+    }
+
     fn collect_gpus(&mut self, at: f64) -> Snapshot {
         let started = Instant::now();
         let result = self.source.collect(at);
@@ -387,7 +399,6 @@ impl Poller {
                     engines: Vec::new(),
                     objectives: Default::default(),
                 };
-                self.last_good = Some(s.clone());
                 if self.failing.recover() {
                     log::info!("collection recovered");
                 }
@@ -404,9 +415,12 @@ impl Poller {
                 // The last good readings, with their age; whether they are
                 // still served is the HTTP side's call (`Snapshot::freshness`).
                 let mut s = match &self.last_good {
-                    Some(good) => good.clone(),
+                    Some(good) => Snapshot::clone(good),
                     None => Snapshot::empty(self.source.kind()),
                 };
+                // As the source gave it: `collect_at` adds the engines'
+                // models again.
+                s.models.retain(|m| m.endpoint.is_none());
                 s.at = at;
                 s.finished = now;
                 s.collect_duration = collect_duration;
@@ -473,7 +487,7 @@ impl Poller {
             if let Some(r) = reloads.try_iter().last() {
                 self.reload(r, &latest, &work);
             }
-            let s = Arc::new(self.collect_at(unix_now()));
+            let s = self.collect_shared(unix_now());
             latest.set_snapshot(s.clone());
             match work.try_send(Work::Collected(s)) {
                 Ok(()) | Err(TrySendError::Full(_)) => {}
@@ -517,9 +531,55 @@ mod tests {
         let o = m.outcomes.unwrap();
         assert_eq!((o.answered, o.failed), (h.count(), 0.0));
     }
+    use model::Gpu;
     use model::SourceKind;
+    use sources::SourceError;
     use sources::sim::{Scenario, Sim};
+    use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
     use std::sync::mpsc;
+
+    /// One GPU, whose temperature is the collection's time, or an error
+    /// while `failing` is set.
+    struct Flaky(Arc<AtomicBool>);
+
+    impl Source for Flaky {
+        fn kind(&self) -> SourceKind {
+            SourceKind::Nvml
+        }
+        fn collect(&mut self, at: f64) -> Result<Vec<Gpu>, SourceError> {
+            if self.0.load(Relaxed) {
+                return Err(SourceError("driver gone".into()));
+            }
+            let mut g = Gpu::default();
+            g.readings.temperature_celsius = Some(at);
+            Ok(vec![g])
+        }
+    }
+
+    /// A good collection is published and kept as one allocation; while
+    /// collections fail, its readings are served with the failure's error.
+    #[test]
+    fn the_last_good_collection_is_shared_not_copied() {
+        let failing = Arc::new(AtomicBool::new(false));
+        let mut p = Poller::new(Box::new(Flaky(failing.clone())), Duration::from_secs(1));
+        let temperature = |s: &Snapshot| s.gpus[0].readings.temperature_celsius;
+        let good = p.collect_shared(10.0);
+        assert!(Arc::ptr_eq(p.last_good.as_ref().unwrap(), &good));
+        failing.store(true, Relaxed);
+        let failed = p.collect_shared(11.0);
+        assert_eq!(failed.error.as_deref(), Some("driver gone"));
+        assert_eq!((temperature(&failed), failed.at), (Some(10.0), 11.0));
+        assert!(Arc::ptr_eq(p.last_good.as_ref().unwrap(), &good));
+        failing.store(false, Relaxed);
+        let again = p.collect_shared(12.0);
+        assert_eq!(
+            (temperature(&again), again.error.as_deref()),
+            (Some(12.0), None)
+        );
+        assert!(Arc::ptr_eq(p.last_good.as_ref().unwrap(), &again));
+        drop(again);
+        assert_eq!(Arc::strong_count(p.last_good.as_ref().unwrap()), 1);
+    }
 
     /// Readiness waits for the replay at start: it is marked before the
     /// first collection is published, not when the evaluator gets to it

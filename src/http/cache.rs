@@ -1,14 +1,22 @@
-//! The snapshot's families, rendered once per snapshot and shared by every
-//! scrape of it: in plain text per format, and deflated for gzip. A
-//! scrape sends the shared bytes as they are kept ([`Shared`], between
-//! its head and the rest) and renders only the exporter's own families,
-//! so values computed at render time are never stale.
+//! What every scrape of one snapshot writes alike (its families and the
+//! exporter's own that depend on it alone: [`Scrape::render_shared`]),
+//! rendered once per snapshot, freshness, format and set of collectors
+//! and shared by every scrape of it: in plain text per format, and
+//! deflated for gzip. A scrape sends the shared bytes as they are kept
+//! ([`Shared`], between its head and the rest) and renders only what
+//! changes between its scrapes ([`Scrape::render_live`]: the snapshot's
+//! age, the HTTP server's counts), so values computed at scrape time are
+//! never stale.
 //!
-//! A gzipped scrape is one gzip member in two parts: the families,
-//! deflated once and sync-flushed, then the own families (about 5 KB),
-//! in stored blocks: deflating them on every scrape cost eight times the
-//! rest of a gzipped scrape, for 4 KB on the wire. The CRC-32s combine. Any gzip reader reads it, not only those
-//! that take several members as Go's does.
+//! A gzipped scrape is one gzip member in two parts: the shared part,
+//! deflated once and sync-flushed, then the live part (about 2.5 KB), in
+//! stored blocks: deflating it on every scrape would cost more than the
+//! rest of a gzipped scrape, for 1.7 KB on the wire. The CRC-32 of the
+//! whole goes on from the shared part's. Any gzip reader reads it, not
+//! only those that take several members as Go's does.
+//!
+//! [`Scrape::render_shared`]: exposition::Scrape::render_shared
+//! [`Scrape::render_live`]: exposition::Scrape::render_live
 
 use super::gzip::{Gzip, HEADER, stored, trailer};
 use super::reply::Shared;
@@ -112,16 +120,15 @@ impl Cache {
     /// Allocates nothing once both buffers have grown to the largest body.
     pub fn compress(&mut self, out: &mut Vec<u8>, from: usize) {
         let gzip = self.gzip.get_or_insert_with(|| Gzip::new(1));
-        self.spare.clear();
-        self.spare.resize(from, 0);
+        super::pool::room(&mut self.spare, from);
         gzip.member(&out[from..], &mut self.spare);
         std::mem::swap(out, &mut self.spare);
     }
 
-    /// A plain scrape: the snapshot's families, which `families` renders
-    /// only when `key` changed for its format (once per snapshot, or when
-    /// `hidden` flips), to send first; `own`, rendered now, appended to
-    /// `out` to send after them. Allocates nothing after warm-up while no
+    /// A plain scrape: the shared part, which `families` renders only
+    /// when `key` changed for its format (once per snapshot, or when the
+    /// freshness changes), to send first; `own`, rendered now, appended to
+    /// `out` to send after it. Allocates nothing after warm-up while no
     /// slow client holds the last snapshot's render.
     pub fn plain(
         &mut self,
@@ -136,9 +143,9 @@ impl Cache {
         shared
     }
 
-    /// A gzipped scrape: gzip's header and the deflate of the snapshot's
-    /// families (which `families` renders only when `key` changed: once
-    /// per snapshot), to send first; `own`, rendered now, in stored
+    /// A gzipped scrape: gzip's header and the deflate of the shared part
+    /// (which `families` renders only when `key` changed: once per
+    /// snapshot), to send first; `own`, rendered now, in stored
     /// blocks, and gzip's trailer, appended to `out` to send after them.
     pub fn scrape(
         &mut self,
@@ -168,10 +175,10 @@ impl Cache {
         spare.clear();
         own(spare);
         stored(spare, out);
+        // The shared part's CRC state, carried on over the rest: no
+        // combine (thousands of instructions) per scrape.
         let mut whole = crc.clone();
-        let mut tail = crc32fast::Hasher::new();
-        tail.update(spare);
-        whole.combine(&tail);
+        whole.update(spare);
         trailer(out, whole, *len + spare.len());
         shared
     }

@@ -14,14 +14,16 @@ use super::cache::Cache;
 
 use super::guard::{self, Gate};
 use super::gzip::{Coding, negotiate};
+use super::head::{Connection, HEAD_ROOM, write_head};
 use super::reply::{Reply, Shared};
 use super::request::{Parsed, parse};
 use super::router::{self, Access, Context, Method, Response, Status};
 use super::server::{Key, Phase, Sent, Server, before};
 use super::unread;
+use crate::poller::Published;
 use async_io::Async;
 use smol::io::AsyncReadExt;
-use std::io::{Cursor, Read, Write};
+use std::io::Read;
 use std::net::{IpAddr, TcpStream};
 use std::ops::Range;
 use std::rc::Rc;
@@ -29,15 +31,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use super::request::MAX_HEAD;
-/// Room for the response head: the longest status line and the server's
-/// own headers take under 512 bytes, the web config's at most
-/// [`MAX_CONFIGURED`].
-const HEAD_ROOM: usize = 512 + MAX_CONFIGURED;
-/// The most bytes of header lines a web config may add to a response.
-const MAX_CONFIGURED: usize = 1024;
-#[cfg(feature = "tls")]
-const _: () = assert!(webconfig::MAX_HEADER_BYTES <= MAX_CONFIGURED);
-
 /// A response built in the output buffer.
 #[derive(Debug)]
 pub struct Answer {
@@ -68,7 +61,7 @@ impl Answer {
 }
 
 /// How to answer, beyond what the request says.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Default)]
 pub struct Policy<'a> {
     /// End the connection after the response, whatever the request asked.
     pub close: bool,
@@ -81,6 +74,9 @@ pub struct Policy<'a> {
     /// The responses in flight hold [`router::PAGE_BUDGET`]: no page is
     /// rendered.
     pub pages_full: bool,
+    /// What the request is answered from, as the server read it once for
+    /// the request; `None`: read from the context when a route needs it.
+    pub published: Option<&'a Arc<Published>>,
 }
 
 /// The pure core of a connection: parses one request from `buf`, routes
@@ -101,8 +97,7 @@ pub fn respond(
     out: &mut Vec<u8>,
 ) -> Option<Answer> {
     let parsed = parse(buf);
-    out.clear();
-    out.resize(HEAD_ROOM, 0);
+    super::pool::room(out, HEAD_ROOM);
     let (resp, d) = match parsed {
         Parsed::Partial => return None,
         Parsed::Reject(status) => {
@@ -139,7 +134,9 @@ pub fn respond(
                 ctx.http.page_refused();
                 router::over_budget(out)
             } else {
-                router::route(&req, ctx, compressor.as_deref_mut(), gzip, out)
+                let published = policy.published.cloned();
+                let published = published.unwrap_or_else(|| ctx.latest.get());
+                router::route(&req, ctx, &published, compressor.as_deref_mut(), gzip, out)
             };
             let coding = match resp.compressible && gzip {
                 true => Coding::Gzip,
@@ -194,27 +191,6 @@ impl Decided {
             range: start..end,
             gzipped: self.coding == Coding::Gzip,
             shared,
-        }
-    }
-}
-
-/// Whether the connection stays open after the response, as its
-/// `Connection` header says.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Connection {
-    Close,
-    /// HTTP/1.1: open unless said otherwise, so nothing to say.
-    KeepAlive,
-    /// HTTP/1.0 asked for keep-alive: it is said back.
-    KeepAliveHttp10,
-}
-
-impl Connection {
-    fn header(self) -> &'static str {
-        match self {
-            Connection::Close => "Connection: close\r\n",
-            Connection::KeepAliveHttp10 => "Connection: keep-alive\r\n",
-            Connection::KeepAlive => "",
         }
     }
 }
@@ -383,13 +359,20 @@ fn policy<'a>(
         probes_only: probes,
         headers: guard::headers(loaded),
         pages_full: srv.held() >= router::PAGE_BUDGET,
+        published: None,
     }
 }
 
 /// The response to the request at the start of `head`, in a pooled
 /// buffer; `None` while the head is incomplete.
 fn respond_with(srv: &Server, policy: Policy, head: &[u8]) -> Option<(Vec<u8>, Answer)> {
-    srv.serving(srv.ctx.latest.get().snapshot.finished);
+    // One read of the shared cell per request: its lock is taken once.
+    let published = srv.ctx.latest.get();
+    srv.serving(published.snapshot.finished);
+    let policy = Policy {
+        published: Some(&published),
+        ..policy
+    };
     let mut out = srv.outbufs.take();
     let answered = {
         let mut c = srv.cache.borrow_mut();
@@ -534,7 +517,7 @@ fn close(srv: &Server, key: Key, stream: &Async<TcpStream>, wire: &mut Wire) {
         }
         tls.close(&mut out);
         // The socket's buffer is empty between requests: one write fits.
-        let _ = stream.get_ref().write(&out);
+        let _ = std::io::Write::write(&mut stream.get_ref(), &out);
         srv.outbufs.put(out);
     }
     let _ = (srv, key, stream, wire);
@@ -550,44 +533,4 @@ fn drain(stream: &Async<TcpStream>) {
             break;
         }
     }
-}
-
-/// Writes the status line and headers just before the body and returns
-/// where the response starts.
-fn write_head(
-    out: &mut [u8],
-    resp: &Response,
-    shared: usize,
-    connection: Connection,
-    more: [&str; 2],
-) -> usize {
-    let body_len = out.len() - HEAD_ROOM + shared;
-    let mut head = [0u8; HEAD_ROOM];
-    let mut c = Cursor::new(&mut head[..]);
-    let connection = connection.header();
-    // Fits: the longest status, content type and headers of our own are
-    // under 512 bytes, and the configured ones at most MAX_CONFIGURED.
-    let _ = write!(
-        c,
-        "HTTP/1.1 {}\r\nContent-Type: {}\r\nContent-Length: {body_len}\r\n",
-        resp.status.line(),
-        resp.content_type,
-    );
-    // Ours, less those the web config sets (`more[1]`): its win.
-    for line in resp.headers.split_inclusive("\r\n") {
-        let name = line.split(':').next().unwrap_or("");
-        let set = more[1].split("\r\n").any(|l| {
-            l.split(':')
-                .next()
-                .is_some_and(|n| n.eq_ignore_ascii_case(name))
-        });
-        if !set {
-            let _ = c.write_all(line.as_bytes());
-        }
-    }
-    let _ = write!(c, "{}{}{connection}\r\n", more[0], more[1]);
-    let len = c.position() as usize;
-    let start = HEAD_ROOM - len;
-    out[start..HEAD_ROOM].copy_from_slice(&head[..len]);
-    start
 }

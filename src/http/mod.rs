@@ -10,6 +10,7 @@ pub mod guard;
 pub mod gzip;
 #[cfg(feature = "tls")]
 pub mod handshake;
+pub mod head;
 pub mod pool;
 pub mod query;
 pub mod redact;

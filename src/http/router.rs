@@ -5,7 +5,7 @@ use super::cache::{Cache, Families};
 use super::redact::without_paths;
 use super::reply::Shared;
 use super::{alerts_api, query, status};
-use crate::poller::Latest;
+use crate::poller::{Latest, Published};
 use exposition::reason::AtomicTally;
 use exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
 use model::Bounds;
@@ -239,13 +239,14 @@ pub fn is_probe(path: &str) -> bool {
     matches!(path, "/healthz" | "/readyz" | "/health")
 }
 
-/// Writes the body for `req` after what `body` holds and says how to head
-/// it. With `cache`, a scrape's families come from the snapshot's render
-/// (or deflate) kept in it; with `gzip` too (the client asked for it), a
-/// scrape comes gzipped.
+/// Writes the body for `req`, answered from `published`, after what
+/// `body` holds and says how to head it. With `cache`, a scrape's shared
+/// part comes from the render (or deflate) kept in it; with `gzip` too
+/// (the client asked for it), a scrape comes gzipped.
 pub fn route(
     req: &Request,
     ctx: &Context,
+    published: &Published,
     cache: Option<&mut Cache>,
     gzip: bool,
     body: &mut Vec<u8>,
@@ -280,10 +281,9 @@ pub fn route(
         };
     }
     match route {
-        Route::Metrics => metrics(req, ctx, cache, gzip, body),
+        Route::Metrics => metrics(req, ctx, published, cache, gzip, body),
         Route::Alerts => {
-            let published = ctx.latest.get();
-            alerts_api::write_json(&published, &ctx.runbook_base, body);
+            alerts_api::write_json(published, &ctx.runbook_base, body);
             Response::ok("application/json")
         }
         // Plain text, which a browser shows, where Markdown's type makes
@@ -305,11 +305,10 @@ pub fn route(
             body.extend_from_slice(b"OK");
             Response::text(Status::Ok)
         }
-        Route::Readyz => readyz(ctx, body),
+        Route::Readyz => readyz(ctx, published, body),
         Route::Landing => {
-            let published = ctx.latest.get();
             status::render(
-                &published,
+                published,
                 &ctx.telemetry_path,
                 &ctx.runbook_base,
                 ctx.bounds,
@@ -331,6 +330,7 @@ pub fn route(
 fn metrics(
     req: &Request,
     ctx: &Context,
+    published: &Published,
     cache: Option<&mut Cache>,
     gzip: bool,
     body: &mut Vec<u8>,
@@ -342,7 +342,6 @@ fn metrics(
             return Response::text(Status::BadRequest);
         }
     };
-    let published = ctx.latest.get();
     let format = Format::for_scrape(req.accept, published.snapshot.collectors.and(only));
     let http = ctx.http.get();
     let now = Instant::now();
@@ -361,8 +360,8 @@ fn metrics(
         return Response::ok(format.content_type());
     };
     let key = Families::new(s, scrape.fresh, format, only);
-    let families = |out: &mut Vec<u8>| scrape.render_families(out);
-    let own = |out: &mut Vec<u8>| scrape.render_own(out);
+    let families = |out: &mut Vec<u8>| scrape.render_shared(out);
+    let own = |out: &mut Vec<u8>| scrape.render_live(out);
     let (shared, gzipped) = match gzip {
         false => (cache.plain(key, body, families, own), false),
         true => (cache.scrape(key, body, families, own), true),
@@ -376,8 +375,7 @@ fn metrics(
 
 /// `/readyz`: ready once the first collection is in, the alert history
 /// replayed, and collections neither failing nor stalled.
-fn readyz(ctx: &Context, body: &mut Vec<u8>) -> Response {
-    let published = ctx.latest.get();
+fn readyz(ctx: &Context, published: &Published, body: &mut Vec<u8>) -> Response {
     let s = &published.snapshot;
     let now = Instant::now();
     let status = match (&s.error, published.replay) {

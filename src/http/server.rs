@@ -118,8 +118,8 @@ pub const HANDSHAKES: usize = 4;
 /// needs more, and most never do.
 const INBUF: usize = 1024;
 
-/// A new response buffer's size: a scrape's head and the exporter's own
-/// families fit (about 6.5 KB), so it need not grow by doubling.
+/// A new response buffer's size: a scrape's head and what it writes for
+/// itself fit (about 3 KB), so it need not grow by doubling.
 const OUTBUF: usize = 8 * 1024;
 
 /// The oldest evictable connections looked at to make room; one with a
@@ -194,10 +194,10 @@ impl Server {
             crowded: Cell::new(false),
             room: Room::default(),
             next_id: Cell::new(0),
-            inbufs: Pool::new(|| vec![0; INBUF]),
-            outbufs: Pool::new(|| Vec::with_capacity(OUTBUF)),
+            inbufs: Pool::new(|| vec![0; INBUF], super::request::MAX_HEAD),
+            outbufs: Pool::new(|| Vec::with_capacity(OUTBUF), super::pool::KEEP),
             #[cfg(feature = "tls")]
-            tlsbufs: Pool::new(Vec::new),
+            tlsbufs: Pool::new(Vec::new, super::pool::KEEP),
             log: RefCell::new(CapLog::default()),
             guard,
             cache: RefCell::default(),

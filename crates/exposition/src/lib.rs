@@ -11,6 +11,7 @@ mod dcgm;
 mod engines;
 mod format;
 mod line;
+mod live;
 pub mod reason;
 mod writer;
 
@@ -21,9 +22,8 @@ use attribution::copies;
 use base::numbers::write_f64;
 use catalogue::{
     BUILD_INFO, COLLECT_DURATION, COLLECT_STALLED, COLLECT_SUCCESS, COLLECTOR_DURATION,
-    COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, HTTP_ACCEPT_PAUSED,
-    HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, HTTP_PAGES_REFUSED, MIG_INFO, PROCESS, READINGS_HIDDEN,
-    READINGS_REJECTED, SNAPSHOT_AGE, SOURCE_INFO, Series, TLS_HANDSHAKE_ERRORS, TTFT,
+    COLLECTOR_SUCCESS, Extra, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, MIG_INFO, PROCESS,
+    READINGS_HIDDEN, READINGS_REJECTED, SOURCE_INFO, Series, TTFT,
 };
 use line::Line;
 use model::catalogue;
@@ -32,16 +32,6 @@ use model::{Collector, Collectors};
 use model::{Freshness, Gpu, Model, Snapshot};
 use std::time::Instant;
 use writer::{CACHED_TARGETS, Target, Writer, each_target};
-
-/// A counter family of one series per `reason`, with its count.
-fn by_reason<R: reason::Reason>(w: &mut Writer, family: &catalogue::Family, counts: &Tally<R>) {
-    w.head(family);
-    for (reason, n) in counts.each() {
-        w.name(family);
-        w.open_label("reason", reason.label());
-        w.value(n as f64);
-    }
-}
 
 /// The HTTP server's own counts at a scrape: they live on the HTTP
 /// thread, not in the snapshot.
@@ -102,6 +92,16 @@ impl<'a> Scrape<'a> {
     /// which are always written; while `fresh` says the readings are
     /// withheld, only they are.
     pub fn render(&self, out: &mut Vec<u8>) {
+        self.render_shared(out);
+        self.render_live(out);
+    }
+
+    /// What every scrape of one snapshot, freshness, format and set of
+    /// collectors writes alike, so that a server renders it once and
+    /// shares it: the snapshot's families, then the exporter's own that
+    /// depend on the snapshot and its freshness alone.
+    /// [`Scrape::render_live`] writes the rest.
+    pub fn render_shared(&self, out: &mut Vec<u8>) {
         self.render_families(out);
         self.render_own(out);
     }
@@ -206,17 +206,16 @@ impl Scrape<'_> {
         }
     }
 
-    /// The rest of [`Scrape::render`]: the exporter's own families, whose
-    /// values (snapshot age, the stall signal, the HTTP counters) are computed
-    /// as the scrape is served, then OpenMetrics' `# EOF`.
-    pub fn render_own(&self, out: &mut Vec<u8>) {
+    /// The exporter's own families that depend on the snapshot and its
+    /// freshness alone: what it is, how the collection went, what the
+    /// kubelet client and the process counted at it.
+    fn render_own(&self, out: &mut Vec<u8>) {
         let Scrape {
             snapshot,
             fresh,
-            http,
             format,
             only,
-            now,
+            ..
         } = *self;
         let mut w = writer(out, format, &mut []);
         let on = snapshot.collectors.and(only);
@@ -244,10 +243,6 @@ impl Scrape<'_> {
         w.scalar(&READINGS_HIDDEN, flag(fresh.hidden));
         rejected(&mut w, &snapshot.rejected);
         reads_late(&mut w, gpus);
-        let age = now
-            .saturating_duration_since(snapshot.published)
-            .as_secs_f64();
-        w.scalar(&SNAPSHOT_AGE, (age * 1000.0).round() / 1000.0);
         let timed = |c: Collector| snapshot.timings.seconds[c as usize];
         if on.iter().any(|c| timed(c).is_some()) {
             w.head(&COLLECTOR_DURATION);
@@ -269,24 +264,33 @@ impl Scrape<'_> {
             }
         }
         attribution::own(&mut w, snapshot);
-        if let Some(h) = http {
-            w.scalar(&HTTP_OPEN, h.open as f64);
-            by_reason(&mut w, &HTTP_EVICTED, &h.evicted);
-            w.scalar(&HTTP_ACCEPT_PAUSED, h.accept_paused_seconds);
-            w.scalar(&HTTP_GZIPPED, h.gzipped as f64);
-            w.scalar(&HTTP_PAGES_REFUSED, h.pages_refused as f64);
-            by_reason(&mut w, &TLS_HANDSHAKE_ERRORS, &h.tls_handshake_errors);
-            if let Some(a) = h.alertmanager {
-                alertmanager(&mut w, a);
-            }
-        }
         for (fam, read) in &PROCESS {
             if let Some(v) = read(&snapshot.process) {
                 w.scalar(fam, v);
             }
         }
-        if w.om {
-            w.out.extend_from_slice(b"# EOF\n");
+    }
+
+    /// The rest of [`Scrape::render`], written for each scrape: what
+    /// changes between scrapes of one snapshot (its age, the HTTP server's
+    /// counts, the Alertmanager notifier's), then OpenMetrics' `# EOF`.
+    pub fn render_live(&self, out: &mut Vec<u8>) {
+        let Scrape {
+            snapshot,
+            http,
+            format,
+            now,
+            ..
+        } = *self;
+        let age = now
+            .saturating_duration_since(snapshot.published)
+            .as_secs_f64();
+        live::render(out, format, (age * 1000.0).round() / 1000.0, http);
+        if let Some(a) = http.and_then(|h| h.alertmanager) {
+            alertmanager(&mut writer(out, format, &mut []), a);
+        }
+        if format == Format::OpenMetrics {
+            out.extend_from_slice(b"# EOF\n");
         }
     }
 }
@@ -485,4 +489,69 @@ fn family_series(
         })
     });
     line.flush(w.out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use model::SourceKind;
+    use std::time::Duration;
+
+    /// The families a `# TYPE` line opens in `text`, in order.
+    fn families(text: &str) -> Vec<String> {
+        let types = text.lines().filter_map(|l| l.strip_prefix("# TYPE "));
+        types.map(|t| t.split(' ').next().unwrap().into()).collect()
+    }
+
+    fn written(f: impl FnOnce(&mut Vec<u8>)) -> String {
+        let mut out = Vec::new();
+        f(&mut out);
+        String::from_utf8(out).expect("renders are UTF-8")
+    }
+
+    /// What a server renders once per snapshot and shares depends on
+    /// nothing that changes between scrapes of it; what it writes per
+    /// scrape is only what does.
+    #[test]
+    fn the_shared_part_holds_nothing_that_changes_between_scrapes() {
+        let mut s = Snapshot::empty(SourceKind::Sim);
+        s.error = None;
+        s.process.resident_memory_bytes = Some(4e6);
+        s.process.cpu_seconds_total = Some(1.5);
+        let quiet = HttpStats::default();
+        let mut busy = HttpStats {
+            open: 3,
+            gzipped: 7,
+            pages_refused: 1,
+            accept_paused_seconds: 0.5,
+            ..quiet
+        };
+        busy.evicted.add(Evicted::Idle, 2);
+        busy.tls_handshake_errors.add(HandshakeError::Failed, 1);
+        for format in [Format::Text, Format::OpenMetrics] {
+            let at = |later: u64, http| Scrape {
+                now: s.published + Duration::from_secs(later),
+                http: Some(http),
+                ..Scrape::of(&s).format(format)
+            };
+            let (a, b) = (at(0, &quiet), at(5, &busy));
+            let shared = written(|o| a.render_shared(o));
+            assert_eq!(shared, written(|o| b.render_shared(o)), "{format:?}");
+            let live = written(|o| a.render_live(o));
+            let later = written(|o| b.render_live(o));
+            assert_ne!(live, later);
+            // A whole scrape is the two parts, each family in one of them.
+            assert_eq!(written(|o| b.render(o)), format!("{shared}{later}"));
+            let (kept, each) = (families(&shared), families(&later));
+            assert!(kept.iter().any(|f| f.starts_with("process_")), "{kept:?}");
+            assert!(kept.iter().all(|f| !each.contains(f)), "{kept:?} {each:?}");
+            for f in &each {
+                let live = f.starts_with("gpu_exporter_http_")
+                    || f.starts_with("gpu_exporter_tls_")
+                    || f == "gpu_exporter_snapshot_age_seconds";
+                assert!(live, "{f} is written per scrape");
+            }
+            assert_eq!(later.ends_with("# EOF\n"), format == Format::OpenMetrics);
+        }
+    }
 }
