@@ -112,7 +112,7 @@ fn request(i: usize) -> String {
 /// job, a DRA device and the kubelet's state, every GPU series once per
 /// pod.
 fn attributed() -> Context {
-    use gpu_exporter::config::Collector::Processes;
+    use model::Collector::Processes;
     use model::Collectors;
     use model::{DraDevice, Kubelet};
     let t0 = 1.8e9;

@@ -7,6 +7,7 @@ mod unix_signals;
 
 use crate::config::{self, Config, ConfigError};
 use crate::fill::engines::Watch;
+use crate::fill::engines::client::Peer;
 use crate::fill::engines::watch::Retune;
 use crate::http::{self, Server};
 use crate::judge::{self, Judge};
@@ -58,6 +59,7 @@ pub fn run(config: Config) -> Result<u8, Error> {
         tls: web.as_ref().is_some_and(|(_, l)| l.tls.is_some()),
         ..config
     };
+    config::alertmanager::check(&config.alertmanager).map_err(ConfigError)?;
     let engines = load::engines(&config)?;
     let rules = load::rules(&config, &engines)?;
     let config = reading_rules(config, &rules);
@@ -162,6 +164,7 @@ fn notify_plan(config: &Config, listeners: &[TcpListener]) -> Result<Option<noti
         ),
     };
     Ok(Some(notify::Plan {
+        peers: peers(options)?,
         options: options.clone(),
         authorization,
         tick: config.interval,
@@ -169,6 +172,25 @@ fn notify_plan(config: &Config, listeners: &[TcpListener]) -> Result<Option<noti
         instance,
         runbook_base,
     }))
+}
+
+/// Each Alertmanager's TLS peer, `None` for http://, the CA file read now:
+/// a bad one is one line naming it.
+fn peers(options: &config::alertmanager::Alertmanager) -> Result<Vec<Option<Peer>>, ConfigError> {
+    #[cfg(feature = "alertmanager-tls")]
+    if let Some(ca) = &options.ca_file {
+        let flag = "--alertmanager.ca-file";
+        let config = webconfig::client_config::client_config(flag, ca)
+            .map_err(|e| ConfigError(e.to_string()))?;
+        let peer = |t: &config::alertmanager::Target| {
+            let peer = Peer::new(config.clone(), t.host());
+            peer.map_err(|e| ConfigError(format!("--alertmanager.url {:?}: {e}", t.url)))
+        };
+        return (options.targets.iter())
+            .map(|t| t.tls.then(|| peer(t)).transpose())
+            .collect();
+    }
+    Ok(options.targets.iter().map(|_| None).collect())
 }
 
 /// The notifier's threads and the counts the metrics show.

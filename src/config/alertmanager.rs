@@ -34,6 +34,18 @@ pub struct Target {
     pub authority: String,
     /// `<prefix>/api/v2/alerts`.
     pub path: String,
+    /// `https://`: over TLS, the certificate checked against
+    /// `--alertmanager.ca-file` and the host.
+    pub tls: bool,
+}
+
+impl Target {
+    /// The host its certificate must name: the authority less its port
+    /// (and an IPv6 address's brackets).
+    pub fn host(&self) -> &str {
+        let host = self.authority.rsplit_once(':').map_or("", |(h, _)| h);
+        host.trim_start_matches('[').trim_end_matches(']')
+    }
 }
 
 /// The `--alertmanager.*` flags.
@@ -55,6 +67,9 @@ pub struct Alertmanager {
     /// `--alertmanager.bearer-token-file` or `--alertmanager.basic-auth-file`,
     /// read at start.
     pub auth: Option<Auth>,
+    /// `--alertmanager.ca-file`: the CA certificates an https://
+    /// Alertmanager's certificate must chain to, read at start.
+    pub ca_file: Option<PathBuf>,
 }
 
 impl Default for Alertmanager {
@@ -67,6 +82,7 @@ impl Default for Alertmanager {
             instance: None,
             capacity: 1000,
             auth: None,
+            ca_file: None,
         }
     }
 }
@@ -129,17 +145,19 @@ fn base64(s: &str) -> String {
     out
 }
 
-/// `--alertmanager.url`: `http://HOST:PORT[/prefix]`.
+/// `--alertmanager.url`: `http[s]://HOST:PORT[/prefix]`.
 pub fn target(v: &str) -> Result<Target, String> {
-    if v.starts_with("https://") {
+    let https = v.strip_prefix("https://");
+    if https.is_some() && !cfg!(feature = "alertmanager-tls") {
         return Err(format!(
-            "{v:?}: https:// is not supported; reach Alertmanager over http:// on loopback or the node's network, or through a local TLS proxy"
+            "{v:?}: https:// needs a build with the alertmanager-tls feature; reach Alertmanager over http:// on loopback or the node's network, or through a local TLS proxy"
         ));
     }
     // No path: the root, not the engines' /metrics.
-    let rooted = match v.strip_prefix("http://") {
-        Some(rest) if !rest.contains('/') => format!("{v}/"),
-        _ => v.to_string(),
+    let rooted = match https.or(v.strip_prefix("http://")) {
+        Some(rest) if !rest.contains('/') => format!("http://{rest}/"),
+        Some(rest) => format!("http://{rest}"),
+        None => v.to_string(),
     };
     let e = endpoint(None, &rooted)?;
     if e.path.contains('?') {
@@ -149,7 +167,24 @@ pub fn target(v: &str) -> Result<Target, String> {
         url: v.to_string(),
         authority: e.authority,
         path: format!("{}/api/v2/alerts", e.path.trim_end_matches('/')),
+        tls: https.is_some(),
     })
+}
+
+/// The flags together: an https:// Alertmanager needs the CA file, and
+/// the CA file an https:// Alertmanager.
+pub fn check(a: &Alertmanager) -> Result<(), String> {
+    let https = a.targets.iter().find(|t| t.tls);
+    match (https, &a.ca_file) {
+        (Some(t), None) => Err(format!(
+            "--alertmanager.url {:?}: https:// needs --alertmanager.ca-file, the CA certificates its certificate is signed by",
+            t.url
+        )),
+        (None, Some(_)) => Err(
+            "--alertmanager.ca-file is for an https:// --alertmanager.url; none is given".into(),
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// `--alertmanager.label NAME=VALUE`.
@@ -199,9 +234,31 @@ mod tests {
             ("127.0.0.1:9093", "/api/v2/alerts")
         );
         let t = target("http://am:9093/am/").unwrap();
-        assert_eq!(t.path, "/am/api/v2/alerts");
+        assert_eq!((t.path.as_str(), t.tls), ("/am/api/v2/alerts", false));
+        // https:// where TLS is built in, its host the name to verify.
+        for (url, host, path) in [
+            ("https://am.example:9093", "am.example", "/api/v2/alerts"),
+            (
+                "https://127.0.0.1:9093/am",
+                "127.0.0.1",
+                "/am/api/v2/alerts",
+            ),
+            ("https://[::1]:9093/", "::1", "/api/v2/alerts"),
+        ] {
+            match target(url) {
+                Ok(t) if cfg!(feature = "alertmanager-tls") => {
+                    assert_eq!((t.host(), t.path.as_str(), t.tls), (host, path, true));
+                    assert_eq!(t.url, url);
+                }
+                Err(e) if !cfg!(feature = "alertmanager-tls") => {
+                    assert!(e.contains("alertmanager-tls feature"), "{e}")
+                }
+                other => panic!("{url}: {other:?}"),
+            }
+        }
         for bad in [
-            "https://am:9093",
+            "https://am",
+            "https://u:p@am:9093",
             "am:9093",
             "http://am",
             "http://u:p@am:9093",
@@ -231,5 +288,26 @@ mod tests {
             "QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
         );
         assert!(instance("a b").is_err());
+    }
+
+    /// An https:// URL and the CA file come together.
+    #[test]
+    fn https_and_the_ca_file_come_together() {
+        let plain = target("http://am:9093").unwrap();
+        let https = Target {
+            tls: true,
+            ..plain.clone()
+        };
+        let with = |targets: Vec<Target>, ca: Option<&str>| Alertmanager {
+            targets,
+            ca_file: ca.map(PathBuf::from),
+            ..Alertmanager::default()
+        };
+        assert!(check(&with(vec![plain.clone()], None)).is_ok());
+        assert!(check(&with(vec![plain.clone(), https.clone()], Some("ca.pem"))).is_ok());
+        let e = check(&with(vec![plain.clone(), https], None)).unwrap_err();
+        assert!(e.contains("needs --alertmanager.ca-file"), "{e}");
+        let e = check(&with(vec![plain], Some("ca.pem"))).unwrap_err();
+        assert!(e.contains("none is given"), "{e}");
     }
 }

@@ -9,8 +9,9 @@
 //! one with `endsAt` at the resolve time, resent for [`RESOLVED_RETENTION`].
 //! `am-send` posts the queue (bounded, the oldest dropped and counted) to
 //! every Alertmanager, each post within one deadline through the engine
-//! reader's HTTP/1.1 client. A stop sends what is queued within its budget
-//! and never resolves an alert that still fires.
+//! reader's HTTP/1.1 client, over TLS to an https:// one. A stop sends
+//! what is queued within its budget and never resolves an alert that still
+//! fires.
 
 mod payload;
 
@@ -62,6 +63,8 @@ pub struct Plan {
     pub options: Alertmanager,
     /// `Authorization` header line, from the bearer token file.
     pub authorization: Option<String>,
+    /// Each target's TLS peer, in their order: `None` for http://.
+    pub peers: Vec<Option<client::Peer>>,
     /// The evaluation interval (`--collect.interval`).
     pub tick: Duration,
     pub job: String,
@@ -276,9 +279,12 @@ fn send_all(plan: &Plan, shared: &Shared) {
 fn post(plan: &Plan, stats: &Stats, batch: &[String], deadline: Instant, up: &mut [Option<bool>]) {
     let body = format!("[{}]", batch.join(","));
     let targets = &plan.options.targets;
-    let results: Vec<Result<Duration, client::Failure>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (targets.iter())
-            .map(|t| s.spawn(|| one(t, plan.authorization.as_deref(), &body, deadline)))
+    let results: Vec<Result<Duration, client::PostFailure>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (targets.iter().zip(&plan.peers))
+            .map(|(t, tls)| {
+                let (auth, body) = (plan.authorization.as_deref(), &body);
+                s.spawn(move || one(t, tls.as_ref(), auth, body, deadline))
+            })
             .collect();
         (handles.into_iter())
             .map(|h| h.join().unwrap_or_else(|_| Err(panicked())))
@@ -289,7 +295,7 @@ fn post(plan: &Plan, stats: &Stats, batch: &[String], deadline: Instant, up: &mu
         let now_up = r.is_ok();
         match &r {
             Ok(took) => stats.sent(i, *took),
-            Err((why, _)) => stats.failed(i, *why),
+            Err((why, _)) => stats.failed(i, why.label()),
         }
         if up[i] != Some(now_up) {
             match r {
@@ -301,17 +307,19 @@ fn post(plan: &Plan, stats: &Stats, batch: &[String], deadline: Instant, up: &mu
     }
 }
 
-fn panicked() -> client::Failure {
-    (model::EngineError::Parse, "the post panicked".into())
+fn panicked() -> client::PostFailure {
+    let parse = model::EngineError::Parse;
+    (parse.into(), "the post panicked".into())
 }
 
 /// One post, within `deadline`: how long it took.
 fn one(
     t: &Target,
+    tls: Option<&client::Peer>,
     authorization: Option<&str>,
     body: &str,
     deadline: Instant,
-) -> Result<Duration, client::Failure> {
+) -> Result<Duration, client::PostFailure> {
     let started = Instant::now();
     let request = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: gpu-exporter/{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n{body}",
@@ -321,7 +329,7 @@ fn one(
         body.len(),
         authorization.unwrap_or("")
     );
-    client::send(&t.authority, request.as_bytes(), deadline)?;
+    client::send(&t.authority, tls, request.as_bytes(), deadline)?;
     Ok(started.elapsed())
 }
 

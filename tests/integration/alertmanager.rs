@@ -37,6 +37,11 @@ pub struct Alertmanager {
 
 impl Alertmanager {
     pub fn start(config: &Path) -> Alertmanager {
+        Alertmanager::start_with(config, &[])
+    }
+
+    /// With more flags (`--web.config.file` for TLS).
+    pub fn start_with(config: &Path, args: &[String]) -> Alertmanager {
         let dir = TempDir::new("alertmanager");
         // Free now; a race for it shows as Alertmanager exiting, reported
         // on the first query.
@@ -47,6 +52,7 @@ impl Alertmanager {
             .arg(format!("--storage.path={}", dir.0.join("data").display()))
             .arg(format!("--web.listen-address={addr}"))
             .arg("--cluster.listen-address=")
+            .args(args)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()

@@ -70,7 +70,7 @@ fn muted_by(body: &str) -> BTreeMap<(String, String), String> {
 }
 
 /// SIGTERM: exit 0 within the second docs/flags.md promises.
-fn stops_within_a_second(e: &mut Exporter) {
+pub(crate) fn stops_within_a_second(e: &mut Exporter) {
     e.signal("TERM");
     let stopped = Instant::now();
     let status = e.wait_exit(Duration::from_secs(1));
@@ -408,43 +408,9 @@ fn dead_slow_and_failing_alertmanagers_touch_no_collection_or_scrape() {
         format!("http://{}", slow.0),
         format!("http://{}", failing.0),
     ];
-    let mut args = vec![
-        "--alertmanager.resend-interval",
-        "1s",
-        "--alertmanager.timeout",
-        "1s",
-        "--alertmanager.queue-capacity",
-        "4",
-        "--collect.interval",
-        "500ms",
-    ];
-    for u in &urls {
-        args.extend(["--alertmanager.url", u.as_str()]);
-    }
-    let mut e = Exporter::start(&args);
-    let mut worst = Duration::ZERO;
-    let started = Instant::now();
-    let mut metrics = String::new();
-    // Six seconds of scrapes, each timed, each snapshot young.
-    while started.elapsed() < Duration::from_secs(6) {
-        let t = Instant::now();
-        metrics = e.metrics(None).body;
-        worst = worst.max(t.elapsed());
-        let age = value(&metrics, "gpu_exporter_snapshot_age_seconds").unwrap();
-        assert!(age < 2.0, "a collection waited: age {age}");
-        assert_eq!(value(&metrics, "gpu_exporter_collect_success"), Some(1.0));
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert!(
-        worst < Duration::from_millis(900),
-        "a scrape took {worst:?}"
-    );
-    let failed = |u: &str, reason: &str| {
-        let series = format!(
-            "gpu_exporter_alertmanager_notifications_failed_total{{url=\"{u}\",reason=\"{reason}\"}}"
-        );
-        value(&metrics, &series).unwrap_or(0.0)
-    };
+    let mut e = sending_fast(&urls, &["--alertmanager.queue-capacity", "4"]);
+    let metrics = scrapes_unaffected(&e);
+    let failed = |u: &str, reason: &str| failed(&metrics, u, reason);
     assert!(failed(&urls[0], "connect") >= 1.0, "{metrics}");
     assert!(failed(&urls[1], "timeout") >= 1.0, "{metrics}");
     assert!(failed(&urls[2], "status") >= 1.0, "{metrics}");
@@ -465,6 +431,54 @@ fn dead_slow_and_failing_alertmanagers_touch_no_collection_or_scrape() {
     assert_eq!(downs, 1, "{}", e.log());
     // A post held by the slow one does not hold a stop past the second.
     stops_within_a_second(&mut e);
+}
+
+/// The exporter sending to each of `urls`, resending and timing out
+/// after 1s, collecting every 500ms, with `more` flags.
+pub(crate) fn sending_fast(urls: &[String], more: &[&str]) -> Exporter {
+    let mut args = vec![
+        "--alertmanager.resend-interval",
+        "1s",
+        "--alertmanager.timeout",
+        "1s",
+        "--collect.interval",
+        "500ms",
+    ];
+    args.extend(more);
+    for u in urls {
+        args.extend(["--alertmanager.url", u.as_str()]);
+    }
+    Exporter::start(&args)
+}
+
+/// Six seconds of scrapes of `e` (collecting every 500ms), each timed,
+/// each snapshot young: the last scrape's metrics.
+pub(crate) fn scrapes_unaffected(e: &Exporter) -> String {
+    let mut worst = Duration::ZERO;
+    let started = Instant::now();
+    let mut metrics = String::new();
+    while started.elapsed() < Duration::from_secs(6) {
+        let t = Instant::now();
+        metrics = e.metrics(None).body;
+        worst = worst.max(t.elapsed());
+        let age = value(&metrics, "gpu_exporter_snapshot_age_seconds").unwrap();
+        assert!(age < 2.0, "a collection waited: age {age}");
+        assert_eq!(value(&metrics, "gpu_exporter_collect_success"), Some(1.0));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        worst < Duration::from_millis(900),
+        "a scrape took {worst:?}"
+    );
+    metrics
+}
+
+/// Posts to `url` that failed for `reason`, as `metrics` counts them.
+pub(crate) fn failed(metrics: &str, url: &str, reason: &str) -> f64 {
+    let series = format!(
+        "gpu_exporter_alertmanager_notifications_failed_total{{url=\"{url}\",reason=\"{reason}\"}}"
+    );
+    value(metrics, &series).unwrap_or(0.0)
 }
 
 /// The exporter and a real Prometheus (the printed rules, `for` shortened
@@ -541,10 +555,17 @@ fn the_exporter_and_prometheus_sending_both_show_each_alert_once() {
 fn bad_alertmanager_flags_exit_2() {
     use crate::cli::bad;
     let url = "--alertmanager.url";
-    bad(
-        &[url, "https://127.0.0.1:9093"],
-        "https:// is not supported",
-    );
+    // Without the alertmanager-tls feature https:// is refused outright;
+    // with it, it needs the CA file (alertmanager_tls.rs).
+    let https = match cfg!(feature = "alertmanager-tls") {
+        true => "needs --alertmanager.ca-file",
+        false => "needs a build with the alertmanager-tls feature",
+    };
+    bad(&[url, "https://127.0.0.1:9093"], https);
+    if !cfg!(feature = "alertmanager-tls") {
+        let ca = ["--alertmanager.ca-file", "/etc/ssl/ca.pem"];
+        bad(&ca, "built without the alertmanager-tls feature");
+    }
     bad(&[url, "127.0.0.1:9093"], url);
     bad(&[url, "http://u:p@127.0.0.1:9093"], url);
     bad(&[url, "http://a:1", url, "http://a:1"], "given twice");

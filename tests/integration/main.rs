@@ -4,6 +4,8 @@
 mod abuse;
 mod alertmanager;
 mod alertmanager_own;
+#[cfg(feature = "alertmanager-tls")]
+mod alertmanager_tls;
 mod arm64;
 mod cli;
 mod collectors;

@@ -26,7 +26,7 @@ const TLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: serv
 
 /// `user: hash` lines for `basic_auth_users`, made by `htpasswd -B`
 /// (cost 5: fast tests; the cost is the hash's own).
-fn users(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn users(pairs: &[(&str, &str)]) -> String {
     let mut out = String::from("basic_auth_users:\n");
     for (user, password) in pairs {
         let o = Command::new("htpasswd")

@@ -2,17 +2,13 @@
 //! metrics: atomics, one set per
 //! Alertmanager, made once at start and kept for the process's life.
 
-use model::EngineError;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-/// The reasons a post fails, as `reason` labels.
-pub const REASONS: [EngineError; 4] = [
-    EngineError::Connect,
-    EngineError::Timeout,
-    EngineError::Status,
-    EngineError::Parse,
-];
+/// The reasons a post fails, as `reason` labels: the engine reader's
+/// client's (any other counts as `parse`), and `tls` for an https://
+/// Alertmanager's handshake or records.
+pub const REASONS: [&str; 5] = ["connect", "timeout", "status", "parse", "tls"];
 
 pub struct Stats {
     urls: Vec<Url>,
@@ -61,7 +57,7 @@ impl Stats {
         (self.urls[i].latency_nanos).store(took.as_nanos() as u64, Relaxed);
     }
 
-    pub fn failed(&self, i: usize, why: EngineError) {
+    pub fn failed(&self, i: usize, why: &str) {
         let k = REASONS.iter().position(|r| *r == why).unwrap_or(3);
         self.urls[i].failed[k].fetch_add(1, Relaxed);
     }

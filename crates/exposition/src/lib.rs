@@ -312,7 +312,7 @@ fn alertmanager(w: &mut Writer, stats: &alertmanager_stats::Stats) {
         for (k, reason) in alertmanager_stats::REASONS.iter().enumerate() {
             w.name(&ALERTMANAGER_FAILED);
             w.open_label("url", u.url);
-            w.label("reason", reason.label());
+            w.label("reason", reason);
             w.value(u.failed[k] as f64);
         }
     }

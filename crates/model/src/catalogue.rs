@@ -150,7 +150,7 @@ pub static ALERTMANAGER_SENT: Family = family(
 pub static ALERTMANAGER_FAILED: Family = family(
     "gpu_exporter_alertmanager_notifications_failed",
     Counter,
-    "Posts to an Alertmanager that failed, by url and reason: connect, timeout (within --alertmanager.timeout), status (an answer other than 200, a redirect included) or parse.",
+    "Posts to an Alertmanager that failed, by url and reason: connect, timeout (within --alertmanager.timeout), status (an answer other than 200, a redirect included), parse, or tls (an https:// Alertmanager's certificate not trusted or not naming its host, a peer that speaks no TLS).",
 );
 pub static ALERTMANAGER_DROPPED: Family = family(
     "gpu_exporter_alertmanager_dropped",

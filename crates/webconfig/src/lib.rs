@@ -8,7 +8,8 @@
 //! - `bcrypt.rs`: bcrypt verification; `auth.rs`: basic auth, off the HTTP
 //!   thread and rate-bounded;
 //! - `server_config.rs`: the rustls server configuration, and its crypto
-//!   provider;
+//!   provider; `client_config.rs`: the client's, for an https://
+//!   Alertmanager (`--alertmanager.ca-file`);
 //! - here: the loaded file with what it turns on, and [`Watch`], which
 //!   re-reads it when it or a file it names changes.
 // Functions stay short enough to read whole (clippy.toml: 80 lines of code).
@@ -16,6 +17,7 @@
 
 pub mod auth;
 pub mod bcrypt;
+pub mod client_config;
 mod file;
 pub mod server_config;
 mod yaml;

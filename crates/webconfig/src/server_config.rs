@@ -128,16 +128,7 @@ fn client_verifier(
         &format!("{K}.client_ca"),
         &format!("{K}.client_ca_file"),
     )?;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in CertificateDer::pem_slice_iter(&ca_pem) {
-        let c = c.map_err(|e| err(&ca_key, format!("bad PEM: {e}")))?;
-        roots
-            .add(c)
-            .map_err(|e| err(&ca_key, format!("unusable CA certificate: {e}")))?;
-    }
-    if roots.is_empty() {
-        return Err(err(&ca_key, "no CERTIFICATE block found"));
-    }
+    let roots = roots(&ca_pem, &ca_key)?;
     let mut vb = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
     if t.client_auth == ClientAuth::VerifyIfGiven {
         vb = vb.allow_unauthenticated();
@@ -154,10 +145,25 @@ fn client_verifier(
     Ok(verifier)
 }
 
+/// The CA certificates of `pem` (read for `key`), at least one.
+pub(crate) fn roots(pem: &[u8], key: &str) -> Result<rustls::RootCertStore, Error> {
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(pem) {
+        let c = c.map_err(|e| err(key, format!("bad PEM: {e}")))?;
+        roots
+            .add(c)
+            .map_err(|e| err(key, format!("unusable CA certificate: {e}")))?;
+    }
+    if roots.is_empty() {
+        return Err(err(key, "no CERTIFICATE block found"));
+    }
+    Ok(roots)
+}
+
 /// The time certificates are checked against: the system's clock. (rustls'
 /// own needs its `std` feature, which costs the binary more than this.)
 #[derive(Debug)]
-struct SystemClock;
+pub(crate) struct SystemClock;
 
 impl rustls::time_provider::TimeProvider for SystemClock {
     fn current_time(&self) -> Option<UnixTime> {

@@ -12,7 +12,7 @@ pub(super) const FLAGS: &[Flag] = &[
         "--alertmanager.url",
         "URL",
         "",
-        "an Alertmanager to send the exporter's own firing and resolved alerts to (POST /api/v2/alerts), http://HOST:PORT[/prefix]; repeat for each of a cluster (at most 8): each gets every alert. Off by default (see docs/alertmanager.md)",
+        "an Alertmanager to send the exporter's own firing and resolved alerts to (POST /api/v2/alerts), http://HOST:PORT[/prefix], or https:// with --alertmanager.ca-file where the alertmanager-tls feature is built; repeat for each of a cluster (at most 8): each gets every alert. Off by default (see docs/alertmanager.md)",
         |c, v| {
             let t = alertmanager::target(v)?;
             let all = &mut c.alertmanager.targets;
@@ -97,6 +97,22 @@ pub(super) const FLAGS: &[Flag] = &[
         "",
         "a file of one line, USER:PASSWORD, sent as basic auth to every Alertmanager, read at start; not with a bearer token",
         |c, v| auth(c, Auth::Basic(v.into())),
+    ),
+    set(
+        "--alertmanager.ca-file",
+        "FILE",
+        "",
+        "PEM CA certificates an https:// Alertmanager's certificate must be signed by, read at start (the URL's host, a name or an IP address, must be in it); with an https:// --alertmanager.url only. Refused (exit code 2) by a build without the alertmanager-tls feature",
+        |c, v| {
+            if !cfg!(feature = "alertmanager-tls") {
+                return Err(
+                    "this build has no TLS client (built without the alertmanager-tls feature)"
+                        .into(),
+                );
+            }
+            c.alertmanager.ca_file = Some(v.into());
+            Ok(())
+        },
     ),
 ];
 

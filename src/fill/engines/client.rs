@@ -1,12 +1,15 @@
 //! One read of an engine's metrics: HTTP/1.1 GET over a blocking socket,
 //! every step within one deadline, the body streamed into the text reader
 //! and never held, no redirect followed. The Alertmanager notifier posts
-//! through the same exchange ([`send`]).
+//! through the same exchange ([`send`]), over TLS to an https:// one
+//! (`https.rs`, with the `alertmanager-tls` feature) under the same deadline.
 
 use super::text::{Parsed, Reader, Wanted};
+use super::transport::{Conn, left, lift};
+pub use super::transport::{Failure, PostFailure, Transport};
 use crate::config::engines::Endpoint;
 use model::EngineError;
-use std::io::{ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
@@ -25,8 +28,13 @@ pub fn share(endpoints: usize) -> u64 {
 /// The most head bytes.
 const MAX_HEAD: usize = 16 * 1024;
 
-/// Why a read failed, and the line that says so.
-pub type Failure = (EngineError, String);
+/// An https:// peer: the TLS client configuration and the name its
+/// certificate must hold.
+#[cfg(feature = "alertmanager-tls")]
+pub use super::https::Peer;
+/// No TLS in this build: no peer is ever made.
+#[cfg(not(feature = "alertmanager-tls"))]
+pub enum Peer {}
 
 /// Reads `ep` once, keeping what `wanted` asks for, within `timeout`, of
 /// at most `cap` body bytes (its [`share`]).
@@ -42,8 +50,9 @@ pub fn fetch(
         ep.authority,
         env!("CARGO_PKG_VERSION")
     );
+    let conn = open(&ep.authority, Instant::now() + timeout)?;
     let (mut conn, framing, buf, start, filled) =
-        exchange(&ep.authority, request.as_bytes(), Instant::now() + timeout)?;
+        exchange::<EngineError, _>(conn, request.as_bytes())?;
     if let Framing::Length(n) = framing
         && n > cap
     {
@@ -59,7 +68,7 @@ pub fn fetch(
     body.feed(&buf[start..filled], &mut reader)?;
     let mut buf = buf;
     while !body.done() {
-        let n = conn.read(&mut buf, "the body")?;
+        let n = Transport::<EngineError>::read(&mut conn, &mut buf, "the body")?;
         if n == 0 {
             return match body.framing {
                 Framing::Close => Ok(reader.finish()),
@@ -72,31 +81,42 @@ pub fn fetch(
 }
 
 /// A whole answer's head.
-type Answered = (Conn, Framing, Vec<u8>, usize, usize);
+type Answered<T> = (T, Framing, Vec<u8>, usize, usize);
 
 /// Sends `request` (a whole HTTP/1.1 request, `Connection: close`) to
-/// `authority` and reads the answer's head, connect, write and read all
-/// within `deadline`: the connection, the body's framing, and the buffer
-/// with the body's first bytes from `start` to `filled`. Anything but a
-/// 200 is a [`EngineError::Status`] failure; no redirect is followed. The
-/// engine reader's GET and the Alertmanager notifier's POST.
-pub fn send(authority: &str, request: &[u8], deadline: Instant) -> Result<(), Failure> {
-    exchange(authority, request, deadline).map(drop)
+/// `authority`, over TLS to `tls`'s name where given, and reads the
+/// answer's head, connect, handshake, write and read all within
+/// `deadline`. Anything but a 200 is a [`EngineError::Status`] failure;
+/// no redirect is followed. The Alertmanager notifier's POST.
+pub fn send(
+    authority: &str,
+    tls: Option<&Peer>,
+    request: &[u8],
+    deadline: Instant,
+) -> Result<(), PostFailure> {
+    let conn = open(authority, deadline).map_err(lift)?;
+    match tls {
+        None => exchange(conn, request).map(drop),
+        #[cfg(feature = "alertmanager-tls")]
+        Some(peer) => exchange(peer.handshake(conn)?, request).map(drop),
+        #[cfg(not(feature = "alertmanager-tls"))]
+        Some(peer) => match *peer {},
+    }
 }
 
-fn exchange(authority: &str, request: &[u8], deadline: Instant) -> Result<Answered, Failure> {
-    let mut conn = Conn {
-        stream: connect(authority, deadline)?,
-        deadline,
-    };
-    conn.stream
-        .set_write_timeout(Some(left(deadline)?))
-        .and_then(|()| conn.stream.write_all(request))
-        .map_err(|e| io_failure(e, "sending the request"))?;
+/// Writes `request` on `conn` and reads the answer's head: the
+/// connection, the body's framing, and the buffer with the body's first
+/// bytes from `start` to `filled`. The engine reader's GET and the
+/// notifier's POST.
+fn exchange<R: From<EngineError>, T: Transport<R>>(
+    mut conn: T,
+    request: &[u8],
+) -> Result<Answered<T>, (R, String)> {
+    conn.write_all(request)?;
     let mut buf = vec![0; MAX_HEAD];
     let mut filled = 0;
     let (framing, start) = loop {
-        match head(&buf[..filled])? {
+        match head(&buf[..filled]).map_err(lift)? {
             Some(Head::Final(framing, start)) => break (framing, start),
             // What came after an interim head is read as a head again.
             Some(Head::Interim(n)) => {
@@ -104,12 +124,12 @@ fn exchange(authority: &str, request: &[u8], deadline: Instant) -> Result<Answer
                 filled -= n;
                 continue;
             }
-            None if filled == MAX_HEAD => return Err(parse("a head over 16 KiB")),
+            None if filled == MAX_HEAD => return Err(lift(parse("a head over 16 KiB"))),
             None => {}
         }
         let n = conn.read(&mut buf[filled..], "the head")?;
         if n == 0 {
-            return Err(parse("closed before a whole head"));
+            return Err(lift(parse("closed before a whole head")));
         }
         filled += n;
     };
@@ -118,22 +138,6 @@ fn exchange(authority: &str, request: &[u8], deadline: Instant) -> Result<Answer
 
 fn parse(why: &str) -> Failure {
     (EngineError::Parse, why.to_string())
-}
-
-fn left(deadline: Instant) -> Result<Duration, Failure> {
-    match deadline.checked_duration_since(Instant::now()) {
-        Some(d) if !d.is_zero() => Ok(d),
-        _ => Err((EngineError::Timeout, "out of time".into())),
-    }
-}
-
-fn io_failure(e: std::io::Error, doing: &str) -> Failure {
-    match e.kind() {
-        ErrorKind::WouldBlock | ErrorKind::TimedOut => {
-            (EngineError::Timeout, format!("timed out {doing}"))
-        }
-        _ => (EngineError::Parse, format!("{doing}: {e}")),
-    }
 }
 
 fn connect(authority: &str, deadline: Instant) -> Result<TcpStream, Failure> {
@@ -151,6 +155,12 @@ fn connect(authority: &str, deadline: Instant) -> Result<TcpStream, Failure> {
         }
     }
     Err(last)
+}
+
+/// Connects to `authority` within `deadline`.
+fn open(authority: &str, deadline: Instant) -> Result<Conn, Failure> {
+    let stream = connect(authority, deadline)?;
+    Ok(Conn { stream, deadline })
 }
 
 type Resolver = dyn Fn(&str) -> std::io::Result<Vec<std::net::SocketAddr>> + Sync;
@@ -179,26 +189,6 @@ fn resolve(
         Ok(Ok(addrs)) => Ok(addrs),
         Ok(Err(e)) => Err((EngineError::Connect, format!("{authority}: {e}"))),
         Err(_) => Err((EngineError::Timeout, format!("resolving {authority}"))),
-    }
-}
-
-struct Conn {
-    stream: TcpStream,
-    deadline: Instant,
-}
-
-impl Conn {
-    /// One read, within what is left of the deadline.
-    fn read(&mut self, buf: &mut [u8], what: &str) -> Result<usize, Failure> {
-        self.stream
-            .set_read_timeout(Some(left(self.deadline)?))
-            .map_err(|e| io_failure(e, "reading"))?;
-        loop {
-            match self.stream.read(buf) {
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                r => return r.map_err(|e| io_failure(e, &format!("reading {what}"))),
-            }
-        }
     }
 }
 
@@ -406,6 +396,7 @@ mod tests {
     use super::*;
     use crate::config::engines::parse_endpoint;
     use crate::fill::engines::profile::wanted;
+    use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::thread;
 

@@ -2,11 +2,16 @@
 //! Triton): their own `/metrics`, read for the serving SLO. The reader's
 //! thread (`watch.rs`) reads each endpoint with the client (`client.rs`),
 //! keeps the families its engine's profile names (`profile.rs`) with the
-//! bounded text reader (`text.rs`), and publishes each model's TTFT.
+//! bounded text reader (`text.rs`), and publishes each model's TTFT. The
+//! client also posts the Alertmanager notifier's alerts, over TLS
+//! (`https.rs`) to an https:// one, over the transport of `transport.rs`.
 
 pub mod client;
+#[cfg(feature = "alertmanager-tls")]
+mod https;
 pub mod profile;
 pub mod text;
+pub mod transport;
 pub mod watch;
 
 pub use watch::Watch;
