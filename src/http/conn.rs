@@ -71,9 +71,10 @@ pub struct Policy<'a> {
     pub probes_only: bool,
     /// Header lines the web config adds to every response.
     pub headers: &'a str,
-    /// The responses in flight hold [`router::PAGE_BUDGET`]: no page is
-    /// rendered.
-    pub pages_full: bool,
+    /// Where the bytes of the responses in flight are counted: while they
+    /// hold [`router::PAGE_BUDGET`], no page is rendered. Counted only for
+    /// a page, so a scrape costs the same however many connections are open.
+    pub server: Option<&'a Server>,
     /// What the request is answered from, as the server read it once for
     /// the request; `None`: read from the context when a route needs it.
     pub published: Option<&'a Arc<Published>>,
@@ -130,7 +131,11 @@ pub fn respond(
                     b"404 page not found: this listener serves /healthz and /readyz\n",
                 );
                 Response::text(Status::NotFound)
-            } else if policy.pages_full && router::is_page(req.path) {
+            } else if router::is_page(req.path)
+                && policy
+                    .server
+                    .is_some_and(|s| s.held() >= router::PAGE_BUDGET)
+            {
                 ctx.http.page_refused();
                 router::over_budget(out)
             } else {
@@ -348,7 +353,7 @@ async fn handshake(
 
 /// What the server, the guard and the listener decide about a request.
 fn policy<'a>(
-    srv: &Server,
+    srv: &'a Server,
     loaded: Option<&'a Arc<guard::Loaded>>,
     access: Access,
     probes: bool,
@@ -358,7 +363,7 @@ fn policy<'a>(
         access,
         probes_only: probes,
         headers: guard::headers(loaded),
-        pages_full: srv.held() >= router::PAGE_BUDGET,
+        server: Some(srv),
         published: None,
     }
 }

@@ -137,25 +137,28 @@ fn peak_memory_stays_under_5_mib_and_flat_under_load() {
     let rss_first = e.status_kib("VmRSS");
     load(&e, 80_000);
     let rss_before_last = e.status_kib("VmRSS");
-    load(&e, 10_000);
+    load(&e, 30_000);
     let rss_last = e.status_kib("VmRSS");
     let hwm = e.status_kib("VmHWM");
     println!(
-        "100,000 scrapes over 64 connections in {:?}: VmHWM {hwm} KiB, VmRSS {rss_first} KiB after the first 10,000, {rss_last} KiB after the last",
+        "120,000 scrapes over 64 connections in {:?}: VmHWM {hwm} KiB, VmRSS {rss_first} KiB after the first 10,000, {rss_before_last} KiB before the last 30,000, {rss_last} KiB after them",
         started.elapsed()
     );
     // 4 MiB until the shipped build took the toolchain's std as it ships
     // (its larger text and libgcc_s: about 450 KiB more mapped).
     assert!(hwm * 1024 <= 5 * MIB, "VmHWM {hwm} KiB");
     // Flat: a leak of anything per scrape would show in megabytes over
-    // 100,000 scrapes of 50 KB. What remains is the allocator settling over
-    // its first seconds (under 150 KiB, then level: benches/README.md).
+    // 120,000 scrapes of 50 KB; the smallest allocation leaked per scrape
+    // (16 bytes) is 480 KiB over the last 30,000. What remains is the
+    // allocator and the response pool settling: a new peak of responses in
+    // flight keeps one more pooled buffer (once 80 KiB over 10,000 scrapes
+    // late in a run; under 150 KiB in all, then level: benches/README.md).
     assert!(
         rss_last <= rss_first + 256,
         "RSS grew from {rss_first} to {rss_last} KiB"
     );
     assert!(
-        rss_last <= rss_before_last + 64,
+        rss_last <= rss_before_last + 128,
         "RSS grew from {rss_before_last} to {rss_last} KiB"
     );
 }
