@@ -5,7 +5,10 @@
 //!   of it where it names one;
 //! - the README stays a front door: at most 400 lines;
 //! - the README and the pages of docs/ name no commit (history is
-//!   CHANGELOG.md's).
+//!   CHANGELOG.md's);
+//! - every source path they name in a code span (`src/http/conn.rs`,
+//!   `crates/model/`) is in the repository, so a move that forgets a
+//!   page fails here.
 
 use std::path::{Path, PathBuf};
 
@@ -239,4 +242,51 @@ fn the_commit_reader_finds_commits_and_nothing_else() {
     assert!(commits("0 to 1.125899906842624e15 bytes").is_empty());
     assert!(commits("GPU-0b42632a-bc5c-f731-724b-6936a19c4b24").is_empty());
     assert!(commits("deadbeef 1234567 abcdefg Ed25519").is_empty());
+}
+
+/// The repository paths `text` names in code spans: those under the
+/// folders of code (`src/`, `crates/`, `tests/`, `benches/`, `tools/`,
+/// `deploy/`, `fake-nvml/`), without a trailing `:line`.
+fn source_paths(text: &str) -> Vec<String> {
+    const FOLDERS: [&str; 7] = [
+        "src/",
+        "crates/",
+        "tests/",
+        "benches/",
+        "tools/",
+        "deploy/",
+        "fake-nvml/",
+    ];
+    let spans = text.split('`').skip(1).step_by(2);
+    let paths = spans.filter(|s| {
+        FOLDERS.iter().any(|f| s.starts_with(f))
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c))
+    });
+    paths.map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn every_source_path_the_docs_name_exists() {
+    let mut missing = Vec::new();
+    for page in pages()
+        .into_iter()
+        .chain([root().join("benches/README.md")])
+    {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for path in source_paths(&text) {
+            if !root().join(&path).exists() {
+                let shown = page.strip_prefix(root()).unwrap().display();
+                missing.push(format!("{shown}: `{path}`"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "no such file:\n{}", missing.join("\n"));
+}
+
+#[test]
+fn the_path_reader_finds_source_paths_in_code_spans() {
+    let text = "see `src/http/conn.rs` and `crates/model/`, not `GET /metrics` \
+                or `src/a b`, nor [a link](src/lib.rs)";
+    assert_eq!(source_paths(text), ["src/http/conn.rs", "crates/model/"]);
 }
