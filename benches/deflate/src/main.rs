@@ -10,9 +10,8 @@
 //! docs/maintainers.md (Dependencies) and benches/README.md have the
 //! figures and why.
 
-use gpu_exporter::config::{Collectors, SourceKind};
 use exposition::{Format, Scrape};
-use gpu_exporter::internals::snapshot::Snapshot;
+use model::{Collectors, Snapshot, SourceKind};
 use sources::Source;
 use sources::sim::{Scenario, Sim};
 use std::hint::black_box;
