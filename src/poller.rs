@@ -3,7 +3,6 @@
 //! ever read what was last published; the poller never evaluates, so a
 //! hung source stops collections and nothing else.
 
-use crate::config::engines::Engine;
 use crate::fill::engines::watch::{Memory, models_of};
 use crate::fill::engines::{Watch, profile, text};
 use crate::process;
@@ -11,6 +10,7 @@ use alerts::eval::FINE_LIMIT;
 use alerts::{Alert, Rule};
 use base::quiet::{Repeating, Verdict};
 use base::time::unix_now;
+use model::Engine;
 use model::dcgm::Dcgm;
 use model::{Collector, Collectors};
 use model::{

@@ -6,7 +6,7 @@ use super::MAX_NAME;
 use super::values::timeout;
 use base::json::{self, Value};
 use base::time::parse_duration;
-pub use model::Engine;
+use model::Engine;
 use std::path::PathBuf;
 use std::time::Duration;
 
