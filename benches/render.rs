@@ -13,7 +13,7 @@
 use alerts::{Evaluator, defaults};
 use divan::Bencher;
 use exposition::{Format, Scrape};
-use gpu_exporter::internals::fill::engines::watch::Memory;
+use fill::engines::watch::Memory;
 use gpu_exporter::internals::poller::source_models;
 use model::catalogue::{Extra, Kind};
 use model::readings::GPU_READINGS;

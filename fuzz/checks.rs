@@ -8,12 +8,12 @@
 
 use alerts::promql;
 use exposition::{Format, Scrape};
-use gpu_exporter::internals::fill::engines::text as engine_text;
-use gpu_exporter::internals::fill::engines::watch::Memory;
-use gpu_exporter::internals::fill::kmsg::counter::XidCounter;
-use gpu_exporter::internals::fill::kmsg::line as kmsg;
-use gpu_exporter::internals::fill::workload;
-use gpu_exporter::internals::fill::{cgroup, jobs};
+use fill::engines::text as engine_text;
+use fill::engines::watch::Memory;
+use fill::kmsg::counter::XidCounter;
+use fill::kmsg::line as kmsg;
+use fill::workload;
+use fill::{cgroup, jobs};
 use gpu_exporter::internals::http::Context;
 use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
 use gpu_exporter::internals::poller::{Latest, Poller, Published, source_models};
@@ -556,9 +556,9 @@ pub fn check_job_file(data: &[u8]) {
 /// The kubelet client's decoders (the `kubernetes` feature).
 #[cfg(feature = "kubernetes")]
 pub mod kubelet {
-    use gpu_exporter::internals::fill::pods::attribution;
-    use gpu_exporter::internals::fill::pods::kubelet::Lister;
-    use gpu_exporter::internals::fill::pods::proto::{self, Limits, ListDecoder};
+    use fill::pods::attribution;
+    use fill::pods::kubelet::Lister;
+    use fill::pods::proto::{self, Limits, ListDecoder};
     use std::time::{Duration, Instant};
     use wire::h2::script::Replay;
     use wire::{h2, hpack, huffman};

@@ -4,7 +4,7 @@
 
 /// Fillers.
 pub mod fill {
-    pub use crate::fill::*;
+    pub use fill::*;
 }
 /// Which source serves.
 pub mod pipeline {

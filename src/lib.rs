@@ -25,7 +25,6 @@ mod testkit;
 // Floor 1: flags in, a validated configuration out.
 pub mod config;
 // Floor 2: fillers, the process's own stats.
-mod fill;
 mod process;
 // Floor 3: the poller, and which source and fillers it reads.
 mod pipeline;

@@ -12,11 +12,11 @@
 //! probes for nvidia-smi, which may block, on the poller thread.
 
 use crate::config::{Config, ConfigError};
-use crate::fill::Filler;
-use crate::fill::cgroup::ProcessCgroups;
-use crate::fill::jobs::JobMapping;
-use crate::fill::kmsg::{KernelLogXid, check_path};
-use crate::fill::workload::WorkloadStats;
+use fill::Filler;
+use fill::cgroup::ProcessCgroups;
+use fill::jobs::JobMapping;
+use fill::kmsg::{KernelLogXid, check_path};
+use fill::workload::WorkloadStats;
 use model::{Collector, SourceKind};
 use model::{Gpu, Kubelet, Timings};
 use sources::fleet::Fleet;
@@ -204,7 +204,7 @@ fn fillers(config: &Config) -> Result<Vec<Owned>, ConfigError> {
 /// The kubelet's pods, where the flags and the build allow.
 #[cfg(feature = "kubernetes")]
 fn kubelet(config: &Config) -> Result<Option<Box<dyn Filler>>, ConfigError> {
-    use crate::fill::pods::{DEFAULT_SOCKET, KubeletPods, Options};
+    use fill::pods::{DEFAULT_SOCKET, KubeletPods, Options};
     use std::time::Duration;
     let k = &config.kubernetes;
     let (socket, explicit) = match &k.socket {

@@ -3,13 +3,13 @@
 //! ever read what was last published; the poller never evaluates, so a
 //! hung source stops collections and nothing else.
 
-use crate::fill::engines::watch::{Memory, models_of};
-use crate::fill::engines::{Watch, profile, text};
 use crate::process;
 use alerts::eval::FINE_LIMIT;
 use alerts::{Alert, Rule};
 use base::quiet::{Repeating, Verdict};
 use base::time::unix_now;
+use fill::engines::watch::{Memory, models_of};
+use fill::engines::{Watch, profile, text};
 use model::Engine;
 use model::dcgm::Dcgm;
 use model::{Collector, Collectors};

@@ -174,9 +174,9 @@ fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fill::engines::watch::Memory;
     use crate::poller::Poller;
     use alerts::defaults;
+    use fill::engines::watch::Memory;
     use model::Bounds;
     use model::Collectors;
     use sources::sim::{EPOCH, Scenario, Sim};

@@ -13,9 +13,9 @@
 mod fake_kubelet;
 
 use fake_kubelet::{Fake, pod, pods_json, python_ready, serial};
-use gpu_exporter::internals::fill::pods::attribution::{self, Gpu, Mig, Row};
-use gpu_exporter::internals::fill::pods::error::Error;
-use gpu_exporter::internals::fill::pods::kubelet::{Lister, Listing};
+use fill::pods::attribution::{self, Gpu, Mig, Row};
+use fill::pods::error::Error;
+use fill::pods::kubelet::{Lister, Listing};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 use wire::grpc;

@@ -8,8 +8,8 @@
 mod checks;
 
 use checks::kubelet as fuzz;
-use gpu_exporter::internals::fill::pods::kubelet::Lister;
-use gpu_exporter::internals::fill::pods::proto::{
+use fill::pods::kubelet::Lister;
+use fill::pods::proto::{
     self, ClaimResource, ContainerDevices, ContainerResources, DynamicResource, PodResources,
 };
 use wire::h2::script;

@@ -10,7 +10,7 @@
 
 use alerts::{Evaluator, State, Subject, WORKLOADS, expand};
 use alerts::{adjust::cover_failures, defaults, inhibit::cover_inhibitions};
-use gpu_exporter::internals::fill::engines::profile;
+use fill::engines::profile;
 use model::SourceKind;
 use model::{
     Freshness, Gpu, GpuProcess, Health, Histogram, Model, Pod, Readings, Snapshot, clock_event_bit,

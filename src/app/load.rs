@@ -2,13 +2,14 @@
 //! HTTP thread: each through `base::file::read_config`, so a FIFO, socket
 //! or device is refused unread and a JSON file is at most 1 MiB.
 
-use crate::config::engines::{self, Engines};
+use crate::config::engines;
 use crate::config::{Config, ConfigError};
-use crate::fill::engines::watch::Retune;
 use crate::poller::Reload;
 use alerts::{self, Rule};
 use base::file::{MAX_JSON_BYTES, read_config};
 use base::time::unix_now;
+use fill::engines::Options as Engines;
+use fill::engines::watch::Retune;
 use sources::Source;
 use sources::sim::{Scenario, Sim};
 use std::path::Path;
@@ -43,7 +44,7 @@ pub fn scenario(config: &Config) -> Result<Scenario, ConfigError> {
 /// The `--engine.*` flags with `--engine.config` laid over.
 pub fn engines(config: &Config) -> Result<Engines, ConfigError> {
     let flags = &config.engines;
-    let Some(path) = &flags.file else {
+    let Some(path) = &config.engine_file else {
         return Ok(flags.clone());
     };
     let text = read_json("--engine.config", path)?;
@@ -90,7 +91,7 @@ fn reload(config: &Config, simulated: bool, to: &mpsc::Sender<Reload>, retune: O
         Ok((r, engines)) => {
             log::info!(
                 "SIGHUP: reloading the rules{}{}",
-                if config.engines.file.is_some() {
+                if config.engine_file.is_some() {
                     ", the engine config"
                 } else {
                     ""

@@ -6,9 +6,6 @@ mod load;
 mod unix_signals;
 
 use crate::config::{self, Config, ConfigError};
-use crate::fill::engines::Watch;
-use crate::fill::engines::client::Peer;
-use crate::fill::engines::watch::Retune;
 use crate::http::{self, Server};
 use crate::judge::{self, Judge};
 use crate::notify;
@@ -16,6 +13,9 @@ use crate::poller::{self, Latest, Poller, Published};
 use crate::{pipeline, table};
 use alerts::promql;
 use base::time::unix_now;
+use fill::engines::Watch;
+use fill::engines::client::Peer;
+use fill::engines::watch::Retune;
 use model::{Bounds, Snapshot};
 use model::{Collectors, SourceKind};
 use std::net::{SocketAddr, TcpListener};
@@ -243,12 +243,12 @@ fn start_poller(
     config: &Config,
     rules: Vec<alerts::Rule>,
     t: Threads,
-    engines: crate::config::engines::Engines,
+    engines: fill::engines::Options,
 ) -> Result<Option<Retune>, Error> {
     let (interval, collectors) = (config.interval, config.collectors);
     let (pod_labels, reads) = (config.kubernetes.pod_labels, config.reads());
     let dcgm = config.dcgm.clone();
-    let engines = Watch::start(engines)
+    let engines = Watch::start(engines, config.engine_file.is_some())
         .map_err(|e| Error::Runtime(format!("cannot start the engine reader thread: {e}")))?;
     let retune = engines.as_ref().map(Watch::retune);
     std::thread::Builder::new()

@@ -2,8 +2,8 @@
 //! it adds to them. Checked when the flags are read; every problem is one
 //! line.
 
-use super::engines::endpoint;
 use super::flags::MAX_NAME;
+use fill::engines::options::endpoint;
 use std::path::PathBuf;
 use std::time::Duration;
 

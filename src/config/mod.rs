@@ -197,7 +197,10 @@ pub struct Config {
     /// `--web.open-probes`: `/healthz` and `/readyz` need no basic auth.
     pub open_probes: bool,
     /// `--engine.*`: the inference engines read for the TTFT SLO.
-    pub engines: engines::Engines,
+    pub engines: fill::engines::Options,
+    /// `--engine.config`: more endpoints and the SLO settings, read at
+    /// start and again on SIGHUP.
+    pub engine_file: Option<std::path::PathBuf>,
     /// `--web.bcrypt-max-cost`: the highest bcrypt cost a web config's
     /// users may have.
     pub bcrypt_max_cost: u32,
@@ -257,7 +260,8 @@ impl Default for Config {
             web_config: None,
             probe_address: None,
             open_probes: false,
-            engines: engines::Engines::default(),
+            engines: fill::engines::Options::default(),
+            engine_file: None,
             bcrypt_max_cost: BCRYPT_MAX_COST,
             alertmanager: Default::default(),
             notes: Vec::new(),

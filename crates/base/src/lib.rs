@@ -15,3 +15,18 @@ pub mod rate;
 pub mod time;
 pub mod tz;
 pub mod units;
+
+/// A file of the repository's `tests/fixtures/DIR/`, as text, for the unit
+/// tests of a crate under `crates/` (the binary's tests have their own).
+#[macro_export]
+macro_rules! fixture {
+    ($dir:literal, $name:literal) => {
+        include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/",
+            $dir,
+            "/",
+            $name
+        ))
+    };
+}

@@ -80,20 +80,3 @@ pub trait Source: Send {
     /// nothing: the simulator steps through the past its replay copy reads.
     fn skip_to(&mut self, _at: f64) {}
 }
-
-/// The unit tests' fixtures: the repository's `tests/fixtures/<dir>/`.
-#[cfg(test)]
-mod testkit {
-    macro_rules! fixture {
-        ($dir:literal, $name:literal) => {
-            include_str!(concat!(
-                env!("CARGO_MANIFEST_DIR"),
-                "/../../tests/fixtures/",
-                $dir,
-                "/",
-                $name
-            ))
-        };
-    }
-    pub(crate) use fixture;
-}

@@ -3,6 +3,7 @@
 use super::flag::{Flag, set};
 use crate::config::engines;
 use crate::config::values::timeout;
+use fill::engines::options;
 
 /// The engine flags, in `--help` order.
 pub(super) const FLAGS: &[Flag] = &[
@@ -12,13 +13,13 @@ pub(super) const FLAGS: &[Flag] = &[
         "",
         "an inference engine's metrics to judge the TTFT SLO by, e.g. http://127.0.0.1:8000/metrics; repeat for more (at most 16). The engine (vllm, sglang, trtllm, nim, triton) is told from its metric names unless named",
         |c, v| {
-            let e = engines::parse_endpoint(v)?;
+            let e = options::parse_endpoint(v)?;
             let all = &mut c.engines.endpoints;
             if all.iter().any(|o| o.url == e.url) {
                 return Err(format!("{:?} is given twice", e.url));
             }
-            if all.len() == engines::MAX_ENDPOINTS {
-                return Err(format!("more than {} endpoints", engines::MAX_ENDPOINTS));
+            if all.len() == options::MAX_ENDPOINTS {
+                return Err(format!("more than {} endpoints", options::MAX_ENDPOINTS));
             }
             all.push(e);
             Ok(())
@@ -30,7 +31,7 @@ pub(super) const FLAGS: &[Flag] = &[
         "",
         "more endpoints, the read interval and timeout and the TTFT SLO's settings, per model too, JSON: a regular file of at most 1 MiB, its endpoints read beside the flags' and its threshold, interval and timeout over the flags'; re-read on SIGHUP, a bad file keeping the old (see Serving SLOs from your engines)",
         |c, v| {
-            c.engines.file = Some(v.into());
+            c.engine_file = Some(v.into());
             Ok(())
         },
     ),

@@ -497,7 +497,7 @@ impl Row {
 pub(super) mod tests {
     use super::*;
     use crate::smi::cell::parse_pstate;
-    use crate::testkit::fixture;
+    use base::fixture;
 
     const H100_IDLE: &str = fixture!("nvidia-smi", "querygpu_h100-80gb-hbm3_590.48.01_idle.csv");
     const H100_MIG: &str = fixture!(

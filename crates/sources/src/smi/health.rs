@@ -185,7 +185,7 @@ impl HealthColumns {
 mod tests {
     use super::*;
     use crate::smi::csv::parse;
-    use crate::testkit::fixture;
+    use base::fixture;
 
     fn health(csv: &str) -> (String, String, Health) {
         let g = parse(csv, &[]).unwrap().remove(0);

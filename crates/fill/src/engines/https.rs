@@ -229,7 +229,7 @@ fn tls_line(why: &str) -> PostFailure {
 }
 
 #[cfg(test)]
-#[path = "../../../tests/support/pki.rs"]
+#[path = "../../../../tests/support/pki.rs"]
 mod pki;
 
 #[cfg(test)]

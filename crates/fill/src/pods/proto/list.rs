@@ -100,12 +100,10 @@ impl ListDecoder {
 
     /// The largest the pod buffer has been: the decoder's only memory that
     /// depends on the input, apart from the kept pods.
-    #[cfg(any(test, feature = "internals"))]
     pub fn peak_buffer(&self) -> usize {
         self.peak
     }
 
-    #[cfg(any(test, feature = "internals"))]
     pub fn stats(&self) -> Stats {
         self.stats
     }
@@ -238,7 +236,6 @@ impl ListDecoder {
 
 /// Decodes a whole `ListPodResourcesResponse` held in memory, keeping
 /// only the pods that hold NVIDIA devices.
-#[cfg(any(test, feature = "internals"))]
 pub fn decode_list(bytes: &[u8], limits: Limits) -> Result<(Vec<PodResources>, Stats), ProtoError> {
     let mut d = ListDecoder::new(limits);
     d.feed(bytes)?;

@@ -9,7 +9,7 @@
 //! counted, never kept. Nothing here allocates without bound, loops on
 //! its input, or panics.
 
-use crate::config::engines::model_name_ok;
+use crate::engines::options::model_name_ok;
 use std::collections::BTreeSet;
 
 /// The longest line kept; engines' lines are well under 1 KiB.

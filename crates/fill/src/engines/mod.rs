@@ -7,11 +7,13 @@
 //! (`https.rs`) to an https:// one, over the transport of `transport.rs`.
 
 pub mod client;
-#[cfg(feature = "alertmanager-tls")]
+#[cfg(feature = "https")]
 mod https;
+pub mod options;
 pub mod profile;
 pub mod text;
 pub mod transport;
 pub mod watch;
 
+pub use options::Options;
 pub use watch::Watch;

@@ -15,7 +15,7 @@ pub type Failure = (EngineError, String);
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum PostError {
     Exchange(EngineError),
-    #[cfg_attr(not(feature = "alertmanager-tls"), allow(dead_code))]
+    #[cfg_attr(not(feature = "https"), allow(dead_code))]
     Tls,
 }
 

@@ -309,7 +309,7 @@ fn secs(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fill::engines::text::parse;
+    use crate::engines::text::parse;
     use model::profile::profile;
 
     fn read(engine: Engine, body: &str) -> BTreeMap<String, Read> {

@@ -11,7 +11,7 @@ use super::attribution::{self, Attribution, Unmatched};
 use super::error::Error;
 use super::kubelet::{Lister, retry_delay};
 use super::proto::PodResources;
-use crate::fill::Filler;
+use crate::Filler;
 use base::quiet::{Repeating, Verdict};
 use model::{DraDevice, Gpu, Kubelet, Pod};
 use std::io::ErrorKind;

@@ -16,11 +16,9 @@
 
 use wire::protobuf::{Budget, Fields, ProtoError, Value, int64s};
 
-#[cfg(any(test, feature = "internals"))]
 pub mod encode;
 mod list;
 
-#[cfg(any(test, feature = "internals"))]
 pub use list::decode_list;
 pub use list::{Limits, ListDecoder, Stats};
 
@@ -206,7 +204,6 @@ fn pod(b: &[u8], budget: &mut Budget) -> Result<PodResources, ProtoError> {
 
 /// Decodes one `PodResources` message held in memory. Its decoded form
 /// may take at most `budget` bytes (as [`ProtoError::OverBudget`] counts).
-#[cfg(any(test, feature = "internals"))]
 pub fn decode_pod(bytes: &[u8], budget: usize) -> Result<PodResources, ProtoError> {
     pod(bytes, &mut Budget::new(budget))
 }

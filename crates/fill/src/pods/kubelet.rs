@@ -1,8 +1,8 @@
 //! One `List` call to the kubelet's pod-resources socket, decoded as it
 //! streams in.
 
-use crate::fill::pods::error::Error;
-use crate::fill::pods::proto::{self, ListDecoder, PodResources, Stats};
+use crate::pods::error::Error;
+use crate::pods::proto::{self, ListDecoder, PodResources, Stats};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -89,7 +89,6 @@ impl Lister {
 
     /// The largest pod buffer so far: with the client's fixed 32 KiB read
     /// buffer, all the memory a response costs beyond the kept pods.
-    #[cfg(any(test, feature = "internals"))]
     pub fn peak_buffer(&self) -> usize {
         self.decoder.peak_buffer()
     }

@@ -24,7 +24,7 @@
 //! and a device name but no UUID; they are reported by name in their own
 //! rows ([`DraRow`]), never guessed onto a GPU.
 
-use crate::fill::pods::proto::{NVIDIA_DRA_DRIVER, NVIDIA_RESOURCE_PREFIX, PodResources};
+use crate::pods::proto::{NVIDIA_DRA_DRIVER, NVIDIA_RESOURCE_PREFIX, PodResources};
 
 /// A GPU as the exporter knows it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -295,7 +295,7 @@ pub fn attribute(pods: &[PodResources], gpus: &[Gpu]) -> Attribution {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fill::pods::proto::{
+    use crate::pods::proto::{
         ClaimResource, ContainerDevices, ContainerResources, DynamicResource,
     };
 

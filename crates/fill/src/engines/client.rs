@@ -4,10 +4,10 @@
 //! through the same exchange ([`send`]), over TLS to an https:// one
 //! (`https.rs`, with the `alertmanager-tls` feature) under the same deadline.
 
+use super::options::Endpoint;
 use super::text::{Parsed, Reader, Wanted};
 use super::transport::{Conn, left, lift};
 pub use super::transport::{Failure, PostFailure, Transport};
-use crate::config::engines::Endpoint;
 use model::EngineError;
 use std::io::ErrorKind;
 use std::net::{TcpStream, ToSocketAddrs};
@@ -30,10 +30,10 @@ const MAX_HEAD: usize = 16 * 1024;
 
 /// An https:// peer: the TLS client configuration and the name its
 /// certificate must hold.
-#[cfg(feature = "alertmanager-tls")]
+#[cfg(feature = "https")]
 pub use super::https::Peer;
 /// No TLS in this build: no peer is ever made.
-#[cfg(not(feature = "alertmanager-tls"))]
+#[cfg(not(feature = "https"))]
 pub enum Peer {}
 
 /// Reads `ep` once, keeping what `wanted` asks for, within `timeout`, of
@@ -97,9 +97,9 @@ pub fn send(
     let conn = open(authority, deadline).map_err(lift)?;
     match tls {
         None => exchange(conn, request).map(drop),
-        #[cfg(feature = "alertmanager-tls")]
+        #[cfg(feature = "https")]
         Some(peer) => exchange(peer.handshake(conn)?, request).map(drop),
-        #[cfg(not(feature = "alertmanager-tls"))]
+        #[cfg(not(feature = "https"))]
         Some(peer) => match *peer {},
     }
 }
@@ -394,8 +394,8 @@ impl Body {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::engines::parse_endpoint;
-    use crate::fill::engines::profile::wanted;
+    use crate::engines::options::parse_endpoint;
+    use crate::engines::profile::wanted;
     use std::io::{Read, Write};
     use std::net::TcpListener;
     use std::thread;

@@ -245,7 +245,6 @@ impl XidCounter {
     /// Feeds the whole text `text` as [`Mode::Follow`] lines, a last line
     /// without its newline included; the Xid counted. For tests and fuzz
     /// targets: the reader follows files itself.
-    #[cfg(feature = "internals")]
     pub fn feed_text(&mut self, text: &str) -> u64 {
         text.lines()
             .map(|l| u64::from(self.feed_line(l).is_some()))
@@ -285,7 +284,6 @@ impl XidCounter {
     }
 
     /// Bus ids that had an Xid, normalised, sorted.
-    #[cfg(feature = "internals")]
     pub fn bus_ids(&self) -> Vec<&str> {
         let mut ids: Vec<&str> = self.counts.keys().map(|(b, _)| b.as_str()).collect();
         ids.dedup();
@@ -293,7 +291,6 @@ impl XidCounter {
     }
 
     /// All Xid counted, every GPU and code.
-    #[cfg(feature = "internals")]
     pub fn total(&self) -> u64 {
         self.counts.values().sum()
     }
@@ -302,17 +299,17 @@ impl XidCounter {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::testkit::fixture;
+    use base::fixture;
     use model::xid_errors;
 
     pub(crate) const DMESG_T: &str = fixture!("kmsg", "xid_dmesg-T_xid119-gsp-timeout_gpud.log");
     const TOKYO: &[u8] = include_bytes!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/tz/Asia-Tokyo"
+        "/../../tests/fixtures/tz/Asia-Tokyo"
     ));
     const GMT5: &[u8] = include_bytes!(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/tz/Etc-GMT+5"
+        "/../../tests/fixtures/tz/Etc-GMT+5"
     ));
     pub(crate) const DECODE_ISO: &str =
         fixture!("kmsg", "xid_dmesg-decode-iso_xid13-43_gpud_excerpt.log");
@@ -359,7 +356,7 @@ pub(super) mod tests {
 
     #[test]
     fn every_fixture_is_used() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/kmsg");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/fixtures/kmsg");
         assert_eq!(std::fs::read_dir(dir).unwrap().count(), 11);
     }
 

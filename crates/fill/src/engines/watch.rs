@@ -6,10 +6,9 @@
 //! waits on an engine.
 
 use super::client::{Failure, fetch, share};
+use super::options::{Endpoint, Options, name_rule};
 use super::profile::{self, detect, judged_at, wanted};
 use super::text::{Parsed, Wanted};
-use crate::config::engines::name_rule;
-use crate::config::engines::{Endpoint, Engines};
 use base::time::unix_now;
 use model::Engine;
 use model::{Bound, EngineEndpoint, EngineError, Model, Outcomes, Rejection};
@@ -23,7 +22,7 @@ struct Shared {
     /// The models of every endpoint that is up, in endpoint order.
     models: Vec<Model>,
     /// New endpoints and settings (SIGHUP), taken at the next round.
-    next: Option<Engines>,
+    next: Option<Options>,
     /// How many times `next` was set: a wait between rounds wakes at a
     /// change, to time the next round by the new interval.
     retunes: u64,
@@ -42,10 +41,10 @@ pub struct Watch {
 }
 
 impl Watch {
-    /// Starts the thread; `None` without endpoints or a file that may
-    /// name some.
-    pub fn start(options: Engines) -> std::io::Result<Option<Watch>> {
-        if options.endpoints.is_empty() && options.file.is_none() {
+    /// Starts the thread; `None` without endpoints unless a reload may
+    /// add some (`reloadable`: a file names them).
+    pub fn start(options: Options, reloadable: bool) -> std::io::Result<Option<Watch>> {
+        if options.endpoints.is_empty() && !reloadable {
             return Ok(None);
         }
         let cell: Cell = Arc::default();
@@ -80,7 +79,7 @@ pub struct Retune(Cell);
 
 impl Retune {
     /// Sets what the next round reads.
-    pub fn set(&self, options: Engines) {
+    pub fn set(&self, options: Options) {
         let mut s = lock(&self.0);
         s.next = Some(options);
         s.retunes += 1;
@@ -148,7 +147,7 @@ impl Memory {
 
 /// Takes `next` for `options`: each endpoint in both (the same URL and
 /// engine named) keeps its memory and state, at its new place.
-fn retune(options: &mut Engines, memory: &mut Vec<Memory>, next: Engines, s: &mut Shared) {
+fn retune(options: &mut Options, memory: &mut Vec<Memory>, next: Options, s: &mut Shared) {
     let mut old: Vec<_> = (options.endpoints.drain(..))
         .zip(memory.drain(..).zip(s.endpoints.drain(..)))
         .collect();
@@ -172,7 +171,7 @@ fn retune(options: &mut Engines, memory: &mut Vec<Memory>, next: Engines, s: &mu
     *options = next;
 }
 
-fn run(mut options: Engines, cell: &Cell) {
+fn run(mut options: Options, cell: &Cell) {
     let mut memory: Vec<Memory> = options
         .endpoints
         .iter()
@@ -231,7 +230,7 @@ fn pause(cell: &Cell, mut s: MutexGuard<'_, Shared>, round: Instant, interval: D
 /// others. Returns each endpoint's state after the round, published with
 /// the round's models: an endpoint is never served up before its models.
 fn read_round(
-    options: &Engines,
+    options: &Options,
     memory: &mut [Memory],
     mut states: Vec<EngineEndpoint>,
 ) -> Vec<EngineEndpoint> {
@@ -266,7 +265,7 @@ fn read_into(
     ep: &Endpoint,
     mem: &mut Memory,
     state: &mut EngineEndpoint,
-    (options, cap): (&Engines, u64),
+    (options, cap): (&Options, u64),
     i: usize,
 ) {
     let started = Instant::now();
@@ -358,7 +357,7 @@ fn say(ep: &Endpoint, mem: &mut Memory, outcome: &Result<Vec<Model>, Failure>) {
 fn read_one(
     ep: &Endpoint,
     mem: &mut Memory,
-    (options, cap): (&Engines, u64),
+    (options, cap): (&Options, u64),
     index: usize,
 ) -> Result<Vec<Model>, Failure> {
     let want = wanted(mem.engine);
@@ -544,7 +543,7 @@ mod tests {
     /// `pause` on its own thread from `round`, at `interval`, with
     /// `hand` handed over after `after`: whether it said stop, and when
     /// it ended, from `round`.
-    fn paused(interval: Duration, after: Duration, hand: Option<Engines>) -> (bool, Duration) {
+    fn paused(interval: Duration, after: Duration, hand: Option<Options>) -> (bool, Duration) {
         let cell: Cell = Arc::default();
         let round = Instant::now();
         let theirs = cell.clone();
@@ -565,10 +564,10 @@ mod tests {
         waiting.join().unwrap()
     }
 
-    fn every(ms: u64) -> Option<Engines> {
-        Some(Engines {
+    fn every(ms: u64) -> Option<Options> {
+        Some(Options {
             interval: Duration::from_millis(ms),
-            ..Engines::default()
+            ..Options::default()
         })
     }
 
@@ -763,7 +762,7 @@ mod tests {
             let _ = s.read(&mut [0; 4096]);
             let _ = s.write_all(answer.as_bytes());
         });
-        crate::config::engines::parse_endpoint(&url).unwrap()
+        crate::engines::options::parse_endpoint(&url).unwrap()
     }
 
     /// trtllm-serve's `/metrics` is JSON: the line says where its
@@ -781,7 +780,7 @@ mod tests {
                 "HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n{body}"
             ));
             let mut mem = Memory::new(engine);
-            let (_, why) = read_one(&ep, &mut mem, (&Engines::default(), share(1)), 0).unwrap_err();
+            let (_, why) = read_one(&ep, &mut mem, (&Options::default(), share(1)), 0).unwrap_err();
             let json = body.trim_start().starts_with(['{', '[']);
             assert_eq!(
                 why.contains("its Prometheus text is at /prometheus/metrics"),
