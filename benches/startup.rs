@@ -10,9 +10,9 @@
 //! the expression cache nor a few shared windows make it cheap.
 
 use alerts::file::load;
-use gpu_exporter::internals::judge::settled;
-use gpu_exporter::internals::poller::Poller;
 use model::Bounds;
+use poller::Poller;
+use poller::judge::settled;
 use sources::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
 

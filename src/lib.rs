@@ -25,14 +25,11 @@ mod testkit;
 // Floor 1: flags in, a validated configuration out.
 pub mod config;
 // Floor 2: fillers, the process's own stats.
-mod process;
 // Floor 3: the poller, and which source and fillers it reads.
 mod pipeline;
-mod poller;
 // Floor 4: what serves or judges a published snapshot: HTTP, the seed
 // table, the judge (the alert evaluator's thread).
 mod http;
-mod judge;
 mod notify;
 mod table;
 // Floor 5: the wiring.

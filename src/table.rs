@@ -1,11 +1,11 @@
 //! The seed lab's `== scrape + alert evaluation ==` table, from a published
 //! snapshot and its evaluator, with the SLO verdicts in their own section.
 
-use crate::poller::Published;
 use alerts::rules::TTFT_OBJECTIVE;
 use alerts::{Alert, Evaluator, Signal, State, Subject};
 use base::units::GIB;
 use model::Model;
+use poller::Published;
 use std::fmt::Write;
 use std::time::Duration;
 
@@ -174,11 +174,11 @@ fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::poller::Poller;
     use alerts::defaults;
     use fill::engines::watch::Memory;
     use model::Bounds;
     use model::Collectors;
+    use poller::Poller;
     use sources::sim::{EPOCH, Scenario, Sim};
     use std::sync::Arc;
 
@@ -235,7 +235,7 @@ mod tests {
     #[test]
     fn the_slo_head_names_the_bound_the_models_share() {
         let t0 = EPOCH + 200_000.0 * 150.0;
-        let mut models = crate::poller::source_models(
+        let mut models = poller::source_models(
             &Sim::new(Scenario::default_fleet(), t0),
             &mut Memory::new(None),
         );

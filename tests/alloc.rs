@@ -24,7 +24,7 @@ fn fleet(gpus: usize) -> Snapshot {
         4 => support_fleet::collected(Scenario::default_fleet()),
         n => support_fleet::snapshot(n),
     };
-    s.process = gpu_exporter::internals::process::read_stats();
+    s.process = poller::process::read_stats();
     s
 }
 

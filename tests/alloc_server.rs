@@ -22,9 +22,9 @@ use gpu_exporter::internals::http::guard::Guard;
 #[cfg(feature = "tls")]
 use gpu_exporter::internals::http::guard::Shared;
 use gpu_exporter::internals::http::{Context, Server};
-use gpu_exporter::internals::judge::settled;
-use gpu_exporter::internals::poller::{Latest, Poller, Published};
 use model::Bounds;
+use poller::judge::settled;
+use poller::{Latest, Poller, Published};
 use sources::sim::{Scenario, Sim};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};

@@ -4,9 +4,9 @@
 //! (`nvlink_link`) are outside it, as their help says.
 
 use exposition::Scrape;
-use gpu_exporter::internals::poller::Poller;
 use model::Snapshot;
 use model::SourceKind;
+use poller::Poller;
 use sources::Source;
 use sources::nvml::{Nvml, Options};
 use sources::sim::{Scenario, Sim};

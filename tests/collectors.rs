@@ -4,9 +4,9 @@
 //! membership) render alike, so the two mappings agree.
 
 use exposition::{Format, Scrape};
-use gpu_exporter::internals::poller::Poller;
 use model::{Collector, Collectors};
 use model::{Health, NvlinkLink, Snapshot};
+use poller::Poller;
 use sources::sim::{Scenario, Sim};
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! none fires on the healthy default fleet.
 
 use alerts::{Evaluator, State, Subject, defaults};
-use gpu_exporter::internals::poller::Poller;
+use poller::Poller;
 use sources::sim::{Scenario, Sim};
 use std::collections::BTreeSet;
 use std::time::Duration;

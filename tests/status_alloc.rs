@@ -5,12 +5,12 @@
 
 use alerts::{Severity, State, defaults};
 use gpu_exporter::internals::http::status::render;
-use gpu_exporter::internals::judge::settled;
-use gpu_exporter::internals::poller::{Poller, Published};
 use model::Bounds;
 use model::Collector::Processes;
 use model::Collectors;
 use model::{MigInstance, Readings};
+use poller::judge::settled;
+use poller::{Poller, Published};
 use sources::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
 

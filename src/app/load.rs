@@ -4,12 +4,12 @@
 
 use crate::config::engines;
 use crate::config::{Config, ConfigError};
-use crate::poller::Reload;
 use alerts::{self, Rule};
 use base::file::{MAX_JSON_BYTES, read_config};
 use base::time::unix_now;
 use fill::engines::Options as Engines;
 use fill::engines::watch::Retune;
+use poller::Reload;
 use sources::Source;
 use sources::sim::{Scenario, Sim};
 use std::path::Path;

@@ -7,9 +7,7 @@ mod unix_signals;
 
 use crate::config::{self, Config, ConfigError};
 use crate::http::{self, Server};
-use crate::judge::{self, Judge};
 use crate::notify;
-use crate::poller::{self, Latest, Poller, Published};
 use crate::{pipeline, table};
 use alerts::promql;
 use base::time::unix_now;
@@ -18,6 +16,8 @@ use fill::engines::client::Peer;
 use fill::engines::watch::Retune;
 use model::{Bounds, Snapshot};
 use model::{Collectors, SourceKind};
+use poller::judge::{self, Judge};
+use poller::{self, Latest, Poller, Published};
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::sync::Arc;

@@ -4,10 +4,10 @@
 //! `"mutedBy"`, and while the history replays, `"warnings"` say so (the
 //! alerts are not settled yet).
 
-use crate::poller::Published;
 use alerts::{Subject, WORKLOADS, expand};
 use base::json::string;
 use base::time::rfc3339;
+use poller::Published;
 use std::io::Write;
 
 /// The alerts of `p`; those about a GPU with a `workloads` annotation,
@@ -98,11 +98,11 @@ mod tests {
 #[cfg(test)]
 mod shape {
     use super::*;
-    use crate::poller::Progress;
     use alerts::alert::Muted;
     use alerts::{Alert, State, Subject, defaults};
     use model::Snapshot;
     use model::SourceKind;
+    use poller::Progress;
     use std::sync::Arc;
 
     #[test]

@@ -19,10 +19,10 @@ pub use exposition::alertmanager_stats::Stats;
 pub use payload::Context;
 
 use crate::config::alertmanager::{Alertmanager, Target};
-use crate::poller::Latest;
 use alerts::{Alert, State};
 use base::time::unix_now;
 use fill::engines::client;
+use poller::Latest;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};

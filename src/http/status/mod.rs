@@ -8,12 +8,12 @@
 //! written, and every string from data or flags is HTML-escaped on the way.
 
 use super::redact::without_paths;
-use crate::poller::Published;
 use alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use base::numbers::{write_f64, write_u64};
 use base::units::GIB;
 use model::SourceKind;
 use model::{Bounds, Freshness, Gpu, Readings, Snapshot};
+use poller::Published;
 use std::time::Instant;
 
 mod engines;

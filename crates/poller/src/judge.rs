@@ -6,7 +6,7 @@
 //! serves, so the stall alert fires during the hang. It publishes the
 //! alerts next to the snapshot.
 
-use crate::poller::{Latest, Poller, Progress, Published, Recent, RecentModel, Replay, Work};
+use crate::{Latest, Poller, Progress, Published, Recent, RecentModel, Replay, Work};
 use alerts::rules::Expr;
 use alerts::{Evaluator, Rule, Signal, Subject, Transition, WORKLOADS, expand};
 use base::time::format_duration;

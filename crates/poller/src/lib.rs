@@ -3,7 +3,12 @@
 //! ever read what was last published; the poller never evaluates, so a
 //! hung source stops collections and nothing else.
 
-use crate::process;
+#![deny(unsafe_code)]
+#![warn(clippy::too_many_lines)]
+
+pub mod judge;
+pub mod process;
+
 use alerts::eval::FINE_LIMIT;
 use alerts::{Alert, Rule};
 use base::quiet::{Repeating, Verdict};
