@@ -44,10 +44,10 @@ mod replicas;
 #[path = "../support/response.rs"]
 mod response;
 mod rules;
-mod signals;
 mod sources;
 mod startup;
 mod status;
 #[path = "../support/tls_client.rs"]
 mod tls_client;
+mod unix_signals;
 mod web;
