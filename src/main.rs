@@ -1,5 +1,3 @@
-#![deny(unsafe_code)]
-
 use gpu_exporter::config::{self, Command};
 use std::process::ExitCode;
 

@@ -14,8 +14,9 @@
 //!   floor;
 //! - no file but `ffi.rs` holds more than 600 lines before its tests, and
 //!   `lib.rs` stays a table of contents;
-//! - every crate turns on clippy's `too_many_lines` (80 lines of code,
-//!   clippy.toml), which holds the length of its functions;
+//! - every member takes the workspace's lints: unsafe code denied but
+//!   where an `allow` says why, clippy's `too_many_lines` (80 lines of
+//!   code, clippy.toml) holding the length of its functions;
 //! - no two files import each other, directly or around a cycle, tests
 //!   aside.
 
@@ -503,11 +504,32 @@ fn test_module(text: &str) -> usize {
         .unwrap_or(text.lines().count())
 }
 
-/// Clippy bounds every function's length (`too_many_lines`, at the
-/// threshold clippy.toml sets, counting code lines only; `.ci/run` denies
-/// its warnings): each crate turns the lint on for itself.
+/// The workspace's members, as the root manifest lists them.
+fn members(manifest: &str) -> Vec<String> {
+    let line = manifest
+        .lines()
+        .find(|l| l.starts_with("members = ["))
+        .expect("the root manifest lists its members on one line");
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(String::from)
+        .collect()
+}
+
+/// Whether a manifest takes the workspace's lints.
+fn takes_workspace_lints(manifest: &str) -> bool {
+    manifest.contains("\n[lints]\nworkspace = true\n")
+}
+
+/// The workspace's lints (the root manifest) hold every member's unsafe
+/// code to an `allow` that says why and every function to clippy's
+/// length (`too_many_lines`, at clippy.toml's threshold, counting code
+/// lines only; `.ci/run` denies its warnings). Cargo cannot say that a
+/// member takes them: this does. fake-nvml, a C library's double, is
+/// unsafe throughout and takes its own.
 #[test]
-fn every_crate_bounds_its_functions_through_clippy() {
+fn every_member_takes_the_workspace_lints() {
     let root = src().parent().unwrap().to_path_buf();
     let config = std::fs::read_to_string(root.join("clippy.toml")).unwrap();
     assert!(
@@ -516,21 +538,22 @@ fn every_crate_bounds_its_functions_through_clippy() {
             .any(|l| l.trim() == "too-many-lines-threshold = 80"),
         "{config}"
     );
-    let mut roots = vec![src().join("lib.rs")];
-    roots.extend(
-        CRATES
-            .iter()
-            .map(|(c, _)| root.join("crates").join(c).join("src/lib.rs")),
-    );
-    for lib in roots {
-        let text = std::fs::read_to_string(&lib).unwrap();
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    for lint in ["unsafe_code = \"deny\"", "too_many_lines = \"warn\""] {
+        assert!(manifest.contains(&format!("\n{lint}\n")), "no {lint}");
+    }
+    let members = members(&manifest);
+    assert!(members.len() >= 12, "{members:?}");
+    for member in members.iter().filter(|m| *m != "fake-nvml") {
+        let own = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
         assert!(
-            text.lines()
-                .any(|l| l == "#![warn(clippy::too_many_lines)]"),
-            "{} does not turn on clippy::too_many_lines",
-            lib.display()
+            takes_workspace_lints(&own),
+            "{member}/Cargo.toml: no [lints] workspace = true"
         );
     }
+    assert!(!takes_workspace_lints(
+        "[package]\nname = \"x\"\n[dependencies]\n"
+    ));
 }
 
 /// The file that holds what a module path names: its longest prefix that

@@ -79,6 +79,7 @@ pub fn assert_the_counter_counts(grows: impl FnOnce()) {
     assert!(count(grows) > 0);
 }
 
+#[allow(unsafe_code)] // a global allocator is an unsafe trait's impl
 // SAFETY: forwards to the system allocator unchanged; only counts calls.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {

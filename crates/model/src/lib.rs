@@ -5,8 +5,6 @@
 //!
 //! A reading a source cannot give is `None`, and its series is left out.
 //! Sentinel numbers (0xFFFFFFFF, -1) never get this far.
-// Functions stay short enough to read whole (clippy.toml: 80 lines of code).
-#![warn(clippy::too_many_lines)]
 #![forbid(unsafe_code)]
 
 pub mod catalogue;

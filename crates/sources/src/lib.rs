@@ -4,10 +4,6 @@
 //! source and the snapshot.
 //!
 //! Unsafe code lives in `nvml/ffi.rs` alone, each block with its `SAFETY:`.
-#![deny(unsafe_code)]
-#![deny(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
-// Functions stay short enough to read whole (clippy.toml: 80 lines of code).
-#![warn(clippy::too_many_lines)]
 
 pub mod fleet;
 pub mod host;
