@@ -17,8 +17,8 @@
 //! - every member takes the workspace's lints: unsafe code denied but
 //!   where an `allow` says why, clippy's `too_many_lines` (80 lines of
 //!   code, clippy.toml) holding the length of its functions;
-//! - no two files import each other, directly or around a cycle, tests
-//!   aside.
+//! - no two files of a crate import each other, directly or around a
+//!   cycle, tests aside.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -114,11 +114,18 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The `src` directory of the crate `file` is in.
+fn root_of(file: &Path) -> &Path {
+    file.ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n == "src"))
+        .unwrap()
+}
+
 /// A file's module path: `src/fill/pods/refresh.rs` is
 /// `["fill", "pods", "refresh"]`, `src/fill/pods/mod.rs` `["fill",
 /// "pods"]`, `src/lib.rs` `["lib"]`.
 fn module_of(file: &Path) -> Vec<String> {
-    let rel = file.strip_prefix(src()).unwrap();
+    let rel = file.strip_prefix(root_of(file)).unwrap();
     let mut parts: Vec<String> = rel
         .iter()
         .map(|p| p.to_string_lossy().trim_end_matches(".rs").to_string())
@@ -271,8 +278,8 @@ fn shown(file: &Path) -> String {
 
 /// Whether a module path names a module (a file or directory under
 /// `src/`), not an item.
-fn is_module(path: &[String]) -> bool {
-    let p = src().join(path.join("/"));
+fn is_module(root: &Path, path: &[String]) -> bool {
+    let p = root.join(path.join("/"));
     p.is_dir() || p.with_extension("rs").is_file()
 }
 
@@ -558,14 +565,14 @@ fn every_member_takes_the_workspace_lints() {
 
 /// The file that holds what a module path names: its longest prefix that
 /// is a module, `lib.rs` when none is.
-fn file_of(path: &[String]) -> PathBuf {
+fn file_of(root: &Path, path: &[String]) -> PathBuf {
     let n = (1..=path.len())
         .rev()
-        .find(|&n| is_module(&path[..n]))
+        .find(|&n| is_module(root, &path[..n]))
         .unwrap_or(0);
-    let p = src().join(path[..n].join("/"));
+    let p = root.join(path[..n].join("/"));
     match n {
-        0 => src().join("lib.rs"),
+        0 => root.join("lib.rs"),
         _ if p.is_dir() => p.join("mod.rs"),
         _ => p.with_extension("rs"),
     }
@@ -573,15 +580,15 @@ fn file_of(path: &[String]) -> PathBuf {
 
 /// Which files each file imports from, as the problems name them. A
 /// test module's imports are passed over: tests may reach anywhere.
-fn file_graph() -> BTreeMap<String, Vec<String>> {
+fn file_graph(root: &Path) -> BTreeMap<String, Vec<String>> {
     let mut graph = BTreeMap::new();
-    for file in files(&src()) {
+    for file in files(root) {
         let from = shown(&file);
         let tests = test_module(&std::fs::read_to_string(&file).unwrap());
         let mut to: Vec<String> = references(&file)
             .iter()
             .filter(|(line, _)| *line <= tests)
-            .map(|(_, path)| shown(&file_of(path)))
+            .map(|(_, path)| shown(&file_of(root, path)))
             .filter(|to| *to != from)
             .collect();
         to.sort();
@@ -640,8 +647,10 @@ fn cycles(graph: &BTreeMap<String, Vec<String>>) -> Vec<(String, String)> {
 
 #[test]
 fn no_files_import_each_other_in_a_cycle() {
-    let problems: Vec<String> = cycles(&file_graph())
-        .into_iter()
+    let mut roots = vec![src()];
+    roots.extend(CRATES.iter().map(|(c, _)| crate_src(c)));
+    let problems: Vec<String> = (roots.iter())
+        .flat_map(|root| cycles(&file_graph(root)))
         .map(|(_, cycle)| cycle)
         .collect();
     assert!(problems.is_empty(), "\n{}", problems.join("\n"));
@@ -665,9 +674,16 @@ fn the_cycle_check_finds_a_cycle_and_resolves_files() {
         ("a.rs -> b.rs".into(), "a.rs -> b.rs -> c.rs -> a.rs".into())
     );
     let path = |p: &str| p.split("::").map(String::from).collect::<Vec<_>>();
-    assert!(file_of(&path("http::cache::Cache")).ends_with("http/cache.rs"));
-    assert!(file_of(&path("http::Server")).ends_with("http/mod.rs"));
-    assert!(file_of(&path("Error")).ends_with("lib.rs"));
+    assert!(file_of(&src(), &path("http::cache::Cache")).ends_with("http/cache.rs"));
+    assert!(file_of(&src(), &path("http::Server")).ends_with("http/mod.rs"));
+    assert!(file_of(&src(), &path("Error")).ends_with("lib.rs"));
+    // A crate's files are read from its own root: readings.rs names the
+    // model's root items.
+    let model = file_graph(&crate_src("model"));
+    assert!(
+        model["crates/model/src/readings.rs"].contains(&"crates/model/src/lib.rs".to_string()),
+        "{model:?}"
+    );
 }
 
 /// One meaning per name: `judge` is the alert evaluator's thread
