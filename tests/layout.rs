@@ -8,7 +8,8 @@
 //! - the crates under `crates/` depend only on those [`CRATES`] lets
 //!   them: `wire` and `webconfig` on `base`, `model` on none, `alerts`,
 //!   `sources` and `exposition` on `base` and `model`, `fill` on those and
-//!   `wire` (Cargo holds what they import; this holds their manifests),
+//!   `wire` (Cargo holds what they import; this holds what `cargo
+//!   metadata` says they depend on),
 //!   and of the fillers only the kubelet's (`pods`) uses `wire`;
 //! - the module table of docs/maintainers.md lists every module, on its
 //!   floor;
@@ -20,6 +21,7 @@
 //! - no two files of a crate import each other, directly or around a
 //!   cycle, tests aside.
 
+use base::json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -348,32 +350,85 @@ fn wire_problems() -> Vec<String> {
     problems
 }
 
-/// The crates of ours a manifest's `[dependencies]` names.
-fn our_dependencies(manifest: &str) -> Vec<String> {
-    let ours = |name: &str| CRATES.iter().any(|(c, _)| *c == name) || name == "gpu-exporter";
-    let mut out = Vec::new();
-    let mut in_deps = false;
-    for line in manifest.lines() {
-        let line = line.trim();
-        if line.starts_with('[') {
-            in_deps = line == "[dependencies]";
-            continue;
-        }
-        let name = line.split(['=', '.', ' ']).next().unwrap_or("");
-        if in_deps && !line.starts_with('#') && ours(name) {
-            out.push(name.to_string());
-        }
+/// A package of the workspace as `cargo metadata` reports it: its
+/// name, its manifest, and the packages of ours among its dependencies
+/// (not its dev-dependencies), without the `gpu-exporter-` prefix.
+struct Package {
+    name: String,
+    manifest: PathBuf,
+    ours: Vec<String>,
+}
+
+/// `v`'s member `key`.
+fn member<'v, 'a>(v: &'v Value<'a>, key: &str) -> &'v Value<'a> {
+    let Value::Object(members) = v else {
+        panic!("not an object: {v:?}")
+    };
+    (members.iter().find(|(k, _)| k == key))
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("no {key}"))
+}
+
+fn string<'v>(v: &'v Value) -> &'v str {
+    match v {
+        Value::String(s) => s,
+        _ => panic!("not a string: {v:?}"),
     }
-    out
+}
+
+fn array<'v, 'a>(v: &'v Value<'a>) -> &'v [Value<'a>] {
+    match v {
+        Value::Array(a) => a,
+        _ => panic!("not an array: {v:?}"),
+    }
+}
+
+/// The workspace's packages, from `cargo metadata` (what Cargo itself
+/// resolves: every form a manifest may spell a dependency in).
+fn packages() -> Vec<Package> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let doc = base::json::parse(&text).unwrap();
+    let ours = |d: &Value| {
+        let normal = *member(d, "kind") == Value::Null;
+        let name = string(member(d, "name")).strip_prefix("gpu-exporter-");
+        name.filter(|_| normal).map(String::from)
+    };
+    (array(member(&doc, "packages")).iter())
+        .map(|p| Package {
+            name: string(member(p, "name")).to_string(),
+            manifest: string(member(p, "manifest_path")).into(),
+            ours: array(member(p, "dependencies"))
+                .iter()
+                .filter_map(ours)
+                .collect(),
+        })
+        .collect()
 }
 
 #[test]
 fn the_crates_depend_on_base_alone_and_only_the_kubelets_filler_uses_wire() {
-    let root = src().parent().unwrap().to_path_buf();
+    let packages = packages();
     for (name, allowed) in CRATES {
-        let manifest =
-            std::fs::read_to_string(root.join("crates").join(name).join("Cargo.toml")).unwrap();
-        for dep in our_dependencies(&manifest) {
+        let package = (packages.iter())
+            .find(|p| p.name == format!("gpu-exporter-{name}"))
+            .unwrap_or_else(|| panic!("no package for crates/{name}"));
+        for dep in &package.ours {
             assert!(
                 allowed.contains(&dep.as_str()),
                 "crates/{name} depends on {dep}; it may depend on {allowed:?}"
@@ -387,15 +442,11 @@ fn the_crates_depend_on_base_alone_and_only_the_kubelets_filler_uses_wire() {
         problems.join("\n")
     );
     // The checks see what they look for: the kubelet's filler does use
-    // `wire`, and a manifest naming `webconfig` is read as doing so.
+    // `wire`, and a dev-dependency is not a dependency.
     let kubelet = std::fs::read_to_string(crate_src("fill").join("pods/kubelet.rs")).unwrap();
     assert!(kubelet.contains("wire::"));
-    assert_eq!(
-        our_dependencies(
-            "[dependencies]\nbase.workspace = true\nwebconfig = { workspace = true }\n[dev-dependencies]\nwire.workspace = true\n"
-        ),
-        ["base", "webconfig"]
-    );
+    let fill = packages.iter().find(|p| p.name == "gpu-exporter-fill");
+    assert_eq!(fill.unwrap().ours, ["base", "model", "wire"]);
 }
 
 #[test]
@@ -511,19 +562,6 @@ fn test_module(text: &str) -> usize {
         .unwrap_or(text.lines().count())
 }
 
-/// The workspace's members, as the root manifest lists them.
-fn members(manifest: &str) -> Vec<String> {
-    let line = manifest
-        .lines()
-        .find(|l| l.starts_with("members = ["))
-        .expect("the root manifest lists its members on one line");
-    line.split('"')
-        .skip(1)
-        .step_by(2)
-        .map(String::from)
-        .collect()
-}
-
 /// Whether a manifest takes the workspace's lints.
 fn takes_workspace_lints(manifest: &str) -> bool {
     manifest.contains("\n[lints]\nworkspace = true\n")
@@ -549,13 +587,14 @@ fn every_member_takes_the_workspace_lints() {
     for lint in ["unsafe_code = \"deny\"", "too_many_lines = \"warn\""] {
         assert!(manifest.contains(&format!("\n{lint}\n")), "no {lint}");
     }
-    let members = members(&manifest);
-    assert!(members.len() >= 12, "{members:?}");
-    for member in members.iter().filter(|m| *m != "fake-nvml") {
-        let own = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap();
+    let packages = packages();
+    assert!(packages.len() >= 12, "{} packages", packages.len());
+    for p in packages.iter().filter(|p| p.name != "fake-nvml") {
+        let own = std::fs::read_to_string(&p.manifest).unwrap();
         assert!(
             takes_workspace_lints(&own),
-            "{member}/Cargo.toml: no [lints] workspace = true"
+            "{}: no [lints] workspace = true",
+            p.manifest.display()
         );
     }
     assert!(!takes_workspace_lints(
