@@ -8,9 +8,10 @@
 //! - the crates under `crates/` depend only on those [`CRATES`] lets
 //!   them: `wire` and `webconfig` on `base`, `model` on none, `alerts`,
 //!   `sources` and `exposition` on `base` and `model`, `fill` on those and
-//!   `wire` (Cargo holds what they import; this holds what `cargo
-//!   metadata` says they depend on),
-//!   and of the fillers only the kubelet's (`pods`) uses `wire`;
+//!   `wire`, `poller` on `fill`, `alerts` and `sources` and below (Cargo
+//!   holds what they import; this holds what `cargo metadata` says they
+//!   depend on), and of the fillers only the kubelet's (`pods`) uses
+//!   `wire`;
 //! - the module table of docs/maintainers.md lists every module, on its
 //!   floor;
 //! - no file but `ffi.rs` holds more than 600 lines before its tests, and
