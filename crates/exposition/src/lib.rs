@@ -462,33 +462,57 @@ fn family_series(
         if only.is_some_and(|gpu| gpu != t.mig.is_none()) {
             return;
         }
+        // Pod copies are rare: without them a sample is one line on the
+        // stack, kept apart from the general path so that the compiler
+        // does not set that path up for every sample (about a fifth of a
+        // render's instructions, counted).
+        let pods = pod_labels && !r.pods.is_empty();
         series(r, &mut |extra, v| {
             if !headed {
                 w.line_head(line, fam);
                 headed = true;
             }
-            for pod in copies(r, pod_labels) {
-                if pod.is_none() && w.line(line, fam, t, extra, v) {
-                    continue;
-                }
-                line.flush(w.out);
-                w.name(fam);
-                w.target(t);
-                w.pod(pod);
-                match extra {
-                    Extra::None => {}
-                    Extra::Label(text) => w.put(text),
-                    Extra::Num(k, n) => w.num_label(k, n),
-                    Extra::NumLabel(k, n, text) => {
-                        w.num_label(k, n);
-                        w.put(text);
-                    }
-                }
-                w.value(v);
+            if pods || !w.line(line, fam, t, extra, v) {
+                samples(w, line, fam, t, r, pod_labels, extra, v);
             }
         })
     });
     line.flush(w.out);
+}
+
+/// One sample of `fam` for target `t`, a copy per pod where pod labels
+/// are on, each written to the output itself.
+#[inline(never)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "family_series' state, passed down"
+)]
+fn samples(
+    w: &mut Writer,
+    line: &mut Line,
+    fam: &catalogue::Family,
+    t: Target,
+    r: &model::Readings,
+    pod_labels: bool,
+    extra: Extra,
+    v: f64,
+) {
+    line.flush(w.out);
+    for pod in copies(r, pod_labels) {
+        w.name(fam);
+        w.target(t);
+        w.pod(pod);
+        match extra {
+            Extra::None => {}
+            Extra::Label(text) => w.put(text),
+            Extra::Num(k, n) => w.num_label(k, n),
+            Extra::NumLabel(k, n, text) => {
+                w.num_label(k, n);
+                w.put(text);
+            }
+        }
+        w.value(v);
+    }
 }
 
 #[cfg(test)]
