@@ -326,12 +326,13 @@ class Tool:
         size = self.line(piece, fleet, 3)
         counts = []
         for _ in range(RENDER_ROUNDS):
+            # A dump starts the next count: on, N, dump, 0, dump, off.
+            control(self.proc, "--instr=on")
             runs = []
             for n in (RENDER_N, 0):
-                control(self.proc, "--instr=on")
                 self.line(piece, fleet, n)
-                control(self.proc, "--instr=off")
                 runs.append(dumped(self.proc, self.out_dir, "tool"))
+            control(self.proc, "--instr=off")
             counts.append((runs[0] - runs[1]) // RENDER_N)
         return min(counts), size
 
