@@ -10,7 +10,7 @@
 //! instructions for the same series, measured in the same run, within the
 //! baseline's tolerance (5%: one machine repeats a count within 0.01%, but
 //! glibc's `memcpy` differs by CPU). About 17 seconds of callgrind, after
-//! building the tool (about 30 seconds beside the exporter's release build).
+//! building the tool beside the exporter's release build (14 s of CPU).
 //! A scratch build with 10,000 `black_box` iterations per render (about
 //! 40,000 instructions) failed the 8-GPU and MIG rows, 8: 0.242 -> 0.273.
 
