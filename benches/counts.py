@@ -20,6 +20,17 @@ ratio is printed, not checked. Syscalls per scrape come from a run without valgr
 
 EXPORTER is a release build (deploy/build.sh); FLOOR is
 `cargo build --release -p gpu-exporter-floor`'s binary.
+
+    python3 benches/counts.py --render TOOL [--check FILE | --bless FILE]
+
+counts the work behind a scrape instead: one render of a new snapshot, ours
+(text and OpenMetrics) and prometheus-client's encoding of the same families
+and series, one alert evaluation round and one simulator collection. TOOL
+(`cargo build --release -p gpu-exporter-counts`) runs each piece N times per
+line on its stdin; callgrind's instrumentation is on around one line of N and
+one of 0, and the difference over N is one piece's count. Single-threaded,
+so exact up to hash seeds. The check holds ours over prometheus-client's, per
+fleet, to the `render` section of FILE.
 """
 
 import json
@@ -108,6 +119,12 @@ def one_round(proc, sock, req, out_dir, name):
     for _ in range(SCRAPES):
         response(sock, req)
     control(proc, "--instr=off")
+    return dumped(proc, out_dir, name) // SCRAPES
+
+
+def dumped(proc, out_dir, name):
+    """The instructions counted since the last dump: callgrind dumps them
+    to a file of their own."""
     before = set(os.listdir(out_dir))
     control(proc, "--dump")
     for _ in range(100):
@@ -119,7 +136,7 @@ def one_round(proc, sock, req, out_dir, name):
         raise RuntimeError(f"callgrind wrote no dump for {name}")
     with open(os.path.join(out_dir, new[0])) as f:
         totals = re.search(r"(?m)^totals:\s*(\d+)", f.read())
-    return int(totals.group(1)) // SCRAPES
+    return int(totals.group(1))
 
 
 def idle(proc):
@@ -277,8 +294,122 @@ def check(rows, path):
     return not failed
 
 
+# The render part: fleets rendered, and how many of each piece per count.
+RENDER_FLEETS = ("8", "64", "8x7mig")
+RENDER_N = 10
+RENDER_ROUNDS = 1
+COLLECT_GPUS = (8, 64)
+
+
+class Tool:
+    """gpu-exporter-counts under callgrind, instrumentation off."""
+
+    def __init__(self, tool, out_dir):
+        self.out_dir = out_dir
+        self.proc = subprocess.Popen(
+            ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+             f"--callgrind-out-file={out_dir}/tool.%p.out", tool],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def line(self, piece, fleet, n):
+        self.proc.stdin.write(f"{piece} {fleet} {n}\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().split()
+        if answer[:1] != ["done"]:
+            raise RuntimeError(f"{piece} {fleet}: {self.proc.stderr.read()}")
+        return int(answer[1])
+
+    def count(self, piece, fleet):
+        """One piece's instructions: warmed, then the fewest over
+        RENDER_ROUNDS of (a line of RENDER_N) - (a line of none); and the
+        bytes it renders."""
+        size = self.line(piece, fleet, 3)
+        counts = []
+        for _ in range(RENDER_ROUNDS):
+            # A dump starts the next count: on, N, dump, 0, dump, off.
+            control(self.proc, "--instr=on")
+            runs = []
+            for n in (RENDER_N, 0):
+                self.line(piece, fleet, n)
+                runs.append(dumped(self.proc, self.out_dir, "tool"))
+            control(self.proc, "--instr=off")
+            counts.append((runs[0] - runs[1]) // RENDER_N)
+        return min(counts), size
+
+
+def render_rows(tool, out_dir):
+    t = Tool(tool, out_dir)
+    try:
+        rows = {}
+        for fleet in RENDER_FLEETS:
+            r = rows[fleet] = {}
+            for piece in ("text", "openmetrics", "prometheus-client"):
+                r[piece], r[f"{piece} bytes"] = t.count(piece, fleet)
+            r["ratio"] = round(r["text"] / r["prometheus-client"], 3)
+        alerts = t.count("alerts", "default")[0]
+        collect = {g: t.count("collect", g)[0] for g in COLLECT_GPUS}
+    finally:
+        t.proc.stdin.close()
+        stop(t.proc)
+    return rows, alerts, collect
+
+
+def render_table(rows, alerts, collect):
+    print(f"user-space instructions per render of a new snapshot (callgrind, "
+          f"{RENDER_N} per count)")
+    print(f"{'fleet':<8}{'ours 0.0.4':>12}{'ours OpenMetrics':>18}{'prometheus-client':>19}"
+          f"{'ours / p-c':>12}{'p-c / ours':>12}{'bytes ours':>12}{'bytes p-c':>11}")
+    for fleet, r in rows.items():
+        print(f"{fleet:<8}{r['text']:>12}{r['openmetrics']:>18}{r['prometheus-client']:>19}"
+              f"{r['ratio']:>12.3f}{r['prometheus-client'] / r['text']:>11.1f}x"
+              f"{r['text bytes']:>12}{r['prometheus-client bytes']:>11}")
+    print(f"one alert evaluation round (default rules, default fleet): {alerts}")
+    for gpus, n in collect.items():
+        print(f"one simulator collection of {gpus} GPUs: {n} ({n // gpus} per GPU)")
+
+
+def render_main(args):
+    if len(args) not in (1, 3) or (len(args) == 3 and args[1] not in ("--check", "--bless")):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    for tool in ("valgrind", "callgrind_control"):
+        if not shutil.which(tool):
+            print(f"counts.py: {tool} is not installed", file=sys.stderr)
+            sys.exit(2)
+    out_dir = tempfile.mkdtemp(prefix="gpu-exporter-counts-")
+    try:
+        rows, alerts, collect = render_rows(args[0], out_dir)
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
+    render_table(rows, alerts, collect)
+    if len(args) == 1:
+        return
+    if args[1] == "--bless":
+        with open(args[2]) as f:
+            base = json.load(f)
+        base["render"] = {"tolerance": 0.05,
+                          "ratios": {k: r["ratio"] for k, r in rows.items()}}
+        with open(args[2], "w") as f:
+            json.dump(base, f, indent=2)
+            f.write("\n")
+        return
+    with open(args[2]) as f:
+        base = json.load(f)["render"]
+    failed = [f"{fleet}: ours over prometheus-client's instructions per render "
+              f"{b:.3f} -> {rows[fleet]['ratio']:.3f} (tolerance {base['tolerance']:.0%}; "
+              f"update {args[2]} with why, in the same commit, if the rise is meant)"
+              for fleet, b in base["ratios"].items()
+              if rows[fleet]["ratio"] > b * (1 + base["tolerance"])]
+    for line in failed:
+        print(line, file=sys.stderr)
+    if failed:
+        sys.exit(1)
+
+
 def main():
     args = sys.argv[1:]
+    if args[:1] == ["--render"]:
+        return render_main(args[1:])
     if len(args) not in (2, 4) or (len(args) == 4 and args[2] not in ("--check", "--bless")):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
@@ -295,9 +426,12 @@ def main():
         shutil.rmtree(out_dir, ignore_errors=True)
     table(rows)
     if len(args) == 4 and args[2] == "--bless":
+        # The render section (--render) is kept as it is.
+        with open(args[3]) as f:
+            base = json.load(f)
+        base.update(tolerance=0.15, ratios={k: r["ratio"] for k, r in rows.items()})
         with open(args[3], "w") as f:
-            ratios = {k: r["ratio"] for k, r in rows.items()}
-            json.dump({"tolerance": 0.15, "ratios": ratios}, f, indent=2)
+            json.dump(base, f, indent=2)
             f.write("\n")
     if len(args) == 4 and args[2] == "--check" and not check(rows, args[3]):
         sys.exit(1)

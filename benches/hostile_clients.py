@@ -7,6 +7,12 @@
       is opened again (checked every 200 ms), so COUNT stay open. Prints
       how many times connections were opened.
 
+  hostile_clients.py flood PORT COUNT SECONDS
+      COUNT keep-alive connections at once, each asking GET /metrics again
+      as soon as its answer (by Content-Length) is read, a closed one
+      opened again, for SECONDS: wrk's flood without wrk. Prints how many
+      responses were read and how many connections opened.
+
   hostile_clients.py scrape PORT COUNT TIMEOUT
       One scrape a second, COUNT times, as a scraper with a TIMEOUT-second
       scrape timeout: a new connection, GET /metrics with Prometheus'
@@ -64,6 +70,64 @@ def never_readers(port, count, seconds):
     for s, _ in socks:
         s.close()
     print(f"never-readers opens={opens}")
+
+
+def flood(port, count, seconds):
+    import selectors
+    req = b"GET /metrics HTTP/1.1\r\nHost: flood\r\n\r\n"
+    sel, buf = selectors.DefaultSelector(), bytearray(1 << 16)
+    state = {"opens": 0, "responses": 0}
+
+    def opened():
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        s.connect_ex((HOST, port))
+        state["opens"] += 1
+        # [request bytes left to send, head read so far, body bytes left]
+        sel.register(s, selectors.EVENT_WRITE, [req, b"", None])
+
+    def again(s, conn):
+        conn[:] = [req, b"", None]
+        sel.modify(s, selectors.EVENT_WRITE, conn)
+
+    def step(s, conn):
+        if conn[0]:
+            conn[0] = conn[0][s.send(conn[0]):]
+            if not conn[0]:
+                sel.modify(s, selectors.EVENT_READ, conn)
+            return
+        n = s.recv_into(buf)
+        if n == 0:
+            raise OSError("closed")
+        if conn[2] is None:
+            conn[1] += bytes(buf[:n])
+            if b"\r\n\r\n" not in conn[1]:
+                return
+            head, body = conn[1].split(b"\r\n\r\n", 1)
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            conn[2] = length - len(body)
+        else:
+            conn[2] -= n
+        if conn[2] <= 0:
+            state["responses"] += 1
+            again(s, conn)
+
+    for _ in range(count):
+        opened()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for key, _ in sel.select(timeout=0.2):
+            try:
+                step(key.fileobj, key.data)
+            except (BlockingIOError, InterruptedError):
+                pass
+            except (OSError, ValueError, IndexError):
+                sel.unregister(key.fileobj)
+                key.fileobj.close()
+                opened()
+    for key in list(sel.get_map().values()):
+        key.fileobj.close()
+    print(f"flood responses={state['responses']} opens={state['opens']}")
 
 
 def scrape_once(port, timeout):
@@ -138,11 +202,13 @@ def scrape(port, count, timeout):
 
 
 def main():
-    if len(sys.argv) != 5 or sys.argv[1] not in ("never-readers", "scrape"):
+    if len(sys.argv) != 5 or sys.argv[1] not in ("never-readers", "flood", "scrape"):
         sys.exit(__doc__)
     port, count = int(sys.argv[2]), int(sys.argv[3])
     if sys.argv[1] == "never-readers":
         never_readers(port, count, float(sys.argv[4]))
+    elif sys.argv[1] == "flood":
+        flood(port, count, float(sys.argv[4]))
     else:
         scrape(port, count, float(sys.argv[4]))
 

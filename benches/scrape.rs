@@ -10,8 +10,8 @@
 //!   floor: the runtime's share of the gap), and gzipped scrapes next to
 //!   plain ones.
 //!
-//! `cargo bench --bench scrape`. Absolute times drift between machines;
-//! read the ratios.
+//! `cargo bench --bench scrape` (`-- end-to-end` for that part alone).
+//! Absolute times drift between machines; read the ratios.
 
 // A test tells its scenario whole: clippy's bound on a function's
 // length (the workspace's lints) is for the code that ships.
@@ -347,9 +347,13 @@ fn main() {
         return serve(kind, file);
     }
     // `cargo test --benches` runs this once as a smoke test.
+    // `--bench end-to-end` (the executable run by hand) runs that part
+    // alone, for several interleaved runs (benches/README.md).
     if args.iter().any(|a| a == "--bench") {
-        bench_render();
-        bench_gzip();
+        if !args.iter().any(|a| a == "end-to-end") {
+            bench_render();
+            bench_gzip();
+        }
         bench_end_to_end();
     }
 }
