@@ -17,10 +17,14 @@
 mod family;
 pub mod health;
 mod profiling;
+mod read;
 
-use super::{GpuProcess, Health, NvlinkLink, Pod, TxRx};
+use super::{GpuProcess, Health, Pod, TxRx};
 use crate::Collector;
+use crate::dcgm::{Face, MIB, Mig, Unit, Whole, face};
 pub use family::*;
+pub use read::*;
+pub(crate) use read::{each, flag, one};
 
 /// Everything a source can read about one GPU (or MIG instance). Gauges
 /// and counters are in base units.
@@ -97,56 +101,9 @@ impl Family {
             range: None,
             read,
             mig: None,
+            dcgm: None,
         }
     }
-}
-
-/// An extra label after `gpu` and `uuid`: a whole one spelled out
-/// (`,reason="hw_slowdown"`), a number, or a number and then a whole one.
-#[derive(Clone, Copy)]
-pub enum Extra {
-    None,
-    Label(&'static str),
-    Num(&'static str, u32),
-    NumLabel(&'static str, u32, &'static str),
-}
-
-/// A reading's series: each extra label set and its value.
-pub type Series = fn(&Readings, &mut dyn FnMut(Extra, f64));
-
-/// The [`Readings`] field a reading is, to check and to clear.
-pub enum Field<'a> {
-    Value(&'a mut Option<f64>),
-    Values(&'a mut [Option<f64>]),
-    Pair(&'a mut Option<TxRx>),
-    Mask(&'a mut Option<u64>),
-    Flag(&'a mut Option<bool>),
-    Xids(&'a mut Option<Vec<(u32, u64)>>),
-    Links(&'a mut Vec<NvlinkLink>),
-}
-
-impl Field<'_> {
-    /// Leaves the reading out.
-    pub fn clear(self) {
-        match self {
-            Field::Value(v) => *v = None,
-            Field::Values(v) => v.fill(None),
-            Field::Pair(v) => *v = None,
-            Field::Mask(v) => *v = None,
-            Field::Flag(v) => *v = None,
-            Field::Xids(v) => *v = None,
-            Field::Links(v) => v.clear(),
-        }
-    }
-}
-
-/// How a reading is read: its series for the render, its field for the
-/// range check and [`Readings::retain`]. The macros below make both from
-/// the field's path.
-#[derive(Clone, Copy)]
-pub struct Read {
-    pub series: Series,
-    pub field: for<'a> fn(&'a mut Readings) -> Field<'a>,
 }
 
 /// One GPU reading, declared once.
@@ -167,6 +124,24 @@ pub struct Reading {
     /// on, `gpu_memory_*` stay the whole GPU's (its real total), so
     /// `sum by (gpu)` of either never counts a byte twice.
     pub mig: Option<Family>,
+    /// The dcgm-exporter field it is shown as, where it is one series
+    /// (`dcgm::FIELDS` has the others).
+    pub dcgm: Option<Face>,
+}
+
+// A reading is itself: the dcgm fields compare and print it by its family.
+impl PartialEq for Reading {
+    fn eq(&self, other: &Reading) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Reading {}
+
+impl std::fmt::Debug for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.family.name)
+    }
 }
 
 impl Reading {
@@ -194,67 +169,28 @@ impl Reading {
         self.mig = Some(family);
         self
     }
+
+    pub const fn dcgm(mut self, face: Face) -> Reading {
+        self.dcgm = Some(face);
+        self
+    }
+
+    /// Its value in `r`, where it is one series without labels (`one!`,
+    /// `flag!`).
+    pub fn value(&self, r: &Readings) -> Option<f64> {
+        let mut out = None;
+        (self.read.series)(r, &mut |extra, v| {
+            if matches!(extra, Extra::None) {
+                out = Some(v);
+            }
+        });
+        out
+    }
 }
 
 /// Every GPU reading, in output order.
 pub fn all() -> impl Iterator<Item = &'static Reading> {
     GPU_READINGS.iter().chain(&health::HEALTH_READINGS)
-}
-
-/// One series, from an `Option<f64>` field.
-macro_rules! one {
-    ($($f:ident).+) => {
-        $crate::readings::Read {
-            series: |r, f| {
-                if let Some(v) = r.$($f).+ {
-                    f($crate::readings::Extra::None, v)
-                }
-            },
-            field: |r| $crate::readings::Field::Value(&mut r.$($f).+),
-        }
-    };
-}
-pub(crate) use one;
-
-/// One series a label, from an array field: `each!(path, LABELS)`.
-macro_rules! each {
-    ($($f:ident).+, $labels:expr) => {
-        $crate::readings::Read {
-            series: |r, f| $crate::readings::each_label(&$labels, &r.$($f).+, f),
-            field: |r| $crate::readings::Field::Values(&mut r.$($f).+),
-        }
-    };
-}
-pub(crate) use each;
-
-/// 1 or 0, from an `Option<bool>` field.
-macro_rules! flag {
-    ($($f:ident).+) => {
-        $crate::readings::Read {
-            series: |r, f| {
-                if let Some(v) = r.$($f).+ {
-                    f($crate::readings::Extra::None, if v { 1.0 } else { 0.0 })
-                }
-            },
-            field: |r| $crate::readings::Field::Flag(&mut r.$($f).+),
-        }
-    };
-}
-pub(crate) use flag;
-
-pub fn each_label(labels: &[&'static str], values: &[Option<f64>], f: &mut dyn FnMut(Extra, f64)) {
-    for (label, v) in labels.iter().zip(values) {
-        if let Some(v) = v {
-            f(Extra::Label(label), *v);
-        }
-    }
-}
-
-fn directions(v: Option<TxRx>, f: &mut dyn FnMut(Extra, f64)) {
-    if let Some(v) = v {
-        f(Extra::Label(",direction=\"tx\""), v.tx);
-        f(Extra::Label(",direction=\"rx\""), v.rx);
-    }
 }
 
 /// `,reason="…"` for each of [`super::CLOCK_EVENT_REASONS`], in order.
@@ -274,6 +210,16 @@ use Collector::{
     Allocator, Clocks, Ecc, Gpm, Memory, Nvlink, Pcie, Power, Temperature, Utilization, Xid,
 };
 use Kind::{Counter, Gauge};
+
+/// dcgm-exporter's units from ours.
+const MHZ: Unit = Unit::Per(1e6);
+const PERCENT: Unit = Unit::Times(100.0);
+
+/// A framebuffer field: whole MiB, cut down as DCGM divides, a MIG
+/// instance's own.
+const fn fb(field: &'static str) -> Face {
+    face(field, MIB).whole(Whole::Floor).on_mig(Mig::Own)
+}
 
 // The families the PromQL rules name (`promql`) are constants of
 // their own; the rest are written in place in the table below.
@@ -345,16 +291,19 @@ pub static GPU_READINGS: [Reading; 30] = [
     TEMPERATURE
         .reads(one!(temperature_celsius))
         .smi("temperature.gpu")
-        .within(TEMPERATURE_CELSIUS),
+        .within(TEMPERATURE_CELSIUS)
+        .dcgm(face("DCGM_FI_DEV_GPU_TEMP", Unit::Same)),
     MEMORY_TEMPERATURE
         .reads(one!(memory_temperature_celsius))
         .smi("temperature.memory")
-        .within(TEMPERATURE_CELSIUS),
+        .within(TEMPERATURE_CELSIUS)
+        .dcgm(face("DCGM_FI_DEV_MEMORY_TEMP", Unit::Same)),
     family("gpu_sm_clock_hertz", Gauge, "Current SM clock.")
         .of(Clocks)
         .reads(one!(sm_clock_hertz))
         .smi("clocks.current.sm")
-        .within(CLOCK_HERTZ),
+        .within(CLOCK_HERTZ)
+        .dcgm(face("DCGM_FI_DEV_SM_CLOCK", MHZ)),
     family(
         "gpu_sm_clock_max_hertz",
         Gauge,
@@ -368,7 +317,8 @@ pub static GPU_READINGS: [Reading; 30] = [
         .of(Clocks)
         .reads(one!(memory_clock_hertz))
         .smi("clocks.current.memory")
-        .within(CLOCK_HERTZ),
+        .within(CLOCK_HERTZ)
+        .dcgm(face("DCGM_FI_DEV_MEM_CLOCK", MHZ)),
     CLOCKS_EVENT_ACTIVE
         .reads(Read {
             series: |r, f| {
@@ -385,11 +335,13 @@ pub static GPU_READINGS: [Reading; 30] = [
         .of(Power)
         .reads(one!(power_usage_watts))
         .smi("power.draw")
-        .within(POWER_WATTS),
+        .within(POWER_WATTS)
+        .dcgm(face("DCGM_FI_DEV_POWER_USAGE", Unit::Same).whole(Whole::AsRead)),
     family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
         .of(Power)
         .reads(one!(power_limit_watts))
-        .within(POWER_WATTS.above_zero()),
+        .within(POWER_WATTS.above_zero())
+        .dcgm(face("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", Unit::Same).whole(Whole::AsRead)),
     family(
         "gpu_utilization_ratio",
         Gauge,
@@ -398,7 +350,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Utilization)
     .reads(one!(utilization_ratio))
     .smi("utilization.gpu")
-    .within(RATIO),
+    .within(RATIO)
+    .dcgm(face("DCGM_FI_DEV_GPU_UTIL", PERCENT).on_mig(Mig::None)),
     family(
         "gpu_memory_utilization_ratio",
         Gauge,
@@ -407,7 +360,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Utilization)
     .reads(one!(memory_utilization_ratio))
     .smi("utilization.memory")
-    .within(RATIO),
+    .within(RATIO)
+    .dcgm(face("DCGM_FI_DEV_MEM_COPY_UTIL", PERCENT).on_mig(Mig::None)),
     SM_ACTIVE.reads(one!(sm_active_ratio)).from("N M").within(RATIO),
     family(
         "gpu_sm_occupancy_ratio",
@@ -431,6 +385,7 @@ pub static GPU_READINGS: [Reading; 30] = [
         .reads(one!(memory_total_bytes))
         .smi("memory.total")
         .within(MEMORY_BYTES.above_zero())
+        .dcgm(fb("DCGM_FI_DEV_FB_TOTAL"))
         .on_mig(
             family(
                 "gpu_mig_memory_total_bytes",
@@ -443,6 +398,7 @@ pub static GPU_READINGS: [Reading; 30] = [
         .reads(one!(memory_used_bytes))
         .smi("memory.used")
         .within(MEMORY_BYTES)
+        .dcgm(fb("DCGM_FI_DEV_FB_USED"))
         .on_mig(
             family(
                 "gpu_mig_memory_used_bytes",
@@ -460,6 +416,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     .reads(one!(memory_free_bytes))
     .smi("memory.free")
     .within(MEMORY_BYTES)
+    .dcgm(fb("DCGM_FI_DEV_FB_FREE"))
     .on_mig(
         family(
             "gpu_mig_memory_free_bytes",
@@ -477,6 +434,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     .reads(one!(memory_reserved_bytes))
     .smi("memory.reserved")
     .within(MEMORY_BYTES)
+    .dcgm(fb("DCGM_FI_DEV_FB_RESERVED"))
     .on_mig(
         family(
             "gpu_mig_memory_reserved_bytes",
@@ -542,11 +500,13 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Ecc)
     .reads(one!(ecc_corrected_total))
     .smi("ecc.errors.corrected.volatile.total")
-    .within(COUNT),
+    .within(COUNT)
+    .dcgm(face("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Unit::Same)),
     ECC_UNCORRECTED
         .reads(one!(ecc_uncorrected_total))
         .smi("ecc.errors.uncorrected.volatile.total")
-        .within(COUNT),
+        .within(COUNT)
+        .dcgm(face("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Unit::Same)),
     family(
         "gpu_energy_joules",
         Counter,
@@ -555,7 +515,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Power)
     .reads(one!(energy_joules_total))
     .from("N M")
-    .within(COUNT),
+    .within(COUNT)
+    .dcgm(face("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Unit::Times(1000.0))),
     family("gpu_pcie_bytes", Counter, "PCIe bytes moved, by direction.")
         .of(Pcie)
         .reads(Read {
@@ -568,7 +529,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     PCIE_REPLAYS
         .reads(one!(pcie_replay_errors_total))
         .from("N M")
-        .within(COUNT),
+        .within(COUNT)
+        .dcgm(face("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Unit::Same)),
     family(
         "gpu_nvlink_bytes",
         Counter,
@@ -614,5 +576,32 @@ mod tests {
             }
         }
         assert_eq!(GPU_READINGS[0].family.unit, Some("celsius"));
+    }
+
+    /// A dcgm field is one reading's or one `FIELDS` row's, never both
+    /// nor twice, and its reading is one series.
+    #[test]
+    fn dcgm_faces_are_one_series_each_named_once() {
+        let mut names: Vec<&str> = crate::dcgm::FIELDS.iter().map(|f| f.0).collect();
+        for (r, f) in crate::dcgm::faces() {
+            names.push(f.field);
+            let mut one = Readings::default();
+            match (r.read.field)(&mut one) {
+                Field::Value(v) => *v = Some(2.0),
+                Field::Flag(v) => *v = Some(true),
+                _ => panic!("{}: no single value", r.family.name),
+            }
+            let mut n = 0;
+            (r.read.series)(&one, &mut |e, _| {
+                assert!(matches!(e, Extra::None), "{}", r.family.name);
+                n += 1;
+            });
+            assert_eq!(n, 1, "{}", r.family.name);
+            assert!(r.value(&one).is_some() && r.value(&Readings::default()).is_none());
+        }
+        let all = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all, "a field named twice");
     }
 }
