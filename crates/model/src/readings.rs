@@ -35,6 +35,7 @@ pub struct Readings {
     pub sm_clock_hertz: Option<f64>,
     pub sm_clock_max_hertz: Option<f64>,
     pub memory_clock_hertz: Option<f64>,
+    pub memory_clock_max_hertz: Option<f64>,
     /// Active clock event reasons as the NVML bit mask.
     pub clocks_event_mask: Option<u64>,
     pub power_usage_watts: Option<f64>,
@@ -287,7 +288,7 @@ pub const PCIE_REPLAYS: Family = family(
 /// The GPU's (and MIG instance's) readings after `gpu_info` and `gpu_up`,
 /// in output order; the hardware-health ones follow
 /// ([`health::HEALTH_READINGS`]).
-pub static GPU_READINGS: [Reading; 30] = [
+pub static GPU_READINGS: [Reading; 31] = [
     TEMPERATURE
         .reads(one!(temperature_celsius))
         .smi("temperature.gpu")
@@ -319,6 +320,16 @@ pub static GPU_READINGS: [Reading; 30] = [
         .smi("clocks.current.memory")
         .within(CLOCK_HERTZ)
         .dcgm(face("DCGM_FI_DEV_MEM_CLOCK", MHZ)),
+    family(
+        "gpu_memory_clock_max_hertz",
+        Gauge,
+        "Maximum memory clock; the current clock below it under load means lost bandwidth.",
+    )
+    .of(Clocks)
+    .reads(one!(memory_clock_max_hertz))
+    .from("N M")
+    .within(CLOCK_HERTZ.above_zero())
+    .dcgm(face("DCGM_FI_DEV_MAX_MEM_CLOCK", MHZ)),
     CLOCKS_EVENT_ACTIVE
         .reads(Read {
             series: |r, f| {
