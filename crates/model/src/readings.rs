@@ -103,6 +103,7 @@ impl Family {
             read,
             mig: None,
             dcgm: None,
+            signal: None,
         }
     }
 }
@@ -128,6 +129,9 @@ pub struct Reading {
     /// The dcgm-exporter field it is shown as, where it is one series
     /// (`dcgm::FIELDS` has the others).
     pub dcgm: Option<Face>,
+    /// Its name in alert rule files, where a rule reads it as it is
+    /// (`alerts::rules::Signal::Reading`).
+    pub signal: Option<&'static str>,
 }
 
 // A reading is itself: the dcgm fields compare and print it by its family.
@@ -138,6 +142,12 @@ impl PartialEq for Reading {
 }
 
 impl Eq for Reading {}
+
+impl std::hash::Hash for Reading {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::ptr::hash(self, h);
+    }
+}
 
 impl std::fmt::Debug for Reading {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -176,6 +186,11 @@ impl Reading {
         self
     }
 
+    pub const fn signal(mut self, name: &'static str) -> Reading {
+        self.signal = Some(name);
+        self
+    }
+
     /// Its value in `r`, where it is one series without labels (`one!`,
     /// `flag!`).
     pub fn value(&self, r: &Readings) -> Option<f64> {
@@ -192,6 +207,11 @@ impl Reading {
 /// Every GPU reading, in output order.
 pub fn all() -> impl Iterator<Item = &'static Reading> {
     GPU_READINGS.iter().chain(&health::HEALTH_READINGS)
+}
+
+/// The reading that `family` shows.
+pub fn of(family: &Family) -> Option<&'static Reading> {
+    all().find(|r| r.family.name == family.name)
 }
 
 /// `,reason="…"` for each of [`super::CLOCK_EVENT_REASONS`], in order.
@@ -293,12 +313,14 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(temperature_celsius))
         .smi("temperature.gpu")
         .within(TEMPERATURE_CELSIUS)
-        .dcgm(face("DCGM_FI_DEV_GPU_TEMP", Unit::Same)),
+        .dcgm(face("DCGM_FI_DEV_GPU_TEMP", Unit::Same))
+        .signal("temperature"),
     MEMORY_TEMPERATURE
         .reads(one!(memory_temperature_celsius))
         .smi("temperature.memory")
         .within(TEMPERATURE_CELSIUS)
-        .dcgm(face("DCGM_FI_DEV_MEMORY_TEMP", Unit::Same)),
+        .dcgm(face("DCGM_FI_DEV_MEMORY_TEMP", Unit::Same))
+        .signal("memory_temperature"),
     family("gpu_sm_clock_hertz", Gauge, "Current SM clock.")
         .of(Clocks)
         .reads(one!(sm_clock_hertz))
@@ -461,7 +483,8 @@ pub static GPU_READINGS: [Reading; 31] = [
     ALLOCATOR_ALLOCATED
         .reads(one!(allocator_allocated_bytes))
         .from("M, workload files")
-        .within(MEMORY_BYTES),
+        .within(MEMORY_BYTES)
+        .signal("allocator_allocated"),
     LARGEST_FREE
         .reads(one!(largest_free_bytes))
         .from("M, workload files")
@@ -517,7 +540,8 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(ecc_uncorrected_total))
         .smi("ecc.errors.uncorrected.volatile.total")
         .within(COUNT)
-        .dcgm(face("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Unit::Same)),
+        .dcgm(face("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Unit::Same))
+        .signal("ecc_uncorrected"),
     family(
         "gpu_energy_joules",
         Counter,
@@ -541,7 +565,8 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(pcie_replay_errors_total))
         .from("N M")
         .within(COUNT)
-        .dcgm(face("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Unit::Same)),
+        .dcgm(face("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Unit::Same))
+        .signal("pcie_replays"),
     family(
         "gpu_nvlink_bytes",
         Counter,
@@ -589,13 +614,11 @@ mod tests {
         assert_eq!(GPU_READINGS[0].family.unit, Some("celsius"));
     }
 
-    /// A dcgm field is one reading's or one `FIELDS` row's, never both
-    /// nor twice, and its reading is one series.
+    /// A reading with a dcgm field or a signal is one series, which
+    /// [`Reading::value`] reads.
     #[test]
-    fn dcgm_faces_are_one_series_each_named_once() {
-        let mut names: Vec<&str> = crate::dcgm::FIELDS.iter().map(|f| f.0).collect();
-        for (r, f) in crate::dcgm::faces() {
-            names.push(f.field);
+    fn faces_read_one_series() {
+        for r in all().filter(|r| r.dcgm.is_some() || r.signal.is_some()) {
             let mut one = Readings::default();
             match (r.read.field)(&mut one) {
                 Field::Value(v) => *v = Some(2.0),
@@ -609,10 +632,24 @@ mod tests {
             });
             assert_eq!(n, 1, "{}", r.family.name);
             assert!(r.value(&one).is_some() && r.value(&Readings::default()).is_none());
+            assert!(of(&r.family) == Some(r));
         }
-        let all = names.len();
-        names.sort_unstable();
-        names.dedup();
-        assert_eq!(names.len(), all, "a field named twice");
+    }
+
+    /// A dcgm field is one reading's or one `FIELDS` row's, never both
+    /// nor twice; a signal name is one reading's.
+    #[test]
+    fn dcgm_fields_and_signals_are_named_once() {
+        let fields = crate::dcgm::FIELDS.iter().map(|f| f.0);
+        let faces = crate::dcgm::faces().map(|(_, f)| f.field);
+        for mut names in [
+            fields.chain(faces).collect::<Vec<_>>(),
+            all().filter_map(|r| r.signal).collect(),
+        ] {
+            let all = names.len();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), all, "a name given twice: {names:?}");
+        }
     }
 }

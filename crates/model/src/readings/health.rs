@@ -128,9 +128,12 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .reads(each!(health.remapped_rows, REMAP_CAUSES))
     .by("cause")
     .within(REPAIRS),
-    ROW_REMAP_PENDING.reads(flag!(health.row_remap_pending)),
+    ROW_REMAP_PENDING
+        .reads(flag!(health.row_remap_pending))
+        .signal("row_remap_pending"),
     ROW_REMAP_FAILED.reads(flag!(health.row_remap_failed))
-        .dcgm(face("DCGM_FI_DEV_ROW_REMAP_FAILURE", Same)),
+        .dcgm(face("DCGM_FI_DEV_ROW_REMAP_FAILURE", Same))
+        .signal("row_remap_failed"),
     family(
         "gpu_retired_pages",
         Counter,
@@ -141,7 +144,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .by("cause")
     .within(REPAIRS),
     RETIRED_PAGES_PENDING.reads(flag!(health.retired_pages_pending))
-        .dcgm(face("DCGM_FI_DEV_RETIRED_PENDING", Same)),
+        .dcgm(face("DCGM_FI_DEV_RETIRED_PENDING", Same))
+        .signal("retired_pages_pending"),
     family(
         "gpu_ecc_corrected_errors_lifetime",
         Counter,
@@ -225,7 +229,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .by("link,error"),
     RECOVERY_ACTION
         .reads(one!(health.recovery_action))
-        .within(RECOVERY),
+        .within(RECOVERY)
+        .signal("recovery_action"),
     family(
         "gpu_fan_speed_ratio",
         Gauge,
