@@ -18,6 +18,7 @@ mod family;
 pub mod health;
 mod profiling;
 mod read;
+pub mod status;
 
 use super::{GpuProcess, Health, Pod, TxRx};
 use crate::Collector;
@@ -25,6 +26,7 @@ use crate::dcgm::{Face, MIB, Mig, Unit, Whole, face};
 pub use family::*;
 pub use read::*;
 pub(crate) use read::{each, flag, one};
+use status::{Cell, Column, GIB_CELL, column, number};
 
 /// Everything a source can read about one GPU (or MIG instance). Gauges
 /// and counters are in base units.
@@ -104,6 +106,7 @@ impl Family {
             mig: None,
             dcgm: None,
             signal: None,
+            status: None,
         }
     }
 }
@@ -132,27 +135,8 @@ pub struct Reading {
     /// Its name in alert rule files, where a rule reads it as it is
     /// (`alerts::rules::Signal::Reading`).
     pub signal: Option<&'static str>,
-}
-
-// A reading is itself: the dcgm fields compare and print it by its family.
-impl PartialEq for Reading {
-    fn eq(&self, other: &Reading) -> bool {
-        std::ptr::eq(self, other)
-    }
-}
-
-impl Eq for Reading {}
-
-impl std::hash::Hash for Reading {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        std::ptr::hash(self, h);
-    }
-}
-
-impl std::fmt::Debug for Reading {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.family.name)
-    }
+    /// Its column on the status page, in the table's order.
+    pub status: Option<Column>,
 }
 
 impl Reading {
@@ -191,16 +175,9 @@ impl Reading {
         self
     }
 
-    /// Its value in `r`, where it is one series without labels (`one!`,
-    /// `flag!`).
-    pub fn value(&self, r: &Readings) -> Option<f64> {
-        let mut out = None;
-        (self.read.series)(r, &mut |extra, v| {
-            if matches!(extra, Extra::None) {
-                out = Some(v);
-            }
-        });
-        out
+    pub const fn status(mut self, column: Column) -> Reading {
+        self.status = Some(column);
+        self
     }
 }
 
@@ -242,8 +219,9 @@ const fn fb(field: &'static str) -> Face {
     face(field, MIB).whole(Whole::Floor).on_mig(Mig::Own)
 }
 
-// The families the PromQL rules name (`promql`) are constants of
-// their own; the rest are written in place in the table below.
+// The families the PromQL rules (`promql`) and the status page's pairs
+// name are constants of their own; the rest are written in place in the
+// table below.
 pub const TEMPERATURE: Family = family(
     "gpu_temperature_celsius",
     Gauge,
@@ -256,6 +234,14 @@ pub const CLOCKS_EVENT_ACTIVE: Family = family(
     "1 while an NVML clock event reason holds clocks down. Thermal, hw slowdown and power brake are silent performance loss; sw_power_cap alone is normal under load.",
 )
 .of(Clocks);
+pub const SM_CLOCK_MAX: Family = family(
+    "gpu_sm_clock_max_hertz",
+    Gauge,
+    "Maximum SM clock; the current clock well below it means lost performance.",
+)
+.of(Clocks);
+pub const POWER_LIMIT: Family =
+    family("gpu_power_limit_watts", Gauge, "Enforced power limit.").of(Power);
 pub const MEMORY_TOTAL: Family =
     family("gpu_memory_total_bytes", Gauge, "Total device memory.").of(Memory);
 pub const MEMORY_USED: Family =
@@ -314,7 +300,8 @@ pub static GPU_READINGS: [Reading; 31] = [
         .smi("temperature.gpu")
         .within(TEMPERATURE_CELSIUS)
         .dcgm(face("DCGM_FI_DEV_GPU_TEMP", Unit::Same))
-        .signal("temperature"),
+        .signal("temperature")
+        .status(column("temp", Cell::Value(number(1.0, 0, " &deg;C")))),
     MEMORY_TEMPERATURE
         .reads(one!(memory_temperature_celsius))
         .smi("temperature.memory")
@@ -326,16 +313,15 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(sm_clock_hertz))
         .smi("clocks.current.sm")
         .within(CLOCK_HERTZ)
-        .dcgm(face("DCGM_FI_DEV_SM_CLOCK", MHZ)),
-    family(
-        "gpu_sm_clock_max_hertz",
-        Gauge,
-        "Maximum SM clock; the current clock well below it means lost performance.",
-    )
-    .of(Clocks)
-    .reads(one!(sm_clock_max_hertz))
-    .smi("clocks.max.sm")
-    .within(CLOCK_HERTZ.above_zero()),
+        .dcgm(face("DCGM_FI_DEV_SM_CLOCK", MHZ))
+        .status(column(
+            "SM clock / max",
+            Cell::Over(&SM_CLOCK_MAX, number(1e6, 0, " MHz")),
+        )),
+    SM_CLOCK_MAX
+        .reads(one!(sm_clock_max_hertz))
+        .smi("clocks.max.sm")
+        .within(CLOCK_HERTZ.above_zero()),
     family("gpu_memory_clock_hertz", Gauge, "Current memory clock.")
         .of(Clocks)
         .reads(one!(memory_clock_hertz))
@@ -363,15 +349,19 @@ pub static GPU_READINGS: [Reading; 31] = [
             },
             field: |r| Field::Mask(&mut r.clocks_event_mask),
         })
-        .by("reason"),
+        .by("reason")
+        .status(column("throttled", Cell::Throttled)),
     family("gpu_power_usage_watts", Gauge, "Power draw.")
         .of(Power)
         .reads(one!(power_usage_watts))
         .smi("power.draw")
         .within(POWER_WATTS)
-        .dcgm(face("DCGM_FI_DEV_POWER_USAGE", Unit::Same).whole(Whole::AsRead)),
-    family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
-        .of(Power)
+        .dcgm(face("DCGM_FI_DEV_POWER_USAGE", Unit::Same).whole(Whole::AsRead))
+        .status(column(
+            "power / limit",
+            Cell::Over(&POWER_LIMIT, number(1.0, 0, " W")),
+        )),
+    POWER_LIMIT
         .reads(one!(power_limit_watts))
         .within(POWER_WATTS.above_zero())
         .dcgm(face("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", Unit::Same).whole(Whole::AsRead)),
@@ -432,6 +422,10 @@ pub static GPU_READINGS: [Reading; 31] = [
         .smi("memory.used")
         .within(MEMORY_BYTES)
         .dcgm(fb("DCGM_FI_DEV_FB_USED"))
+        .status(column(
+            "memory used / total",
+            Cell::Over(&MEMORY_TOTAL, GIB_CELL),
+        ))
         .on_mig(
             family(
                 "gpu_mig_memory_used_bytes",
@@ -489,6 +483,7 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(largest_free_bytes))
         .from("M, workload files")
         .within(MEMORY_BYTES)
+        .status(column("largest free", Cell::Value(GIB_CELL)))
         .on_mig(
             family(
                 "gpu_mig_memory_largest_free_bytes",
@@ -525,7 +520,10 @@ pub static GPU_READINGS: [Reading; 31] = [
             field: |r| Field::Xids(&mut r.xid_errors),
         })
         .from("N M, kernel log")
-        .by("xid"),
+        .by("xid")
+        .status(column("Xid since driver load", Cell::CriticalXid).titled(
+            "the watched codes, that page or open a ticket: a counter since the driver loaded, not a window",
+        )),
     family(
         "gpu_ecc_corrected_errors",
         Counter,

@@ -2,7 +2,7 @@
 //! field for the range check and [`Readings::retain`], and the macros that
 //! make both from the field's path.
 
-use super::Readings;
+use super::{Reading, Readings};
 use crate::{NvlinkLink, TxRx};
 
 /// An extra label after `gpu` and `uuid`: a whole one spelled out
@@ -106,5 +106,40 @@ pub(super) fn directions(v: Option<TxRx>, f: &mut dyn FnMut(Extra, f64)) {
     if let Some(v) = v {
         f(Extra::Label(",direction=\"tx\""), v.tx);
         f(Extra::Label(",direction=\"rx\""), v.rx);
+    }
+}
+
+// A reading is itself: the dcgm fields compare and print it by its family.
+impl PartialEq for Reading {
+    fn eq(&self, other: &Reading) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl Eq for Reading {}
+
+impl std::hash::Hash for Reading {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        std::ptr::hash(self, h);
+    }
+}
+
+impl std::fmt::Debug for Reading {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.family.name)
+    }
+}
+
+impl Reading {
+    /// Its value in `r`, where it is one series without labels (`one!`,
+    /// `flag!`).
+    pub fn value(&self, r: &Readings) -> Option<f64> {
+        let mut out = None;
+        (self.read.series)(r, &mut |extra, v| {
+            if matches!(extra, Extra::None) {
+                out = Some(v);
+            }
+        });
+        out
     }
 }
