@@ -135,8 +135,9 @@ pub struct Reading {
     /// Its name in alert rule files, where a rule reads it as it is
     /// (`alerts::rules::Signal::Reading`).
     pub signal: Option<&'static str>,
-    /// Its column on the status page, in the table's order.
-    pub status: Option<Column>,
+    /// Its column on the status page, in the table's order (a reference:
+    /// few readings have one, and the table is in the binary).
+    pub status: Option<&'static Column>,
 }
 
 impl Reading {
@@ -175,7 +176,7 @@ impl Reading {
         self
     }
 
-    pub const fn status(mut self, column: Column) -> Reading {
+    pub const fn status(mut self, column: &'static Column) -> Reading {
         self.status = Some(column);
         self
     }
@@ -301,7 +302,7 @@ pub static GPU_READINGS: [Reading; 31] = [
         .within(TEMPERATURE_CELSIUS)
         .dcgm(face("DCGM_FI_DEV_GPU_TEMP", Unit::Same))
         .signal("temperature")
-        .status(column("temp", Cell::Value(number(1.0, 0, " &deg;C")))),
+        .status(&const { column("temp", Cell::Value(number(1.0, 0, " &deg;C"))) }),
     MEMORY_TEMPERATURE
         .reads(one!(memory_temperature_celsius))
         .smi("temperature.memory")
@@ -314,10 +315,10 @@ pub static GPU_READINGS: [Reading; 31] = [
         .smi("clocks.current.sm")
         .within(CLOCK_HERTZ)
         .dcgm(face("DCGM_FI_DEV_SM_CLOCK", MHZ))
-        .status(column(
+        .status(&const { column(
             "SM clock / max",
             Cell::Over(&SM_CLOCK_MAX, number(1e6, 0, " MHz")),
-        )),
+        ) }),
     SM_CLOCK_MAX
         .reads(one!(sm_clock_max_hertz))
         .smi("clocks.max.sm")
@@ -350,17 +351,17 @@ pub static GPU_READINGS: [Reading; 31] = [
             field: |r| Field::Mask(&mut r.clocks_event_mask),
         })
         .by("reason")
-        .status(column("throttled", Cell::Throttled)),
+        .status(&const { column("throttled", Cell::Throttled) }),
     family("gpu_power_usage_watts", Gauge, "Power draw.")
         .of(Power)
         .reads(one!(power_usage_watts))
         .smi("power.draw")
         .within(POWER_WATTS)
         .dcgm(face("DCGM_FI_DEV_POWER_USAGE", Unit::Same).whole(Whole::AsRead))
-        .status(column(
+        .status(&const { column(
             "power / limit",
             Cell::Over(&POWER_LIMIT, number(1.0, 0, " W")),
-        )),
+        ) }),
     POWER_LIMIT
         .reads(one!(power_limit_watts))
         .within(POWER_WATTS.above_zero())
@@ -422,10 +423,10 @@ pub static GPU_READINGS: [Reading; 31] = [
         .smi("memory.used")
         .within(MEMORY_BYTES)
         .dcgm(fb("DCGM_FI_DEV_FB_USED"))
-        .status(column(
+        .status(&const { column(
             "memory used / total",
             Cell::Over(&MEMORY_TOTAL, GIB_CELL),
-        ))
+        ) })
         .on_mig(
             family(
                 "gpu_mig_memory_used_bytes",
@@ -483,7 +484,7 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(largest_free_bytes))
         .from("M, workload files")
         .within(MEMORY_BYTES)
-        .status(column("largest free", Cell::Value(GIB_CELL)))
+        .status(&const { column("largest free", Cell::Value(GIB_CELL)) })
         .on_mig(
             family(
                 "gpu_mig_memory_largest_free_bytes",
@@ -521,9 +522,9 @@ pub static GPU_READINGS: [Reading; 31] = [
         })
         .from("N M, kernel log")
         .by("xid")
-        .status(column("Xid since driver load", Cell::CriticalXid).titled(
+        .status(&const { column("Xid since driver load", Cell::CriticalXid).titled(
             "the watched codes, that page or open a ticket: a counter since the driver loaded, not a window",
-        )),
+        ) }),
     family(
         "gpu_ecc_corrected_errors",
         Counter,

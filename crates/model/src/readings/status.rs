@@ -64,6 +64,6 @@ pub const fn number(scale: f64, decimals: i32, unit: &'static str) -> Number {
 pub const GIB_CELL: Number = number(1024.0 * 1024.0 * 1024.0, 1, " GiB");
 
 /// The readings with a column, in the page's order.
-pub fn columns() -> impl Iterator<Item = (&'static Reading, Column)> {
+pub fn columns() -> impl Iterator<Item = (&'static Reading, &'static Column)> {
     all().filter_map(|r| Some((r, r.status?)))
 }
