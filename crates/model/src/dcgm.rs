@@ -95,23 +95,25 @@ impl Face {
     }
 }
 
-/// dcgm-exporter's unit from ours.
-#[derive(Clone, Copy, Debug)]
+/// dcgm-exporter's unit, from ours: the same, MHz from Hz, MiB from
+/// bytes, % from a ratio, mJ from J. A byte each in the reading table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Unit {
     Same,
-    Times(f64),
-    Per(f64),
+    Mhz,
+    Mib,
+    Percent,
+    Millijoules,
 }
-
-/// MiB from bytes.
-pub const MIB: Unit = Unit::Per(1024.0 * 1024.0);
 
 impl Unit {
     pub fn of(self, v: f64) -> f64 {
         match self {
             Unit::Same => v,
-            Unit::Times(k) => v * k,
-            Unit::Per(k) => v / k,
+            Unit::Mhz => v / 1e6,
+            Unit::Mib => v / (1024.0 * 1024.0),
+            Unit::Percent => v * 100.0,
+            Unit::Millijoules => v * 1000.0,
         }
     }
 }

@@ -22,7 +22,7 @@ pub mod status;
 
 use super::{GpuProcess, Health, Pod, TxRx};
 use crate::Collector;
-use crate::dcgm::{Face, MIB, Mig, Unit, Whole, face};
+use crate::dcgm::{Face, Mig, Unit, Whole, face};
 pub use family::*;
 pub use read::*;
 pub(crate) use read::{each, flag, one};
@@ -210,14 +210,10 @@ use Collector::{
 };
 use Kind::{Counter, Gauge};
 
-/// dcgm-exporter's units from ours.
-const MHZ: Unit = Unit::Per(1e6);
-const PERCENT: Unit = Unit::Times(100.0);
-
 /// A framebuffer field: whole MiB, cut down as DCGM divides, a MIG
 /// instance's own.
 const fn fb(field: &'static str) -> Face {
-    face(field, MIB).whole(Whole::Floor).on_mig(Mig::Own)
+    face(field, Unit::Mib).whole(Whole::Floor).on_mig(Mig::Own)
 }
 
 // The families the PromQL rules (`promql`) and the status page's pairs
@@ -314,7 +310,7 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(sm_clock_hertz))
         .smi("clocks.current.sm")
         .within(CLOCK_HERTZ)
-        .dcgm(face("DCGM_FI_DEV_SM_CLOCK", MHZ))
+        .dcgm(face("DCGM_FI_DEV_SM_CLOCK", Unit::Mhz))
         .status(&const { column(
             "SM clock / max",
             Cell::Over(&SM_CLOCK_MAX, number(1e6, 0, " MHz")),
@@ -328,7 +324,7 @@ pub static GPU_READINGS: [Reading; 31] = [
         .reads(one!(memory_clock_hertz))
         .smi("clocks.current.memory")
         .within(CLOCK_HERTZ)
-        .dcgm(face("DCGM_FI_DEV_MEM_CLOCK", MHZ)),
+        .dcgm(face("DCGM_FI_DEV_MEM_CLOCK", Unit::Mhz)),
     family(
         "gpu_memory_clock_max_hertz",
         Gauge,
@@ -338,7 +334,7 @@ pub static GPU_READINGS: [Reading; 31] = [
     .reads(one!(memory_clock_max_hertz))
     .from("N M")
     .within(CLOCK_HERTZ.above_zero())
-    .dcgm(face("DCGM_FI_DEV_MAX_MEM_CLOCK", MHZ)),
+    .dcgm(face("DCGM_FI_DEV_MAX_MEM_CLOCK", Unit::Mhz)),
     CLOCKS_EVENT_ACTIVE
         .reads(Read {
             series: |r, f| {
@@ -375,7 +371,7 @@ pub static GPU_READINGS: [Reading; 31] = [
     .reads(one!(utilization_ratio))
     .smi("utilization.gpu")
     .within(RATIO)
-    .dcgm(face("DCGM_FI_DEV_GPU_UTIL", PERCENT).on_mig(Mig::None)),
+    .dcgm(face("DCGM_FI_DEV_GPU_UTIL", Unit::Percent).on_mig(Mig::None)),
     family(
         "gpu_memory_utilization_ratio",
         Gauge,
@@ -385,7 +381,7 @@ pub static GPU_READINGS: [Reading; 31] = [
     .reads(one!(memory_utilization_ratio))
     .smi("utilization.memory")
     .within(RATIO)
-    .dcgm(face("DCGM_FI_DEV_MEM_COPY_UTIL", PERCENT).on_mig(Mig::None)),
+    .dcgm(face("DCGM_FI_DEV_MEM_COPY_UTIL", Unit::Percent).on_mig(Mig::None)),
     SM_ACTIVE.reads(one!(sm_active_ratio)).from("N M").within(RATIO),
     family(
         "gpu_sm_occupancy_ratio",
@@ -550,7 +546,7 @@ pub static GPU_READINGS: [Reading; 31] = [
     .reads(one!(energy_joules_total))
     .from("N M")
     .within(COUNT)
-    .dcgm(face("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Unit::Times(1000.0))),
+    .dcgm(face("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Unit::Millijoules)),
     family("gpu_pcie_bytes", Counter, "PCIe bytes moved, by direction.")
         .of(Pcie)
         .reads(Read {
