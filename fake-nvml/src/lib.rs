@@ -18,7 +18,7 @@
 //!   "count_error": { "after_collections": 2, "code": 999 },
 //!   "gpus": [ { "name": "...", "uuid": "GPU-...", "bus_id": "00000000:3B:00.0",
 //!     "temperature": 40, "sm_clock_mhz": 1980, "memory_clock_mhz": 2619,
-//!     "sm_clock_max_mhz": 1980, "clocks_event_reasons": 4,
+//!     "sm_clock_max_mhz": 1980, "memory_clock_max_mhz": 2619, "clocks_event_reasons": 4,
 //!     "power_mw": 350000, "power_limit_mw": 700000, "energy_mj": 123456,
 //!     "utilization": { "gpu": 87, "memory": 40 },
 //!     "memory": { "total": 1, "reserved": 1, "free": 1, "used": 1 },
@@ -171,6 +171,7 @@ mod scenario {
         pub sm_clock_mhz: Option<u32>,
         pub memory_clock_mhz: Option<u32>,
         pub sm_clock_max_mhz: Option<u32>,
+        pub memory_clock_max_mhz: Option<u32>,
         pub clocks_event_reasons: Option<u64>,
         pub power_mw: Option<u32>,
         pub power_limit_mw: Option<u32>,
@@ -866,6 +867,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxClockInfo(
         let g = t.gpu()?;
         let v = match kind {
             0 | 1 => g.sm_clock_max_mhz,
+            2 => g.memory_clock_max_mhz,
             _ => None,
         };
         // SAFETY: an out-pointer (nvml.h).

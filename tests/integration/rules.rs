@@ -400,7 +400,7 @@ fn every_signal_prints_promql_that_promtool_parses() {
         return;
     }
     let mut rules = Vec::new();
-    for (i, s) in Signal::ALL.iter().enumerate() {
+    for (i, s) in Signal::all().enumerate() {
         let kinds: &[&str] = match s.is_counter() {
             true => &["increase", "rate"],
             false => &["gauge", "deriv"],

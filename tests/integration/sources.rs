@@ -81,6 +81,77 @@ fn nvml_fleet_through_the_binary() {
     check_metrics(&body);
 }
 
+/// A reading with every face from its one declaration: the maximum
+/// memory clock through the fake library and the real dlopen path, the
+/// simulator's, and dcgm-exporter's DCGM_FI_DEV_MAX_MEM_CLOCK in MHz. A
+/// GPU that answers NOT_SUPPORTED or NVML's all-ones sentinel has no
+/// series in either, never a 0.
+#[test]
+fn the_maximum_memory_clock_on_every_face() {
+    let field = "DCGM_FI_DEV_MAX_MEM_CLOCK";
+    let file = crate::common::temp_file(
+        "max-mem-clock.csv",
+        &format!("{field}, gauge, Maximum memory clock (in MHz).\n"),
+    );
+    let dcgm = [
+        "--collector.dcgm",
+        "--compat.dcgm-no-hostname",
+        "--compat.dcgm-counters",
+        file.to_str().unwrap(),
+    ]
+    .map(String::from);
+    let gpus = [
+        gpu(0, r#","memory_clock_max_mhz":2619"#),
+        gpu(1, ""),
+        gpu(2, r#","memory_clock_max_mhz":4294967295"#),
+    ];
+    let f = Fixture::new("mem-clock-max", &fleet(&gpus));
+    let mut args = nvml_args(&f);
+    args.extend(dcgm.clone());
+    let e = start(&args);
+    let body = e.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, &format!("{field}{{gpu=\"0\",")).is_some()
+    });
+    let native = |i: u32| format!("gpu_memory_clock_max_hertz{{gpu=\"{i}\",");
+    let theirs = |i: u32| format!("{field}{{gpu=\"{i}\",");
+    assert_eq!(value(&body, &native(0)), Some(2.619e9));
+    assert_eq!(value(&body, &theirs(0)), Some(2619.0));
+    for i in [1, 2] {
+        assert!(!body.contains(&native(i)), "gpu {i}:\n{body}");
+        assert!(!body.contains(&theirs(i)), "gpu {i}:\n{body}");
+    }
+    assert!(body.contains("# TYPE gpu_memory_clock_max_hertz gauge"));
+    // promtool's lint refuses dcgm-exporter's camelCase labels: ours only.
+    let ours: String = body
+        .lines()
+        .filter(|l| !l.contains("DCGM_"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    check_metrics(&ours);
+    drop(e);
+    // The simulator's: HBM at its one clock, every GPU.
+    let sim = start(
+        &[
+            ["--source".to_string(), "sim".to_string()].as_slice(),
+            &dcgm,
+        ]
+        .concat(),
+    );
+    let body = sim.wait_for("/metrics", Duration::from_secs(10), |b| {
+        value(b, &theirs(0)).is_some()
+    });
+    for i in 0..4 {
+        let max = value(&body, &native(i)).unwrap_or_else(|| panic!("gpu {i}:\n{body}"));
+        let now = value(&body, &format!("gpu_memory_clock_hertz{{gpu=\"{i}\","));
+        assert!(max > 0.0 && now <= Some(max), "gpu {i}: {now:?} of {max}");
+        assert_eq!(
+            value(&body, &theirs(i)),
+            Some((max / 1e6).round()),
+            "gpu {i}"
+        );
+    }
+}
+
 #[test]
 fn a_driver_that_is_not_loaded_never_stops_the_server() {
     let f = Fixture::new("bin-noinit", r#"{"init_error":9,"gpus":[]}"#);

@@ -5,6 +5,7 @@
 
 use super::rules::{BurnWindow, Cmp, Expr, HOUR, MIN, Rule, Severity, Signal, TTFT_OBJECTIVE};
 use super::summary::REASON;
+use model::catalogue::{ALLOCATOR_ALLOCATED, ECC_UNCORRECTED};
 use std::time::Duration;
 
 /// The availability SLO: of the requests an engine answers (a client's
@@ -56,7 +57,7 @@ pub fn defaults() -> Vec<Rule> {
             keep_firing_for: HOUR,
             ..rule(
                 "GPUUncorrectableECC",
-                Expr::Increase(Signal::EccUncorrected, 5 * MIN),
+                Expr::Increase(Signal::of(&ECC_UNCORRECTED), 5 * MIN),
                 Cmp::Above,
                 0.0,
                 Duration::ZERO,
@@ -144,7 +145,7 @@ pub fn defaults() -> Vec<Rule> {
         ),
         rule(
             "GPUMemoryLeak",
-            Expr::Deriv(Signal::AllocatorAllocated, HOUR),
+            Expr::Deriv(Signal::of(&ALLOCATOR_ALLOCATED), HOUR),
             Cmp::Above,
             // 1 MiB a minute, held for 30m: steady growth, not a burst.
             1024.0 * 1024.0 / 60.0,

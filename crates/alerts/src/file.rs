@@ -207,18 +207,13 @@ fn check_texts(spec: &RuleSpec) -> Result<(), String> {
 /// to the rule it overrides.
 fn expr(spec: &RuleSpec, base: Option<&Rule>) -> Result<Expr, String> {
     let signal = match &spec.signal {
-        Some(s) => Some(
-            Signal::ALL
-                .into_iter()
-                .find(|x| x.name() == s)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = Signal::ALL.iter().map(|x| x.name()).collect();
-                    format!(
-                        "signal: unknown signal {s:?} (expected one of {})",
-                        names.join(", ")
-                    )
-                })?,
-        ),
+        Some(s) => Some(Signal::all().find(|x| x.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Signal::all().map(|x| x.name()).collect();
+            format!(
+                "signal: unknown signal {s:?} (expected one of {})",
+                names.join(", ")
+            )
+        })?),
         None => None,
     };
     let window = spec
@@ -356,7 +351,11 @@ mod tests {
         let hot = rules.last().unwrap();
         assert_eq!(
             (hot.expr.clone(), hot.threshold, hot.runbook.as_str()),
-            (Expr::Gauge(Signal::Temperature), 85.0, CUSTOM_RUNBOOK)
+            (
+                Expr::Gauge(Signal::of(&model::catalogue::TEMPERATURE)),
+                85.0,
+                CUSTOM_RUNBOOK
+            )
         );
         let only = load(r#"{"replace":true,"rules":[{"name":"Burn","kind":"burn_rate","objective":0.99,"windows":[{"long":"1h","short":"5m","factor":2}],"severity":"page"}]}"#).unwrap();
         assert_eq!(only.len(), 1);

@@ -2,6 +2,10 @@
 //! severity, summary). The two recovery-action rules share a runbook.
 
 use super::rules::{Cmp, Expr, MIN, Rule, Severity, Signal};
+use model::catalogue::PCIE_REPLAYS;
+use model::catalogue::health::{
+    RECOVERY_ACTION, RETIRED_PAGES_PENDING, ROW_REMAP_FAILED, ROW_REMAP_PENDING,
+};
 use std::time::Duration;
 
 /// The rules, in the order the defaults list them.
@@ -10,7 +14,7 @@ pub(super) fn rules() -> [Rule; 10] {
     let health = [
         (
             "GPURowRemapFailure",
-            Expr::Gauge(Signal::RowRemapFailed),
+            Expr::Gauge(Signal::of(&ROW_REMAP_FAILED)),
             Cmp::Above,
             0.0,
             Duration::ZERO,
@@ -19,7 +23,7 @@ pub(super) fn rules() -> [Rule; 10] {
         ),
         (
             "GPURowRemapPending",
-            Expr::Gauge(Signal::RowRemapPending),
+            Expr::Gauge(Signal::of(&ROW_REMAP_PENDING)),
             Cmp::Above,
             0.0,
             Duration::ZERO,
@@ -28,7 +32,7 @@ pub(super) fn rules() -> [Rule; 10] {
         ),
         (
             "GPURetiredPagesPending",
-            Expr::Gauge(Signal::RetiredPagesPending),
+            Expr::Gauge(Signal::of(&RETIRED_PAGES_PENDING)),
             Cmp::Above,
             0.0,
             Duration::ZERO,
@@ -68,7 +72,7 @@ pub(super) fn rules() -> [Rule; 10] {
         ),
         (
             "GPUPCIeReplayErrors",
-            Expr::Increase(Signal::PcieReplays, 10 * MIN),
+            Expr::Increase(Signal::of(&PCIE_REPLAYS), 10 * MIN),
             Cmp::Above,
             // DCGM's health check: more than 8 replays a minute.
             80.0,
@@ -97,7 +101,7 @@ pub(super) fn rules() -> [Rule; 10] {
         ),
         (
             "GPURecoveryRebootOrDrain",
-            Expr::Gauge(Signal::RecoveryAction),
+            Expr::Gauge(Signal::of(&RECOVERY_ACTION)),
             Cmp::Above,
             1.0,
             Duration::ZERO,

@@ -8,14 +8,12 @@ use base::time::format_duration;
 use model::catalogue::engines::{ENGINE_DOWN, ENGINE_MODEL_SLO, ENGINE_MODEL_UP, ENGINE_UP};
 use model::catalogue::health::{
     MEMORY_TEMPERATURE_MAX, NVLINK_ERRORS, NVLINK_LINKS, NVLINK_LINKS_ACTIVE, PCIE_LINK_WIDTH,
-    PCIE_LINK_WIDTH_MAX, RECOVERY_ACTION, RETIRED_PAGES_PENDING, ROW_REMAP_FAILED,
-    ROW_REMAP_PENDING,
+    PCIE_LINK_WIDTH_MAX, RECOVERY_ACTION,
 };
 use model::catalogue::{
     ALLOCATOR_ALLOCATED, ALLOCATOR_RESERVED, CLOCKS_EVENT_ACTIVE, COLLECT_STALLED, COLLECT_SUCCESS,
-    ECC_UNCORRECTED, GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, LARGEST_FREE, MEMORY_TEMPERATURE,
-    MEMORY_TOTAL, MEMORY_USED, PCIE_REPLAYS, READINGS_HIDDEN, SM_ACTIVE, TEMPERATURE, TTFT,
-    XID_ERRORS,
+    GPU_INFO, GPU_READS_LATE, GPU_UP, GPUS, LARGEST_FREE, MEMORY_TEMPERATURE, MEMORY_TOTAL,
+    MEMORY_USED, READINGS_HIDDEN, SM_ACTIVE, TTFT, XID_ERRORS,
 };
 use model::profile;
 use model::{CLOCK_EVENT_REASONS, PAGE_XIDS, THROTTLE_MASK, TICKET_XIDS, TTFT_SLO_SECONDS};
@@ -142,8 +140,6 @@ impl Signal {
                 free = LARGEST_FREE.name,
             ),
             Signal::Up => GPU_UP.name.into(),
-            Signal::AllocatorAllocated => ALLOCATOR_ALLOCATED.name.into(),
-            Signal::Temperature => TEMPERATURE.name.into(),
             Signal::CollectSuccess => COLLECT_SUCCESS.name.into(),
             Signal::CollectStalled => COLLECT_STALLED.name.into(),
             Signal::ReadingsHidden => READINGS_HIDDEN.name.into(),
@@ -153,9 +149,6 @@ impl Signal {
                 "({} and on (job, instance, endpoint) {})",
                 ENGINE_UP.name, ENGINE_DOWN.name
             ),
-            Signal::RowRemapFailed => ROW_REMAP_FAILED.name.into(),
-            Signal::RowRemapPending => ROW_REMAP_PENDING.name.into(),
-            Signal::RetiredPagesPending => RETIRED_PAGES_PENDING.name.into(),
             Signal::PcieLinkWidthRatio => {
                 format!("({} / {})", PCIE_LINK_WIDTH.name, PCIE_LINK_WIDTH_MAX.name)
             }
@@ -169,12 +162,11 @@ impl Signal {
                 num(BUSY_SM_ACTIVE),
                 ALLOCATOR_RESERVED.name
             ),
-            Signal::MemoryTemperature => MEMORY_TEMPERATURE.name.into(),
             Signal::MemoryTemperatureHeadroom => format!(
                 "({} - {})",
                 MEMORY_TEMPERATURE_MAX.name, MEMORY_TEMPERATURE.name
             ),
-            Signal::RecoveryAction => RECOVERY_ACTION.name.into(),
+            Signal::Reading(r) => r.family.name.into(),
             Signal::RecoveryReset => format!("({} == 1)", RECOVERY_ACTION.name),
             // The counters, summed above (`Signal::is_counter` lists them);
             // a test holds every signal to a non-empty expression.
@@ -202,15 +194,14 @@ impl Signal {
                 let codes: Vec<String> = codes.iter().map(u32::to_string).collect();
                 format!("{}{{xid=~\"{}\"}}", XID_ERRORS.sample(), codes.join("|"))
             }
-            Signal::EccUncorrected => ECC_UNCORRECTED.sample(),
             Signal::NvlinkErrors => NVLINK_ERRORS.sample(),
-            Signal::PcieReplays => PCIE_REPLAYS.sample(),
             Signal::ReadsLate => GPU_READS_LATE.sample(),
             Signal::Requests => format!("{}_count", TTFT.name),
             Signal::GoodRequests => {
                 format!("{}_bucket{{le=\"{}\"}}", TTFT.name, num(TTFT_SLO_SECONDS))
             }
             Signal::AnsweredRequests | Signal::ServedRequests => self.outcomes(&|s| s),
+            Signal::Reading(r) if self.is_counter() => r.family.sample(),
             // A counter without its series: empty, and a test fails.
             _ if self.is_counter() => String::new(),
             gauge => gauge.gauge(),
@@ -613,7 +604,7 @@ mod tests {
 
     #[test]
     fn every_signal_has_an_expression_and_counters_a_series() {
-        for s in Signal::ALL {
+        for s in Signal::all() {
             assert!(!s.gauge().is_empty(), "{s:?}");
             assert!(!s.series().is_empty(), "{s:?}");
             assert_eq!(s.gauge().starts_with("sum by"), s.is_counter(), "{s:?}");

@@ -2,6 +2,7 @@
 //! model, or the exporter itself) through an [`Expr`], and compares it.
 
 use base::time::format_duration;
+use model::readings::{self, Family, Kind, Reading};
 use model::{Collector, Collectors};
 use model::{Freshness, Gpu, PAGE_XIDS, Readings, Snapshot, TICKET_XIDS};
 use std::time::Duration;
@@ -73,17 +74,12 @@ pub enum Signal {
     /// The sum of the Xid counters of recorded or corrected events, worth
     /// a ticket ([`TICKET_XIDS`], a counter).
     RecordedXid,
-    /// The uncorrected ECC counter.
-    EccUncorrected,
     /// Largest free block over total memory, on a GPU with workload
     /// allocator stats whose pools hold more free memory than that block
     /// (fragmented, not merely full), while any memory is in use.
     LargestFreeRatio,
     /// 1 while the GPU answers.
     Up,
-    /// Bytes the workload's allocator has handed out.
-    AllocatorAllocated,
-    Temperature,
     /// 1 when the last collection succeeded and none is stalled (the
     /// exporter's own).
     CollectSuccess,
@@ -108,12 +104,6 @@ pub enum Signal {
     AnsweredRequests,
     /// Of those, the requests served (a counter).
     ServedRequests,
-    /// 1 once a row remap failed.
-    RowRemapFailed,
-    /// 1 while a row remap waits for a reset.
-    RowRemapPending,
-    /// 1 while a page retirement waits for a reset.
-    RetiredPagesPending,
     /// PCIe link width over its maximum.
     PcieLinkWidthRatio,
     /// NVLink errors of every kind, summed (a counter).
@@ -121,38 +111,44 @@ pub enum Signal {
     /// NVLinks down, on a busy GPU only: SM active above [`BUSY_SM_ACTIVE`]
     /// or a workload reporting allocator memory on it.
     NvlinkDownWhileBusy,
-    /// PCIe replays (a counter).
-    PcieReplays,
     /// NVML reads that ran past a collection's deadline, so the GPU was
     /// served from its last read (a counter; the exporter's own).
     ReadsLate,
-    MemoryTemperature,
     /// Degrees between the memory's slowdown temperature and its own.
     MemoryTemperatureHeadroom,
-    /// NVML's recovery action.
-    RecoveryAction,
     /// 1 while the recovery action is a GPU reset.
     RecoveryReset,
+    /// A reading as it is, where its declaration names it a signal
+    /// (`Reading::signal`): a gauge, or a counter where its family is one.
+    Reading(&'static Reading),
 }
 
 /// SM active above this makes a GPU busy for [`Signal::NvlinkDownWhileBusy`].
 pub const BUSY_SM_ACTIVE: f64 = 0.1;
 
 impl Signal {
+    /// The signal of the reading `family` shows, whose declaration names
+    /// it one (the built-in rules' are held by a test).
+    pub fn of(family: &Family) -> Signal {
+        let reading = readings::of(family).filter(|r| r.signal.is_some());
+        Signal::Reading(reading.expect("a reading declared with a signal"))
+    }
+
     pub fn is_counter(self) -> bool {
-        matches!(
-            self,
-            Signal::CriticalXid
-                | Signal::RecordedXid
-                | Signal::EccUncorrected
-                | Signal::Requests
-                | Signal::GoodRequests
-                | Signal::AnsweredRequests
-                | Signal::ServedRequests
-                | Signal::NvlinkErrors
-                | Signal::PcieReplays
-                | Signal::ReadsLate
-        )
+        match self {
+            Signal::Reading(r) => r.family.kind == Kind::Counter,
+            _ => matches!(
+                self,
+                Signal::CriticalXid
+                    | Signal::RecordedXid
+                    | Signal::Requests
+                    | Signal::GoodRequests
+                    | Signal::AnsweredRequests
+                    | Signal::ServedRequests
+                    | Signal::NvlinkErrors
+                    | Signal::ReadsLate
+            ),
+        }
     }
 
     /// The collectors whose readings it reads.
@@ -162,11 +158,8 @@ impl Signal {
         match self {
             Signal::Throttled => one(Clocks),
             Signal::CriticalXid | Signal::RecordedXid => one(Xid),
-            Signal::EccUncorrected => one(Ecc),
             Signal::LargestFreeRatio => one(Allocator).with(Memory),
             Signal::Up => one(Info),
-            Signal::AllocatorAllocated => one(Allocator),
-            Signal::Temperature | Signal::MemoryTemperature => one(Temperature),
             Signal::MemoryTemperatureHeadroom => one(Temperature),
             Signal::CollectSuccess
             | Signal::CollectStalled
@@ -175,12 +168,10 @@ impl Signal {
             Signal::Requests | Signal::GoodRequests | Signal::EngineUp => one(Models),
             Signal::EndpointUp => one(Models),
             Signal::AnsweredRequests | Signal::ServedRequests => one(Models),
-            Signal::RowRemapFailed | Signal::RowRemapPending | Signal::RetiredPagesPending => {
-                one(Remap)
-            }
-            Signal::PcieLinkWidthRatio | Signal::PcieReplays => one(Pcie),
+            Signal::PcieLinkWidthRatio => one(Pcie),
             Signal::NvlinkErrors | Signal::NvlinkDownWhileBusy => one(Nvlink),
-            Signal::RecoveryAction | Signal::RecoveryReset => one(Recovery),
+            Signal::RecoveryReset => one(Recovery),
+            Signal::Reading(r) => r.family.collector.map_or(Collectors::NONE, one),
         }
     }
 
@@ -192,7 +183,6 @@ impl Signal {
             Signal::Throttled => flag(r.throttled()),
             Signal::CriticalXid => r.xid_total(&PAGE_XIDS),
             Signal::RecordedXid => r.xid_total(&TICKET_XIDS),
-            Signal::EccUncorrected => r.ecc_uncorrected_total,
             Signal::LargestFreeRatio => {
                 let (free, total, used) = (
                     r.largest_free_bytes?,
@@ -203,11 +193,6 @@ impl Signal {
                 (total > 0.0 && used > 0.0 && pooled > free).then(|| free / total)
             }
             Signal::Up => flag(Some(up)),
-            Signal::AllocatorAllocated => r.allocator_allocated_bytes,
-            Signal::Temperature => r.temperature_celsius,
-            Signal::RowRemapFailed => flag(h.row_remap_failed),
-            Signal::RowRemapPending => flag(h.row_remap_pending),
-            Signal::RetiredPagesPending => flag(h.retired_pages_pending),
             Signal::PcieLinkWidthRatio => Some(h.pcie_link_width? / h.pcie_link_width_max?),
             Signal::NvlinkErrors => {
                 let mut it = h.nvlink_errors.iter().flatten().peekable();
@@ -219,12 +204,10 @@ impl Signal {
                     || r.allocator_reserved_bytes.is_some_and(|b| b > 0.0);
                 busy.then_some(h.nvlink_links? - h.nvlink_links_active?)
             }
-            Signal::PcieReplays => r.pcie_replay_errors_total,
-            Signal::MemoryTemperature => r.memory_temperature_celsius,
             Signal::MemoryTemperatureHeadroom => {
                 Some(h.memory_temperature_max_celsius? - r.memory_temperature_celsius?)
             }
-            Signal::RecoveryAction => h.recovery_action,
+            Signal::Reading(reading) => reading.value(r),
             Signal::RecoveryReset => h.recovery_action.map(|a| if a == 1.0 { 1.0 } else { 0.0 }),
             Signal::CollectSuccess
             | Signal::CollectStalled

@@ -1,19 +1,24 @@
 //! Every [`Signal`], its name in rule files, and how the models' signals
-//! are read from a snapshot.
+//! are read from a snapshot. A reading's own signal has its name in its
+//! declaration.
 
 use super::rules::{Signal, Who};
-use model::{Freshness, Snapshot};
+use model::{Freshness, Snapshot, readings};
 
 impl Signal {
-    pub const ALL: [Signal; 29] = [
+    /// Every signal: those made here, then the readings' own.
+    pub fn all() -> impl Iterator<Item = Signal> {
+        let own = readings::all().filter(|r| r.signal.is_some());
+        Signal::MADE.into_iter().chain(own.map(Signal::Reading))
+    }
+
+    /// The signals made here, from more than one reading as it is.
+    const MADE: [Signal; 20] = [
         Signal::Throttled,
         Signal::CriticalXid,
         Signal::RecordedXid,
-        Signal::EccUncorrected,
         Signal::LargestFreeRatio,
         Signal::Up,
-        Signal::AllocatorAllocated,
-        Signal::Temperature,
         Signal::CollectSuccess,
         Signal::CollectStalled,
         Signal::ReadingsHidden,
@@ -21,16 +26,10 @@ impl Signal {
         Signal::GoodRequests,
         Signal::EngineUp,
         Signal::EndpointUp,
-        Signal::RowRemapFailed,
-        Signal::RowRemapPending,
-        Signal::RetiredPagesPending,
         Signal::PcieLinkWidthRatio,
         Signal::NvlinkErrors,
         Signal::NvlinkDownWhileBusy,
-        Signal::PcieReplays,
-        Signal::MemoryTemperature,
         Signal::MemoryTemperatureHeadroom,
-        Signal::RecoveryAction,
         Signal::RecoveryReset,
         Signal::AnsweredRequests,
         Signal::ServedRequests,
@@ -43,11 +42,8 @@ impl Signal {
             Signal::Throttled => "throttled",
             Signal::CriticalXid => "critical_xid",
             Signal::RecordedXid => "recorded_xid",
-            Signal::EccUncorrected => "ecc_uncorrected",
             Signal::LargestFreeRatio => "largest_free_ratio",
             Signal::Up => "up",
-            Signal::AllocatorAllocated => "allocator_allocated",
-            Signal::Temperature => "temperature",
             Signal::CollectSuccess => "collect_success",
             Signal::CollectStalled => "collect_stalled",
             Signal::ReadingsHidden => "readings_hidden",
@@ -55,20 +51,15 @@ impl Signal {
             Signal::GoodRequests => "good_requests",
             Signal::EngineUp => "engine_up",
             Signal::EndpointUp => "engine_endpoint_up",
-            Signal::RowRemapFailed => "row_remap_failed",
-            Signal::RowRemapPending => "row_remap_pending",
-            Signal::RetiredPagesPending => "retired_pages_pending",
             Signal::PcieLinkWidthRatio => "pcie_link_width_ratio",
             Signal::NvlinkErrors => "nvlink_errors",
             Signal::NvlinkDownWhileBusy => "nvlink_down_while_busy",
-            Signal::PcieReplays => "pcie_replays",
             Signal::ReadsLate => "reads_late",
-            Signal::MemoryTemperature => "memory_temperature",
             Signal::MemoryTemperatureHeadroom => "memory_temperature_headroom",
-            Signal::RecoveryAction => "recovery_action",
             Signal::RecoveryReset => "recovery_reset",
             Signal::AnsweredRequests => "answered_requests",
             Signal::ServedRequests => "served_requests",
+            Signal::Reading(r) => r.signal.unwrap_or(r.family.name),
         }
     }
 }
@@ -103,6 +94,34 @@ impl Signal {
                     f(Who::Replica(i, r.endpoint), v);
                 }
             });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every signal has a name of its own; a reading's is found by its
+    /// family and reads the collector its family belongs to.
+    #[test]
+    fn every_signal_is_named_once() {
+        let mut names: Vec<&str> = Signal::all().map(Signal::name).collect();
+        let all = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), all, "{names:?}");
+        let own: Vec<Signal> = Signal::all()
+            .filter(|s| matches!(s, Signal::Reading(_)))
+            .collect();
+        assert_eq!(own.len(), 9);
+        for s in own {
+            let Signal::Reading(r) = s else { continue };
+            assert_eq!(Signal::of(&r.family), s);
+            assert_eq!(
+                s.needs().iter().collect::<Vec<_>>(),
+                [r.family.collector.unwrap()]
+            );
         }
     }
 }

@@ -13,29 +13,19 @@ mod table;
 
 pub use table::FIELDS;
 
+use crate::readings::{self, Reading};
 use crate::{Collector, Collectors};
 
 /// A dcgm-exporter field we know by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Field {
-    SmClock,
-    MemClock,
-    MemoryTemp,
-    GpuTemp,
-    PowerUsage,
-    TotalEnergy,
-    PcieReplay,
-    GpuUtil,
-    MemCopyUtil,
+    /// A reading whose declaration names the field ([`Face`]).
+    Reading(&'static Reading),
     EncUtil,
     DecUtil,
     XidErrors,
-    FbFree,
-    FbUsed,
-    FbReserved,
     UncorrectableRemapped,
     CorrectableRemapped,
-    RowRemapFailure,
     DriverVersion,
     DevName,
     DevUuid,
@@ -44,13 +34,8 @@ pub enum Field {
     InforomImage,
     /// A profiling field: the GPM metric that gives it ([`prof::PROF`]).
     Prof(u32),
-    EccSbeVol,
-    EccDbeVol,
-    EccSbeAgg,
-    EccDbeAgg,
     RetiredSbe,
     RetiredDbe,
-    RetiredPending,
     NvlinkCrcFlit,
     NvlinkCrcData,
     NvlinkReplay,
@@ -58,16 +43,8 @@ pub enum Field {
     PowerViolation,
     ThermalViolation,
     SyncBoostViolation,
-    FbTotal,
-    EnforcedPowerLimit,
-    Pstate,
     FanSpeed,
-    PcieLinkGen,
-    PcieLinkWidth,
-    PcieMaxLinkGen,
-    PcieMaxLinkWidth,
     ClocksEventReasons,
-    MemMaxOpTemp,
     XidCount,
     /// Known, but nothing of ours shows it.
     Unservable,
@@ -82,6 +59,83 @@ impl Field {
             DriverVersion | DevName | DevUuid | PciBusId | VbiosVersion | InforomImage
         )
     }
+}
+
+/// How a reading shows as a dcgm-exporter field, in its declaration
+/// (`Reading::dcgm`): the field, its unit from ours, how it is printed,
+/// and what a MIG instance's series shows.
+#[derive(Clone, Copy, Debug)]
+pub struct Face {
+    pub field: &'static str,
+    pub unit: Unit,
+    pub whole: Whole,
+    pub mig: Mig,
+}
+
+/// The field `field` in `unit`, printed whole (rounded), on a MIG
+/// instance its GPU's reading.
+pub const fn face(field: &'static str, unit: Unit) -> Face {
+    Face {
+        field,
+        unit,
+        whole: Whole::Round,
+        mig: Mig::Gpu,
+    }
+}
+
+impl Face {
+    pub const fn whole(mut self, whole: Whole) -> Face {
+        self.whole = whole;
+        self
+    }
+
+    pub const fn on_mig(mut self, mig: Mig) -> Face {
+        self.mig = mig;
+        self
+    }
+}
+
+/// dcgm-exporter's unit, from ours: the same, MHz from Hz, MiB from
+/// bytes, % from a ratio, mJ from J. A byte each in the reading table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    Same,
+    Mhz,
+    Mib,
+    Percent,
+    Millijoules,
+}
+
+impl Unit {
+    pub fn of(self, v: f64) -> f64 {
+        match self {
+            Unit::Same => v,
+            Unit::Mhz => v / 1e6,
+            Unit::Mib => v / (1024.0 * 1024.0),
+            Unit::Percent => v * 100.0,
+            Unit::Millijoules => v * 1000.0,
+        }
+    }
+}
+
+/// How dcgm-exporter prints a field: DCGM's integer fields as integers
+/// (its MiB are whole, cut down as DCGM divides; the rest are NVML's
+/// integers that our units carried through a float), the others as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whole {
+    Round,
+    Floor,
+    AsRead,
+}
+
+/// What a MIG instance's series of a field shows: its own reading, its
+/// GPU's (the device-wide fields, as DCGM gives them), or none (the whole
+/// GPU's utilizations).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mig {
+    Own,
+    Gpu,
+    None,
 }
 
 /// How we serve a field: from a collector's readings, or not, and why.
@@ -211,6 +265,10 @@ impl Dcgm {
             let f = FIELDS.iter().find(|f| names::hash(f.0) == current)?;
             Some((f.1, f.2))
         });
+        let known = known.or_else(|| {
+            let r = faces().find(|(_, f)| names::hash(f.field) == current)?.0;
+            Some((Field::Reading(r), Serve::By(r.family.collector?)))
+        });
         let served = match known {
             None => Err("no reading of ours gives it"),
             Some((_, Serve::Not(why))) => Err(why),
@@ -234,6 +292,11 @@ impl Dcgm {
             Err(why) => self.left_out.push((name.to_string(), why.to_string())),
         }
     }
+}
+
+/// The readings dcgm-exporter fields show, each with its face.
+pub fn faces() -> impl Iterator<Item = (&'static Reading, Face)> {
+    readings::all().filter_map(|r| Some((r, r.dcgm?)))
 }
 
 /// A line's three columns, as Go's CSV reader gives them to dcgm-exporter
@@ -417,7 +480,9 @@ mod tests {
         );
         // The deprecated alias is the current field, under the old name.
         assert_eq!(d.fields[3].field, Field::ClocksEventReasons);
-        assert_eq!(d.fields[0].field, Field::GpuTemp);
+        let temp =
+            |f: Field| matches!(f, Field::Reading(r) if r.family.name == "gpu_temperature_celsius");
+        assert!(temp(d.fields[0].field), "{:?}", d.fields[0].field);
         assert_eq!(d.fields[0].help, "t");
         assert_eq!(d.fields[1].help, "SM \"clock\", in MHz");
         assert_eq!(d.fields[2].kind, Kind::Gauge);

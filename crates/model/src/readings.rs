@@ -17,10 +17,16 @@
 mod family;
 pub mod health;
 mod profiling;
+mod read;
+pub mod status;
 
-use super::{GpuProcess, Health, NvlinkLink, Pod, TxRx};
+use super::{GpuProcess, Health, Pod, TxRx};
 use crate::Collector;
+use crate::dcgm::{Face, Mig, Unit, Whole, face};
 pub use family::*;
+pub use read::*;
+pub(crate) use read::{each, flag, one};
+use status::{Cell, Column, GIB_CELL, column, number};
 
 /// Everything a source can read about one GPU (or MIG instance). Gauges
 /// and counters are in base units.
@@ -31,6 +37,7 @@ pub struct Readings {
     pub sm_clock_hertz: Option<f64>,
     pub sm_clock_max_hertz: Option<f64>,
     pub memory_clock_hertz: Option<f64>,
+    pub memory_clock_max_hertz: Option<f64>,
     /// Active clock event reasons as the NVML bit mask.
     pub clocks_event_mask: Option<u64>,
     pub power_usage_watts: Option<f64>,
@@ -97,56 +104,11 @@ impl Family {
             range: None,
             read,
             mig: None,
+            dcgm: None,
+            signal: None,
+            status: None,
         }
     }
-}
-
-/// An extra label after `gpu` and `uuid`: a whole one spelled out
-/// (`,reason="hw_slowdown"`), a number, or a number and then a whole one.
-#[derive(Clone, Copy)]
-pub enum Extra {
-    None,
-    Label(&'static str),
-    Num(&'static str, u32),
-    NumLabel(&'static str, u32, &'static str),
-}
-
-/// A reading's series: each extra label set and its value.
-pub type Series = fn(&Readings, &mut dyn FnMut(Extra, f64));
-
-/// The [`Readings`] field a reading is, to check and to clear.
-pub enum Field<'a> {
-    Value(&'a mut Option<f64>),
-    Values(&'a mut [Option<f64>]),
-    Pair(&'a mut Option<TxRx>),
-    Mask(&'a mut Option<u64>),
-    Flag(&'a mut Option<bool>),
-    Xids(&'a mut Option<Vec<(u32, u64)>>),
-    Links(&'a mut Vec<NvlinkLink>),
-}
-
-impl Field<'_> {
-    /// Leaves the reading out.
-    pub fn clear(self) {
-        match self {
-            Field::Value(v) => *v = None,
-            Field::Values(v) => v.fill(None),
-            Field::Pair(v) => *v = None,
-            Field::Mask(v) => *v = None,
-            Field::Flag(v) => *v = None,
-            Field::Xids(v) => *v = None,
-            Field::Links(v) => v.clear(),
-        }
-    }
-}
-
-/// How a reading is read: its series for the render, its field for the
-/// range check and [`Readings::retain`]. The macros below make both from
-/// the field's path.
-#[derive(Clone, Copy)]
-pub struct Read {
-    pub series: Series,
-    pub field: for<'a> fn(&'a mut Readings) -> Field<'a>,
 }
 
 /// One GPU reading, declared once.
@@ -167,6 +129,15 @@ pub struct Reading {
     /// on, `gpu_memory_*` stay the whole GPU's (its real total), so
     /// `sum by (gpu)` of either never counts a byte twice.
     pub mig: Option<Family>,
+    /// The dcgm-exporter field it is shown as, where it is one series
+    /// (`dcgm::FIELDS` has the others).
+    pub dcgm: Option<Face>,
+    /// Its name in alert rule files, where a rule reads it as it is
+    /// (`alerts::rules::Signal::Reading`).
+    pub signal: Option<&'static str>,
+    /// Its column on the status page, in the table's order (a reference:
+    /// few readings have one, and the table is in the binary).
+    pub status: Option<&'static Column>,
 }
 
 impl Reading {
@@ -194,6 +165,21 @@ impl Reading {
         self.mig = Some(family);
         self
     }
+
+    pub const fn dcgm(mut self, face: Face) -> Reading {
+        self.dcgm = Some(face);
+        self
+    }
+
+    pub const fn signal(mut self, name: &'static str) -> Reading {
+        self.signal = Some(name);
+        self
+    }
+
+    pub const fn status(mut self, column: &'static Column) -> Reading {
+        self.status = Some(column);
+        self
+    }
 }
 
 /// Every GPU reading, in output order.
@@ -201,60 +187,9 @@ pub fn all() -> impl Iterator<Item = &'static Reading> {
     GPU_READINGS.iter().chain(&health::HEALTH_READINGS)
 }
 
-/// One series, from an `Option<f64>` field.
-macro_rules! one {
-    ($($f:ident).+) => {
-        $crate::readings::Read {
-            series: |r, f| {
-                if let Some(v) = r.$($f).+ {
-                    f($crate::readings::Extra::None, v)
-                }
-            },
-            field: |r| $crate::readings::Field::Value(&mut r.$($f).+),
-        }
-    };
-}
-pub(crate) use one;
-
-/// One series a label, from an array field: `each!(path, LABELS)`.
-macro_rules! each {
-    ($($f:ident).+, $labels:expr) => {
-        $crate::readings::Read {
-            series: |r, f| $crate::readings::each_label(&$labels, &r.$($f).+, f),
-            field: |r| $crate::readings::Field::Values(&mut r.$($f).+),
-        }
-    };
-}
-pub(crate) use each;
-
-/// 1 or 0, from an `Option<bool>` field.
-macro_rules! flag {
-    ($($f:ident).+) => {
-        $crate::readings::Read {
-            series: |r, f| {
-                if let Some(v) = r.$($f).+ {
-                    f($crate::readings::Extra::None, if v { 1.0 } else { 0.0 })
-                }
-            },
-            field: |r| $crate::readings::Field::Flag(&mut r.$($f).+),
-        }
-    };
-}
-pub(crate) use flag;
-
-pub fn each_label(labels: &[&'static str], values: &[Option<f64>], f: &mut dyn FnMut(Extra, f64)) {
-    for (label, v) in labels.iter().zip(values) {
-        if let Some(v) = v {
-            f(Extra::Label(label), *v);
-        }
-    }
-}
-
-fn directions(v: Option<TxRx>, f: &mut dyn FnMut(Extra, f64)) {
-    if let Some(v) = v {
-        f(Extra::Label(",direction=\"tx\""), v.tx);
-        f(Extra::Label(",direction=\"rx\""), v.rx);
-    }
+/// The reading that `family` shows.
+pub fn of(family: &Family) -> Option<&'static Reading> {
+    all().find(|r| r.family.name == family.name)
 }
 
 /// `,reason="…"` for each of [`super::CLOCK_EVENT_REASONS`], in order.
@@ -275,8 +210,15 @@ use Collector::{
 };
 use Kind::{Counter, Gauge};
 
-// The families the PromQL rules name (`promql`) are constants of
-// their own; the rest are written in place in the table below.
+/// A framebuffer field: whole MiB, cut down as DCGM divides, a MIG
+/// instance's own.
+const fn fb(field: &'static str) -> Face {
+    face(field, Unit::Mib).whole(Whole::Floor).on_mig(Mig::Own)
+}
+
+// The families the PromQL rules (`promql`) and the status page's pairs
+// name are constants of their own; the rest are written in place in the
+// table below.
 pub const TEMPERATURE: Family = family(
     "gpu_temperature_celsius",
     Gauge,
@@ -289,6 +231,14 @@ pub const CLOCKS_EVENT_ACTIVE: Family = family(
     "1 while an NVML clock event reason holds clocks down. Thermal, hw slowdown and power brake are silent performance loss; sw_power_cap alone is normal under load.",
 )
 .of(Clocks);
+pub const SM_CLOCK_MAX: Family = family(
+    "gpu_sm_clock_max_hertz",
+    Gauge,
+    "Maximum SM clock; the current clock well below it means lost performance.",
+)
+.of(Clocks);
+pub const POWER_LIMIT: Family =
+    family("gpu_power_limit_watts", Gauge, "Enforced power limit.").of(Power);
 pub const MEMORY_TOTAL: Family =
     family("gpu_memory_total_bytes", Gauge, "Total device memory.").of(Memory);
 pub const MEMORY_USED: Family =
@@ -341,34 +291,50 @@ pub const PCIE_REPLAYS: Family = family(
 /// The GPU's (and MIG instance's) readings after `gpu_info` and `gpu_up`,
 /// in output order; the hardware-health ones follow
 /// ([`health::HEALTH_READINGS`]).
-pub static GPU_READINGS: [Reading; 30] = [
+pub static GPU_READINGS: [Reading; 31] = [
     TEMPERATURE
         .reads(one!(temperature_celsius))
         .smi("temperature.gpu")
-        .within(TEMPERATURE_CELSIUS),
+        .within(TEMPERATURE_CELSIUS)
+        .dcgm(face("DCGM_FI_DEV_GPU_TEMP", Unit::Same))
+        .signal("temperature")
+        .status(&const { column("temp", Cell::Value(number(1.0, 0, " &deg;C"))) }),
     MEMORY_TEMPERATURE
         .reads(one!(memory_temperature_celsius))
         .smi("temperature.memory")
-        .within(TEMPERATURE_CELSIUS),
+        .within(TEMPERATURE_CELSIUS)
+        .dcgm(face("DCGM_FI_DEV_MEMORY_TEMP", Unit::Same))
+        .signal("memory_temperature"),
     family("gpu_sm_clock_hertz", Gauge, "Current SM clock.")
         .of(Clocks)
         .reads(one!(sm_clock_hertz))
         .smi("clocks.current.sm")
-        .within(CLOCK_HERTZ),
-    family(
-        "gpu_sm_clock_max_hertz",
-        Gauge,
-        "Maximum SM clock; the current clock well below it means lost performance.",
-    )
-    .of(Clocks)
-    .reads(one!(sm_clock_max_hertz))
-    .smi("clocks.max.sm")
-    .within(CLOCK_HERTZ.above_zero()),
+        .within(CLOCK_HERTZ)
+        .dcgm(face("DCGM_FI_DEV_SM_CLOCK", Unit::Mhz))
+        .status(&const { column(
+            "SM clock / max",
+            Cell::Over(&SM_CLOCK_MAX, number(1e6, 0, " MHz")),
+        ) }),
+    SM_CLOCK_MAX
+        .reads(one!(sm_clock_max_hertz))
+        .smi("clocks.max.sm")
+        .within(CLOCK_HERTZ.above_zero()),
     family("gpu_memory_clock_hertz", Gauge, "Current memory clock.")
         .of(Clocks)
         .reads(one!(memory_clock_hertz))
         .smi("clocks.current.memory")
-        .within(CLOCK_HERTZ),
+        .within(CLOCK_HERTZ)
+        .dcgm(face("DCGM_FI_DEV_MEM_CLOCK", Unit::Mhz)),
+    family(
+        "gpu_memory_clock_max_hertz",
+        Gauge,
+        "Maximum memory clock; the current clock below it under load means lost bandwidth.",
+    )
+    .of(Clocks)
+    .reads(one!(memory_clock_max_hertz))
+    .from("N M")
+    .within(CLOCK_HERTZ.above_zero())
+    .dcgm(face("DCGM_FI_DEV_MAX_MEM_CLOCK", Unit::Mhz)),
     CLOCKS_EVENT_ACTIVE
         .reads(Read {
             series: |r, f| {
@@ -380,16 +346,22 @@ pub static GPU_READINGS: [Reading; 30] = [
             },
             field: |r| Field::Mask(&mut r.clocks_event_mask),
         })
-        .by("reason"),
+        .by("reason")
+        .status(&const { column("throttled", Cell::Throttled) }),
     family("gpu_power_usage_watts", Gauge, "Power draw.")
         .of(Power)
         .reads(one!(power_usage_watts))
         .smi("power.draw")
-        .within(POWER_WATTS),
-    family("gpu_power_limit_watts", Gauge, "Enforced power limit.")
-        .of(Power)
+        .within(POWER_WATTS)
+        .dcgm(face("DCGM_FI_DEV_POWER_USAGE", Unit::Same).whole(Whole::AsRead))
+        .status(&const { column(
+            "power / limit",
+            Cell::Over(&POWER_LIMIT, number(1.0, 0, " W")),
+        ) }),
+    POWER_LIMIT
         .reads(one!(power_limit_watts))
-        .within(POWER_WATTS.above_zero()),
+        .within(POWER_WATTS.above_zero())
+        .dcgm(face("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", Unit::Same).whole(Whole::AsRead)),
     family(
         "gpu_utilization_ratio",
         Gauge,
@@ -398,7 +370,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Utilization)
     .reads(one!(utilization_ratio))
     .smi("utilization.gpu")
-    .within(RATIO),
+    .within(RATIO)
+    .dcgm(face("DCGM_FI_DEV_GPU_UTIL", Unit::Percent).on_mig(Mig::None)),
     family(
         "gpu_memory_utilization_ratio",
         Gauge,
@@ -407,7 +380,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Utilization)
     .reads(one!(memory_utilization_ratio))
     .smi("utilization.memory")
-    .within(RATIO),
+    .within(RATIO)
+    .dcgm(face("DCGM_FI_DEV_MEM_COPY_UTIL", Unit::Percent).on_mig(Mig::None)),
     SM_ACTIVE.reads(one!(sm_active_ratio)).from("N M").within(RATIO),
     family(
         "gpu_sm_occupancy_ratio",
@@ -431,6 +405,7 @@ pub static GPU_READINGS: [Reading; 30] = [
         .reads(one!(memory_total_bytes))
         .smi("memory.total")
         .within(MEMORY_BYTES.above_zero())
+        .dcgm(fb("DCGM_FI_DEV_FB_TOTAL"))
         .on_mig(
             family(
                 "gpu_mig_memory_total_bytes",
@@ -443,6 +418,11 @@ pub static GPU_READINGS: [Reading; 30] = [
         .reads(one!(memory_used_bytes))
         .smi("memory.used")
         .within(MEMORY_BYTES)
+        .dcgm(fb("DCGM_FI_DEV_FB_USED"))
+        .status(&const { column(
+            "memory used / total",
+            Cell::Over(&MEMORY_TOTAL, GIB_CELL),
+        ) })
         .on_mig(
             family(
                 "gpu_mig_memory_used_bytes",
@@ -460,6 +440,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     .reads(one!(memory_free_bytes))
     .smi("memory.free")
     .within(MEMORY_BYTES)
+    .dcgm(fb("DCGM_FI_DEV_FB_FREE"))
     .on_mig(
         family(
             "gpu_mig_memory_free_bytes",
@@ -477,6 +458,7 @@ pub static GPU_READINGS: [Reading; 30] = [
     .reads(one!(memory_reserved_bytes))
     .smi("memory.reserved")
     .within(MEMORY_BYTES)
+    .dcgm(fb("DCGM_FI_DEV_FB_RESERVED"))
     .on_mig(
         family(
             "gpu_mig_memory_reserved_bytes",
@@ -492,11 +474,13 @@ pub static GPU_READINGS: [Reading; 30] = [
     ALLOCATOR_ALLOCATED
         .reads(one!(allocator_allocated_bytes))
         .from("M, workload files")
-        .within(MEMORY_BYTES),
+        .within(MEMORY_BYTES)
+        .signal("allocator_allocated"),
     LARGEST_FREE
         .reads(one!(largest_free_bytes))
         .from("M, workload files")
         .within(MEMORY_BYTES)
+        .status(&const { column("largest free", Cell::Value(GIB_CELL)) })
         .on_mig(
             family(
                 "gpu_mig_memory_largest_free_bytes",
@@ -533,7 +517,10 @@ pub static GPU_READINGS: [Reading; 30] = [
             field: |r| Field::Xids(&mut r.xid_errors),
         })
         .from("N M, kernel log")
-        .by("xid"),
+        .by("xid")
+        .status(&const { column("Xid since driver load", Cell::CriticalXid).titled(
+            "the watched codes, that page or open a ticket: a counter since the driver loaded, not a window",
+        ) }),
     family(
         "gpu_ecc_corrected_errors",
         Counter,
@@ -542,11 +529,14 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Ecc)
     .reads(one!(ecc_corrected_total))
     .smi("ecc.errors.corrected.volatile.total")
-    .within(COUNT),
+    .within(COUNT)
+    .dcgm(face("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", Unit::Same)),
     ECC_UNCORRECTED
         .reads(one!(ecc_uncorrected_total))
         .smi("ecc.errors.uncorrected.volatile.total")
-        .within(COUNT),
+        .within(COUNT)
+        .dcgm(face("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", Unit::Same))
+        .signal("ecc_uncorrected"),
     family(
         "gpu_energy_joules",
         Counter,
@@ -555,7 +545,8 @@ pub static GPU_READINGS: [Reading; 30] = [
     .of(Power)
     .reads(one!(energy_joules_total))
     .from("N M")
-    .within(COUNT),
+    .within(COUNT)
+    .dcgm(face("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", Unit::Millijoules)),
     family("gpu_pcie_bytes", Counter, "PCIe bytes moved, by direction.")
         .of(Pcie)
         .reads(Read {
@@ -568,7 +559,9 @@ pub static GPU_READINGS: [Reading; 30] = [
     PCIE_REPLAYS
         .reads(one!(pcie_replay_errors_total))
         .from("N M")
-        .within(COUNT),
+        .within(COUNT)
+        .dcgm(face("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", Unit::Same))
+        .signal("pcie_replays"),
     family(
         "gpu_nvlink_bytes",
         Counter,
@@ -614,5 +607,44 @@ mod tests {
             }
         }
         assert_eq!(GPU_READINGS[0].family.unit, Some("celsius"));
+    }
+
+    /// A reading with a dcgm field or a signal is one series, which
+    /// [`Reading::value`] reads.
+    #[test]
+    fn faces_read_one_series() {
+        for r in all().filter(|r| r.dcgm.is_some() || r.signal.is_some()) {
+            let mut one = Readings::default();
+            match (r.read.field)(&mut one) {
+                Field::Value(v) => *v = Some(2.0),
+                Field::Flag(v) => *v = Some(true),
+                _ => panic!("{}: no single value", r.family.name),
+            }
+            let mut n = 0;
+            (r.read.series)(&one, &mut |e, _| {
+                assert!(matches!(e, Extra::None), "{}", r.family.name);
+                n += 1;
+            });
+            assert_eq!(n, 1, "{}", r.family.name);
+            assert!(r.value(&one).is_some() && r.value(&Readings::default()).is_none());
+            assert!(of(&r.family) == Some(r));
+        }
+    }
+
+    /// A dcgm field is one reading's or one `FIELDS` row's, never both
+    /// nor twice; a signal name is one reading's.
+    #[test]
+    fn dcgm_fields_and_signals_are_named_once() {
+        let fields = crate::dcgm::FIELDS.iter().map(|f| f.0);
+        let faces = crate::dcgm::faces().map(|(_, f)| f.field);
+        for mut names in [
+            fields.chain(faces).collect::<Vec<_>>(),
+            all().filter_map(|r| r.signal).collect(),
+        ] {
+            let all = names.len();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), all, "a name given twice: {names:?}");
+        }
     }
 }

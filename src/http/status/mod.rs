@@ -12,6 +12,10 @@ use alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use base::numbers::{write_f64, write_u64};
 use base::units::GIB;
 use model::SourceKind;
+use model::readings::{
+    self,
+    status::{Cell, Number, columns, number},
+};
 use model::{Bounds, Freshness, Gpu, Readings, Snapshot};
 use poller::Published;
 use std::time::Instant;
@@ -173,15 +177,24 @@ fn gpus(p: &Published, hidden: bool, out: &mut Vec<u8>) {
     };
     out.extend_from_slice(b"<h2>GPUs (");
     write_u64(out, gpus.len() as u64);
-    out.extend_from_slice(
-        b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th><th>temp</th>\
-          <th>SM clock / max</th><th>throttled</th><th>power / limit</th>\
-          <th>memory used / total</th><th>largest free</th>\
-          <th title=\"the watched codes, that page or open a ticket: a counter since the driver loaded, not a window\">Xid since driver load</th><th>up</th>\
-          <th>health</th><th>used by</th></tr>\n",
-    );
+    out.extend_from_slice(b")</h2>\n<table id=\"gpus\"><tr><th>gpu</th><th>model</th>");
+    for (_, c) in columns() {
+        out.extend_from_slice(b"<th");
+        if !c.title.is_empty() {
+            out.extend_from_slice(b" title=\"");
+            html_escape(out, c.title);
+            out.push(b'"');
+        }
+        out.push(b'>');
+        out.extend_from_slice(c.head.as_bytes());
+        out.extend_from_slice(b"</th>");
+    }
+    out.extend_from_slice(b"<th>up</th><th>health</th><th>used by</th></tr>\n");
     if gpus.is_empty() {
-        out.extend_from_slice(b"<tr><td colspan=\"12\">no GPUs in this snapshot</td></tr>\n");
+        // The readings' columns and the five of every row.
+        out.extend_from_slice(b"<tr><td colspan=\"");
+        write_u64(out, columns().count() as u64 + 5);
+        out.extend_from_slice(b"\">no GPUs in this snapshot</td></tr>\n");
     }
     for g in gpus {
         out.extend_from_slice(b"<tr id=\"gpu-");
@@ -223,26 +236,24 @@ fn identity(out: &mut Vec<u8>, name: &str, uuid: &str) {
     out.extend_from_slice(b"</small></td>");
 }
 
-/// The reading cells of one row, an en dash for each absent reading.
+/// The reading cells of one row, in the columns their declarations give
+/// (`model::readings::status`), an en dash for each absent reading.
 fn readings(r: &Readings, out: &mut Vec<u8>) {
-    cell(out, r.temperature_celsius, 1.0, 0, " &deg;C");
-    pair(out, r.sm_clock_hertz, r.sm_clock_max_hertz, 1e6, 0, " MHz");
-    out.extend_from_slice(match r.throttled() {
-        Some(true) => b"<td class=\"bad\">yes</td>".as_slice(),
-        Some(false) => b"<td>no</td>".as_slice(),
-        None => b"<td>&ndash;</td>".as_slice(),
-    });
-    pair(out, r.power_usage_watts, r.power_limit_watts, 1.0, 0, " W");
-    pair(
-        out,
-        r.memory_used_bytes,
-        r.memory_total_bytes,
-        GIB,
-        1,
-        " GiB",
-    );
-    cell(out, r.largest_free_bytes, GIB, 1, " GiB");
-    cell(out, r.critical_xid_total(), 1.0, 0, "");
+    for (reading, c) in columns() {
+        match c.cell {
+            Cell::Value(n) => cell(out, reading.value(r), n),
+            Cell::Over(of, n) => {
+                let b = readings::of(of).and_then(|o| o.value(r));
+                pair(out, reading.value(r), b, n);
+            }
+            Cell::Throttled => out.extend_from_slice(match r.throttled() {
+                Some(true) => b"<td class=\"bad\">yes</td>".as_slice(),
+                Some(false) => b"<td>no</td>".as_slice(),
+                None => b"<td>&ndash;</td>".as_slice(),
+            }),
+            Cell::CriticalXid => cell(out, r.critical_xid_total(), number(1.0, 0, "")),
+        }
+    }
 }
 
 /// The health cell and the row's end: `ok`, or why not, worst first:
@@ -346,7 +357,7 @@ fn users(out: &mut Vec<u8>, r: &Readings) {
         }
         if let Some(used) = p.used_bytes {
             out.extend_from_slice(b" <small>");
-            number(out, Some(used), GIB, 1);
+            rounded(out, Some(used), GIB, 1);
             out.extend_from_slice(b" GiB</small>");
         }
     }
@@ -357,7 +368,7 @@ fn users(out: &mut Vec<u8>, r: &Readings) {
 }
 
 /// `v / scale` rounded to `decimals` places, or an en dash.
-fn number(out: &mut Vec<u8>, v: Option<f64>, scale: f64, decimals: i32) {
+fn rounded(out: &mut Vec<u8>, v: Option<f64>, scale: f64, decimals: i32) {
     match v {
         Some(v) => {
             let f = 10f64.powi(decimals);
@@ -367,25 +378,25 @@ fn number(out: &mut Vec<u8>, v: Option<f64>, scale: f64, decimals: i32) {
     }
 }
 
-fn cell(out: &mut Vec<u8>, v: Option<f64>, scale: f64, decimals: i32, unit: &str) {
+fn cell(out: &mut Vec<u8>, v: Option<f64>, n: Number) {
     out.extend_from_slice(b"<td class=\"n\">");
-    number(out, v, scale, decimals);
+    rounded(out, v, n.scale, n.decimals);
     if v.is_some() {
-        out.extend_from_slice(unit.as_bytes());
+        out.extend_from_slice(n.unit.as_bytes());
     }
     out.extend_from_slice(b"</td>");
 }
 
-fn pair(out: &mut Vec<u8>, a: Option<f64>, b: Option<f64>, scale: f64, d: i32, unit: &str) {
+fn pair(out: &mut Vec<u8>, a: Option<f64>, b: Option<f64>, n: Number) {
     out.extend_from_slice(b"<td class=\"n\">");
     if a.is_none() && b.is_none() {
         out.extend_from_slice(b"&ndash;</td>");
         return;
     }
-    number(out, a, scale, d);
+    rounded(out, a, n.scale, n.decimals);
     out.extend_from_slice(b" / ");
-    number(out, b, scale, d);
-    out.extend_from_slice(unit.as_bytes());
+    rounded(out, b, n.scale, n.decimals);
+    out.extend_from_slice(n.unit.as_bytes());
     out.extend_from_slice(b"</td>");
 }
 
@@ -799,6 +810,21 @@ mod tests {
         // Only the simulator gets the banner.
         assert!(!page.contains("SIMULATED"));
         assert!(!page.contains("no GPUs"));
+    }
+
+    /// The reading columns come from their declarations, in the table's
+    /// order, with the empty table's span to match.
+    #[test]
+    fn the_heads_are_the_declared_columns() {
+        let page = page(&published(Vec::new()));
+        assert!(page.contains(
+            "<tr><th>gpu</th><th>model</th><th>temp</th><th>SM clock / max</th>\
+             <th>throttled</th><th>power / limit</th><th>memory used / total</th>\
+             <th>largest free</th><th title=\"the watched codes, that page or open a \
+             ticket: a counter since the driver loaded, not a window\">Xid since driver \
+             load</th><th>up</th><th>health</th><th>used by</th></tr>\n\
+             <tr><td colspan=\"12\">no GPUs in this snapshot</td></tr>"
+        ));
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod values;
 use super::attribution::copies;
 use super::writer::{Target, Writer, each_target, escape};
 use base::numbers::write_u64;
-use model::dcgm::{Dcgm, Field, Kind, Wanted};
+use model::dcgm::{Dcgm, Field, Kind, Mig, Wanted};
 use model::{Gpu, Readings};
 
 /// The labels dcgm-exporter adds to its Xid series, after the counters
@@ -52,8 +52,13 @@ pub(super) fn render(w: &mut Writer, d: &Dcgm, gpus: &[Gpu], pod_labels: bool) {
 fn instance_field(f: Field) -> Option<bool> {
     use Field::*;
     match f {
-        FbFree | FbUsed | FbReserved | FbTotal | Prof(_) => Some(true),
-        GpuUtil | MemCopyUtil | EncUtil | DecUtil => None,
+        Reading(r) => match r.dcgm.map(|f| f.mig) {
+            Some(Mig::Own) => Some(true),
+            Some(Mig::None) => None,
+            _ => Some(false),
+        },
+        Prof(_) => Some(true),
+        EncUtil | DecUtil => None,
         _ => Some(false),
     }
 }

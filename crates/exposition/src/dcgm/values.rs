@@ -1,44 +1,25 @@
 //! Which of our readings each dcgm-exporter field shows, in its unit:
-//! MHz, MiB, mJ since boot, %, W, °C, ns of throttling; the profiling
-//! fields' ratios and bytes per second are read in it.
+//! a plain reading's as its declaration says (`Reading::dcgm`), the rest
+//! here: %, ns of throttling, counts by index; the profiling fields'
+//! ratios and bytes per second are read in it.
 
 use model::Readings;
-use model::dcgm::Field;
-
-const MIB: f64 = 1024.0 * 1024.0;
+use model::dcgm::{Field, Whole};
 
 /// The value of `f` in dcgm-exporter's unit, where we have the reading.
 pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
     use Field::*;
     let h = &r.health;
-    let flag = |b: Option<bool>| b.map(|b| if b { 1.0 } else { 0.0 });
     let ns = |i: usize| r.clocks_event_seconds_total[i].map(|s| s * 1e9);
     match f {
-        SmClock => r.sm_clock_hertz.map(|v| v / 1e6),
-        MemClock => r.memory_clock_hertz.map(|v| v / 1e6),
-        MemoryTemp => r.memory_temperature_celsius,
-        GpuTemp => r.temperature_celsius,
-        PowerUsage => r.power_usage_watts,
-        TotalEnergy => r.energy_joules_total.map(|j| j * 1000.0),
-        PcieReplay => r.pcie_replay_errors_total,
-        GpuUtil => r.utilization_ratio.map(|v| v * 100.0),
-        MemCopyUtil => r.memory_utilization_ratio.map(|v| v * 100.0),
+        Reading(reading) => Some(reading.dcgm?.unit.of(reading.value(r)?)),
         EncUtil => h.media_ratios[0].map(|v| v * 100.0),
         DecUtil => h.media_ratios[1].map(|v| v * 100.0),
-        FbFree => r.memory_free_bytes.map(|b| b / MIB),
-        FbUsed => r.memory_used_bytes.map(|b| b / MIB),
-        FbReserved => r.memory_reserved_bytes.map(|b| b / MIB),
         CorrectableRemapped => h.remapped_rows[0],
         UncorrectableRemapped => h.remapped_rows[1],
-        RowRemapFailure => flag(h.row_remap_failed),
         Prof(id) => r.profiling(id),
-        EccSbeVol => r.ecc_corrected_total,
-        EccDbeVol => r.ecc_uncorrected_total,
-        EccSbeAgg => h.ecc_corrected_lifetime,
-        EccDbeAgg => h.ecc_uncorrected_lifetime,
         RetiredSbe => h.retired_pages[0],
         RetiredDbe => h.retired_pages[1],
-        RetiredPending => flag(h.retired_pages_pending),
         NvlinkCrcFlit => h.nvlink_errors[0],
         NvlinkCrcData => h.nvlink_errors[1],
         NvlinkReplay => h.nvlink_errors[2],
@@ -49,34 +30,28 @@ pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
         SyncBoostViolation => ns(4),
         // The last code, 0 before any, as dcgm-exporter.
         XidErrors => r.xid_last_code,
-        FbTotal => r.memory_total_bytes.map(|b| b / MIB),
-        EnforcedPowerLimit => r.power_limit_watts,
-        Pstate => h.performance_state,
         // NVML's speed of the first fan, % of its maximum.
         FanSpeed => h.fan_speed_ratios[0].map(|v| v * 100.0),
-        PcieLinkGen => h.pcie_link_generation,
-        PcieLinkWidth => h.pcie_link_width,
-        PcieMaxLinkGen => h.pcie_link_generation_max,
-        PcieMaxLinkWidth => h.pcie_link_width_max,
         // NVML's mask as DCGM passes it on.
         ClocksEventReasons => r.clocks_event_mask.map(|m| m as f64),
-        MemMaxOpTemp => h.memory_temperature_max_celsius,
         // Written by their own code: labels, and a series per code.
         DriverVersion | DevName | DevUuid | PciBusId | VbiosVersion | InforomImage | XidCount
         | Unservable => None,
     }
 }
 
-/// `v` as dcgm-exporter prints `f`: DCGM's integer fields as integers
-/// (its MiB are whole, cut down as DCGM divides; the rest are NVML's
-/// integers that our units carried through a float), the others as read.
+/// `v` as dcgm-exporter prints `f` ([`Whole`]).
 pub(super) fn shaped(f: Field, v: f64) -> f64 {
-    use Field::*;
-    match f {
-        FbFree | FbUsed | FbReserved | FbTotal => v.floor(),
+    let whole = match f {
+        Field::Reading(r) => r.dcgm.map_or(Whole::Round, |f| f.whole),
         // The byte rates are whole where they were read.
-        PowerUsage | EnforcedPowerLimit | Prof(_) => v,
-        _ => v.round(),
+        Field::Prof(_) => Whole::AsRead,
+        _ => Whole::Round,
+    };
+    match whole {
+        Whole::Round => v.round(),
+        Whole::Floor => v.floor(),
+        Whole::AsRead => v,
     }
 }
 

@@ -1,4 +1,5 @@
-//! The dcgm-exporter fields we know by their current DCGM name: which
+//! The dcgm-exporter fields we know by their current DCGM name that no
+//! reading's declaration names (`Reading::dcgm`, the plain ones): which
 //! collector's readings serve each, or why none does. The profiling
 //! fields GPM gives are in `prof.rs`; every other DCGM name (`names.rs`)
 //! is left out with a generic reason.
@@ -8,53 +9,9 @@ use crate::Collector::*;
 
 /// Every field we know: its name, what it is here, and how it is served.
 pub const FIELDS: &[(&str, Field, Serve)] = &[
-    ("DCGM_FI_DEV_SM_CLOCK", Field::SmClock, Serve::By(Clocks)),
-    ("DCGM_FI_DEV_MEM_CLOCK", Field::MemClock, Serve::By(Clocks)),
-    (
-        "DCGM_FI_DEV_MEMORY_TEMP",
-        Field::MemoryTemp,
-        Serve::By(Temperature),
-    ),
-    (
-        "DCGM_FI_DEV_GPU_TEMP",
-        Field::GpuTemp,
-        Serve::By(Temperature),
-    ),
-    (
-        "DCGM_FI_DEV_POWER_USAGE",
-        Field::PowerUsage,
-        Serve::By(Power),
-    ),
-    (
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        Field::TotalEnergy,
-        Serve::By(Power),
-    ),
-    (
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        Field::PcieReplay,
-        Serve::By(Pcie),
-    ),
-    (
-        "DCGM_FI_DEV_GPU_UTIL",
-        Field::GpuUtil,
-        Serve::By(Utilization),
-    ),
-    (
-        "DCGM_FI_DEV_MEM_COPY_UTIL",
-        Field::MemCopyUtil,
-        Serve::By(Utilization),
-    ),
     ("DCGM_FI_DEV_ENC_UTIL", Field::EncUtil, Serve::By(Media)),
     ("DCGM_FI_DEV_DEC_UTIL", Field::DecUtil, Serve::By(Media)),
     ("DCGM_FI_DEV_XID_ERRORS", Field::XidErrors, Serve::By(Xid)),
-    ("DCGM_FI_DEV_FB_FREE", Field::FbFree, Serve::By(Memory)),
-    ("DCGM_FI_DEV_FB_USED", Field::FbUsed, Serve::By(Memory)),
-    (
-        "DCGM_FI_DEV_FB_RESERVED",
-        Field::FbReserved,
-        Serve::By(Memory),
-    ),
     (
         "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
         Field::UncorrectableRemapped,
@@ -63,11 +20,6 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
     (
         "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
         Field::CorrectableRemapped,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        Field::RowRemapFailure,
         Serve::By(Remap),
     ),
     (
@@ -89,26 +41,6 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
         Serve::By(Info),
     ),
     (
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        Field::EccSbeVol,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        Field::EccDbeVol,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-        Field::EccSbeAgg,
-        Serve::By(Ecc),
-    ),
-    (
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-        Field::EccDbeAgg,
-        Serve::By(Ecc),
-    ),
-    (
         "DCGM_FI_DEV_RETIRED_SBE",
         Field::RetiredSbe,
         Serve::By(Remap),
@@ -116,11 +48,6 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
     (
         "DCGM_FI_DEV_RETIRED_DBE",
         Field::RetiredDbe,
-        Serve::By(Remap),
-    ),
-    (
-        "DCGM_FI_DEV_RETIRED_PENDING",
-        Field::RetiredPending,
         Serve::By(Remap),
     ),
     (
@@ -158,48 +85,16 @@ pub const FIELDS: &[(&str, Field, Serve)] = &[
         Field::SyncBoostViolation,
         Serve::By(Clocks),
     ),
-    ("DCGM_FI_DEV_FB_TOTAL", Field::FbTotal, Serve::By(Memory)),
-    (
-        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-        Field::EnforcedPowerLimit,
-        Serve::By(Power),
-    ),
     (
         "DCGM_FI_DEV_POWER_MGMT_LIMIT",
         Field::Unservable,
         Serve::Not("NVML's enforced limit is read: DCGM_FI_DEV_ENFORCED_POWER_LIMIT"),
     ),
-    ("DCGM_FI_DEV_PSTATE", Field::Pstate, Serve::By(State)),
     ("DCGM_FI_DEV_FAN_SPEED", Field::FanSpeed, Serve::By(Fans)),
-    (
-        "DCGM_FI_DEV_PCIE_LINK_GEN",
-        Field::PcieLinkGen,
-        Serve::By(Pcie),
-    ),
-    (
-        "DCGM_FI_DEV_PCIE_LINK_WIDTH",
-        Field::PcieLinkWidth,
-        Serve::By(Pcie),
-    ),
-    (
-        "DCGM_FI_DEV_PCIE_MAX_LINK_GEN",
-        Field::PcieMaxLinkGen,
-        Serve::By(Pcie),
-    ),
-    (
-        "DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH",
-        Field::PcieMaxLinkWidth,
-        Serve::By(Pcie),
-    ),
     (
         "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
         Field::ClocksEventReasons,
         Serve::By(Clocks),
-    ),
-    (
-        "DCGM_FI_DEV_MEM_MAX_OP_TEMP",
-        Field::MemMaxOpTemp,
-        Serve::By(Temperature),
     ),
     ("DCGM_EXP_XID_ERRORS_COUNT", Field::XidCount, Serve::By(Xid)),
     (

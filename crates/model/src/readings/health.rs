@@ -9,6 +9,7 @@ use crate::Collector::{
     Ecc, Fans, Gpm, Media, Nvlink, NvlinkLink, Pcie, Recovery, Remap, State, Temperature,
 };
 use crate::Health;
+use crate::dcgm::{Unit::Same, face};
 use Kind::{Counter, Gauge};
 
 /// `,error="…"` in [`Health::nvlink_errors`] order.
@@ -116,7 +117,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     MEMORY_TEMPERATURE_MAX
         .reads(one!(health.memory_temperature_max_celsius))
         .from("N M")
-        .within(TEMPERATURE_CELSIUS),
+        .within(TEMPERATURE_CELSIUS)
+        .dcgm(face("DCGM_FI_DEV_MEM_MAX_OP_TEMP", Same)),
     family(
         "gpu_remapped_rows",
         Counter,
@@ -126,8 +128,12 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .reads(each!(health.remapped_rows, REMAP_CAUSES))
     .by("cause")
     .within(REPAIRS),
-    ROW_REMAP_PENDING.reads(flag!(health.row_remap_pending)),
-    ROW_REMAP_FAILED.reads(flag!(health.row_remap_failed)),
+    ROW_REMAP_PENDING
+        .reads(flag!(health.row_remap_pending))
+        .signal("row_remap_pending"),
+    ROW_REMAP_FAILED.reads(flag!(health.row_remap_failed))
+        .dcgm(face("DCGM_FI_DEV_ROW_REMAP_FAILURE", Same))
+        .signal("row_remap_failed"),
     family(
         "gpu_retired_pages",
         Counter,
@@ -137,7 +143,9 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .reads(each!(health.retired_pages, RETIRE_CAUSES))
     .by("cause")
     .within(REPAIRS),
-    RETIRED_PAGES_PENDING.reads(flag!(health.retired_pages_pending)),
+    RETIRED_PAGES_PENDING.reads(flag!(health.retired_pages_pending))
+        .dcgm(face("DCGM_FI_DEV_RETIRED_PENDING", Same))
+        .signal("retired_pages_pending"),
     family(
         "gpu_ecc_corrected_errors_lifetime",
         Counter,
@@ -145,7 +153,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     )
     .of(Ecc)
     .reads(one!(health.ecc_corrected_lifetime))
-    .within(COUNT),
+    .within(COUNT)
+    .dcgm(face("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", Same)),
     family(
         "gpu_ecc_uncorrected_errors_lifetime",
         Counter,
@@ -153,7 +162,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     )
     .of(Ecc)
     .reads(one!(health.ecc_uncorrected_lifetime))
-    .within(COUNT),
+    .within(COUNT)
+    .dcgm(face("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", Same)),
     family(
         "gpu_pcie_link_generation",
         Gauge,
@@ -161,7 +171,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     )
     .of(Pcie)
     .reads(one!(health.pcie_link_generation))
-    .within(PCIE_GENERATION),
+    .within(PCIE_GENERATION)
+    .dcgm(face("DCGM_FI_DEV_PCIE_LINK_GEN", Same)),
     family(
         "gpu_pcie_link_generation_max",
         Gauge,
@@ -169,13 +180,16 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     )
     .of(Pcie)
     .reads(one!(health.pcie_link_generation_max))
-    .within(PCIE_GENERATION),
+    .within(PCIE_GENERATION)
+    .dcgm(face("DCGM_FI_DEV_PCIE_MAX_LINK_GEN", Same)),
     PCIE_LINK_WIDTH
         .reads(one!(health.pcie_link_width))
-        .within(PCIE_WIDTH),
+        .within(PCIE_WIDTH)
+        .dcgm(face("DCGM_FI_DEV_PCIE_LINK_WIDTH", Same)),
     PCIE_LINK_WIDTH_MAX
         .reads(one!(health.pcie_link_width_max))
-        .within(PCIE_WIDTH),
+        .within(PCIE_WIDTH)
+        .dcgm(face("DCGM_FI_DEV_PCIE_MAX_LINK_WIDTH", Same)),
     NVLINK_ERRORS
         .reads(each!(health.nvlink_errors, ERROR_LABELS))
         .from("N M")
@@ -215,7 +229,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     .by("link,error"),
     RECOVERY_ACTION
         .reads(one!(health.recovery_action))
-        .within(RECOVERY),
+        .within(RECOVERY)
+        .signal("recovery_action"),
     family(
         "gpu_fan_speed_ratio",
         Gauge,
@@ -260,7 +275,8 @@ pub static HEALTH_READINGS: [Reading; 25] = [
     )
     .of(State)
     .reads(one!(health.performance_state))
-    .within(PSTATE),
+    .within(PSTATE)
+    .dcgm(face("DCGM_FI_DEV_PSTATE", Same)),
     family(
         "gpu_persistence_mode",
         Gauge,

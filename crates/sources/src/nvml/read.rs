@@ -198,6 +198,9 @@ fn read_basics(r: &mut Readings, d: Device<'_>, p: &mut Probe) {
         r.sm_clock_hertz = p.value("sm clock", || d.clock(CLOCK_SM)).map(mhz);
         r.sm_clock_max_hertz = p.value("max sm clock", || d.max_clock(CLOCK_SM)).map(mhz);
         r.memory_clock_hertz = p.value("memory clock", || d.clock(CLOCK_MEM)).map(mhz);
+        r.memory_clock_max_hertz = p
+            .value("max memory clock", || d.max_clock(CLOCK_MEM))
+            .map(mhz);
         r.clocks_event_mask = p.get("clock event reasons", || d.clocks_event_reasons());
         set_violations(r, d, p);
     });

@@ -288,6 +288,8 @@ impl Sim {
             sm_clock_hertz: Some(g.sm_mhz * MHZ),
             sm_clock_max_hertz: Some(g.sm_max_mhz * MHZ),
             memory_clock_hertz: Some(g.mem_mhz * MHZ),
+            // HBM runs at one clock, busy or idle: its maximum.
+            memory_clock_max_hertz: Some(g.mem_mhz * MHZ),
             clocks_event_mask: Some(g.events),
             power_usage_watts: Some(g.power),
             power_limit_watts: Some(g.power_limit),
