@@ -488,6 +488,9 @@ async fn read(
     buf: &mut [u8],
 ) -> Option<usize> {
     match wire {
+        // Most often the bytes are there already (the wait saw them come):
+        // read them without arming the deadline.
+        Wire::Plain if let Ok(n) = stream.get_ref().read(buf) => (n > 0).then_some(n),
         Wire::Plain => match before(srv, key, deadline, (&*stream).read(buf)).await {
             Some(Ok(n)) if n > 0 => Some(n),
             _ => None,
