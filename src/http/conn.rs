@@ -277,11 +277,11 @@ pub async fn serve(
                 break 'conn;
             }
             served = true;
-            inbuf.copy_within(consumed..filled, 0);
             filled -= consumed;
             if filled > 0 || buffered(&wire) {
-                // Pipelined: the next head's time starts now. Without
-                // one, the wait below sets it.
+                // Pipelined: the next head moves to the front and its
+                // time starts now. Without one, the wait below sets it.
+                inbuf.copy_within(consumed..consumed + filled, 0);
                 head_deadline = Instant::now() + limits.header_timeout;
             }
         }
