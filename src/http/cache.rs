@@ -172,14 +172,31 @@ impl Cache {
             crc.update(spare);
             *len = spare.len();
         });
-        spare.clear();
-        own(spare);
-        stored(spare, out);
+        // The live part is rendered in place as one final stored block,
+        // its header patched once its length is known: it fits one (about
+        // 2.5 KB), and is copied through `spare` into several only if not.
+        let at = out.len();
+        out.extend_from_slice(&[1, 0, 0, 0, 0]);
+        own(out);
+        let live = at + 5..out.len();
         // The shared part's CRC state, carried on over the rest: no
         // combine (thousands of instructions) per scrape.
         let mut whole = crc.clone();
-        whole.update(spare);
-        trailer(out, whole, *len + spare.len());
+        whole.update(&out[live.clone()]);
+        let n = live.len();
+        match u16::try_from(n) {
+            Ok(l) => {
+                out[at + 1..at + 3].copy_from_slice(&l.to_le_bytes());
+                out[at + 3..at + 5].copy_from_slice(&(!l).to_le_bytes());
+            }
+            Err(_) => {
+                spare.clear();
+                spare.extend_from_slice(&out[live]);
+                out.truncate(at);
+                stored(spare, out);
+            }
+        }
+        trailer(out, whole, *len + n);
         shared
     }
 }
@@ -215,6 +232,8 @@ mod tests {
         let big: Vec<u8> = (0..50_000u32)
             .flat_map(|i| format!("f{{gpu=\"{}\"}} {i}\n", i % 8).into_bytes())
             .collect();
+        // A live part as long as one stored block takes, and longer.
+        let long: Vec<u8> = (0..70_000u32).map(|i| b'a' + (i % 26) as u8).collect();
         let mut c = Cache::default();
         let mut rendered = 0;
         let mut out = Vec::new();
@@ -224,6 +243,8 @@ mod tests {
             (&a, true, b"own 3\n", 2),         // hidden: another key
             (&b, true, b"", 3),                // another snapshot
             (&b, true, b"own 4\n", 3),
+            (&b, true, &long[..65_535], 3),
+            (&b, true, &long, 3),
         ] {
             out.clear();
             let shared = c.scrape(

@@ -269,31 +269,41 @@ pub async fn serve(
             let Some(reply) = seal(&srv, &mut wire, out, a) else {
                 break 'conn;
             };
-            srv.answer(key, reply);
-            let deadline = Instant::now() + limits.write_timeout;
+            let now = Instant::now();
+            srv.answer(key, reply, now);
+            let deadline = now + limits.write_timeout;
             let read = !served || unread::caught_up(&srv, key, &stream, deadline).await;
             if !read || !send(&srv, key, &stream, deadline).await || !keep_alive {
                 break 'conn;
             }
             served = true;
-            inbuf.copy_within(consumed..filled, 0);
             filled -= consumed;
-            head_deadline = Instant::now() + limits.header_timeout;
+            if filled > 0 || buffered(&wire) {
+                // Pipelined: the next head moves to the front and its
+                // time starts now. Without one, the wait below sets it.
+                inbuf.copy_within(consumed..consumed + filled, 0);
+                head_deadline = Instant::now() + limits.header_timeout;
+            }
         }
+        // When the idle wait ended: the next head's time starts then.
+        let mut woke = None;
         if filled == 0 && !buffered(&wire) {
             if !inbuf.is_empty() {
                 srv.inbufs.put(std::mem::take(&mut inbuf));
             }
             release(&srv, &mut wire);
+            let now = Instant::now();
             let wait_until = match served {
-                true => Instant::now() + limits.idle_timeout,
+                true => now + limits.idle_timeout,
                 false => head_deadline,
             };
-            if !wait(&srv, key, &stream, served, wait_until).await {
+            if !wait(&srv, key, &stream, served, wait_until, now).await {
                 break;
             }
             if served {
-                head_deadline = Instant::now() + limits.header_timeout;
+                let now = Instant::now();
+                head_deadline = now + limits.header_timeout;
+                woke = Some(now);
             }
         }
         make_room(&srv, &mut inbuf, filled);
@@ -302,7 +312,7 @@ pub async fn serve(
             break; // closed, failed, evicted, or too slow to send a head
         };
         if filled == 0 {
-            srv.set_phase(key, Phase::Head);
+            srv.set_phase(key, Phase::Head, woke.unwrap_or_else(Instant::now));
         }
         filled += n;
     }
@@ -393,17 +403,18 @@ fn respond_with(srv: &Server, policy: Policy, head: &[u8]) -> Option<(Vec<u8>, A
     Some((out, a))
 }
 
-/// Waits for the client's next bytes until `until`, idle between
-/// requests once one was `served`; false when none came in time.
+/// Waits for the client's next bytes until `until`, idle from `now` on
+/// between requests once one was `served`; false when none came in time.
 async fn wait(
     srv: &Server,
     key: Key,
     stream: &Async<TcpStream>,
     served: bool,
     until: Instant,
+    now: Instant,
 ) -> bool {
     if served {
-        srv.set_phase(key, Phase::Idle);
+        srv.set_phase(key, Phase::Idle, now);
     }
     let ready = before(srv, key, until, stream.readable()).await;
     matches!(ready, Some(Ok(())))
@@ -477,6 +488,9 @@ async fn read(
     buf: &mut [u8],
 ) -> Option<usize> {
     match wire {
+        // Most often the bytes are there already (the wait saw them come):
+        // read them without arming the deadline.
+        Wire::Plain if let Ok(n) = stream.get_ref().read(buf) => (n > 0).then_some(n),
         Wire::Plain => match before(srv, key, deadline, (&*stream).read(buf)).await {
             Some(Ok(n)) if n > 0 => Some(n),
             _ => None,

@@ -147,7 +147,10 @@ impl Future for Sleep<'_> {
     type Output = ();
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if Instant::now() >= self.at {
+        // The first poll reads no clock: a deadline already past is
+        // woken by the thread at once (the callers' lie ahead: a clock
+        // read per request is saved).
+        if self.registered && Instant::now() >= self.at {
             return Poll::Ready(());
         }
         self.deadlines.register(self.key, self.at, cx.waker());

@@ -228,8 +228,8 @@ impl Server {
         self.crowded.get()
     }
 
-    /// Moves connection `key` to `phase` (an evicted one stays closing).
-    pub fn set_phase(&self, key: Key, phase: Phase) {
+    /// Moves connection `key` to `phase` at `now` (evicted: stays closing).
+    pub fn set_phase(&self, key: Key, phase: Phase, now: Instant) {
         let mut conns = self.conns.borrow_mut();
         let Some(Some(e)) = conns.get_mut(key.index) else {
             return;
@@ -244,7 +244,7 @@ impl Server {
             _ => {}
         }
         e.phase = phase;
-        e.since = Instant::now();
+        e.since = now;
         drop(conns);
         if matches!(phase, Phase::Head | Phase::Idle) {
             // It may be evictable now.
@@ -256,8 +256,8 @@ impl Server {
     /// response, to send with [`Server::write_some`]. With every slot
     /// taken, one response gives up its slot, its buffer and its
     /// connection: one holding a superseded snapshot's families, else the
-    /// one whose client has gone longest without reading.
-    pub fn answer(&self, key: Key, reply: Reply) {
+    /// one whose client has gone longest without reading. `now`: when.
+    pub fn answer(&self, key: Key, reply: Reply, now: Instant) {
         if self.answering.get() >= self.limits.max_requests {
             let newest = self.newest.get();
             let mut conns = self.conns.borrow_mut();
@@ -270,7 +270,7 @@ impl Server {
                 self.evict(e);
             }
         }
-        self.set_phase(key, Phase::Answering);
+        self.set_phase(key, Phase::Answering, now);
         match self.conns.borrow_mut().get_mut(key.index) {
             Some(Some(e)) if e.id == key.id && e.phase == Phase::Answering => e.reply = reply,
             _ => self.outbufs.put(reply.into_buffer()),
@@ -322,10 +322,10 @@ impl Server {
         if e.id != key.id || e.phase != Phase::Answering {
             return Sent::Failed;
         }
-        let wrote = e.reply.write_to(e.stream.get_ref());
+        let (wrote, now) = (e.reply.write_to(e.stream.get_ref()), Instant::now());
         let sent = match wrote {
             Ok(n) if n > 0 => {
-                e.since = Instant::now();
+                e.since = now;
                 if !e.reply.done() {
                     return Sent::Some;
                 }
@@ -338,7 +338,7 @@ impl Server {
         drop(conns);
         self.outbufs.put(reply.into_buffer());
         // Between requests: what comes next sets its own phase.
-        self.set_phase(key, Phase::Head);
+        self.set_phase(key, Phase::Head, now);
         sent
     }
 

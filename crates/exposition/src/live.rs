@@ -52,59 +52,55 @@ fn written(w: &mut Writer, age: f64, http: Option<&HttpStats>, mut seen: impl Fn
     });
 }
 
-/// Where a value goes in a template, and what series it is for.
-struct Slot {
-    /// Where its number starts in the template's text: it is `0` there.
-    at: usize,
-    family: &'static Family,
-    reason: Option<&'static str>,
-}
-
 /// The series' text with every value 0, and where those zeros are.
 struct Template {
     text: Vec<u8>,
-    slots: Vec<Slot>,
+    /// Where each series' number starts in `text` (a `0` there), in the
+    /// order [`each`] gives them.
+    slots: Vec<usize>,
+    /// Whether its series are those with the server's counts: [`each`]
+    /// gives the same series for the same `http.is_some()`, so that is all
+    /// a fill needs to check.
+    http: bool,
 }
 
 impl Template {
     fn new(format: Format, http: bool) -> Template {
-        let (mut text, mut at) = (Vec::new(), Vec::new());
+        let (mut text, mut slots) = (Vec::new(), Vec::new());
         let mut w = super::writer(&mut text, format, &mut []);
         let stats = HttpStats::default();
         // Each line ends in its value, "0", and a newline.
         written(&mut w, 0.0, http.then_some(&stats), |w| {
-            at.push(w.out.len() - 2)
+            slots.push(w.out.len() - 2)
         });
-        let mut slots = Vec::with_capacity(at.len());
-        let mut at = at.into_iter();
-        each(0.0, http.then_some(&stats), &mut |(family, reason, _)| {
-            if let Some(at) = at.next() {
-                slots.push(Slot { at, family, reason });
-            }
-        });
-        Template { text, slots }
+        Template { text, slots, http }
     }
 
     /// Writes the series into `out` from the template; false, with `out`
     /// as it was, where they are not the template's.
+    /// Each series is matched to its slot by its place alone: comparing
+    /// families and reasons cost more than the rest of the fill.
     fn fill(&self, age: f64, http: Option<&HttpStats>, out: &mut Vec<u8>) -> bool {
+        if http.is_some() != self.http {
+            return false;
+        }
         let (start, mut from, mut slots) = (out.len(), 0, self.slots.iter());
         out.reserve(self.text.len() + self.slots.len() * F64_MAX_LEN);
         let mut same = true;
-        each(age, http, &mut |(family, reason, v)| match slots.next() {
-            Some(s) if same && std::ptr::eq(s.family, family) && s.reason == reason => {
+        each(age, http, &mut |(_, _, v)| match slots.next() {
+            Some(&at) => {
                 // Most are 0 (nothing evicted, no handshake failed): the
                 // template's own 0 stays, copied with the text around it.
                 if v.to_bits() == 0 {
                     return;
                 }
-                out.extend_from_slice(&self.text[from..s.at]);
+                out.extend_from_slice(&self.text[from..at]);
                 let mut number = [0u8; F64_MAX_LEN];
                 let n = spell_f64(v, &mut number);
                 out.extend_from_slice(&number[..n]);
-                from = s.at + 1;
+                from = at + 1;
             }
-            _ => same = false,
+            None => same = false,
         });
         if !same || slots.next().is_some() {
             out.truncate(start);
