@@ -15,9 +15,10 @@ use super::cache::Cache;
 use super::guard::{self, Gate};
 use super::gzip::{Coding, negotiate};
 use super::head::{Connection, HEAD_ROOM, write_head};
+use super::message::{ALLOW, Access, Method, Response, Status, refuse};
 use super::reply::{Reply, Shared};
 use super::request::{Parsed, parse};
-use super::router::{self, Access, Context, Method, Response, Status};
+use super::router::{self, Context};
 use super::server::{Key, Phase, Sent, Server, before};
 use super::unread;
 use async_io::Async;
@@ -107,7 +108,7 @@ pub fn respond(
             let resp = Response {
                 // OPTIONS * and CONNECT
                 headers: if status == Status::MethodNotAllowed {
-                    router::ALLOW
+                    ALLOW
                 } else {
                     ""
                 },
@@ -125,7 +126,7 @@ pub fn respond(
             // The client asked for gzip, and there is a compressor.
             let gzip = compressor.is_some() && negotiate(req.accept_encoding) == Coding::Gzip;
             let resp = if policy.access != Access::Allowed {
-                router::refuse(policy.access, out)
+                refuse(policy.access, out)
             } else if policy.probes_only && !router::is_probe(req.path) {
                 out.extend_from_slice(
                     b"404 page not found: this listener serves /healthz and /readyz\n",

@@ -9,7 +9,7 @@
 //! Built without the `tls` feature there is nothing to turn on: every
 //! request is allowed and connections are plain.
 
-use super::router::Access;
+use super::message::Access;
 use std::sync::Arc;
 
 #[cfg(feature = "tls")]

@@ -11,6 +11,7 @@ pub mod gzip;
 #[cfg(feature = "tls")]
 pub mod handshake;
 pub mod head;
+pub mod message;
 pub mod pool;
 pub mod query;
 pub mod redact;
