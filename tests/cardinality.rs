@@ -1,4 +1,4 @@
-//! The cardinality budget: at most 92 series per GPU over the simulator's
+//! The cardinality budget: at most 93 series per GPU over the simulator's
 //! H100 fleet with the default collectors, and at most 16 per MIG
 //! instance over the fake NVML's MIG scenario. Opt-in collectors
 //! (`nvlink_link`) are outside it, as their help says.
@@ -18,8 +18,9 @@ mod fake_nvml;
 use fake_nvml::Fixture;
 
 // 91: gpu_memory_utilization_ratio added one series a GPU; 92:
-// gpu_xid_last_code another.
-const PER_GPU: usize = 92;
+// gpu_xid_last_code another; 93: gpu_memory_clock_max_hertz
+// (dcgm-exporter's DCGM_FI_DEV_MAX_MEM_CLOCK).
+const PER_GPU: usize = 93;
 const PER_MIG_INSTANCE: usize = 16;
 
 /// Series per target: `gpu="N"` alone, or `gpu="N"` with its
@@ -42,7 +43,7 @@ fn series(snapshot: &Snapshot) -> BTreeMap<String, usize> {
 }
 
 #[test]
-fn an_h100_renders_at_most_92_series() {
+fn an_h100_renders_at_most_93_series() {
     // The default fleet's H100s, and one with a periodic Xid (which adds
     // its last timestamp).
     for scenario in [
