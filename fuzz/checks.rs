@@ -8,8 +8,8 @@
 
 use alerts::promql;
 use exposition::{Format, Scrape};
+use fill::engines::reader::Memory;
 use fill::engines::text as engine_text;
-use fill::engines::watch::Memory;
 use fill::kmsg::counter::XidCounter;
 use fill::kmsg::line as kmsg;
 use fill::workload;

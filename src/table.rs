@@ -175,7 +175,7 @@ fn slo_lines(out: &mut String, p: &Published, evaluator: &Evaluator) {
 mod tests {
     use super::*;
     use alerts::defaults;
-    use fill::engines::watch::Memory;
+    use fill::engines::reader::Memory;
     use model::Bounds;
     use model::Collectors;
     use poller::Poller;

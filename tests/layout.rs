@@ -728,8 +728,9 @@ fn the_cycle_check_finds_a_cycle_and_resolves_files() {
 
 /// One meaning per name: `judge` is the alert evaluator's thread
 /// (`crates/poller/src/judge.rs`), `signals` the rules' signals (`crates/alerts/`), `tls`
-/// the connection (`src/http/`). Unix signals, the web config's TLS and
-/// the readers' verdicts are named for what they are.
+/// the connection (`src/http/`), `Watch` the web config file's watcher
+/// (`crates/webconfig/`). Unix signals, the web config's TLS, the engine
+/// reader and the readers' verdicts are named for what they are.
 #[test]
 fn judge_signals_and_tls_have_one_meaning_each() {
     let owners = [
@@ -750,6 +751,10 @@ fn judge_signals_and_tls_have_one_meaning_each() {
         assert!(
             shown == "crates/poller/src/judge.rs" || !text.contains("fn judge("),
             "{shown}: a function named judge; the judge is crates/poller/src/judge.rs's thread"
+        );
+        assert!(
+            shown == "crates/webconfig/src/lib.rs" || !text.contains("pub struct Watch "),
+            "{shown}: a Watch; Watch is the web config file's watcher"
         );
     }
 }

@@ -8,7 +8,7 @@ use alerts::{self, Rule};
 use base::file::{MAX_JSON_BYTES, read_config};
 use base::time::unix_now;
 use fill::engines::Options as Engines;
-use fill::engines::watch::Retune;
+use fill::engines::reader::Retune;
 use poller::Reload;
 use sources::Source;
 use sources::sim::{Scenario, Sim};

@@ -11,9 +11,9 @@ use crate::notify;
 use crate::{pipeline, table};
 use alerts::promql;
 use base::time::unix_now;
-use fill::engines::Watch;
+use fill::engines::Reader;
 use fill::engines::client::Peer;
-use fill::engines::watch::Retune;
+use fill::engines::reader::Retune;
 use model::{Bounds, Snapshot};
 use model::{Collectors, SourceKind};
 use poller::judge::{self, Judge};
@@ -248,9 +248,9 @@ fn start_poller(
     let (interval, collectors) = (config.interval, config.collectors);
     let (pod_labels, reads) = (config.kubernetes.pod_labels, config.reads());
     let dcgm = config.dcgm.clone();
-    let engines = Watch::start(engines, config.engine_file.is_some())
+    let engines = Reader::start(engines, config.engine_file.is_some())
         .map_err(|e| Error::Runtime(format!("cannot start the engine reader thread: {e}")))?;
-    let retune = engines.as_ref().map(Watch::retune);
+    let retune = engines.as_ref().map(Reader::retune);
     std::thread::Builder::new()
         .name("poller".into())
         .spawn(move || {

@@ -10,8 +10,8 @@ use alerts::eval::FINE_LIMIT;
 use alerts::{Alert, Rule};
 use base::quiet::{Repeating, Verdict};
 use base::time::unix_now;
-use fill::engines::watch::{Memory, models_of};
-use fill::engines::{Watch, profile, text};
+use fill::engines::reader::{Memory, models_of};
+use fill::engines::{Reader, profile, text};
 use model::Engine;
 use model::dcgm::Dcgm;
 use model::{Collector, Collectors};
@@ -247,7 +247,7 @@ pub struct Poller {
     /// `--kubernetes.pod-labels`.
     pod_labels: bool,
     /// The engine reader, where `--engine.endpoint` names any.
-    engines: Option<Watch>,
+    engines: Option<Reader>,
     said: Memory,
     /// The objectives of the rules last handed over, served beside the
     /// models.
@@ -307,7 +307,7 @@ impl Poller {
     }
 
     /// Lays the engines' models and states over each collection.
-    pub fn with_engines(mut self, engines: Option<Watch>) -> Poller {
+    pub fn with_engines(mut self, engines: Option<Reader>) -> Poller {
         self.engines = engines;
         self
     }

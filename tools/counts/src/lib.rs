@@ -4,7 +4,7 @@
 //! registry, and an alert evaluator with a settled history.
 
 use alerts::{Evaluator, defaults};
-use fill::engines::watch::Memory;
+use fill::engines::reader::Memory;
 use model::catalogue::{Extra, Family as CatalogueFamily, Kind, Series};
 use model::readings;
 use model::{Gpu, MigInstance, Snapshot, SourceKind};

@@ -36,14 +36,14 @@ fn lock(cell: &Cell) -> MutexGuard<'_, Shared> {
 }
 
 /// The reader's handle; its thread stops when it drops.
-pub struct Watch {
+pub struct Reader {
     cell: Cell,
 }
 
-impl Watch {
+impl Reader {
     /// Starts the thread; `None` without endpoints unless a reload may
     /// add some (`reloadable`: a file names them).
-    pub fn start(options: Options, reloadable: bool) -> std::io::Result<Option<Watch>> {
+    pub fn start(options: Options, reloadable: bool) -> std::io::Result<Option<Reader>> {
         if options.endpoints.is_empty() && !reloadable {
             return Ok(None);
         }
@@ -53,7 +53,7 @@ impl Watch {
         std::thread::Builder::new()
             .name("engine-read".into())
             .spawn(move || run(options, &theirs))?;
-        Ok(Some(Watch { cell }))
+        Ok(Some(Reader { cell }))
     }
 
     /// A handle that hands the thread new endpoints and settings.
@@ -96,7 +96,7 @@ fn fresh(e: &Endpoint) -> EngineEndpoint {
     }
 }
 
-impl Drop for Watch {
+impl Drop for Reader {
     fn drop(&mut self) {
         lock(&self.cell).stop = true;
         self.cell.1.notify_all();
