@@ -17,10 +17,11 @@
 // length (the workspace's lints) is for the code that ships.
 #![allow(clippy::too_many_lines)]
 use exposition::{Format, Scrape};
-use gpu_exporter::internals::http::cache::{Cache, Families};
 use gpu_exporter_floor::Floor;
+use http::gzip::Compressor;
 use model::Collectors;
 use model::Freshness;
+use routes::cache::{Cache, Families};
 use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -101,7 +102,8 @@ fn bench_gzip() {
         let s = snapshot(gpus);
         let now = Instant::now();
         let iters = 4_000 / gpus as u32 + 20;
-        let (mut buf, mut gz) = (Vec::new(), Cache::default());
+        let (mut buf, mut gz) = (Vec::new(), Compressor::default());
+        let mut cache = Cache::default();
         // Text 0.0.4 of every family into `buf`.
         let text = |buf: &mut Vec<u8>| {
             buf.clear();
@@ -131,7 +133,8 @@ fn bench_gzip() {
         let mut out = Vec::new();
         let per_scrape_cached = median(iters, || {
             out.clear();
-            gz.scrape(
+            cache.scrape(
+                &mut gz,
                 key(),
                 &mut out,
                 |o| Scrape::of(&shared).render_shared(o),

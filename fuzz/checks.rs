@@ -14,12 +14,12 @@ use fill::kmsg::counter::XidCounter;
 use fill::kmsg::line as kmsg;
 use fill::workload;
 use fill::{cgroup, jobs};
-use gpu_exporter::internals::http::Context;
-use gpu_exporter::internals::http::conn::{self, MAX_HEAD};
+use http::conn::{self, MAX_HEAD};
 use model::dcgm::{self, DEFAULT_COUNTERS, FIELDS};
 use model::{Bounds, Kubernetes, Snapshot};
 use model::{Collector, Collectors};
 use poller::{Latest, Poller, Published, source_models};
+use routes::{Context, Routes};
 use sources::Source;
 use sources::sim::{Scenario, Sim};
 use sources::smi::apps as smi_apps;
@@ -69,28 +69,30 @@ pub const KUBELET_TARGETS: &[&str] = &[
     "device_id",
 ];
 
-/// One context for every request: the default fleet, collected once.
-fn context() -> &'static Context {
-    static CTX: OnceLock<Context> = OnceLock::new();
-    CTX.get_or_init(|| {
-        let source = Box::new(Sim::new(Scenario::default_fleet(), T0));
-        let mut evaluator = alerts::Evaluator::new(alerts::defaults());
-        let mut collector = Poller::new(source, Duration::from_secs(5));
-        let first = collector.collect_at(T0);
-        evaluator.eval(&first);
-        Context {
-            latest: Arc::new(Latest::new(Published {
-                snapshot: Arc::new(first),
-                alerts: Arc::new(evaluator.alerts()),
-                replay: None,
-                recent: Default::default(),
-            })),
-            telemetry_path: "/metrics".into(),
-            runbook_base: "https://runbooks.example/".into(),
-            bounds: Bounds::new(Duration::from_secs(5), Duration::from_secs(60)),
-            http: Default::default(),
-        }
-    })
+thread_local! {
+    /// What every request is answered from: the default fleet, collected
+    /// once, and rendered whole for each request.
+    static ROUTES: Routes = Routes::uncached(context());
+}
+
+fn context() -> Context {
+    let source = Box::new(Sim::new(Scenario::default_fleet(), T0));
+    let mut evaluator = alerts::Evaluator::new(alerts::defaults());
+    let mut collector = Poller::new(source, Duration::from_secs(5));
+    let first = collector.collect_at(T0);
+    evaluator.eval(&first);
+    Context {
+        latest: Arc::new(Latest::new(Published {
+            snapshot: Arc::new(first),
+            alerts: Arc::new(evaluator.alerts()),
+            replay: None,
+            recent: Default::default(),
+        })),
+        telemetry_path: "/metrics".into(),
+        runbook_base: "https://runbooks.example/".into(),
+        bounds: Bounds::new(Duration::from_secs(5), Duration::from_secs(60)),
+        alertmanager: None,
+    }
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -106,11 +108,14 @@ fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
 /// connection feeds them (at most `MAX_HEAD` bytes, pipelined requests
 /// answered in turn while the connection is kept alive).
 pub fn check_http_request(data: &[u8]) {
-    let ctx = context();
+    ROUTES.with(|routes| answer_all(data, routes));
+}
+
+fn answer_all(data: &[u8], routes: &Routes) {
     let mut buf = &data[..data.len().min(MAX_HEAD)];
     let mut out = Vec::new();
     while !buf.is_empty() {
-        let Some(a) = conn::answer(buf, ctx, &mut out) else {
+        let Some(a) = conn::answer(buf, routes, &mut out) else {
             return;
         };
         assert!(a.consumed > 0, "consumed nothing of {buf:?}");

@@ -114,8 +114,8 @@ fn a_scrape_with_attribution_allocates_nothing() {
 
 #[test]
 fn a_filtered_scrape_allocates_nothing_and_writes_only_its_collectors() {
-    use gpu_exporter::internals::http::query;
     use model::Collector::{Gpm, Temperature, Xid};
+    use routes::query;
     let snapshot = fleet(4);
     let now = Instant::now();
     let queries = [

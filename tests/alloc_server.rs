@@ -15,16 +15,16 @@
 //!   share.
 
 use alerts::defaults;
-use gpu_exporter::config::Limits;
-use gpu_exporter::internals::http::cache::Cache;
-use gpu_exporter::internals::http::conn::{Policy, answer, respond};
-use gpu_exporter::internals::http::guard::Guard;
+use http::conn::{Answer, Policy, answer, respond};
+use http::guard::Guard;
 #[cfg(feature = "tls")]
-use gpu_exporter::internals::http::guard::Shared;
-use gpu_exporter::internals::http::{Context, Server};
+use http::guard::Shared;
+use http::gzip::Compressor;
+use http::{Limits, Server};
 use model::Bounds;
 use poller::judge::settled;
 use poller::{Latest, Poller, Published};
+use routes::{Context, Routes};
 use sources::sim::{Scenario, Sim};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
@@ -77,12 +77,16 @@ fn bounds() -> Bounds {
 }
 
 fn context(gpus: usize) -> Context {
+    answering(Arc::new(Latest::new(published(gpus))))
+}
+
+fn answering(latest: Arc<Latest>) -> Context {
     Context {
-        latest: Arc::new(Latest::new(published(gpus))),
+        latest,
         telemetry_path: "/metrics".into(),
         runbook_base: "docs/runbooks/".into(),
         bounds: bounds(),
-        http: Default::default(),
+        alertmanager: None,
     }
 }
 
@@ -146,14 +150,26 @@ fn our_request_path_allocates_nothing_after_warm_up() {
     let _turn = turn();
     // Rendered live (no cache), and with the families cached per snapshot
     // as the server keeps them; filtered scrapes render either way.
-    let runs = [(1, context(1)), (64, context(64)), (4, attributed())];
-    for ((gpus, ctx), cached) in runs.iter().flat_map(|r| [(r, false), (r, true)]) {
+    let runs: [(usize, fn() -> Context); 3] =
+        [(1, || context(1)), (64, || context(64)), (4, attributed)];
+    for ((gpus, make), cached) in runs.iter().flat_map(|r| [(r, false), (r, true)]) {
         let requests: Vec<String> = (0..KINDS).map(request).collect();
         let mut out = Vec::new();
-        let mut cache = Cache::default();
+        let mut gzip = Compressor::default();
+        let routes = match cached {
+            false => Routes::uncached(make()),
+            true => Routes::new(make()),
+        };
         let mut go = |r: &str, out: &mut Vec<u8>| match cached {
-            false => answer(r.as_bytes(), ctx, out).unwrap(),
-            true => respond(r.as_bytes(), ctx, Policy::default(), Some(&mut cache), out).unwrap(),
+            false => answer(r.as_bytes(), &routes, out).unwrap(),
+            true => respond(
+                r.as_bytes(),
+                &routes,
+                Policy::default(),
+                Some(&mut gzip),
+                out,
+            )
+            .unwrap(),
         };
         for r in &requests {
             go(r, &mut out);
@@ -177,14 +193,21 @@ fn our_request_path_allocates_nothing_after_warm_up() {
 fn gzipped_answers_allocate_nothing_after_warm_up() {
     let _turn = turn();
     for gpus in [8, 64] {
-        let ctx = context(gpus);
+        let routes = Routes::new(context(gpus));
         let requests: Vec<String> = (0..KINDS)
             .map(|i| request(i).replace("Host: x\r\n", "Host: x\r\nAccept-Encoding: gzip\r\n"))
             .collect();
         let mut out = Vec::new();
-        let mut gzip = Cache::default();
+        let mut gzip = Compressor::default();
         let mut go = |r: &str, out: &mut Vec<u8>| {
-            respond(r.as_bytes(), &ctx, Policy::default(), Some(&mut gzip), out).unwrap()
+            respond(
+                r.as_bytes(),
+                &routes,
+                Policy::default(),
+                Some(&mut gzip),
+                out,
+            )
+            .unwrap()
         };
         // Both buffers grow to the largest body: they swap roles.
         for _ in 0..3 {
@@ -204,7 +227,7 @@ fn gzipped_answers_allocate_nothing_after_warm_up() {
 }
 
 /// The body of a response in `out[range]`, gunzipped when it is.
-fn body_of(out: &[u8], a: &gpu_exporter::internals::http::conn::Answer) -> Vec<u8> {
+fn body_of(out: &[u8], a: &Answer) -> Vec<u8> {
     use std::io::Read;
     let r = &a.parts(out).concat();
     let at = r.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
@@ -230,7 +253,11 @@ fn families(body: &[u8]) -> &[u8] {
 fn cached_families_are_a_fresh_render_and_follow_every_new_snapshot() {
     // Its allocations would count in the whole-process tests.
     let _turn = turn();
-    let ctx = context(8);
+    let latest = Arc::new(Latest::new(published(8)));
+    let (cached, uncached) = (
+        Routes::new(answering(latest.clone())),
+        Routes::uncached(answering(latest.clone())),
+    );
     let t0 = 1.8e9 + 100.0;
     let mut poller = Poller::new(Box::new(Sim::new(scenario(8), t0)), Duration::from_secs(1));
     let gz = "Accept-Encoding: gzip\r\n";
@@ -240,28 +267,28 @@ fn cached_families_are_a_fresh_render_and_follow_every_new_snapshot() {
         format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{gz}\r\n"),
         format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{gz}{OPENMETRICS}\r\n"),
     ];
-    let mut cache = Cache::default();
+    let mut gzip = Compressor::default();
     let (mut out, mut fresh) = (Vec::new(), Vec::new());
     let mut before: Vec<Vec<u8>> = vec![Vec::new(); requests.len()];
     for round in 0..4 {
         if round > 0 {
             let s = poller.collect_at(t0 + f64::from(round) * 7.0);
-            ctx.latest.set_snapshot(Arc::new(s));
+            latest.set_snapshot(Arc::new(s));
         }
         // Twice a snapshot: the second scrape is served from the cache.
         for _ in 0..2 {
             for (i, r) in requests.iter().enumerate() {
                 let a = respond(
                     r.as_bytes(),
-                    &ctx,
+                    &cached,
                     Policy::default(),
-                    Some(&mut cache),
+                    Some(&mut gzip),
                     &mut out,
                 );
                 let a = a.unwrap();
                 assert_eq!(a.gzipped, i >= 2);
                 let got = body_of(&out, &a);
-                let f = answer(r.as_bytes(), &ctx, &mut fresh).unwrap();
+                let f = answer(r.as_bytes(), &uncached, &mut fresh).unwrap();
                 let want = body_of(&fresh, &f);
                 assert_eq!(
                     families(&got),
@@ -276,7 +303,7 @@ fn cached_families_are_a_fresh_render_and_follow_every_new_snapshot() {
             }
         }
         for (i, r) in requests.iter().enumerate() {
-            let f = answer(r.as_bytes(), &ctx, &mut fresh).unwrap();
+            let f = answer(r.as_bytes(), &uncached, &mut fresh).unwrap();
             before[i] = families(&body_of(&fresh, &f)).to_vec();
         }
     }
@@ -293,12 +320,11 @@ fn serve_guarded(gpus: usize, guard: Guard) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     std::thread::spawn(move || {
-        let server = Rc::new(Server::guarded(context(gpus), Limits::default(), guard));
+        let routes = Box::new(Routes::new(context(gpus)));
+        let server = Rc::new(Server::new(routes, Limits::default(), guard));
         let listener = async_io::Async::new(listener).unwrap();
         let ex = smol::LocalExecutor::new();
-        smol::block_on(ex.run(gpu_exporter::internals::http::accept::serve(
-            &ex, listener, server, false,
-        )));
+        smol::block_on(ex.run(http::accept::serve(&ex, listener, server, false)));
     });
     addr
 }

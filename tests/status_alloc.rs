@@ -7,13 +7,13 @@
 // length (the workspace's lints) is for the code that ships.
 #![allow(clippy::too_many_lines)]
 use alerts::{Severity, State, defaults};
-use gpu_exporter::internals::http::status::render;
 use model::Bounds;
 use model::Collector::Processes;
 use model::Collectors;
 use model::{MigInstance, Readings};
 use poller::judge::settled;
 use poller::{Poller, Published};
+use routes::status::render;
 use sources::sim::{Scenario, Sim};
 use std::time::{Duration, Instant};
 

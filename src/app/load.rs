@@ -170,7 +170,7 @@ const WEB_POLL: std::time::Duration = std::time::Duration::from_secs(1);
 pub fn web_watcher(
     mut watch: webconfig::Watch,
     path: std::path::PathBuf,
-    shared: Arc<crate::http::guard::Shared>,
+    shared: Arc<http::guard::Shared>,
 ) -> std::io::Result<mpsc::Sender<()>> {
     let (hups, rx) = mpsc::channel::<()>();
     std::thread::Builder::new()

@@ -6,7 +6,6 @@ mod load;
 mod unix_signals;
 
 use crate::config::{self, Config, ConfigError};
-use crate::http::{self, Server};
 use crate::notify;
 use crate::{pipeline, table};
 use alerts::promql;
@@ -14,10 +13,12 @@ use base::time::unix_now;
 use fill::engines::Reader;
 use fill::engines::client::Peer;
 use fill::engines::reader::Retune;
+use http::Server;
 use model::{Bounds, Snapshot};
 use model::{Collectors, SourceKind};
 use poller::judge::{self, Judge};
 use poller::{self, Latest, Poller, Published};
+use routes::{Context, Routes};
 use std::net::{SocketAddr, TcpListener};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -277,17 +278,16 @@ fn server(
     shared: Arc<http::guard::Shared>,
     alertmanager: Option<&'static notify::Stats>,
 ) -> Rc<Server> {
-    let mut counts = http::router::Counts::default();
-    counts.alertmanager = alertmanager;
-    let ctx = http::Context {
+    let ctx = Context {
         latest,
         telemetry_path: config.telemetry_path.clone(),
         runbook_base: config.served_runbook_base(),
         bounds,
-        http: counts,
+        alertmanager,
     };
     let guard = http::guard::Guard::new(shared, config.open_probes);
-    Rc::new(Server::guarded(ctx, config.limits.clone(), guard))
+    let routes = Box::new(Routes::new(ctx));
+    Rc::new(Server::new(routes, config.limits.clone(), guard))
 }
 
 /// The dcgm collector's fields it cannot serve, said once with why, and

@@ -3,9 +3,9 @@
 //! signal exits at once. SIGHUP asks the reload thread to reload.
 
 use super::Error;
-use crate::http::{self, Server};
 use async_io::{Async, Timer};
 use async_signal::{Signal, Signals};
+use http::Server;
 use smol::LocalExecutor;
 use smol::future::FutureExt;
 use smol::stream::StreamExt;

@@ -49,32 +49,7 @@ impl Config {
 }
 
 /// What the HTTP server allows each client, from the `--web.*` flags.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Limits {
-    /// Requests being answered at once; more get 503 at once.
-    pub max_requests: usize,
-    /// Open connections; at the cap the oldest idle one is closed to admit
-    /// a new one, and without an idle one the new one gets 503.
-    pub max_connections: usize,
-    /// From a connection's first byte (or its opening) to a whole head.
-    pub header_timeout: Duration,
-    /// Between requests on a keep-alive connection.
-    pub idle_timeout: Duration,
-    /// For one response to be written.
-    pub write_timeout: Duration,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            max_requests: 40,
-            max_connections: 512,
-            header_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(90),
-            write_timeout: Duration::from_secs(10),
-        }
-    }
-}
+pub use http::Limits;
 
 /// Pod attribution, from the `--kubernetes.*` flags.
 #[derive(Clone, Debug, PartialEq)]

@@ -10,11 +10,10 @@ mod engines;
 mod format;
 mod line;
 mod live;
-pub mod reason;
 mod writer;
 
 pub use format::Format;
-pub use reason::{Evicted, HandshakeError, Tally};
+pub use model::reason::{Evicted, HandshakeError, ServerStats, Tally};
 
 use attribution::copies;
 use base::numbers::write_f64;
@@ -39,16 +38,8 @@ const SMALL_CACHE: usize = 64;
 /// thread, not in the snapshot.
 #[derive(Clone, Copy, Default)]
 pub struct HttpStats {
-    /// Connections open now.
-    pub open: u64,
-    /// Connections closed to make room.
-    pub evicted: Tally<Evicted>,
-    /// Seconds the accept loop waited at the connection cap.
-    pub accept_paused_seconds: f64,
-    /// TLS handshakes that failed.
-    pub tls_handshake_errors: Tally<HandshakeError>,
-    /// Responses sent gzipped.
-    pub gzipped: u64,
+    /// The server's.
+    pub server: ServerStats,
     /// Page requests refused over the pages' byte budget.
     pub pages_refused: u64,
     /// The Alertmanager notifier's counts, where it runs.
@@ -570,14 +561,19 @@ mod tests {
         s.process.cpu_seconds_total = Some(1.5);
         let quiet = HttpStats::default();
         let mut busy = HttpStats {
-            open: 3,
-            gzipped: 7,
+            server: ServerStats {
+                open: 3,
+                gzipped: 7,
+                accept_paused_seconds: 0.5,
+                ..quiet.server
+            },
             pages_refused: 1,
-            accept_paused_seconds: 0.5,
             ..quiet
         };
-        busy.evicted.add(Evicted::Idle, 2);
-        busy.tls_handshake_errors.add(HandshakeError::Failed, 1);
+        busy.server.evicted.add(Evicted::Idle, 2);
+        busy.server
+            .tls_handshake_errors
+            .add(HandshakeError::Failed, 1);
         for format in [Format::Text, Format::OpenMetrics] {
             let at = |later: u64, http| Scrape {
                 now: s.published + Duration::from_secs(later),

@@ -4,7 +4,6 @@
 //! copies it with its numbers spelled in: about a tenth of what writing
 //! each head and line again cost.
 
-use super::reason::Reason;
 use super::writer::Writer;
 use super::{Format, HttpStats};
 use base::numbers::{F64_MAX_LEN, spell_f64};
@@ -12,6 +11,7 @@ use model::catalogue::{
     Family, HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, HTTP_PAGES_REFUSED,
     SNAPSHOT_AGE, TLS_HANDSHAKE_ERRORS,
 };
+use model::reason::Reason;
 use std::sync::OnceLock;
 
 /// One series: its family, its one label (`reason`) if any, its value.
@@ -22,14 +22,15 @@ type Series = (&'static Family, Option<&'static str>, f64);
 /// series are the same on every scrape.
 fn each(age: f64, http: Option<&HttpStats>, f: &mut impl FnMut(Series)) {
     f((&SNAPSHOT_AGE, None, age));
-    let Some(h) = http else { return };
+    let Some(http) = http else { return };
+    let h = &http.server;
     f((&HTTP_OPEN, None, h.open as f64));
     for (r, n) in h.evicted.each() {
         f((&HTTP_EVICTED, Some(r.label()), n as f64));
     }
     f((&HTTP_ACCEPT_PAUSED, None, h.accept_paused_seconds));
     f((&HTTP_GZIPPED, None, h.gzipped as f64));
-    f((&HTTP_PAGES_REFUSED, None, h.pages_refused as f64));
+    f((&HTTP_PAGES_REFUSED, None, http.pages_refused as f64));
     for (r, n) in h.tls_handshake_errors.each() {
         f((&TLS_HANDSHAKE_ERRORS, Some(r.label()), n as f64));
     }
@@ -128,7 +129,7 @@ pub(super) fn render(out: &mut Vec<u8>, format: Format, age: f64, http: Option<&
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Evicted, HandshakeError};
+    use crate::{Evicted, HandshakeError, ServerStats};
 
     /// The series written line by line, as the template stands for.
     fn lines(format: Format, age: f64, http: Option<&HttpStats>) -> Vec<u8> {
@@ -145,14 +146,19 @@ mod tests {
     #[test]
     fn a_filled_template_is_the_series_written_line_by_line() {
         let mut busy = HttpStats {
-            open: 1_000_000,
-            gzipped: u64::MAX,
+            server: ServerStats {
+                open: 1_000_000,
+                gzipped: u64::MAX,
+                accept_paused_seconds: 0.125,
+                ..ServerStats::default()
+            },
             pages_refused: 3,
-            accept_paused_seconds: 0.125,
             ..HttpStats::default()
         };
-        busy.evicted.add(Evicted::StalledWrite, 17);
-        busy.tls_handshake_errors.add(HandshakeError::Closed, 2);
+        busy.server.evicted.add(Evicted::StalledWrite, 17);
+        busy.server
+            .tls_handshake_errors
+            .add(HandshakeError::Closed, 2);
         let quiet = HttpStats::default();
         for format in [Format::Text, Format::OpenMetrics] {
             for (age, http) in [(0.0, None), (12.345, Some(&quiet)), (1e-3, Some(&busy))] {

@@ -17,6 +17,7 @@ mod engines;
 pub use engines::*;
 pub mod profile;
 pub mod readings;
+pub mod reason;
 pub use readings::Readings;
 mod users;
 pub use users::*;

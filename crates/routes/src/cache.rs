@@ -18,9 +18,9 @@
 //! [`Scrape::render_shared`]: exposition::Scrape::render_shared
 //! [`Scrape::render_live`]: exposition::Scrape::render_live
 
-use super::gzip::{Gzip, HEADER, stored, trailer};
-use super::reply::Shared;
 use exposition::Format;
+use http::gzip::{Compressor, HEADER, stored, trailer};
+use http::reply::Shared;
 use miniz_oxide::deflate::core::TDEFLFlush;
 use model::Collectors;
 use model::{Freshness, Snapshot};
@@ -98,15 +98,11 @@ impl Kept {
     }
 }
 
-/// What the HTTP thread keeps between responses: the deflate state, made
-/// at the first gzipped response; the buffer a compressed body goes to
-/// (it swaps places with the plain one); the families deflated, with the
-/// CRC-32 and length of what they hold; and the plain families of each
+/// What the routes keep between scrapes: the families deflated, with the
+/// CRC-32 and length of what they hold, and the plain families of each
 /// format.
 #[derive(Default)]
 pub struct Cache {
-    gzip: Option<Gzip>,
-    spare: Vec<u8>,
     deflated: Kept,
     crc: crc32fast::Hasher,
     len: usize,
@@ -115,16 +111,6 @@ pub struct Cache {
 }
 
 impl Cache {
-    /// Replaces `out[from..]` with one gzip member of it; `out[..from]`
-    /// keeps its length (its bytes are not kept: room for the head).
-    /// Allocates nothing once both buffers have grown to the largest body.
-    pub fn compress(&mut self, out: &mut Vec<u8>, from: usize) {
-        let gzip = self.gzip.get_or_insert_with(|| Gzip::new(1));
-        super::pool::room(&mut self.spare, from);
-        gzip.member(&out[from..], &mut self.spare);
-        std::mem::swap(out, &mut self.spare);
-    }
-
     /// A plain scrape: the shared part, which `families` renders only
     /// when `key` changed for its format (once per snapshot, or when the
     /// freshness changes), to send first; `own`, rendered now, appended to
@@ -149,20 +135,16 @@ impl Cache {
     /// blocks, and gzip's trailer, appended to `out` to send after them.
     pub fn scrape(
         &mut self,
+        compressor: &mut Compressor,
         key: Families,
         out: &mut Vec<u8>,
         families: impl FnOnce(&mut Vec<u8>),
         own: impl FnOnce(&mut Vec<u8>),
     ) -> Arc<Shared> {
         let Cache {
-            gzip,
-            spare,
-            deflated,
-            crc,
-            len,
-            ..
+            deflated, crc, len, ..
         } = self;
-        let gzip = gzip.get_or_insert_with(|| Gzip::new(1));
+        let (gzip, spare) = compressor.parts();
         let shared = deflated.get(key, |bytes| {
             spare.clear();
             families(spare);
@@ -235,6 +217,7 @@ mod tests {
         // A live part as long as one stored block takes, and longer.
         let long: Vec<u8> = (0..70_000u32).map(|i| b'a' + (i % 26) as u8).collect();
         let mut c = Cache::default();
+        let mut z = Compressor::default();
         let mut rendered = 0;
         let mut out = Vec::new();
         for (snapshot, hidden, tail, renders) in [
@@ -248,6 +231,7 @@ mod tests {
         ] {
             out.clear();
             let shared = c.scrape(
+                &mut z,
                 key(snapshot, hidden, Format::Text),
                 &mut out,
                 |o| {
@@ -266,6 +250,7 @@ mod tests {
         let mut fresh = Cache::default();
         out.clear();
         let shared = fresh.scrape(
+            &mut Compressor::default(),
             key(&a, false, Format::Text),
             &mut out,
             |_| {},

@@ -9,7 +9,7 @@
 //! Built without the `tls` feature there is nothing to turn on: every
 //! request is allowed and connections are plain.
 
-use super::message::Access;
+use crate::message::Access;
 use std::sync::Arc;
 
 #[cfg(feature = "tls")]
@@ -127,16 +127,16 @@ impl Guard {
         }
     }
 
-    /// Whether a request to `path` with `authorization` may be answered:
-    /// the rate limit first, as exporter-toolkit does, then basic auth,
-    /// from the cache where it can (no allocation) or with bcrypt on its
-    /// thread. A probe path on the probe listener, or under
+    /// Whether a request with `authorization` may be answered: the rate
+    /// limit first, as exporter-toolkit does, then basic auth, from the
+    /// cache where it can (no allocation) or with bcrypt on its thread.
+    /// A request on the probe listener, or for a `probe` path under
     /// `--web.open-probes`, passes both.
     #[cfg_attr(not(feature = "tls"), allow(unused_variables))]
     pub fn check(
         &self,
         loaded: Option<&Arc<Loaded>>,
-        path: &str,
+        probe: bool,
         authorization: Option<&[u8]>,
         peer: std::net::IpAddr,
         probe_listener: bool,
@@ -144,7 +144,7 @@ impl Guard {
         #[cfg(feature = "tls")]
         if let Some(l) = loaded {
             // The probe listener answers nothing else (404s need no auth).
-            let open = self.open_probes && super::router::is_probe(path);
+            let open = self.open_probes && probe;
             if probe_listener || open {
                 return Gate::Decided(Access::Allowed);
             }

@@ -10,19 +10,16 @@
 //! shared: they go out after the head, before what the buffer holds, in
 //! one vectored write (sealed into TLS records first, over TLS).
 
-use super::cache::Cache;
-
-use super::guard::{self, Gate};
-use super::gzip::{Coding, negotiate};
-use super::head::{Connection, HEAD_ROOM, write_head};
-use super::message::{ALLOW, Access, Method, Response, Status, refuse};
-use super::reply::{Reply, Shared};
-use super::request::{Parsed, parse};
-use super::router::{self, Context};
-use super::server::{Key, Phase, Sent, Server, before};
-use super::unread;
+use crate::guard::{self, Gate};
+use crate::gzip::{Coding, Compressor, negotiate};
+use crate::handler::{Exchange, Handler};
+use crate::head::{Connection, HEAD_ROOM, write_head};
+use crate::message::{ALLOW, Access, Method, Response, Status, refuse};
+use crate::reply::{Reply, Shared};
+use crate::request::{Parsed, parse};
+use crate::server::{Key, Phase, Sent, Server, before};
+use crate::unread;
 use async_io::Async;
-use poller::Published;
 use smol::io::AsyncReadExt;
 use std::io::Read;
 use std::net::{IpAddr, TcpStream};
@@ -31,7 +28,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Instant;
 
-pub use super::request::MAX_HEAD;
+pub use crate::request::MAX_HEAD;
 /// A response built in the output buffer.
 #[derive(Debug)]
 pub struct Answer {
@@ -49,10 +46,9 @@ pub struct Answer {
 
 impl Answer {
     /// The response's bytes, in order, from `out` (where it was built).
-    #[cfg(any(test, feature = "internals"))]
     pub fn parts<'a>(&'a self, out: &'a [u8]) -> [&'a [u8]; 3] {
         let shared = self.shared.as_deref().map(|s| (HEAD_ROOM, s));
-        super::reply::parts(out, self.range.clone(), shared)
+        crate::reply::parts(out, self.range.clone(), shared)
     }
 
     /// The response as the server sends it, built in `out`.
@@ -68,38 +64,33 @@ pub struct Policy<'a> {
     pub close: bool,
     /// What the web config's rate limit and basic auth said.
     pub access: Access,
-    /// Serve only `/healthz` and `/readyz` (the probe listener).
+    /// The request came in on the probe listener.
     pub probes_only: bool,
     /// Header lines the web config adds to every response.
     pub headers: &'a str,
-    /// Where the bytes of the responses in flight are counted: while they
-    /// hold [`router::PAGE_BUDGET`], no page is rendered. Counted only for
-    /// a page, so a scrape costs the same however many connections are open.
+    /// The server whose responses are in flight and whose counts the
+    /// handler shows ([`Exchange`]).
     pub server: Option<&'a Server>,
-    /// What the request is answered from, as the server read it once for
-    /// the request; `None`: read from the context when a route needs it.
-    pub published: Option<&'a Arc<Published>>,
 }
 
-/// The pure core of a connection: parses one request from `buf`, routes
-/// it and builds the whole response in `out`. `None` until a whole request
-/// head has arrived.
-#[cfg(any(test, feature = "internals"))]
-pub fn answer(buf: &[u8], ctx: &Context, out: &mut Vec<u8>) -> Option<Answer> {
-    respond(buf, ctx, Policy::default(), None, out)
+/// The pure core of a connection: parses one request from `buf`, has
+/// `handler` answer it and builds the whole response in `out`. `None`
+/// until a whole request head has arrived.
+pub fn answer(buf: &[u8], handler: &dyn Handler, out: &mut Vec<u8>) -> Option<Answer> {
+    respond(buf, handler, Policy::default(), None, out)
 }
 
 /// [`answer`] with a policy, and gzip where the client asks and
 /// `compressor` is given.
 pub fn respond(
     buf: &[u8],
-    ctx: &Context,
+    handler: &dyn Handler,
     policy: Policy,
-    mut compressor: Option<&mut Cache>,
+    mut compressor: Option<&mut Compressor>,
     out: &mut Vec<u8>,
 ) -> Option<Answer> {
     let parsed = parse(buf);
-    super::pool::room(out, HEAD_ROOM);
+    crate::pool::room(out, HEAD_ROOM);
     let (resp, d) = match parsed {
         Parsed::Partial => return None,
         Parsed::Reject(status) => {
@@ -127,22 +118,10 @@ pub fn respond(
             let gzip = compressor.is_some() && negotiate(req.accept_encoding) == Coding::Gzip;
             let resp = if policy.access != Access::Allowed {
                 refuse(policy.access, out)
-            } else if policy.probes_only && !router::is_probe(req.path) {
-                out.extend_from_slice(
-                    b"404 page not found: this listener serves /healthz and /readyz\n",
-                );
-                Response::text(Status::NotFound)
-            } else if router::is_page(req.path)
-                && policy
-                    .server
-                    .is_some_and(|s| s.held() >= router::PAGE_BUDGET)
-            {
-                ctx.http.page_refused();
-                router::over_budget(out)
             } else {
-                let published = policy.published.cloned();
-                let published = published.unwrap_or_else(|| ctx.latest.get());
-                router::route(&req, ctx, &published, compressor.as_deref_mut(), gzip, out)
+                let gz = compressor.as_deref_mut().filter(|_| gzip);
+                let mut ex = Exchange::new(gz, policy.probes_only, policy.server);
+                handler.respond(&req, &mut ex, out)
             };
             let coding = match resp.compressible && gzip {
                 true => Coding::Gzip,
@@ -223,7 +202,7 @@ async fn send(srv: &Server, key: Key, stream: &Async<TcpStream>, deadline: Insta
 enum Wire {
     Plain,
     #[cfg(feature = "tls")]
-    Tls(Box<super::tls::Tls>),
+    Tls(Box<crate::tls::Tls>),
 }
 
 /// Serves one connection until the client closes it, an error, a
@@ -353,7 +332,7 @@ async fn handshake(
 ) -> Option<Wire> {
     #[cfg(feature = "tls")]
     if let Some(config) = tls {
-        return super::handshake::run(srv, key, stream, config, deadline)
+        return crate::handshake::run(srv, key, stream, config, deadline)
             .await
             .map(Wire::Tls);
     }
@@ -375,31 +354,23 @@ fn policy<'a>(
         probes_only: probes,
         headers: guard::headers(loaded),
         server: Some(srv),
-        published: None,
     }
 }
 
 /// The response to the request at the start of `head`, in a pooled
 /// buffer; `None` while the head is incomplete.
 fn respond_with(srv: &Server, policy: Policy, head: &[u8]) -> Option<(Vec<u8>, Answer)> {
-    // One read of the shared cell per request: its lock is taken once.
-    let published = srv.ctx.latest.get();
-    srv.serving(published.snapshot.finished);
-    let policy = Policy {
-        published: Some(&published),
-        ..policy
-    };
     let mut out = srv.outbufs.take();
     let answered = {
-        let mut c = srv.cache.borrow_mut();
-        respond(head, &srv.ctx, policy, Some(&mut c), &mut out)
+        let mut c = srv.compressor.borrow_mut();
+        respond(head, &*srv.handler, policy, Some(&mut c), &mut out)
     };
     let Some(a) = answered else {
         srv.outbufs.put(out);
         return None;
     };
     if a.gzipped {
-        srv.ctx.http.gzipped();
+        srv.counts.gzipped();
     }
     Some((out, a))
 }
@@ -450,9 +421,10 @@ fn gate(
         Parsed::Partial => None,
         Parsed::Reject(_) => Some(Gate::Decided(Access::Allowed)),
         Parsed::Request(req, _) => {
+            let probe = srv.handler.is_probe(req.path);
             Some(
                 srv.guard
-                    .check(loaded, req.path, req.authorization, peer, probes),
+                    .check(loaded, probe, req.authorization, peer, probes),
             )
         }
     }
@@ -497,7 +469,7 @@ async fn read(
             _ => None,
         },
         #[cfg(feature = "tls")]
-        Wire::Tls(tls) => super::handshake::read(srv, key, stream, tls, deadline, buf).await,
+        Wire::Tls(tls) => crate::handshake::read(srv, key, stream, tls, deadline, buf).await,
     }
 }
 
@@ -533,7 +505,7 @@ fn close(srv: &Server, key: Key, stream: &Async<TcpStream>, wire: &mut Wire) {
         let mut out = srv.outbufs.take();
         out.clear();
         if srv.owes_full(key) {
-            let _ = tls.seal([super::room::FULL, &[], &[]], &mut out);
+            let _ = tls.seal([crate::room::FULL, &[], &[]], &mut out);
         }
         tls.close(&mut out);
         // The socket's buffer is empty between requests: one write fits.

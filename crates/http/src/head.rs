@@ -1,7 +1,7 @@
 //! A response's head: its status line and headers, written just before
 //! its body in the room the connection left for them.
 
-use super::message::Response;
+use crate::message::Response;
 
 /// Room for the response head: the longest status line and the server's
 /// own headers take under 512 bytes, the web config's at most
@@ -98,7 +98,7 @@ fn ours(headers: &str, theirs: &str, mut f: impl FnMut(&str)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::http::message::{Status, WWW_AUTHENTICATE};
+    use crate::message::{Status, WWW_AUTHENTICATE};
 
     /// The head as sent: from where `write_head` says it starts to the body.
     fn head(resp: &Response, body: usize, shared: usize, c: Connection, more: [&str; 2]) -> String {

@@ -50,6 +50,22 @@ reasons! {
     }
 }
 
+/// The HTTP server's own counts, read at once: the server keeps them, a
+/// scrape renders them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ServerStats {
+    /// Connections open now.
+    pub open: u64,
+    /// Connections closed to make room, by why.
+    pub evicted: Tally<Evicted>,
+    /// Seconds the accept loop waited at the connection cap, in all.
+    pub accept_paused_seconds: f64,
+    /// TLS handshakes that failed, by why.
+    pub tls_handshake_errors: Tally<HandshakeError>,
+    /// Responses sent gzipped.
+    pub gzipped: u64,
+}
+
 /// The most values any reason has.
 const MAX: usize = 4;
 
@@ -104,8 +120,14 @@ pub struct AtomicTally<R> {
 
 impl<R> Default for AtomicTally<R> {
     fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<R> AtomicTally<R> {
+    pub const fn new() -> Self {
         AtomicTally {
-            counts: Default::default(),
+            counts: [const { AtomicU64::new(0) }; MAX],
             reason: std::marker::PhantomData,
         }
     }

@@ -3,7 +3,7 @@
 //! its answer. The connection code takes them from here, not from the
 //! routes.
 
-use super::reply::Shared;
+use crate::reply::Shared;
 use std::sync::Arc;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

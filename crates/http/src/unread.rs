@@ -11,7 +11,7 @@
 //! waits, its client counted as one that is not reading (its slot taken
 //! first, closed by a newer snapshot or a stop), as a blocked write is.
 
-use super::server::{Key, Server};
+use crate::server::{Key, Server};
 use async_io::Async;
 use rustix::ioctl::{Getter, Opcode, ioctl};
 use rustix::net::sockopt;

@@ -4,7 +4,7 @@
 //! whole request head) and is counted when it fails or times out
 //! (`gpu_exporter_tls_handshake_errors_total`). A connection waiting for
 //! its client's bytes holds nothing but its socket. Its CPU is bounded:
-//! the crypto of at most [`HANDSHAKES`](super::server::HANDSHAKES) handshakes runs per turn of the
+//! the crypto of at most [`HANDSHAKES`](crate::server::HANDSHAKES) handshakes runs per turn of the
 //! HTTP thread. A handshake takes a permit, then yields once before its
 //! crypto, so that every task already waiting to run (a scrape on a kept-
 //! alive connection among them) runs before it; the others wait for a
@@ -14,10 +14,10 @@
 //! connection's handshake waits its turn behind at most the connection
 //! cap's worth, within its header timeout.
 
-use super::server::{Key, Server, before};
-use super::tls::{Handshake, Read, Tls, TlsError};
+use crate::counts::HandshakeError;
+use crate::server::{Key, Server, before};
+use crate::tls::{Handshake, Read, Tls, TlsError};
 use async_io::Async;
-use exposition::HandshakeError;
 use smol::io::AsyncWriteExt;
 use std::io::Read as _;
 use std::net::TcpStream;
@@ -63,7 +63,7 @@ pub async fn run(
         Ok(ended) => {
             // An eviction is counted as one, not as a handshake error.
             if !srv.evicted(key) {
-                srv.ctx.http.handshake_error(match ended {
+                srv.counts.handshake_error(match ended {
                     Ended::Closed => HandshakeError::Closed,
                     _ => HandshakeError::Timeout,
                 });
@@ -81,7 +81,7 @@ pub async fn run(
 }
 
 fn failed(srv: &Server, e: &TlsError) {
-    srv.ctx.http.handshake_error(HandshakeError::Failed);
+    srv.counts.handshake_error(HandshakeError::Failed);
     log::debug!("TLS handshake failed: {e}");
 }
 

@@ -32,16 +32,17 @@
 //!   response still holding an older one whose client has read nothing
 //!   for a second is closed, so clients that never read pin no old body.
 
-use super::Context;
-use super::cache::Cache;
-use super::deadline::Deadlines;
-use super::guard::Guard;
-use super::pool::Pool;
-use super::reply::Reply;
-use super::room::{CapLog, FULL, Lane, Room, Transport};
-use crate::config::Limits;
+use crate::Limits;
+use crate::counts::Counts;
+use crate::counts::Evicted;
+use crate::deadline::Deadlines;
+use crate::guard::Guard;
+use crate::gzip::Compressor;
+use crate::handler::Handler;
+use crate::pool::Pool;
+use crate::reply::Reply;
+use crate::room::{CapLog, FULL, Lane, Room, Transport};
 use async_io::Async;
-use exposition::Evicted;
 use smol::future::FutureExt;
 use std::cell::{Cell, RefCell};
 use std::future::Future;
@@ -132,8 +133,11 @@ const LOOK: usize = 8;
 const SILENT: Duration = Duration::from_secs(1);
 
 pub struct Server {
-    pub ctx: Context,
+    /// What requests are answered with.
+    pub handler: Box<dyn Handler>,
     pub limits: Limits,
+    /// What the server counts of itself, for the handler to show.
+    pub counts: Counts,
     /// The connections' header, idle and write deadlines.
     pub deadlines: Arc<Deadlines>,
     /// Open connections by `Key::index`; `None` is a free place.
@@ -161,11 +165,10 @@ pub struct Server {
     log: RefCell<CapLog>,
     /// What the web config turns on: TLS, auth, headers.
     pub guard: Guard,
-    /// The snapshot's families rendered and deflated once, and gzip for
-    /// every response that is asked for it (one at a time: the thread
-    /// renders one response at a time).
-    pub cache: RefCell<Cache>,
-    /// The newest snapshot whose families a response has held.
+    /// gzip for every response that is asked for it (one at a time: the
+    /// thread builds one response at a time).
+    pub compressor: RefCell<Compressor>,
+    /// The newest shared bytes a response has held.
     newest: Cell<Option<Instant>>,
     /// Handshakes computing at once (see `handshake.rs`).
     #[cfg(feature = "tls")]
@@ -173,34 +176,30 @@ pub struct Server {
 }
 
 impl Server {
-    /// A server without a web config: plain HTTP, no auth.
-    #[cfg(any(test, feature = "internals"))]
-    pub fn new(ctx: Context, limits: Limits) -> Server {
-        Server::guarded(ctx, limits, Guard::new(Default::default(), false))
-    }
-
-    /// A server that serves what `guard` says.
-    pub fn guarded(ctx: Context, limits: Limits, guard: Guard) -> Server {
+    /// A server answering with `handler`, within `limits`, as `guard`
+    /// (the web config) says.
+    pub fn new(handler: Box<dyn Handler>, limits: Limits, guard: Guard) -> Server {
         let reserve = limits.max_connections.min(1024);
         Server {
             deadlines: Deadlines::start(limits.max_connections),
             conns: RefCell::new(Vec::with_capacity(reserve)),
             free: RefCell::new(Vec::with_capacity(reserve)),
-            ctx,
+            handler,
             limits,
+            counts: Counts::new(),
             entries: Default::default(),
             admitted: Default::default(),
             answering: Cell::new(0),
             crowded: Cell::new(false),
             room: Room::default(),
             next_id: Cell::new(0),
-            inbufs: Pool::new(|| vec![0; INBUF], super::request::MAX_HEAD),
-            outbufs: Pool::new(|| Vec::with_capacity(OUTBUF), super::pool::KEEP),
+            inbufs: Pool::new(|| vec![0; INBUF], crate::request::MAX_HEAD),
+            outbufs: Pool::new(|| Vec::with_capacity(OUTBUF), crate::pool::KEEP),
             #[cfg(feature = "tls")]
-            tlsbufs: Pool::new(Vec::new, super::pool::KEEP),
+            tlsbufs: Pool::new(Vec::new, crate::pool::KEEP),
             log: RefCell::new(CapLog::default()),
             guard,
-            cache: RefCell::default(),
+            compressor: RefCell::default(),
             newest: Cell::new(None),
             #[cfg(feature = "tls")]
             handshakes: smol::lock::Semaphore::new(HANDSHAKES),
@@ -565,19 +564,18 @@ impl Server {
         }
         e.phase = Phase::Closing;
         Self::add(&self.admitted, e.lane, -1);
-        self.ctx.http.evicted(reason);
+        self.counts.evicted(reason);
         self.log.borrow_mut().evicted(reason, &self.limits);
     }
 
     /// The accept loop waited `d` at the cap.
     pub(super) fn paused(&self, d: Duration) {
-        self.ctx.http.paused(d);
+        self.counts.paused(d);
         self.log.borrow_mut().paused(d, &self.limits);
     }
 
     fn count_open(&self) {
-        self.ctx
-            .http
+        self.counts
             .set_open(self.entries.iter().map(Cell::get).sum());
     }
 }

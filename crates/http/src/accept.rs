@@ -2,10 +2,10 @@
 //! waits at it (the policies are in `server.rs`), and gives each admitted
 //! connection its own task.
 
-use super::conn;
-use super::guard;
-use super::room::Lane;
-use super::server::Server;
+use crate::conn;
+use crate::guard;
+use crate::room::Lane;
+use crate::server::Server;
 use async_io::{Async, Timer};
 use smol::LocalExecutor;
 use smol::future::FutureExt;

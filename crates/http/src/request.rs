@@ -11,7 +11,7 @@
 //! - `OPTIONS *` and `CONNECT` (authority-form) get 405;
 //! - anything else, `*` with another method included, is 400.
 
-use super::message::{Method, Request, Status};
+use crate::message::{Method, Request, Status};
 
 /// The most a request head may take.
 pub const MAX_HEAD: usize = 8 * 1024;

@@ -91,8 +91,38 @@ pub fn negotiate(accept_encoding: Option<&[u8]>) -> Coding {
     }
 }
 
+/// What the HTTP thread keeps for gzip between responses (one at a time):
+/// the deflate state, made at the first gzipped response, and the buffer
+/// a compressed body goes to (it swaps places with the plain one).
+#[derive(Default)]
+pub struct Compressor {
+    gzip: Option<Gzip>,
+    spare: Vec<u8>,
+}
+
+impl Compressor {
+    /// Replaces `out[from..]` with one gzip member of it; `out[..from]`
+    /// keeps its length (its bytes are not kept: room for the head).
+    /// Allocates nothing once both buffers have grown to the largest body.
+    pub fn compress(&mut self, out: &mut Vec<u8>, from: usize) {
+        let (gzip, spare) = self.parts();
+        crate::pool::room(spare, from);
+        gzip.member(&out[from..], spare);
+        std::mem::swap(out, spare);
+    }
+
+    /// The deflate state (made now, the first time) and the spare buffer,
+    /// for a body gzipped in parts.
+    pub fn parts(&mut self) -> (&mut Gzip, &mut Vec<u8>) {
+        (
+            self.gzip.get_or_insert_with(|| Gzip::new(1)),
+            &mut self.spare,
+        )
+    }
+}
+
 /// gzip's fixed 10-byte header: no name, no mtime, unknown OS.
-pub(super) const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
+pub const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 255];
 
 /// A reusable gzip compressor (miniz_oxide's deflate state is ~300 KiB,
 /// allocated once here).
@@ -123,7 +153,7 @@ impl Gzip {
     /// Appends `input` as raw deflate, from a fresh dictionary: ended by
     /// the final block (`Finish`), or byte-aligned and open for more
     /// blocks (`Sync`), so that other deflate output may follow it.
-    pub(super) fn deflate(&mut self, input: &[u8], out: &mut Vec<u8>, flush: TDEFLFlush) {
+    pub fn deflate(&mut self, input: &[u8], out: &mut Vec<u8>, flush: TDEFLFlush) {
         self.state.reset();
         let mut pos = 0;
         loop {
@@ -161,7 +191,7 @@ impl Gzip {
 /// no compression, a copy. After a sync flush the stream is byte-aligned,
 /// so each block is a header byte, the length and its complement, then the
 /// bytes.
-pub(super) fn stored(input: &[u8], out: &mut Vec<u8>) {
+pub fn stored(input: &[u8], out: &mut Vec<u8>) {
     let mut blocks = input.chunks(usize::from(u16::MAX)).peekable();
     if blocks.peek().is_none() {
         out.extend_from_slice(&[1, 0, 0, 0xff, 0xff]);
@@ -177,7 +207,7 @@ pub(super) fn stored(input: &[u8], out: &mut Vec<u8>) {
 }
 
 /// gzip's trailer: the CRC-32 and the length (mod 2^32) of what it holds.
-pub(super) fn trailer(out: &mut Vec<u8>, crc: crc32fast::Hasher, len: usize) {
+pub fn trailer(out: &mut Vec<u8>, crc: crc32fast::Hasher, len: usize) {
     out.extend_from_slice(&crc.finalize().to_le_bytes());
     out.extend_from_slice(&(len as u32).to_le_bytes());
 }

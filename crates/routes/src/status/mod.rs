@@ -7,7 +7,7 @@
 //! numbers are spelled on the stack, summaries are expanded while they are
 //! written, and every string from data or flags is HTML-escaped on the way.
 
-use super::redact::without_paths;
+use crate::redact::without_paths;
 use alerts::{Alert, Severity, State, Subject, WORKLOADS, expand_into};
 use base::numbers::{write_f64, write_u64};
 use base::units::GIB;

@@ -2,9 +2,9 @@
 //! room at them (until a connection closes or becomes evictable), and
 //! what happened there, logged at most once a minute.
 
-use crate::config::Limits;
-use exposition::reason::Reason;
-use exposition::{Evicted, Tally};
+use crate::Limits;
+use crate::counts::Evicted;
+use model::reason::{Reason, Tally};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;

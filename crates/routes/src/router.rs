@@ -1,21 +1,22 @@
 //! Routes a parsed request to its response body. The body goes straight
 //! into the connection's reused buffer.
 
-use super::cache::{Cache, Families};
-use super::message::{ALLOW, Method, NOSNIFF, RETRY_AFTER, Request, Response, Status};
-use super::redact::without_paths;
-use super::{alerts_api, query, status};
-use exposition::reason::AtomicTally;
-use exposition::{Evicted, Format, HandshakeError, HttpStats, Scrape};
+use crate::cache::{Cache, Families};
+use crate::redact::without_paths;
+use crate::{alerts_api, query, status};
+use exposition::{Format, HttpStats, Scrape};
+use http::message::{ALLOW, NOSNIFF, RETRY_AFTER};
+use http::{Exchange, Handler, Method, Request, Response, Status};
 use model::Bounds;
 use model::Collectors;
 use poller::{Latest, Published};
+use std::cell::RefCell;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// What every connection shares.
+/// What the routes answer from.
 pub struct Context {
     pub latest: Arc<Latest>,
     pub telemetry_path: String,
@@ -23,63 +24,61 @@ pub struct Context {
     pub runbook_base: String,
     /// When a collection counts as stalled and its readings as withheld.
     pub bounds: Bounds,
-    /// The server's own counts, kept by `server.rs`, shown in the metrics.
-    pub http: Counts,
-}
-
-/// The HTTP server's own counts. Atomics, though one thread keeps them,
-/// so that a `Context` can be shared (the fuzz targets keep one in a
-/// static).
-#[derive(Default)]
-pub struct Counts {
-    open: AtomicU64,
-    evicted: AtomicTally<Evicted>,
-    paused_nanos: AtomicU64,
-    handshake_errors: AtomicTally<HandshakeError>,
-    gzipped: AtomicU64,
-    pages_refused: AtomicU64,
-    /// The Alertmanager notifier's, where it runs.
+    /// The Alertmanager notifier's counts, where it runs.
     pub alertmanager: Option<&'static exposition::alertmanager_stats::Stats>,
 }
 
-impl Counts {
-    pub fn get(&self) -> HttpStats {
-        HttpStats {
-            open: self.open.load(Relaxed),
-            evicted: self.evicted.get(),
-            accept_paused_seconds: self.paused_nanos.load(Relaxed) as f64 / 1e9,
-            tls_handshake_errors: self.handshake_errors.get(),
-            gzipped: self.gzipped.load(Relaxed),
-            pages_refused: self.pages_refused.load(Relaxed),
-            alertmanager: self.alertmanager,
+/// The exporter's answers: the metrics, the probes, the status page,
+/// `/alerts` and the runbooks.
+pub struct Routes {
+    pub ctx: Context,
+    /// Pages refused over [`PAGE_BUDGET`].
+    pages_refused: AtomicU64,
+    /// The scrapes' shared parts, rendered once per snapshot; `None`:
+    /// every scrape renders all of its body.
+    cache: Option<RefCell<Cache>>,
+}
+
+impl Routes {
+    /// Routes that render the families once per snapshot for every
+    /// scrape of it.
+    pub fn new(ctx: Context) -> Routes {
+        Routes {
+            ctx,
+            pages_refused: AtomicU64::new(0),
+            cache: Some(RefCell::default()),
         }
     }
 
-    pub fn set_open(&self, n: usize) {
-        self.open.store(n as u64, Relaxed);
+    /// Routes that render every scrape whole: what the cache must equal.
+    pub fn uncached(ctx: Context) -> Routes {
+        Routes {
+            cache: None,
+            ..Routes::new(ctx)
+        }
+    }
+}
+
+impl Handler for Routes {
+    fn respond(&self, req: &Request, ex: &mut Exchange, body: &mut Vec<u8>) -> Response {
+        if ex.probes_only && !is_probe(req.path) {
+            body.extend_from_slice(
+                b"404 page not found: this listener serves /healthz and /readyz\n",
+            );
+            return Response::text(Status::NotFound);
+        }
+        if is_page(req.path) && ex.held() >= PAGE_BUDGET {
+            self.pages_refused.fetch_add(1, Relaxed);
+            return over_budget(body);
+        }
+        // One read of the shared cell per request: its lock is taken once.
+        let published = self.ctx.latest.get();
+        ex.serving(published.snapshot.finished);
+        route(req, self, &published, ex, body)
     }
 
-    pub fn evicted(&self, reason: Evicted) {
-        self.evicted.add(reason);
-    }
-
-    #[cfg(feature = "tls")]
-    pub fn handshake_error(&self, reason: HandshakeError) {
-        self.handshake_errors.add(reason);
-    }
-
-    /// One more response sent gzipped.
-    pub fn gzipped(&self) {
-        self.gzipped.fetch_add(1, Relaxed);
-    }
-
-    /// One more page refused over [`PAGE_BUDGET`].
-    pub fn page_refused(&self) {
-        self.pages_refused.fetch_add(1, Relaxed);
-    }
-
-    pub fn paused(&self, d: Duration) {
-        self.paused_nanos.fetch_add(d.as_nanos() as u64, Relaxed);
+    fn is_probe(&self, path: &str) -> bool {
+        is_probe(path)
     }
 }
 
@@ -91,12 +90,12 @@ impl Counts {
 pub const PAGE_BUDGET: usize = 2 * 1024 * 1024;
 
 /// The pages [`PAGE_BUDGET`] bounds: rendered whole for each request.
-pub fn is_page(path: &str) -> bool {
+fn is_page(path: &str) -> bool {
     matches!(path, "/" | "/alerts")
 }
 
 /// The answer to a page asked for over [`PAGE_BUDGET`].
-pub fn over_budget(body: &mut Vec<u8>) -> Response {
+fn over_budget(body: &mut Vec<u8>) -> Response {
     body.extend_from_slice(b"503 pages over their memory budget: try again in a second\n");
     Response {
         headers: RETRY_AFTER,
@@ -111,17 +110,15 @@ pub fn is_probe(path: &str) -> bool {
 }
 
 /// Writes the body for `req`, answered from `published`, after what
-/// `body` holds and says how to head it. With `cache`, a scrape's shared
-/// part comes from the render (or deflate) kept in it; with `gzip` too
-/// (the client asked for it), a scrape comes gzipped.
-pub fn route(
+/// `body` holds and says how to head it.
+fn route(
     req: &Request,
-    ctx: &Context,
+    routes: &Routes,
     published: &Published,
-    cache: Option<&mut Cache>,
-    gzip: bool,
+    ex: &mut Exchange,
     body: &mut Vec<u8>,
 ) -> Response {
+    let ctx = &routes.ctx;
     enum Route {
         Metrics,
         Landing,
@@ -138,7 +135,7 @@ pub fn route(
         "/health" => Route::Health,
         "/readyz" => Route::Readyz,
         "/alerts" => Route::Alerts,
-        p if let Some(text) = super::runbooks::find(p) => Route::Runbook(text),
+        p if let Some(text) = crate::runbooks::find(p) => Route::Runbook(text),
         _ => {
             body.extend_from_slice(b"404 page not found\n");
             return Response::text(Status::NotFound);
@@ -152,7 +149,7 @@ pub fn route(
         };
     }
     match route {
-        Route::Metrics => metrics(req, ctx, published, cache, gzip, body),
+        Route::Metrics => metrics(req, routes, published, ex, body),
         Route::Alerts => {
             alerts_api::write_json(published, &ctx.runbook_base, body);
             Response::ok("application/json")
@@ -196,16 +193,18 @@ pub fn route(
 
 /// The metrics path: the snapshot rendered, filtered by `collect[]` and
 /// `exclude[]`, gzipped when asked for. The families of a whole scrape
-/// come from `cache`, rendered once per snapshot and format; a filtered
+/// come from the cache, rendered once per snapshot and format; a filtered
 /// plain scrape renders them, so that it never displaces Prometheus's.
+/// A gzipped one comes gzipped from the cache; without the cache the
+/// server gzips it whole.
 fn metrics(
     req: &Request,
-    ctx: &Context,
+    routes: &Routes,
     published: &Published,
-    cache: Option<&mut Cache>,
-    gzip: bool,
+    ex: &mut Exchange,
     body: &mut Vec<u8>,
 ) -> Response {
+    let ctx = &routes.ctx;
     let only = match query::collectors(req.query) {
         Ok(only) => only,
         Err(e) => {
@@ -214,7 +213,7 @@ fn metrics(
         }
     };
     let format = Format::for_scrape(req.accept, published.snapshot.collectors.and(only));
-    let http = ctx.http.get();
+    let http = routes.http_stats(ex);
     let now = Instant::now();
     let s = &published.snapshot;
     let scrape = Scrape {
@@ -225,22 +224,35 @@ fn metrics(
         only,
         now,
     };
-    let cache = cache.filter(|_| gzip || only == Collectors::ALL);
-    let Some(cache) = cache else {
+    let gzip = ex.gzip.as_deref_mut();
+    let cache = routes.cache.as_ref();
+    let Some(cache) = cache.filter(|_| gzip.is_some() || only == Collectors::ALL) else {
         scrape.render(body);
         return Response::ok(format.content_type());
     };
+    let mut cache = cache.borrow_mut();
     let key = Families::new(s, scrape.fresh, format, only);
     let families = |out: &mut Vec<u8>| scrape.render_shared(out);
     let own = |out: &mut Vec<u8>| scrape.render_live(out);
     let (shared, gzipped) = match gzip {
-        false => (cache.plain(key, body, families, own), false),
-        true => (cache.scrape(key, body, families, own), true),
+        None => (cache.plain(key, body, families, own), false),
+        Some(z) => (cache.scrape(z, key, body, families, own), true),
     };
     Response {
         gzipped,
         shared: Some(shared),
         ..Response::ok(format.content_type())
+    }
+}
+
+impl Routes {
+    /// The HTTP server's counts and the routes' own, as the metrics show them.
+    fn http_stats(&self, ex: &Exchange) -> HttpStats {
+        HttpStats {
+            server: ex.counts().get(),
+            pages_refused: self.pages_refused.load(Relaxed),
+            alertmanager: self.ctx.alertmanager,
+        }
     }
 }
 

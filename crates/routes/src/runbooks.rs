@@ -6,7 +6,7 @@ macro_rules! runbooks {
     ($($name:literal),* $(,)?) => {
         /// (file name, Markdown text) of every runbook in docs/runbooks.
         pub const RUNBOOKS: &[(&str, &str)] = &[
-            $(($name, include_str!(concat!("../../docs/runbooks/", $name))),)*
+            $(($name, include_str!(concat!("../../../docs/runbooks/", $name))),)*
         ];
     };
 }
@@ -53,7 +53,7 @@ pub fn find(path: &str) -> Option<&'static str> {
 mod tests {
     #[test]
     fn every_runbook_file_is_built_in() {
-        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/runbooks");
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/runbooks");
         let mut files: Vec<String> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
