@@ -420,7 +420,7 @@ pub fn check_smi_csv(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    check_smi(text, smi::FIELDS);
+    check_smi(text, &smi::fields().collect::<Vec<_>>());
     check_smi(text, &["index", "temperature.gpu", "power.draw"]);
 }
 

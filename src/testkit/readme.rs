@@ -68,3 +68,17 @@ pub fn holds(name: &str, table: &str) {
         );
     }
 }
+
+/// Asserts (or with `GPU_EXPORTER_BLESS=1`, writes) that the file at
+/// `path` is `text`, whole: a generated file that is committed.
+pub fn holds_file(path: &str, text: &str) {
+    if std::env::var_os("GPU_EXPORTER_BLESS").is_some_and(|v| v == "1") {
+        std::fs::write(path, text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    } else {
+        let held = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert!(
+            held == text,
+            "{path} is stale: run GPU_EXPORTER_BLESS=1 cargo test --lib readme"
+        );
+    }
+}

@@ -8,9 +8,11 @@
 //! shows, and its unit, is the `dcgm` collector's (`exposition::dcgm`).
 
 pub mod names;
+mod native;
 pub mod prof;
 mod table;
 
+pub use native::Native;
 pub use table::FIELDS;
 
 use crate::readings::{self, Reading};
@@ -51,6 +53,17 @@ pub enum Field {
 }
 
 impl Field {
+    /// How dcgm-exporter prints it: a reading's as its face says, the
+    /// profiling fields as read (the byte rates are whole where they were
+    /// read), the rest (counts, %, ns) rounded.
+    pub fn whole(self) -> Whole {
+        match self {
+            Field::Reading(r) => r.dcgm.map_or(Whole::Round, |f| f.whole),
+            Field::Prof(_) => Whole::AsRead,
+            _ => Whole::Round,
+        }
+    }
+
     /// A string, served only as a label on the other series.
     pub fn is_label(self) -> bool {
         use Field::*;
@@ -114,6 +127,17 @@ impl Unit {
             Unit::Mib => v / (1024.0 * 1024.0),
             Unit::Percent => v * 100.0,
             Unit::Millijoules => v * 1000.0,
+        }
+    }
+
+    /// [`Unit::of`] in PromQL, after our value.
+    pub fn promql(self) -> &'static str {
+        match self {
+            Unit::Same => "",
+            Unit::Mhz => " / 1e6",
+            Unit::Mib => " / 1048576",
+            Unit::Percent => " * 100",
+            Unit::Millijoules => " * 1000",
         }
     }
 }

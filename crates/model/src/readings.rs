@@ -11,8 +11,9 @@
 //! declaration is about the model's own fields. The collector names and
 //! their `--help` stay in `config::collectors` (floor 1), which this
 //! module names and cannot be named by. The sources keep their own
-//! reading code: NVML's calls, nvidia-smi's columns and the simulator's
-//! model differ too much to be one table.
+//! reading code where it differs too much to be one table (NVML's calls,
+//! the simulator's model); nvidia-smi's column for a reading of one
+//! column is its `smi` face.
 
 mod family;
 pub mod health;
@@ -120,7 +121,9 @@ pub struct Reading {
     /// simulator; "N S M" until said.
     pub sources: &'static str,
     /// The nvidia-smi `--query-gpu` column it is read from, where it is
-    /// one column; the smi source finds the column's collector by it.
+    /// one column: the smi source asks for it, reads it (in the unit
+    /// nvidia-smi prints for this reading's unit) and finds the column's
+    /// collector by it.
     pub smi: &'static str,
     /// Its physical range; `None` for states, masks and codes.
     pub range: Option<Range>,

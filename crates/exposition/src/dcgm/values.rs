@@ -40,15 +40,9 @@ pub(super) fn value(f: Field, r: &Readings) -> Option<f64> {
     }
 }
 
-/// `v` as dcgm-exporter prints `f` ([`Whole`]).
+/// `v` as dcgm-exporter prints `f` ([`Field::whole`]).
 pub(super) fn shaped(f: Field, v: f64) -> f64 {
-    let whole = match f {
-        Field::Reading(r) => r.dcgm.map_or(Whole::Round, |f| f.whole),
-        // The byte rates are whole where they were read.
-        Field::Prof(_) => Whole::AsRead,
-        _ => Whole::Round,
-    };
-    match whole {
+    match f.whole() {
         Whole::Round => v.round(),
         Whole::Floor => v.floor(),
         Whole::AsRead => v,

@@ -6,54 +6,90 @@ use super::cell::{is_missing, parse_flag, parse_mask, parse_number};
 use super::health::{HEALTH_FIELDS, HealthColumns};
 use base::pci::normalize_bus_id;
 use base::units::{MHZ, MIB};
+use model::readings::{self, Field, Reading};
 use model::{CLOCK_EVENT_REASONS, Gpu, Readings, clock_event_bit};
 use std::collections::HashSet;
 
-/// The `--query-gpu` fields we ask for, in the newer (driver 535+) spelling.
+/// The `--query-gpu` fields we ask for, in the newer (driver 535+)
+/// spelling: the GPU's identity, then each reading's columns in the
+/// reading table's order: its own (`Reading::smi`, read in the unit
+/// [`smi_unit`] gives) or its [`SHARED`] ones.
 /// [`supported_fields`] drops those the installed driver does not list and
 /// swaps in `clocks_throttle_reasons.*` on older drivers.
+pub fn fields() -> impl Iterator<Item = &'static str> {
+    let shared = |r: &Reading| SHARED.iter().find(|(f, _)| *f == r.family.name);
+    let columns = readings::all().flat_map(move |r| match shared(r) {
+        Some((_, columns)) => columns,
+        None => std::slice::from_ref(&r.smi),
+    });
+    IDENTITY
+        .iter()
+        .chain(columns)
+        .copied()
+        .filter(|c| !c.is_empty())
+}
+
+/// The columns every GPU needs, whatever the collectors.
+const IDENTITY: [&str; 5] = ["index", "uuid", "name", "pci.bus_id", "driver_version"];
+
+/// The columns that are no one reading's value, by the family they give:
+/// the clock event mask (or, where it does not read, the reasons it is
+/// made of), the two power limits one reading falls back between, and the
+/// violation counters, a reading of several series.
 ///
 /// There is no `clocks_event_reasons.display_clock_setting` query field (it
 /// is only in `nvidia-smi -q`); its bit 0x100 still arrives through
 /// `clocks_event_reasons.active`. Only five reasons have violation-time
 /// counters (`clocks_event_reasons_counters.*`, in µs).
-pub const FIELDS: &[&str] = &[
-    "index",
-    "uuid",
-    "name",
-    "pci.bus_id",
-    "driver_version",
-    "temperature.gpu",
-    "temperature.memory",
-    "clocks.current.sm",
-    "clocks.max.sm",
-    "clocks.current.memory",
-    "clocks_event_reasons.active",
-    "clocks_event_reasons.gpu_idle",
-    "clocks_event_reasons.applications_clocks_setting",
-    "clocks_event_reasons.sw_power_cap",
-    "clocks_event_reasons.hw_slowdown",
-    "clocks_event_reasons.sync_boost",
-    "clocks_event_reasons.sw_thermal_slowdown",
-    "clocks_event_reasons.hw_thermal_slowdown",
-    "clocks_event_reasons.hw_power_brake_slowdown",
-    "clocks_event_reasons_counters.sw_power_cap",
-    "clocks_event_reasons_counters.sync_boost",
-    "clocks_event_reasons_counters.sw_thermal_slowdown",
-    "clocks_event_reasons_counters.hw_thermal_slowdown",
-    "clocks_event_reasons_counters.hw_power_brake_slowdown",
-    "power.draw",
-    "enforced.power.limit",
-    "power.limit",
-    "utilization.gpu",
-    "utilization.memory",
-    "memory.total",
-    "memory.used",
-    "memory.free",
-    "memory.reserved",
-    "ecc.errors.corrected.volatile.total",
-    "ecc.errors.uncorrected.volatile.total",
+const SHARED: [(&str, &[&str]); 3] = [
+    (
+        "gpu_clocks_event_active",
+        &[
+            "clocks_event_reasons.active",
+            "clocks_event_reasons.gpu_idle",
+            "clocks_event_reasons.applications_clocks_setting",
+            "clocks_event_reasons.sw_power_cap",
+            "clocks_event_reasons.hw_slowdown",
+            "clocks_event_reasons.sync_boost",
+            "clocks_event_reasons.sw_thermal_slowdown",
+            "clocks_event_reasons.hw_thermal_slowdown",
+            "clocks_event_reasons.hw_power_brake_slowdown",
+        ],
+    ),
+    (
+        "gpu_power_limit_watts",
+        &["enforced.power.limit", "power.limit"],
+    ),
+    (
+        "gpu_clocks_event_seconds",
+        &[
+            "clocks_event_reasons_counters.sw_power_cap",
+            "clocks_event_reasons_counters.sync_boost",
+            "clocks_event_reasons_counters.sw_thermal_slowdown",
+            "clocks_event_reasons_counters.hw_thermal_slowdown",
+            "clocks_event_reasons_counters.hw_power_brake_slowdown",
+        ],
+    ),
 ];
+
+/// The unit nvidia-smi prints a reading's column in, by the reading's own
+/// unit, and the step from it to ours; `None` for a unit it has no
+/// column of.
+fn smi_unit(ours: Option<&str>) -> Option<(&'static str, ToOurs)> {
+    let same: ToOurs = |v| v;
+    Some(match ours {
+        Some("celsius") => ("C", same),
+        Some("hertz") => ("MHz", |v| v * MHZ),
+        Some("watts") => ("W", same),
+        Some("ratio") => ("%", |v| v / 100.0),
+        Some("bytes") => ("MiB", |v| v * MIB),
+        None => ("", same),
+        Some(_) => return None,
+    })
+}
+
+/// From nvidia-smi's unit to ours.
+type ToOurs = fn(f64) -> f64;
 
 /// The pre-535 spelling of the `clocks_event_reasons.*` fields.
 const THROTTLE_FIELDS: &[&str] = &[
@@ -102,7 +138,7 @@ pub fn canonical_field(name: &str) -> String {
         .to_string()
 }
 
-/// The fields of [`FIELDS`] this driver knows, given its
+/// The fields of [`fields`] this driver knows, given its
 /// `nvidia-smi --help-query-gpu` output. One unknown field fails the whole
 /// query, so a field the help does not name is left out; the
 /// clock-event fields fall back to the `clocks_throttle_reasons.*` spelling
@@ -117,10 +153,9 @@ pub fn supported_fields(help_query_gpu_output: &str) -> Vec<&'static str> {
         .filter(|l| l.starts_with('"'))
         .flat_map(|l| l.split('"').skip(1).step_by(2))
         .collect();
-    FIELDS
-        .iter()
-        .chain(HEALTH_FIELDS)
-        .filter_map(|&field| {
+    fields()
+        .chain(HEALTH_FIELDS.iter().copied())
+        .filter_map(|field| {
             if known.contains(field) {
                 return Some(field);
             }
@@ -141,7 +176,7 @@ fn cells(line: &str) -> Vec<&str> {
 /// Whether a line reads as the CSV header: either exactly the queried
 /// fields, or every cell shaped like a field name (a letter, then letters,
 /// digits, `_` and `.`, then an optional ` [unit]`) with at least one
-/// holding a `.` or being one of [`FIELDS`]. Value rows fail this: numbers
+/// holding a `.` or being one of [`fields`]. Value rows fail this: numbers
 /// start with a digit, names and UUIDs hold spaces or dashes, `[N/A]` a
 /// bracket.
 fn is_header(cells: &[&str], queried: &[&str]) -> bool {
@@ -166,7 +201,10 @@ fn is_header(cells: &[&str], queried: &[&str]) -> bool {
     cells.iter().all(|c| name_shaped(c))
         && cells.iter().any(|c| {
             let c = canonical_field(c);
-            c.contains('.') || FIELDS.contains(&c.as_str()) || HEALTH_FIELDS.contains(&c.as_str())
+            c.contains('.')
+                || fields()
+                    .chain(HEALTH_FIELDS.iter().copied())
+                    .any(|f| f == c)
         })
 }
 
@@ -364,27 +402,15 @@ struct Row {
     name: Option<usize>,
     bus_id: Option<usize>,
     driver: Option<usize>,
-    temp: Option<usize>,
-    mem_temp: Option<usize>,
-    sm_clock: Option<usize>,
-    sm_clock_max: Option<usize>,
-    mem_clock: Option<usize>,
+    /// Each reading's own column, with the reading.
+    plain: Vec<(usize, &'static Reading)>,
     mask: Option<usize>,
     /// `clocks_event_reasons.<reason>` columns, in bit order.
     reasons: [Option<usize>; 9],
     /// `clocks_event_reasons_counters.<reason>` columns, in bit order.
     counters: [Option<usize>; 9],
-    power: Option<usize>,
     enforced_limit: Option<usize>,
     limit: Option<usize>,
-    util: Option<usize>,
-    mem_util: Option<usize>,
-    mem_total: Option<usize>,
-    mem_used: Option<usize>,
-    mem_free: Option<usize>,
-    mem_reserved: Option<usize>,
-    ecc_corrected: Option<usize>,
-    ecc_uncorrected: Option<usize>,
     health: HealthColumns,
 }
 
@@ -397,26 +423,16 @@ impl Row {
             name: col("name"),
             bus_id: col("pci.bus_id"),
             driver: col("driver_version"),
-            temp: col("temperature.gpu"),
-            mem_temp: col("temperature.memory"),
-            sm_clock: col("clocks.current.sm"),
-            sm_clock_max: col("clocks.max.sm"),
-            mem_clock: col("clocks.current.memory"),
+            plain: readings::all()
+                .filter(|r| !r.smi.is_empty())
+                .filter_map(|r| Some((col(r.smi)?, r)))
+                .collect(),
             mask: col("clocks_event_reasons.active"),
             reasons: CLOCK_EVENT_REASONS.map(|r| col(&format!("clocks_event_reasons.{r}"))),
             counters: CLOCK_EVENT_REASONS
                 .map(|r| col(&format!("clocks_event_reasons_counters.{r}"))),
-            power: col("power.draw"),
             enforced_limit: col("enforced.power.limit"),
             limit: col("power.limit"),
-            util: col("utilization.gpu"),
-            mem_util: col("utilization.memory"),
-            mem_total: col("memory.total"),
-            mem_used: col("memory.used"),
-            mem_free: col("memory.free"),
-            mem_reserved: col("memory.reserved"),
-            ecc_corrected: col("ecc.errors.corrected.volatile.total"),
-            ecc_uncorrected: col("ecc.errors.uncorrected.volatile.total"),
             health: HealthColumns::new(columns),
         }
     }
@@ -452,26 +468,19 @@ impl Row {
                 Some(m.unwrap_or(0) | if on { bit } else { 0 })
             });
         let clocks_event_mask = cell(self.mask).and_then(parse_mask).or(from_reasons);
-        let readings = Readings {
-            temperature_celsius: num(self.temp, "C"),
-            memory_temperature_celsius: num(self.mem_temp, "C"),
-            sm_clock_hertz: num(self.sm_clock, "MHz").map(|v| v * MHZ),
-            sm_clock_max_hertz: num(self.sm_clock_max, "MHz").map(|v| v * MHZ),
-            memory_clock_hertz: num(self.mem_clock, "MHz").map(|v| v * MHZ),
+        let mut readings = Readings {
             clocks_event_mask,
-            power_usage_watts: num(self.power, "W"),
             power_limit_watts: num(self.enforced_limit, "W").or(num(self.limit, "W")),
-            utilization_ratio: num(self.util, "%").map(|v| v / 100.0),
-            memory_utilization_ratio: num(self.mem_util, "%").map(|v| v / 100.0),
-            memory_total_bytes: num(self.mem_total, "MiB").map(|v| v * MIB),
-            memory_used_bytes: num(self.mem_used, "MiB").map(|v| v * MIB),
-            memory_free_bytes: num(self.mem_free, "MiB").map(|v| v * MIB),
-            memory_reserved_bytes: num(self.mem_reserved, "MiB").map(|v| v * MIB),
-            ecc_corrected_total: num(self.ecc_corrected, ""),
-            ecc_uncorrected_total: num(self.ecc_uncorrected, ""),
             clocks_event_seconds_total: self.counters.map(|c| num(c, "us").map(|v| v / 1e6)),
             ..Readings::default()
         };
+        for &(c, r) in &self.plain {
+            if let (Field::Value(v), Some((unit, to_ours))) =
+                ((r.read.field)(&mut readings), smi_unit(r.family.unit))
+            {
+                *v = num(Some(c), unit).map(to_ours);
+            }
+        }
         let (vbios_version, inforom_version, health) = self.health.read(values);
         let readings = Readings { health, ..readings };
         let gpu = Gpu {
@@ -1187,6 +1196,38 @@ SW Thermal capping algorithm is reducing clocks.
 "memory.total"
 Total installed GPU memory.
 "#;
+
+    /// A reading's column is asked for once, in a unit nvidia-smi prints,
+    /// and read into that reading: every column of the H100 capture that
+    /// is a reading's gives it a value.
+    #[test]
+    fn each_readings_column_is_read_into_it() {
+        let mut asked: Vec<&str> = fields().chain(HEALTH_FIELDS.iter().copied()).collect();
+        let n = asked.len();
+        asked.sort_unstable();
+        asked.dedup();
+        assert_eq!(asked.len(), n, "a column asked for twice");
+        for (family, _) in SHARED {
+            let r = readings::all().find(|r| r.family.name == family);
+            assert!(r.is_some_and(|r| r.smi.is_empty()), "{family}");
+        }
+        let header: Vec<String> = cells(H100_IDLE.lines().next().unwrap())
+            .iter()
+            .map(|c| canonical_field(c))
+            .collect();
+        let mut g = one(H100_IDLE, &[]);
+        let mut read = 0;
+        for r in readings::all().filter(|r| !r.smi.is_empty()) {
+            assert!(smi_unit(r.family.unit).is_some(), "{}", r.family.name);
+            let in_header = header.iter().any(|c| c == r.smi);
+            match (r.read.field)(&mut g.readings) {
+                Field::Value(v) => assert_eq!(v.is_some(), in_header, "{}", r.family.name),
+                _ => panic!("{}: not one value", r.family.name),
+            }
+            read += usize::from(in_header);
+        }
+        assert!(read >= 10, "{read}");
+    }
 
     #[test]
     fn supported_fields_follow_the_driver() {

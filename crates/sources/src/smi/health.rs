@@ -5,7 +5,7 @@ use super::cell::{is_missing, parse_flag, parse_number, parse_pstate};
 use model::Collector::{self, *};
 use model::{Health, MAX_FANS, readings};
 
-/// The health fields asked for after [`super::csv::FIELDS`], in order.
+/// The health fields asked for after [`super::csv::fields`], in order.
 pub const HEALTH_FIELDS: &[&str] = &[
     "vbios_version",
     "inforom.img",
@@ -285,9 +285,13 @@ mod tests {
         assert_eq!(collector_of("clocks_event_reasons.active"), Some(Clocks));
         assert_eq!(collector_of("mig.mode.current"), Some(State));
         assert_eq!(collector_of("uuid"), None);
-        for f in HEALTH_FIELDS.iter().chain(crate::smi::csv::FIELDS) {
+        for f in HEALTH_FIELDS
+            .iter()
+            .copied()
+            .chain(crate::smi::csv::fields())
+        {
             let identity = ["index", "uuid", "name", "pci.bus_id", "driver_version"];
-            assert_eq!(collector_of(f).is_none(), identity.contains(f), "{f}");
+            assert_eq!(collector_of(f).is_none(), identity.contains(&f), "{f}");
         }
     }
 }
