@@ -304,7 +304,9 @@ pub async fn serve(
 async fn access(srv: &Server, key: Key, deadline: Instant, g: Gate) -> Access {
     match g.decided() {
         Some(a) => a,
-        None => before(srv, key, deadline, g.finish())
+        // Boxed: bcrypt's wait is rare (a cache miss), and inline its
+        // state would make every connection's task larger.
+        None => before(srv, key, deadline, Box::pin(g.finish()))
             .await
             .unwrap_or(Access::Busy),
     }
@@ -332,7 +334,10 @@ async fn handshake(
 ) -> Option<Wire> {
     #[cfg(feature = "tls")]
     if let Some(config) = tls {
-        return crate::handshake::run(srv, key, stream, config, deadline)
+        // Boxed: inline, its state would make every connection's task
+        // larger for good, for a handshake that ends before the first
+        // request.
+        return Box::pin(crate::handshake::run(srv, key, stream, config, deadline))
             .await
             .map(Wire::Tls);
     }

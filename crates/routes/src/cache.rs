@@ -63,37 +63,54 @@ impl PartialEq for Families {
     }
 }
 
-/// One shared part, and what it was made from.
+/// One shared part, what it was made from, and a spare buffer.
 #[derive(Default)]
-struct Kept(Option<(Families, Arc<Shared>)>);
+struct Kept {
+    now: Option<(Families, Arc<Shared>)>,
+    /// An earlier render that responses held when a new one was made:
+    /// rendered over once they let it go, so that slow clients make two
+    /// buffers take turns rather than a new one per snapshot (a large
+    /// buffer freed and made again fragments the heap).
+    spare: Option<Arc<Shared>>,
+}
+
+/// Whether no response holds `s`: it may be rendered over.
+fn unheld(s: &Arc<Shared>) -> bool {
+    Arc::strong_count(s) == 1 && Arc::weak_count(s) == 0
+}
 
 impl Kept {
-    /// The bytes for `key`: those kept, or new ones that `make` writes.
-    /// The old buffer is reused when no response holds it any more; else
-    /// it stays with the responses that do, and a new one is made.
+    /// The bytes for `key`: those kept, or new ones that `make` writes,
+    /// over the last render's buffer when no response holds it (no spare
+    /// is kept then), else over the spare's, else in a new buffer.
     fn get(&mut self, key: Families, make: impl FnOnce(&mut Vec<u8>)) -> Arc<Shared> {
-        let of = key.of;
-        if let Some((k, s)) = &mut self.0 {
-            if *k == key {
-                return s.clone();
-            }
-            if let Some(mine) = Arc::get_mut(s) {
-                mine.of = of;
-                mine.bytes.clear();
-                make(&mut mine.bytes);
-                *k = key;
-                return s.clone();
+        if let Some((k, s)) = &self.now
+            && *k == key
+        {
+            return s.clone();
+        }
+        let last = self.now.take().map(|(_, s)| s);
+        let len = last.as_ref().map_or(0, |s| s.bytes.len());
+        let (free, spare) = match (last, self.spare.take()) {
+            (Some(s), _) if unheld(&s) => (Some(s), None),
+            (last, Some(s)) if unheld(&s) => (Some(s), last),
+            (last, _) => (None, last),
+        };
+        self.spare = spare;
+        let mut s = free.unwrap_or_else(|| Arc::new(Shared::new(key.of)));
+        if let Some(mine) = Arc::get_mut(&mut s) {
+            let new = mine.bytes.capacity() == 0;
+            mine.of = key.of;
+            mine.bytes.clear();
+            mine.bytes.reserve(len);
+            make(&mut mine.bytes);
+            if new {
+                // Growth by doubling leaves up to half of it spare, kept
+                // as long as the bytes are.
+                mine.bytes.shrink_to_fit();
             }
         }
-        let mut s = Shared::new(of);
-        s.bytes
-            .reserve(self.0.as_ref().map_or(0, |(_, s)| s.bytes.len()));
-        make(&mut s.bytes);
-        // Growth by doubling leaves up to half of it spare, kept as long
-        // as the bytes are: a copy per snapshot is cheaper.
-        s.bytes.shrink_to_fit();
-        let s = Arc::new(s);
-        self.0 = Some((key, s.clone()));
+        self.now = Some((key, s.clone()));
         s
     }
 }
@@ -287,5 +304,43 @@ mod tests {
         let again = scrape(&mut c, &a, b"third\n");
         assert_eq!(again.bytes, b"third\n");
         assert_eq!(again.bytes.as_ptr(), at, "the buffer is reused");
+    }
+
+    #[test]
+    fn slow_clients_make_two_buffers_take_turns() {
+        let snapshots: Vec<_> = (0..5).map(|_| snapshot()).collect();
+        let mut c = Cache::default();
+        let mut out = Vec::new();
+        let mut scrape = |c: &mut Cache, i: usize| {
+            out.clear();
+            let text = format!("render {i}\n");
+            c.plain(
+                key(&snapshots[i], false, Format::Text),
+                &mut out,
+                |o| o.extend_from_slice(text.as_bytes()),
+                |_| {},
+            )
+        };
+        // Every new snapshot finds the last render held by a slow client,
+        // whose response ends before the next one.
+        let first = scrape(&mut c, 0);
+        let (a, mut held) = (first.bytes.as_ptr(), first);
+        let second = scrape(&mut c, 1);
+        let b = second.bytes.as_ptr();
+        assert_ne!(a, b, "a held render is never written over");
+        drop(second);
+        for i in 2..5 {
+            drop(std::mem::replace(&mut held, scrape(&mut c, i - 1)));
+            let now = scrape(&mut c, i);
+            assert_eq!(now.bytes, format!("render {i}\n").as_bytes());
+            let want = if i % 2 == 0 { a } else { b };
+            assert_eq!(now.bytes.as_ptr(), want, "render {i} takes the free buffer");
+            drop(now);
+        }
+        // Once nothing is held, one buffer serves and the spare is let go.
+        drop(held);
+        let last = scrape(&mut c, 0);
+        assert_eq!(last.bytes, b"render 0\n");
+        assert!(c.plain[0].spare.is_none());
     }
 }
