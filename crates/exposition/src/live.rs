@@ -7,11 +7,13 @@
 use super::reason::Reason;
 use super::writer::Writer;
 use super::{Format, HttpStats};
-use base::numbers::{F64_MAX_LEN, spell_f64};
+use base::numbers::{F64_MAX_LEN, digits_into, spell_f64};
 use model::catalogue::{
     Family, HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, HTTP_PAGES_REFUSED,
     SNAPSHOT_AGE, TLS_HANDSHAKE_ERRORS,
 };
+use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 /// One series: its family, its one label (`reason`) if any, its value.
@@ -62,7 +64,13 @@ struct Template {
     /// gives the same series for the same `http.is_some()`, so that is all
     /// a fill needs to check.
     http: bool,
+    /// The gzip count's place in [`each`]'s order, where it is written.
+    gzipped: Option<usize>,
 }
+
+/// Where a fill spelled the two numbers that change on every scrape (of
+/// their kind): the snapshot's age, and the gzip count where it is.
+type Spots = [Range<usize>; 2];
 
 impl Template {
     fn new(format: Format, http: bool) -> Template {
@@ -73,30 +81,56 @@ impl Template {
         written(&mut w, 0.0, http.then_some(&stats), |w| {
             slots.push(w.out.len() - 2)
         });
-        Template { text, slots, http }
+        let (mut i, mut gzipped) = (0, None);
+        each(0.0, http.then_some(&stats), &mut |(family, _, _)| {
+            if std::ptr::eq(family, &HTTP_GZIPPED) {
+                gzipped = Some(i);
+            }
+            i += 1;
+        });
+        Template {
+            text,
+            slots,
+            http,
+            gzipped,
+        }
     }
 
-    /// Writes the series into `out` from the template; false, with `out`
-    /// as it was, where they are not the template's.
+    /// Writes the series into `out` from the template, saying where the
+    /// age and the gzip count went (from where the series start); `None`,
+    /// with `out` as it was, where they are not the template's.
     /// Each series is matched to its slot by its place alone: comparing
     /// families and reasons cost more than the rest of the fill.
-    fn fill(&self, age: f64, http: Option<&HttpStats>, out: &mut Vec<u8>) -> bool {
+    fn fill(&self, age: f64, http: Option<&HttpStats>, out: &mut Vec<u8>) -> Option<Spots> {
         if http.is_some() != self.http {
-            return false;
+            return None;
         }
         let (start, mut from, mut slots) = (out.len(), 0, self.slots.iter());
         out.reserve(self.text.len() + self.slots.len() * F64_MAX_LEN);
-        let mut same = true;
+        let (mut same, mut i, mut spots) = (true, 0, [0..0, 0..0]);
         each(age, http, &mut |(_, _, v)| match slots.next() {
             Some(&at) => {
+                let spot = match i {
+                    0 => Some(0),
+                    i if Some(i) == self.gzipped => Some(1),
+                    _ => None,
+                };
+                i += 1;
                 // Most are 0 (nothing evicted, no handshake failed): the
                 // template's own 0 stays, copied with the text around it.
                 if v.to_bits() == 0 {
+                    if let Some(s) = spot {
+                        let at = out.len() - start + at - from;
+                        spots[s] = at..at + 1;
+                    }
                     return;
                 }
                 out.extend_from_slice(&self.text[from..at]);
                 let mut number = [0u8; F64_MAX_LEN];
-                let n = spell_f64(v, &mut number);
+                let n = spell(v, &mut number);
+                if let Some(s) = spot {
+                    spots[s] = out.len() - start..out.len() - start + n;
+                }
                 out.extend_from_slice(&number[..n]);
                 from = at + 1;
             }
@@ -104,11 +138,99 @@ impl Template {
         });
         if !same || slots.next().is_some() {
             out.truncate(start);
-            return false;
+            return None;
         }
         out.extend_from_slice(&self.text[from..]);
+        Some(spots)
+    }
+}
+
+/// The last fill with the server's counts on this thread: which template,
+/// the counts, and the text with where its age and gzip count lie. Those
+/// two change on every scrape (of their kind), the other counts seldom:
+/// a scrape whose others are the same copies this text around its two
+/// numbers, about a third of a fill's instructions.
+struct Last {
+    template: usize,
+    stats: HttpStats,
+    text: Vec<u8>,
+    spots: Spots,
+}
+
+thread_local! {
+    static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
+}
+
+/// Whether the series of `a` and `b` but the age's and the gzip count's
+/// are the same. Every field is named: a new one must be placed here.
+fn steady(a: &HttpStats, b: &HttpStats) -> bool {
+    let HttpStats {
+        open,
+        evicted,
+        accept_paused_seconds,
+        tls_handshake_errors,
+        gzipped: _,
+        pages_refused,
+        // Not among these series.
+        alertmanager: _,
+    } = *a;
+    open == b.open
+        && evicted == b.evicted
+        && accept_paused_seconds.to_bits() == b.accept_paused_seconds.to_bits()
+        && tls_handshake_errors == b.tls_handshake_errors
+        && pages_refused == b.pages_refused
+}
+
+impl Last {
+    /// Writes the series from the last fill where `h` is steady with its
+    /// counts; false where it is not.
+    fn again(&self, template: usize, age: f64, h: &HttpStats, out: &mut Vec<u8>) -> bool {
+        if self.template != template || !steady(&self.stats, h) {
+            return false;
+        }
+        let [a, g] = &self.spots;
+        let mut number = [0u8; F64_MAX_LEN];
+        out.extend_from_slice(&self.text[..a.start]);
+        let n = spell(age, &mut number);
+        out.extend_from_slice(&number[..n]);
+        out.extend_from_slice(&self.text[a.end..g.start.max(a.end)]);
+        if g.start >= a.end {
+            // A count below 2^53 is spelled as its digits: no float to test.
+            let n = match h.gzipped < 1 << 53 {
+                true => digits_into(h.gzipped, &mut number),
+                false => spell(h.gzipped as f64, &mut number),
+            };
+            out.extend_from_slice(&number[..n]);
+        }
+        out.extend_from_slice(&self.text[g.end.max(a.end)..]);
         true
     }
+}
+
+/// [`spell_f64`]'s spelling of `v`, from integers alone where `v` is a
+/// whole number of milliseconds below 10^9 seconds: the snapshot's age is
+/// rounded so, and the general spelling of its fraction cost a fifth of
+/// the fill.
+fn spell(v: f64, buf: &mut [u8; F64_MAX_LEN]) -> usize {
+    // NaN and negatives convert to 0, which then differs from `v` (but
+    // for -0, which is spelled 0 either way).
+    let ms = (v * 1000.0 + 0.5) as u64;
+    if !(v < 1e9 && ms as f64 / 1000.0 == v) {
+        return spell_f64(v, buf);
+    }
+    let n = digits_into(ms / 1000, buf);
+    let f = ms % 1000;
+    // Three decimals, less the trailing zeros.
+    let digits = match f {
+        0 => return n,
+        f if f % 100 == 0 => 1,
+        f if f % 10 == 0 => 2,
+        _ => 3,
+    };
+    let three = [f / 100, f / 10 % 10, f % 10].map(|d| b'0' + d as u8);
+    buf[n] = b'.';
+    buf[n + 1..n + 1 + digits].copy_from_slice(&three[..digits]);
+    n + 1 + digits
 }
 
 /// A template per format, with and without the server's counts.
@@ -120,9 +242,31 @@ pub(super) fn render(out: &mut Vec<u8>, format: Format, age: f64, http: Option<&
     let om = format == Format::OpenMetrics;
     let k = usize::from(om) * 2 + usize::from(http.is_some());
     let template = TEMPLATES[k].get_or_init(|| Template::new(format, http.is_some()));
-    if !template.fill(age, http, out) {
-        written(&mut super::writer(out, format, &mut []), age, http, |_| {});
-    }
+    let Some(h) = http else {
+        if template.fill(age, http, out).is_none() {
+            written(&mut super::writer(out, format, &mut []), age, http, |_| {});
+        }
+        return;
+    };
+    LAST.with_borrow_mut(|last| {
+        if last.as_ref().is_some_and(|l| l.again(k, age, h, out)) {
+            return;
+        }
+        let start = out.len();
+        let Some(spots) = template.fill(age, http, out) else {
+            written(&mut super::writer(out, format, &mut []), age, http, |_| {});
+            return;
+        };
+        let mut text = last.take().map(|l| l.text).unwrap_or_default();
+        text.clear();
+        text.extend_from_slice(&out[start..]);
+        *last = Some(Last {
+            template: k,
+            stats: *h,
+            text,
+            spots,
+        });
+    });
 }
 
 #[cfg(test)]
@@ -188,11 +332,77 @@ mod tests {
         let http = HttpStats::default();
         let mut out = b"kept".to_vec();
         // The template has the age alone; these have the server's counts.
-        assert!(!t.fill(1.0, Some(&http), &mut out));
+        assert!(t.fill(1.0, Some(&http), &mut out).is_none());
         assert_eq!(out, b"kept", "nothing left of the attempt");
-        assert!(t.fill(1.0, None, &mut out));
+        assert!(t.fill(1.0, None, &mut out).is_some());
         assert!(out.ends_with(b"gpu_exporter_snapshot_age_seconds 1\n"));
         let t = Template::new(Format::Text, true);
-        assert!(!t.fill(1.0, None, &mut out), "fewer series than slots");
+        assert!(
+            t.fill(1.0, None, &mut out).is_none(),
+            "fewer series than slots"
+        );
+    }
+
+    #[test]
+    fn spelled_as_spell_f64_spells() {
+        let mut values: Vec<f64> = (0..200_000).map(|ms| f64::from(ms) / 1000.0).collect();
+        values.extend((0..2_000u32).map(|k| 999_999_000.0 + f64::from(k) / 2000.0));
+        values.extend([
+            1e9,
+            1e9 + 0.001,
+            2e9,
+            1e15,
+            0.1 + 0.2,
+            1e-4,
+            0.0005,
+            123.4567,
+            -0.0,
+            -1.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            u64::MAX as f64,
+        ]);
+        for v in values {
+            let (mut ours, mut theirs) = ([0; F64_MAX_LEN], [0; F64_MAX_LEN]);
+            let (n, m) = (spell(v, &mut ours), spell_f64(v, &mut theirs));
+            assert_eq!(ours[..n], theirs[..m], "{v:?}");
+        }
+    }
+
+    #[test]
+    fn a_fill_again_is_the_series_written_line_by_line() {
+        let mut h = HttpStats::default();
+        // The age and the gzip count move on every scrape, the others
+        // at times: each row is rendered as a fill again where it can be.
+        let rows = [
+            (1.0, 0, 3, 0),
+            (2.5, 1, 3, 0),
+            (2.5, 7, 3, 0),
+            (3.0, 7, 4, 0),
+        ];
+        let rows = rows.into_iter().chain([(0.001, 8, 4, 2), (4e9, 9, 4, 2)]);
+        for format in [Format::Text, Format::OpenMetrics] {
+            for (age, gzipped, open, evicted) in rows.clone() {
+                h.gzipped = gzipped;
+                h.open = open;
+                h.evicted = Default::default();
+                h.evicted.add(Evicted::StalledWrite, evicted);
+                let mut out = b"before\n".to_vec();
+                render(&mut out, format, age, Some(&h));
+                let want = lines(format, age, Some(&h));
+                assert_eq!(
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(&want)
+                );
+                // What it renders from next: these counts, this format.
+                let kept = LAST.with_borrow(|l| l.as_ref().map(|l| (l.stats.open, l.template)));
+                assert_eq!(
+                    kept,
+                    Some((open, usize::from(format == Format::OpenMetrics) * 2 + 1))
+                );
+            }
+        }
     }
 }
