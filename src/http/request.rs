@@ -242,8 +242,10 @@ const KEPT_HEAD: usize = 1024;
 struct Kept {
     head: Vec<u8>,
     method: Method,
-    path: Range<usize>,
-    query: Range<usize>,
+    /// The path, with its query where it has one, and where in it the
+    /// query starts (after its `?`).
+    target: Range<usize>,
+    query: Option<usize>,
     accept: Option<Range<usize>>,
     accept_encoding: Option<Range<usize>>,
     framing: Framing,
@@ -271,10 +273,18 @@ impl Kept {
             return None;
         }
         let opt = |h: Option<&[u8]>| h.map(|h| span(head, h)).map_or(Some(None), |s| s.map(Some));
+        let path = span(head, r.path.as_bytes()).filter(|p| !p.is_empty())?;
+        let (target, query) = match r.query {
+            "" => (path, None),
+            q => {
+                let q = span(head, q.as_bytes()).filter(|q| q.start == path.end + 1)?;
+                (path.start..q.end, Some(q.start - path.start))
+            }
+        };
         let kept = Kept {
             method: r.method,
-            path: span(head, r.path.as_bytes())?,
-            query: span(head, r.query.as_bytes())?,
+            target,
+            query,
             accept: opt(r.accept)?,
             accept_encoding: opt(r.accept_encoding)?,
             framing: *f,
@@ -292,12 +302,16 @@ impl Kept {
         if buf.get(..self.head.len())? != self.head {
             return None;
         }
-        let text = |r: &Range<usize>| std::str::from_utf8(&buf[r.clone()]).ok();
+        let target = std::str::from_utf8(&buf[self.target.clone()]).ok()?;
+        let (path, query) = match self.query {
+            Some(q) => (target.get(..q - 1)?, target.get(q..)?),
+            None => (target, ""),
+        };
         let bytes = |r: &Option<Range<usize>>| r.as_ref().map(|r| &buf[r.clone()]);
         let request = Request {
             method: self.method,
-            path: text(&self.path)?,
-            query: text(&self.query)?,
+            path,
+            query,
             accept: bytes(&self.accept),
             accept_encoding: bytes(&self.accept_encoding),
             authorization: None,

@@ -127,7 +127,7 @@ impl Template {
                 }
                 out.extend_from_slice(&self.text[from..at]);
                 let mut number = [0u8; F64_MAX_LEN];
-                let n = spell(v, &mut number);
+                let n = spell_f64(v, &mut number);
                 if let Some(s) = spot {
                     spots[s] = out.len() - start..out.len() - start + n;
                 }
@@ -184,21 +184,21 @@ fn steady(a: &HttpStats, b: &HttpStats) -> bool {
 impl Last {
     /// Writes the series from the last fill where `h` is steady with its
     /// counts; false where it is not.
-    fn again(&self, template: usize, age: f64, h: &HttpStats, out: &mut Vec<u8>) -> bool {
+    fn again(&self, template: usize, age_ms: u64, h: &HttpStats, out: &mut Vec<u8>) -> bool {
         if self.template != template || !steady(&self.stats, h) {
             return false;
         }
         let [a, g] = &self.spots;
         let mut number = [0u8; F64_MAX_LEN];
         out.extend_from_slice(&self.text[..a.start]);
-        let n = spell(age, &mut number);
+        let n = millis(age_ms, &mut number);
         out.extend_from_slice(&number[..n]);
         out.extend_from_slice(&self.text[a.end..g.start.max(a.end)]);
         if g.start >= a.end {
             // A count below 2^53 is spelled as its digits: no float to test.
             let n = match h.gzipped < 1 << 53 {
                 true => digits_into(h.gzipped, &mut number),
-                false => spell(h.gzipped as f64, &mut number),
+                false => spell_f64(h.gzipped as f64, &mut number),
             };
             out.extend_from_slice(&number[..n]);
         }
@@ -207,16 +207,12 @@ impl Last {
     }
 }
 
-/// [`spell_f64`]'s spelling of `v`, from integers alone where `v` is a
-/// whole number of milliseconds below 10^9 seconds: the snapshot's age is
-/// rounded so, and the general spelling of its fraction cost a fifth of
-/// the fill.
-fn spell(v: f64, buf: &mut [u8; F64_MAX_LEN]) -> usize {
-    // NaN and negatives convert to 0, which then differs from `v` (but
-    // for -0, which is spelled 0 either way).
-    let ms = (v * 1000.0 + 0.5) as u64;
-    if !(v < 1e9 && ms as f64 / 1000.0 == v) {
-        return spell_f64(v, buf);
+/// [`spell_f64`]'s spelling of `ms` milliseconds in seconds, from
+/// integers alone below 10^9 seconds: the general spelling of a fraction
+/// cost a fifth of a fill.
+fn millis(ms: u64, buf: &mut [u8; F64_MAX_LEN]) -> usize {
+    if ms >= 1_000_000_000_000 {
+        return spell_f64(ms as f64 / 1000.0, buf);
     }
     let n = digits_into(ms / 1000, buf);
     let f = ms % 1000;
@@ -236,9 +232,10 @@ fn spell(v: f64, buf: &mut [u8; F64_MAX_LEN]) -> usize {
 /// A template per format, with and without the server's counts.
 static TEMPLATES: [OnceLock<Template>; 4] = [const { OnceLock::new() }; 4];
 
-/// Writes the series of a scrape served at `age` seconds of its snapshot,
-/// with the server's counts where there is a server.
-pub(super) fn render(out: &mut Vec<u8>, format: Format, age: f64, http: Option<&HttpStats>) {
+/// Writes the series of a scrape served at `age_ms` milliseconds of its
+/// snapshot, with the server's counts where there is a server.
+pub(super) fn render(out: &mut Vec<u8>, format: Format, age_ms: u64, http: Option<&HttpStats>) {
+    let age = age_ms as f64 / 1000.0;
     let om = format == Format::OpenMetrics;
     let k = usize::from(om) * 2 + usize::from(http.is_some());
     let template = TEMPLATES[k].get_or_init(|| Template::new(format, http.is_some()));
@@ -249,7 +246,7 @@ pub(super) fn render(out: &mut Vec<u8>, format: Format, age: f64, http: Option<&
         return;
     };
     LAST.with_borrow_mut(|last| {
-        if last.as_ref().is_some_and(|l| l.again(k, age, h, out)) {
+        if last.as_ref().is_some_and(|l| l.again(k, age_ms, h, out)) {
             return;
         }
         let start = out.len();
@@ -299,13 +296,13 @@ mod tests {
         busy.tls_handshake_errors.add(HandshakeError::Closed, 2);
         let quiet = HttpStats::default();
         for format in [Format::Text, Format::OpenMetrics] {
-            for (age, http) in [(0.0, None), (12.345, Some(&quiet)), (1e-3, Some(&busy))] {
+            for (age, http) in [(0, None), (12_345, Some(&quiet)), (1, Some(&busy))] {
                 let mut out = b"before\n".to_vec();
                 // Twice: the first makes the template, the second fills it.
                 for _ in 0..2 {
                     out.truncate(7);
                     render(&mut out, format, age, http);
-                    let want = lines(format, age, http);
+                    let want = lines(format, age as f64 / 1000.0, http);
                     assert_eq!(
                         String::from_utf8_lossy(&out),
                         String::from_utf8_lossy(&want)
@@ -344,30 +341,18 @@ mod tests {
     }
 
     #[test]
-    fn spelled_as_spell_f64_spells() {
-        let mut values: Vec<f64> = (0..200_000).map(|ms| f64::from(ms) / 1000.0).collect();
-        values.extend((0..2_000u32).map(|k| 999_999_000.0 + f64::from(k) / 2000.0));
-        values.extend([
-            1e9,
-            1e9 + 0.001,
-            2e9,
-            1e15,
-            0.1 + 0.2,
-            1e-4,
-            0.0005,
-            123.4567,
-            -0.0,
-            -1.5,
-            f64::NAN,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::MIN_POSITIVE,
-            u64::MAX as f64,
-        ]);
-        for v in values {
+    fn milliseconds_are_spelled_as_spell_f64_spells_their_seconds() {
+        let near = |at: u64| at.saturating_sub(2_000)..at + 2_000;
+        let ms = (0..200_000)
+            .chain(near(999_999_999_000))
+            .chain(near(1_000_000_000_000));
+        for ms in ms.chain([4_000_000_000_000, 9_007_199_254_740_993, u64::MAX]) {
             let (mut ours, mut theirs) = ([0; F64_MAX_LEN], [0; F64_MAX_LEN]);
-            let (n, m) = (spell(v, &mut ours), spell_f64(v, &mut theirs));
-            assert_eq!(ours[..n], theirs[..m], "{v:?}");
+            let (n, m) = (
+                millis(ms, &mut ours),
+                spell_f64(ms as f64 / 1000.0, &mut theirs),
+            );
+            assert_eq!(ours[..n], theirs[..m], "{ms}");
         }
     }
 
@@ -376,13 +361,10 @@ mod tests {
         let mut h = HttpStats::default();
         // The age and the gzip count move on every scrape, the others
         // at times: each row is rendered as a fill again where it can be.
-        let rows = [
-            (1.0, 0, 3, 0),
-            (2.5, 1, 3, 0),
-            (2.5, 7, 3, 0),
-            (3.0, 7, 4, 0),
-        ];
-        let rows = rows.into_iter().chain([(0.001, 8, 4, 2), (4e9, 9, 4, 2)]);
+        let rows = [(1_000, 0, 3, 0), (2_500, 1, 3, 0), (2_500, 7, 3, 0)];
+        let rows = rows
+            .into_iter()
+            .chain([(3_000, 7, 4, 0), (1, 8, 4, 2), (4e12 as u64, 9, 4, 2)]);
         for format in [Format::Text, Format::OpenMetrics] {
             for (age, gzipped, open, evicted) in rows.clone() {
                 h.gzipped = gzipped;
@@ -391,17 +373,32 @@ mod tests {
                 h.evicted.add(Evicted::StalledWrite, evicted);
                 let mut out = b"before\n".to_vec();
                 render(&mut out, format, age, Some(&h));
-                let want = lines(format, age, Some(&h));
+                let want = lines(format, age as f64 / 1000.0, Some(&h));
                 assert_eq!(
                     String::from_utf8_lossy(&out),
                     String::from_utf8_lossy(&want)
                 );
                 // What it renders from next: these counts, this format.
                 let kept = LAST.with_borrow(|l| l.as_ref().map(|l| (l.stats.open, l.template)));
-                assert_eq!(
-                    kept,
-                    Some((open, usize::from(format == Format::OpenMetrics) * 2 + 1))
+                let k = usize::from(format == Format::OpenMetrics) * 2 + 1;
+                assert_eq!(kept, Some((open, k)));
+                // It fills again at another age and gzip count, and not
+                // with another count changed.
+                h.gzipped += 1;
+                let (mut again, want) = (
+                    Vec::new(),
+                    lines(format, age as f64 / 1000.0 + 1.0, Some(&h)),
                 );
+                let last = |h: &HttpStats, out: &mut Vec<u8>| {
+                    LAST.with_borrow(|l| l.as_ref().unwrap().again(k, age + 1_000, h, out))
+                };
+                assert!(last(&h, &mut again));
+                assert_eq!(
+                    String::from_utf8_lossy(&again),
+                    String::from_utf8_lossy(&want[7..])
+                );
+                h.open += 1;
+                assert!(!last(&h, &mut again));
             }
         }
     }
