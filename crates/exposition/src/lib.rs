@@ -285,10 +285,11 @@ impl Scrape<'_> {
             now,
             ..
         } = *self;
-        let age = now
-            .saturating_duration_since(snapshot.published)
-            .as_secs_f64();
-        live::render(out, format, (age * 1000.0).round() / 1000.0, http);
+        // In whole milliseconds, rounded half up.
+        let age = now.saturating_duration_since(snapshot.published);
+        let ms = age.as_secs().saturating_mul(1000);
+        let ms = ms.saturating_add(u64::from((age.subsec_nanos() + 500_000) / 1_000_000));
+        live::render(out, format, ms, http);
         if let Some(a) = http.and_then(|h| h.alertmanager) {
             alertmanager(&mut writer(out, format, &mut []), a);
         }

@@ -5,13 +5,15 @@
 //! each head and line again cost.
 
 use super::writer::Writer;
-use super::{Format, HttpStats};
-use base::numbers::{F64_MAX_LEN, spell_f64};
+use super::{Format, HttpStats, ServerStats};
+use base::numbers::{F64_MAX_LEN, digits_into, spell_f64};
 use model::catalogue::{
     Family, HTTP_ACCEPT_PAUSED, HTTP_EVICTED, HTTP_GZIPPED, HTTP_OPEN, HTTP_PAGES_REFUSED,
     SNAPSHOT_AGE, TLS_HANDSHAKE_ERRORS,
 };
 use model::reason::Reason;
+use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::OnceLock;
 
 /// One series: its family, its one label (`reason`) if any, its value.
@@ -63,7 +65,13 @@ struct Template {
     /// gives the same series for the same `http.is_some()`, so that is all
     /// a fill needs to check.
     http: bool,
+    /// The gzip count's place in [`each`]'s order, where it is written.
+    gzipped: Option<usize>,
 }
+
+/// Where a fill spelled the two numbers that change on every scrape (of
+/// their kind): the snapshot's age, and the gzip count where it is.
+type Spots = [Range<usize>; 2];
 
 impl Template {
     fn new(format: Format, http: bool) -> Template {
@@ -74,30 +82,56 @@ impl Template {
         written(&mut w, 0.0, http.then_some(&stats), |w| {
             slots.push(w.out.len() - 2)
         });
-        Template { text, slots, http }
+        let (mut i, mut gzipped) = (0, None);
+        each(0.0, http.then_some(&stats), &mut |(family, _, _)| {
+            if std::ptr::eq(family, &HTTP_GZIPPED) {
+                gzipped = Some(i);
+            }
+            i += 1;
+        });
+        Template {
+            text,
+            slots,
+            http,
+            gzipped,
+        }
     }
 
-    /// Writes the series into `out` from the template; false, with `out`
-    /// as it was, where they are not the template's.
+    /// Writes the series into `out` from the template, saying where the
+    /// age and the gzip count went (from where the series start); `None`,
+    /// with `out` as it was, where they are not the template's.
     /// Each series is matched to its slot by its place alone: comparing
     /// families and reasons cost more than the rest of the fill.
-    fn fill(&self, age: f64, http: Option<&HttpStats>, out: &mut Vec<u8>) -> bool {
+    fn fill(&self, age: f64, http: Option<&HttpStats>, out: &mut Vec<u8>) -> Option<Spots> {
         if http.is_some() != self.http {
-            return false;
+            return None;
         }
         let (start, mut from, mut slots) = (out.len(), 0, self.slots.iter());
         out.reserve(self.text.len() + self.slots.len() * F64_MAX_LEN);
-        let mut same = true;
+        let (mut same, mut i, mut spots) = (true, 0, [0..0, 0..0]);
         each(age, http, &mut |(_, _, v)| match slots.next() {
             Some(&at) => {
+                let spot = match i {
+                    0 => Some(0),
+                    i if Some(i) == self.gzipped => Some(1),
+                    _ => None,
+                };
+                i += 1;
                 // Most are 0 (nothing evicted, no handshake failed): the
                 // template's own 0 stays, copied with the text around it.
                 if v.to_bits() == 0 {
+                    if let Some(s) = spot {
+                        let at = out.len() - start + at - from;
+                        spots[s] = at..at + 1;
+                    }
                     return;
                 }
                 out.extend_from_slice(&self.text[from..at]);
                 let mut number = [0u8; F64_MAX_LEN];
                 let n = spell_f64(v, &mut number);
+                if let Some(s) = spot {
+                    spots[s] = out.len() - start..out.len() - start + n;
+                }
                 out.extend_from_slice(&number[..n]);
                 from = at + 1;
             }
@@ -105,25 +139,137 @@ impl Template {
         });
         if !same || slots.next().is_some() {
             out.truncate(start);
-            return false;
+            return None;
         }
         out.extend_from_slice(&self.text[from..]);
+        Some(spots)
+    }
+}
+
+/// The last fill with the server's counts on this thread: which template,
+/// the counts, and the text with where its age and gzip count lie. Those
+/// two change on every scrape (of their kind), the other counts seldom:
+/// a scrape whose others are the same copies this text around its two
+/// numbers, about a third of a fill's instructions.
+struct Last {
+    template: usize,
+    stats: HttpStats,
+    text: Vec<u8>,
+    spots: Spots,
+}
+
+thread_local! {
+    static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
+}
+
+/// Whether the series of `a` and `b` but the age's and the gzip count's
+/// are the same. Every field is named: a new one must be placed here.
+fn steady(a: &HttpStats, b: &HttpStats) -> bool {
+    let HttpStats {
+        server,
+        pages_refused,
+        // Not among these series.
+        alertmanager: _,
+    } = *a;
+    let ServerStats {
+        open,
+        evicted,
+        accept_paused_seconds,
+        tls_handshake_errors,
+        gzipped: _,
+    } = server;
+    let o = &b.server;
+    open == o.open
+        && evicted == o.evicted
+        && accept_paused_seconds.to_bits() == o.accept_paused_seconds.to_bits()
+        && tls_handshake_errors == o.tls_handshake_errors
+        && pages_refused == b.pages_refused
+}
+
+impl Last {
+    /// Writes the series from the last fill where `h` is steady with its
+    /// counts; false where it is not.
+    fn again(&self, template: usize, age_ms: u64, h: &HttpStats, out: &mut Vec<u8>) -> bool {
+        if self.template != template || !steady(&self.stats, h) {
+            return false;
+        }
+        let [a, g] = &self.spots;
+        let mut number = [0u8; F64_MAX_LEN];
+        out.extend_from_slice(&self.text[..a.start]);
+        let n = millis(age_ms, &mut number);
+        out.extend_from_slice(&number[..n]);
+        out.extend_from_slice(&self.text[a.end..g.start.max(a.end)]);
+        if g.start >= a.end {
+            // A count below 2^53 is spelled as its digits: no float to test.
+            let gzipped = h.server.gzipped;
+            let n = match gzipped < 1 << 53 {
+                true => digits_into(gzipped, &mut number),
+                false => spell_f64(gzipped as f64, &mut number),
+            };
+            out.extend_from_slice(&number[..n]);
+        }
+        out.extend_from_slice(&self.text[g.end.max(a.end)..]);
         true
     }
+}
+
+/// [`spell_f64`]'s spelling of `ms` milliseconds in seconds, from
+/// integers alone below 10^9 seconds: the general spelling of a fraction
+/// cost a fifth of a fill.
+fn millis(ms: u64, buf: &mut [u8; F64_MAX_LEN]) -> usize {
+    if ms >= 1_000_000_000_000 {
+        return spell_f64(ms as f64 / 1000.0, buf);
+    }
+    let n = digits_into(ms / 1000, buf);
+    let f = ms % 1000;
+    // Three decimals, less the trailing zeros.
+    let digits = match f {
+        0 => return n,
+        f if f % 100 == 0 => 1,
+        f if f % 10 == 0 => 2,
+        _ => 3,
+    };
+    let three = [f / 100, f / 10 % 10, f % 10].map(|d| b'0' + d as u8);
+    buf[n] = b'.';
+    buf[n + 1..n + 1 + digits].copy_from_slice(&three[..digits]);
+    n + 1 + digits
 }
 
 /// A template per format, with and without the server's counts.
 static TEMPLATES: [OnceLock<Template>; 4] = [const { OnceLock::new() }; 4];
 
-/// Writes the series of a scrape served at `age` seconds of its snapshot,
-/// with the server's counts where there is a server.
-pub(super) fn render(out: &mut Vec<u8>, format: Format, age: f64, http: Option<&HttpStats>) {
+/// Writes the series of a scrape served at `age_ms` milliseconds of its
+/// snapshot, with the server's counts where there is a server.
+pub(super) fn render(out: &mut Vec<u8>, format: Format, age_ms: u64, http: Option<&HttpStats>) {
+    let age = age_ms as f64 / 1000.0;
     let om = format == Format::OpenMetrics;
     let k = usize::from(om) * 2 + usize::from(http.is_some());
     let template = TEMPLATES[k].get_or_init(|| Template::new(format, http.is_some()));
-    if !template.fill(age, http, out) {
-        written(&mut super::writer(out, format, &mut []), age, http, |_| {});
-    }
+    let Some(h) = http else {
+        if template.fill(age, http, out).is_none() {
+            written(&mut super::writer(out, format, &mut []), age, http, |_| {});
+        }
+        return;
+    };
+    LAST.with_borrow_mut(|last| {
+        if last.as_ref().is_some_and(|l| l.again(k, age_ms, h, out)) {
+            return;
+        }
+        let start = out.len();
+        let Some(spots) = template.fill(age, http, out) else {
+            written(&mut super::writer(out, format, &mut []), age, http, |_| {});
+            return;
+        };
+        let mut text = last.take().map(|l| l.text).unwrap_or_default();
+        text.clear();
+        text.extend_from_slice(&out[start..]);
+        *last = Some(Last {
+            template: k,
+            stats: *h,
+            text,
+            spots,
+        });
+    });
 }
 
 #[cfg(test)]
@@ -161,13 +307,13 @@ mod tests {
             .add(HandshakeError::Closed, 2);
         let quiet = HttpStats::default();
         for format in [Format::Text, Format::OpenMetrics] {
-            for (age, http) in [(0.0, None), (12.345, Some(&quiet)), (1e-3, Some(&busy))] {
+            for (age, http) in [(0, None), (12_345, Some(&quiet)), (1, Some(&busy))] {
                 let mut out = b"before\n".to_vec();
                 // Twice: the first makes the template, the second fills it.
                 for _ in 0..2 {
                     out.truncate(7);
                     render(&mut out, format, age, http);
-                    let want = lines(format, age, http);
+                    let want = lines(format, age as f64 / 1000.0, http);
                     assert_eq!(
                         String::from_utf8_lossy(&out),
                         String::from_utf8_lossy(&want)
@@ -194,11 +340,78 @@ mod tests {
         let http = HttpStats::default();
         let mut out = b"kept".to_vec();
         // The template has the age alone; these have the server's counts.
-        assert!(!t.fill(1.0, Some(&http), &mut out));
+        assert!(t.fill(1.0, Some(&http), &mut out).is_none());
         assert_eq!(out, b"kept", "nothing left of the attempt");
-        assert!(t.fill(1.0, None, &mut out));
+        assert!(t.fill(1.0, None, &mut out).is_some());
         assert!(out.ends_with(b"gpu_exporter_snapshot_age_seconds 1\n"));
         let t = Template::new(Format::Text, true);
-        assert!(!t.fill(1.0, None, &mut out), "fewer series than slots");
+        assert!(
+            t.fill(1.0, None, &mut out).is_none(),
+            "fewer series than slots"
+        );
+    }
+
+    #[test]
+    fn milliseconds_are_spelled_as_spell_f64_spells_their_seconds() {
+        let near = |at: u64| at.saturating_sub(2_000)..at + 2_000;
+        let ms = (0..200_000)
+            .chain(near(999_999_999_000))
+            .chain(near(1_000_000_000_000));
+        for ms in ms.chain([4_000_000_000_000, 9_007_199_254_740_993, u64::MAX]) {
+            let (mut ours, mut theirs) = ([0; F64_MAX_LEN], [0; F64_MAX_LEN]);
+            let (n, m) = (
+                millis(ms, &mut ours),
+                spell_f64(ms as f64 / 1000.0, &mut theirs),
+            );
+            assert_eq!(ours[..n], theirs[..m], "{ms}");
+        }
+    }
+
+    #[test]
+    fn a_fill_again_is_the_series_written_line_by_line() {
+        let mut h = HttpStats::default();
+        // The age and the gzip count move on every scrape, the others
+        // at times: each row is rendered as a fill again where it can be.
+        let rows = [(1_000, 0, 3, 0), (2_500, 1, 3, 0), (2_500, 7, 3, 0)];
+        let rows = rows
+            .into_iter()
+            .chain([(3_000, 7, 4, 0), (1, 8, 4, 2), (4e12 as u64, 9, 4, 2)]);
+        for format in [Format::Text, Format::OpenMetrics] {
+            for (age, gzipped, open, evicted) in rows.clone() {
+                h.server.gzipped = gzipped;
+                h.server.open = open;
+                h.server.evicted = Default::default();
+                h.server.evicted.add(Evicted::StalledWrite, evicted);
+                let mut out = b"before\n".to_vec();
+                render(&mut out, format, age, Some(&h));
+                let want = lines(format, age as f64 / 1000.0, Some(&h));
+                assert_eq!(
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(&want)
+                );
+                // What it renders from next: these counts, this format.
+                let kept =
+                    LAST.with_borrow(|l| l.as_ref().map(|l| (l.stats.server.open, l.template)));
+                let k = usize::from(format == Format::OpenMetrics) * 2 + 1;
+                assert_eq!(kept, Some((open, k)));
+                // It fills again at another age and gzip count, and not
+                // with another count changed.
+                h.server.gzipped += 1;
+                let (mut again, want) = (
+                    Vec::new(),
+                    lines(format, age as f64 / 1000.0 + 1.0, Some(&h)),
+                );
+                let last = |h: &HttpStats, out: &mut Vec<u8>| {
+                    LAST.with_borrow(|l| l.as_ref().unwrap().again(k, age + 1_000, h, out))
+                };
+                assert!(last(&h, &mut again));
+                assert_eq!(
+                    String::from_utf8_lossy(&again),
+                    String::from_utf8_lossy(&want[7..])
+                );
+                h.server.open += 1;
+                assert!(!last(&h, &mut again));
+            }
+        }
     }
 }

@@ -6,6 +6,12 @@
 //! here instead: one thread sleeps until the earliest and wakes the tasks
 //! that are due. Registering one is a lock and an in-place update, with no
 //! allocation once the table has grown to the number of connections.
+//!
+//! A sleep dropped before its deadline leaves it in the table: its
+//! owner's next sleep replaces it in place, so a request costs one lock
+//! here, not two; at worst the owner is woken once for nothing (and polls
+//! again). An owner that ends forgets its deadline ([`Deadlines::forget`]):
+//! the table holds one entry per owner that lives.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -111,7 +117,8 @@ impl Deadlines {
         }
     }
 
-    fn cancel(&self, key: u64) {
+    /// Drops what `key` registered: its owner has ended.
+    pub fn forget(&self, key: u64) {
         let mut t = self.lock();
         if let Some(i) = t.entries.iter().position(|e| e.key == key) {
             t.entries.swap_remove(i);
@@ -159,20 +166,12 @@ impl Future for Sleep<'_> {
     }
 }
 
-impl Drop for Sleep<'_> {
-    fn drop(&mut self) {
-        if self.registered {
-            self.deadlines.cancel(self.key);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn sleeps_end_on_time_and_cancel_on_drop() {
+    fn sleeps_end_on_time_and_owners_forget_theirs() {
         let d = Deadlines::start(4);
         let t = Instant::now();
         smol::block_on(d.sleep(1, t + Duration::from_millis(100)));
@@ -182,7 +181,8 @@ mod tests {
             "{took:?}"
         );
         assert_eq!(d.pending(), 0);
-        // A sleep dropped before its deadline leaves nothing behind.
+        // A sleep dropped before its deadline stays registered until its
+        // owner forgets it, and the owner's next sleep takes its place.
         let raced = smol::block_on(smol::future::or(
             async {
                 d.sleep(2, Instant::now() + Duration::from_secs(3600)).await;
@@ -194,6 +194,16 @@ mod tests {
             },
         ));
         assert_eq!(raced, "short");
+        assert_eq!(d.pending(), 1, "the dropped sleep's deadline");
+        let again = smol::block_on(smol::future::or(
+            async {
+                d.sleep(2, Instant::now() + Duration::from_secs(7200)).await;
+                "sleep"
+            },
+            async { "now" },
+        ));
+        assert_eq!((again, d.pending()), ("now", 1), "in place of the last");
+        d.forget(2);
         assert_eq!(d.pending(), 0);
     }
 }

@@ -12,6 +12,8 @@
 //! - anything else, `*` with another method included, is 400.
 
 use crate::message::{Method, Request, Status};
+use std::cell::RefCell;
+use std::ops::Range;
 
 /// The most a request head may take.
 pub const MAX_HEAD: usize = 8 * 1024;
@@ -29,7 +31,7 @@ pub enum Parsed<'a> {
 }
 
 /// How a request sits on the connection.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Framing {
     /// Bytes the request head took.
     pub consumed: usize,
@@ -46,9 +48,27 @@ struct Line<'a> {
     len: usize,
 }
 
-fn tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+/// A byte class as a table: a lookup where a search of the punctuation
+/// cost a call to `memchr` for every byte that is not alphanumeric.
+const fn class(punct: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = (b as u8).is_ascii_alphanumeric();
+        b += 1;
+    }
+    let mut i = 0;
+    while i < punct.len() {
+        t[punct[i] as usize] = true;
+        i += 1;
+    }
+    t
 }
+
+/// A method's characters (RFC 9110 §5.6.2).
+static TCHAR: [bool; 256] = class(b"!#$%&'*+-.^_`|~");
+/// A reg-name's characters but `%` (RFC 3986 §3.2.2).
+static REG_NAME: [bool; 256] = class(b"-._~!$&'()*+,;=");
 
 /// The request line at the start of `buf`; `Ok(None)` while it is
 /// incomplete and nothing seen so far is wrong.
@@ -64,16 +84,17 @@ fn request_line(buf: &[u8]) -> Result<Option<Line<'_>>, Status> {
     }
     let start = i;
     // Bytes from `at` on while `ok` holds; `None` when the buffer ends first.
-    let run =
-        |at: usize, ok: fn(u8) -> bool| buf[at..].iter().position(|&b| !ok(b)).map(|n| at + n);
-    let Some(m_end) = run(start, tchar) else {
+    fn run(buf: &[u8], at: usize, ok: impl Fn(u8) -> bool) -> Option<usize> {
+        buf[at..].iter().position(|&b| !ok(b)).map(|n| at + n)
+    }
+    let Some(m_end) = run(buf, start, |b| TCHAR[usize::from(b)]) else {
         return Ok(None);
     };
     if m_end == start || buf[m_end] != b' ' {
         return Err(Status::BadRequest);
     }
     let t_start = m_end + 1;
-    let Some(t_end) = run(t_start, |b| b.is_ascii_graphic()) else {
+    let Some(t_end) = run(buf, t_start, |b| b.is_ascii_graphic()) else {
         return Ok(None);
     };
     if t_end == t_start || buf[t_end] != b' ' {
@@ -138,7 +159,7 @@ fn valid_authority(a: &[u8], empty_ok: bool) -> bool {
                     {
                         i += 3
                     }
-                    b if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=".contains(&b) => i += 1,
+                    b if REG_NAME[usize::from(b)] => i += 1,
                     _ => return false,
                 }
             }
@@ -210,8 +231,113 @@ fn read_headers<'b>(headers: &[httparse::Header<'b>]) -> Option<Headers<'b>> {
     Some(out)
 }
 
-/// Parses the request head at the start of `buf`.
+/// The longest head [`Kept`] keeps: a scraper's is a few hundred bytes.
+const KEPT_HEAD: usize = 1024;
+
+/// The last head that parsed into a request, and where that request's
+/// parts lie in it. A scraper sends the same head on every scrape of a
+/// connection, and comparing it with this one costs a tenth of parsing it
+/// (a parse was a seventh of a cached scrape's instructions). Heads with
+/// credentials are not kept, nor heads longer than [`KEPT_HEAD`].
+struct Kept {
+    head: Vec<u8>,
+    method: Method,
+    /// The path, with its query where it has one, and where in it the
+    /// query starts (after its `?`).
+    target: Range<usize>,
+    query: Option<usize>,
+    accept: Option<Range<usize>>,
+    accept_encoding: Option<Range<usize>>,
+    framing: Framing,
+}
+
+thread_local! {
+    static KEPT: RefCell<Option<Kept>> = const { RefCell::new(None) };
+}
+
+/// Where `part` lies in `head`, if it does (an empty part anywhere).
+fn span(head: &[u8], part: &[u8]) -> Option<Range<usize>> {
+    if part.is_empty() {
+        return Some(0..0);
+    }
+    let start = (part.as_ptr() as usize).checked_sub(head.as_ptr() as usize)?;
+    (start + part.len() <= head.len()).then_some(start..start + part.len())
+}
+
+impl Kept {
+    /// The head of `buf` that parsed into `r`, kept in `into`; `None`
+    /// where it is not one to keep.
+    fn of(buf: &[u8], r: &Request, f: &Framing, mut into: Vec<u8>) -> Option<Kept> {
+        let head = &buf[..f.consumed];
+        if head.len() > KEPT_HEAD || r.authorization.is_some() {
+            return None;
+        }
+        let opt = |h: Option<&[u8]>| h.map(|h| span(head, h)).map_or(Some(None), |s| s.map(Some));
+        let path = span(head, r.path.as_bytes()).filter(|p| !p.is_empty())?;
+        let (target, query) = match r.query {
+            "" => (path, None),
+            q => {
+                let q = span(head, q.as_bytes()).filter(|q| q.start == path.end + 1)?;
+                (path.start..q.end, Some(q.start - path.start))
+            }
+        };
+        let kept = Kept {
+            method: r.method,
+            target,
+            query,
+            accept: opt(r.accept)?,
+            accept_encoding: opt(r.accept_encoding)?,
+            framing: *f,
+            head: {
+                into.clear();
+                into.extend_from_slice(head);
+                into
+            },
+        };
+        Some(kept)
+    }
+
+    /// The request at the start of `buf` where its head is the one kept.
+    fn again<'a>(&self, buf: &'a [u8]) -> Option<Parsed<'a>> {
+        if buf.get(..self.head.len())? != self.head {
+            return None;
+        }
+        let target = std::str::from_utf8(&buf[self.target.clone()]).ok()?;
+        let (path, query) = match self.query {
+            Some(q) => (target.get(..q - 1)?, target.get(q..)?),
+            None => (target, ""),
+        };
+        let bytes = |r: &Option<Range<usize>>| r.as_ref().map(|r| &buf[r.clone()]);
+        let request = Request {
+            method: self.method,
+            path,
+            query,
+            accept: bytes(&self.accept),
+            accept_encoding: bytes(&self.accept_encoding),
+            authorization: None,
+        };
+        Some(Parsed::Request(request, self.framing))
+    }
+}
+
+/// Parses the request head at the start of `buf`: as the head kept
+/// ([`Kept`]) said where it is the same, else afresh (and kept).
 pub fn parse(buf: &[u8]) -> Parsed<'_> {
+    if let Some(again) = KEPT.with_borrow(|k| k.as_ref().and_then(|k| k.again(buf))) {
+        return again;
+    }
+    let parsed = parse_afresh(buf);
+    if let Parsed::Request(r, f) = &parsed {
+        KEPT.with_borrow_mut(|k| {
+            let old = k.take().map(|k| k.head).unwrap_or_default();
+            *k = Kept::of(buf, r, f, old);
+        });
+    }
+    parsed
+}
+
+/// Parses the request head at the start of `buf`.
+fn parse_afresh(buf: &[u8]) -> Parsed<'_> {
     let partial = |too_big: Status| {
         if buf.len() < MAX_HEAD {
             Parsed::Partial
@@ -267,7 +393,12 @@ pub fn parse(buf: &[u8]) -> Parsed<'_> {
     if h.hosts == 0 && !line.http10 {
         return Parsed::Reject(Status::BadRequest);
     }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    // A search byte by byte: `split_once` calls `memchr`, which costs
+    // more than a short path.
+    let (path, query) = match target.bytes().position(|b| b == b'?') {
+        Some(i) => (&target[..i], &target[i + 1..]),
+        None => (target, ""),
+    };
     // `http://host` and `http://host?q` name the root.
     let path = if path.is_empty() { "/" } else { path };
     let keep = if line.http10 {
@@ -477,5 +608,61 @@ mod tests {
             panic!()
         };
         assert!(!f.keep_alive && !f.http10);
+    }
+
+    /// A parse's outcome, comparably.
+    type Said<'a> = Option<(Method, &'a str, &'a str, [Option<&'a [u8]>; 3], Framing)>;
+    fn said<'a>(p: &Parsed<'a>) -> Said<'a> {
+        let Parsed::Request(r, f) = p else {
+            return None;
+        };
+        let headers = [r.accept, r.accept_encoding, r.authorization];
+        Some((r.method, r.path, r.query, headers, *f))
+    }
+
+    fn kept() -> Option<Vec<u8>> {
+        KEPT.with_borrow(|k| k.as_ref().map(|k| k.head.clone()))
+    }
+
+    #[test]
+    fn a_head_kept_parses_as_it_did_afresh() {
+        let long = [
+            b"GET / HTTP/1.1\r\nHost: x\r\nX: ".as_slice(),
+            &[b'a'; KEPT_HEAD],
+            b"\r\n\r\n",
+        ];
+        let long = long.concat();
+        // Each head, whether it is kept.
+        let heads: [(&[u8], bool); 6] = [
+            (b"GET /metrics HTTP/1.1\r\nHost: counts\r\n\r\n", true),
+            (b"GET /metrics?collect[]=gpu HTTP/1.1\r\nHost: a\r\nAccept: text/plain\r\nAccept-Encoding: gzip\r\n\r\nGET /next", true),
+            (b"\r\nHEAD /x HTTP/1.0\r\nConnection: keep-alive\r\n\r\n", true),
+            // The root it names is no part of the head.
+            (b"GET http://h:1 HTTP/1.1\r\n\r\n", false),
+            (b"GET /metrics HTTP/1.1\r\nHost: x\r\nAuthorization: Basic YTpi\r\n\r\n", false),
+            (&long, false),
+        ];
+        for (head, keep) in heads {
+            let afresh = said(&parse_afresh(head));
+            assert!(afresh.is_some(), "{:?}", String::from_utf8_lossy(head));
+            // Twice: the second from the head kept, where it is kept.
+            for _ in 0..2 {
+                assert_eq!(said(&parse(head)), afresh);
+            }
+            let consumed = afresh.unwrap().4.consumed;
+            assert_eq!(kept(), keep.then(|| head[..consumed].to_vec()));
+        }
+        // Bytes that start like the head kept but differ, or stop short,
+        // are parsed afresh.
+        let scrape = heads[0].0;
+        assert!(matches!(parse(scrape), Parsed::Request(..)));
+        let twice = b"GET /metrics HTTP/1.1\r\nHost: counts\r\nHost: y\r\n\r\n";
+        assert_eq!(status(twice), Some(Status::BadRequest));
+        assert!(matches!(parse(scrape), Parsed::Request(..)));
+        assert!(matches!(
+            parse(&scrape[..scrape.len() - 1]),
+            Parsed::Partial
+        ));
+        assert_eq!(kept().as_deref(), Some(scrape));
     }
 }

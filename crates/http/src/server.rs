@@ -446,8 +446,9 @@ impl Server {
         }
     }
 
-    /// Connection `key` is closed: its place is free.
+    /// Connection `key` is closed: its place and its deadline are free.
     pub fn forget(&self, key: Key) {
+        self.deadlines.forget(key.id);
         let mut conns = self.conns.borrow_mut();
         let Some(slot) = conns.get_mut(key.index) else {
             return;
