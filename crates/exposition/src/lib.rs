@@ -13,6 +13,7 @@ mod live;
 mod writer;
 
 pub use format::Format;
+pub use live::Steady;
 pub use model::reason::{Evicted, HandshakeError, ServerStats, Tally};
 
 use attribution::copies;
@@ -277,7 +278,9 @@ impl Scrape<'_> {
     /// The rest of [`Scrape::render`], written for each scrape: what
     /// changes between scrapes of one snapshot (its age, the HTTP server's
     /// counts, the Alertmanager notifier's), then OpenMetrics' `# EOF`.
-    pub fn render_live(&self, out: &mut Vec<u8>) {
+    /// Says where, from where it began, what changes on every scrape
+    /// begins, and which text precedes that.
+    pub fn render_live(&self, out: &mut Vec<u8>) -> Steady {
         let Scrape {
             snapshot,
             http,
@@ -289,13 +292,14 @@ impl Scrape<'_> {
         let age = now.saturating_duration_since(snapshot.published);
         let ms = age.as_secs().saturating_mul(1000);
         let ms = ms.saturating_add(u64::from((age.subsec_nanos() + 500_000) / 1_000_000));
-        live::render(out, format, ms, http);
+        let steady = live::render(out, format, ms, http);
         if let Some(a) = http.and_then(|h| h.alertmanager) {
             alertmanager(&mut writer(out, format, &mut []), a);
         }
         if format == Format::OpenMetrics {
             out.extend_from_slice(b"# EOF\n");
         }
+        steady
     }
 }
 
@@ -584,8 +588,12 @@ mod tests {
             let (a, b) = (at(0, &quiet), at(5, &busy));
             let shared = written(|o| a.render_shared(o));
             assert_eq!(shared, written(|o| b.render_shared(o)), "{format:?}");
-            let live = written(|o| a.render_live(o));
-            let later = written(|o| b.render_live(o));
+            let live = written(|o| {
+                a.render_live(o);
+            });
+            let later = written(|o| {
+                b.render_live(o);
+            });
             assert_ne!(live, later);
             // A whole scrape is the two parts, each family in one of them.
             assert_eq!(written(|o| b.render(o)), format!("{shared}{later}"));

@@ -19,23 +19,27 @@ use std::sync::OnceLock;
 /// One series: its family, its one label (`reason`) if any, its value.
 type Series = (&'static Family, Option<&'static str>, f64);
 
-/// The series in output order: the age, then the server's counts where
-/// there is a server. Every reason is written, counted or not, so the
-/// series are the same on every scrape.
+/// The series in output order: the server's counts where there is a
+/// server, the gzip count last of them, then the snapshot's age. Every
+/// reason is written, counted or not, so the series are the same on
+/// every scrape. The two that change on every scrape (of their kind)
+/// come last, so that what precedes them is the same text from scrape
+/// to scrape: a gzipped scrape hashes it once (`crates/routes/src/cache.rs`).
 fn each(age: f64, http: Option<&HttpStats>, f: &mut impl FnMut(Series)) {
+    if let Some(http) = http {
+        let h = &http.server;
+        f((&HTTP_OPEN, None, h.open as f64));
+        for (r, n) in h.evicted.each() {
+            f((&HTTP_EVICTED, Some(r.label()), n as f64));
+        }
+        f((&HTTP_ACCEPT_PAUSED, None, h.accept_paused_seconds));
+        f((&HTTP_PAGES_REFUSED, None, http.pages_refused as f64));
+        for (r, n) in h.tls_handshake_errors.each() {
+            f((&TLS_HANDSHAKE_ERRORS, Some(r.label()), n as f64));
+        }
+        f((&HTTP_GZIPPED, None, h.gzipped as f64));
+    }
     f((&SNAPSHOT_AGE, None, age));
-    let Some(http) = http else { return };
-    let h = &http.server;
-    f((&HTTP_OPEN, None, h.open as f64));
-    for (r, n) in h.evicted.each() {
-        f((&HTTP_EVICTED, Some(r.label()), n as f64));
-    }
-    f((&HTTP_ACCEPT_PAUSED, None, h.accept_paused_seconds));
-    f((&HTTP_GZIPPED, None, h.gzipped as f64));
-    f((&HTTP_PAGES_REFUSED, None, http.pages_refused as f64));
-    for (r, n) in h.tls_handshake_errors.each() {
-        f((&TLS_HANDSHAKE_ERRORS, Some(r.label()), n as f64));
-    }
 }
 
 /// Writes the series line by line, each family's head before its first.
@@ -67,6 +71,12 @@ struct Template {
     http: bool,
     /// The gzip count's place in [`each`]'s order, where it is written.
     gzipped: Option<usize>,
+    /// The age's place in [`each`]'s order.
+    age: usize,
+    /// Where the line of the first of the two series that change on every
+    /// scrape (of their kind) begins: what precedes it is the same text
+    /// while the other counts are.
+    tail: usize,
 }
 
 /// Where a fill spelled the two numbers that change on every scrape (of
@@ -82,37 +92,59 @@ impl Template {
         written(&mut w, 0.0, http.then_some(&stats), |w| {
             slots.push(w.out.len() - 2)
         });
-        let (mut i, mut gzipped) = (0, None);
+        let (mut i, mut gzipped, mut age) = (0, None, 0usize);
         each(0.0, http.then_some(&stats), &mut |(family, _, _)| {
             if std::ptr::eq(family, &HTTP_GZIPPED) {
                 gzipped = Some(i);
             }
+            if std::ptr::eq(family, &SNAPSHOT_AGE) {
+                age = i;
+            }
             i += 1;
         });
+        // The line of the first of them: its family's head is the same text
+        // on every scrape.
+        let first = slots[gzipped.unwrap_or(age)];
+        let tail = text[..first]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
         Template {
             text,
             slots,
             http,
             gzipped,
+            age,
+            tail,
         }
     }
 
     /// Writes the series into `out` from the template, saying where the
-    /// age and the gzip count went (from where the series start); `None`,
-    /// with `out` as it was, where they are not the template's.
+    /// age and the gzip count went and where the first of them begins
+    /// (from where the series start); `None`, with `out` as it was, where
+    /// they are not the template's.
     /// Each series is matched to its slot by its place alone: comparing
     /// families and reasons cost more than the rest of the fill.
-    fn fill(&self, age: f64, http: Option<&HttpStats>, out: &mut Vec<u8>) -> Option<Spots> {
+    fn fill(
+        &self,
+        age: f64,
+        http: Option<&HttpStats>,
+        out: &mut Vec<u8>,
+    ) -> Option<(Spots, usize)> {
         if http.is_some() != self.http {
             return None;
         }
         let (start, mut from, mut slots) = (out.len(), 0, self.slots.iter());
         out.reserve(self.text.len() + self.slots.len() * F64_MAX_LEN);
-        let (mut same, mut i, mut spots) = (true, 0, [0..0, 0..0]);
+        let (mut same, mut i, mut spots, mut tail) = (true, 0, [0..0, 0..0], 0);
+        let first = self.gzipped.unwrap_or(self.age);
         each(age, http, &mut |(_, _, v)| match slots.next() {
             Some(&at) => {
+                if i == first {
+                    tail = out.len() - start + self.tail - from;
+                }
                 let spot = match i {
-                    0 => Some(0),
+                    i if i == self.age => Some(0),
                     i if Some(i) == self.gzipped => Some(1),
                     _ => None,
                 };
@@ -142,7 +174,7 @@ impl Template {
             return None;
         }
         out.extend_from_slice(&self.text[from..]);
-        Some(spots)
+        Some((spots, tail))
     }
 }
 
@@ -156,6 +188,23 @@ struct Last {
     stats: HttpStats,
     text: Vec<u8>,
     spots: Spots,
+    /// Where the gzip count's line begins in `text`.
+    tail: usize,
+    /// Which text this is: a new one at every new fill, in any thread.
+    id: u64,
+}
+
+/// The last [`Last::id`] given.
+static TEXTS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Where, in what a render of the live series wrote, what changes on
+/// every scrape (of its kind) begins, and which text came before that:
+/// two renders with the same `text` wrote the same bytes before `at`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Steady {
+    pub at: usize,
+    /// `None`: a text no other render is known to share.
+    pub text: Option<u64>,
 }
 
 thread_local! {
@@ -193,22 +242,24 @@ impl Last {
         if self.template != template || !steady(&self.stats, h) {
             return false;
         }
+        // The gzip count, then the age: the order `each` writes them in.
         let [a, g] = &self.spots;
+        if g.end > a.start {
+            return false;
+        }
         let mut number = [0u8; F64_MAX_LEN];
-        out.extend_from_slice(&self.text[..a.start]);
+        out.extend_from_slice(&self.text[..g.start]);
+        // A count below 2^53 is spelled as its digits: no float to test.
+        let gzipped = h.server.gzipped;
+        let n = match gzipped < 1 << 53 {
+            true => digits_into(gzipped, &mut number),
+            false => spell_f64(gzipped as f64, &mut number),
+        };
+        out.extend_from_slice(&number[..n]);
+        out.extend_from_slice(&self.text[g.end..a.start]);
         let n = millis(age_ms, &mut number);
         out.extend_from_slice(&number[..n]);
-        out.extend_from_slice(&self.text[a.end..g.start.max(a.end)]);
-        if g.start >= a.end {
-            // A count below 2^53 is spelled as its digits: no float to test.
-            let gzipped = h.server.gzipped;
-            let n = match gzipped < 1 << 53 {
-                true => digits_into(gzipped, &mut number),
-                false => spell_f64(gzipped as f64, &mut number),
-            };
-            out.extend_from_slice(&number[..n]);
-        }
-        out.extend_from_slice(&self.text[g.end.max(a.end)..]);
+        out.extend_from_slice(&self.text[a.end..]);
         true
     }
 }
@@ -239,8 +290,15 @@ fn millis(ms: u64, buf: &mut [u8; F64_MAX_LEN]) -> usize {
 static TEMPLATES: [OnceLock<Template>; 4] = [const { OnceLock::new() }; 4];
 
 /// Writes the series of a scrape served at `age_ms` milliseconds of its
-/// snapshot, with the server's counts where there is a server.
-pub(super) fn render(out: &mut Vec<u8>, format: Format, age_ms: u64, http: Option<&HttpStats>) {
+/// snapshot, with the server's counts where there is a server, and says
+/// where (from where it began) the two series that change on every
+/// scrape begin, and which text precedes them.
+pub(super) fn render(
+    out: &mut Vec<u8>,
+    format: Format,
+    age_ms: u64,
+    http: Option<&HttpStats>,
+) -> Steady {
     let age = age_ms as f64 / 1000.0;
     let om = format == Format::OpenMetrics;
     let k = usize::from(om) * 2 + usize::from(http.is_some());
@@ -249,27 +307,39 @@ pub(super) fn render(out: &mut Vec<u8>, format: Format, age_ms: u64, http: Optio
         if template.fill(age, http, out).is_none() {
             written(&mut super::writer(out, format, &mut []), age, http, |_| {});
         }
-        return;
+        return Steady::default();
     };
     LAST.with_borrow_mut(|last| {
-        if last.as_ref().is_some_and(|l| l.again(k, age_ms, h, out)) {
-            return;
+        if let Some(l) = last.as_ref()
+            && l.again(k, age_ms, h, out)
+        {
+            return Steady {
+                at: l.tail,
+                text: Some(l.id),
+            };
         }
         let start = out.len();
-        let Some(spots) = template.fill(age, http, out) else {
+        let Some((spots, tail)) = template.fill(age, http, out) else {
             written(&mut super::writer(out, format, &mut []), age, http, |_| {});
-            return;
+            return Steady::default();
         };
         let mut text = last.take().map(|l| l.text).unwrap_or_default();
         text.clear();
         text.extend_from_slice(&out[start..]);
+        let id = TEXTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         *last = Some(Last {
             template: k,
             stats: *h,
             text,
             spots,
+            tail,
+            id,
         });
-    });
+        Steady {
+            at: tail,
+            text: Some(id),
+        }
+    })
 }
 
 #[cfg(test)]
@@ -364,6 +434,59 @@ mod tests {
                 spell_f64(ms as f64 / 1000.0, &mut theirs),
             );
             assert_eq!(ours[..n], theirs[..m], "{ms}");
+        }
+    }
+
+    #[test]
+    fn what_changes_on_every_scrape_comes_last_and_is_said_where() {
+        let mut h = HttpStats::default();
+        h.server.open = 2;
+        for format in [Format::Text, Format::OpenMetrics] {
+            let render_at = |age, h: Option<&HttpStats>| {
+                let mut out = b"before\n".to_vec();
+                let steady = render(&mut out, format, age, h);
+                (out[7..].to_vec(), steady.at, steady.text)
+            };
+            // Without a server, the age is all that changes.
+            let (text, at, id) = render_at(1_500, None);
+            assert!(text.starts_with(b"# HELP gpu_exporter_snapshot_age_seconds "));
+            assert_eq!((at, id), (0, None));
+            // With one, the gzip count then the age: what precedes them
+            // is the same text whatever those two are, from a fill or a
+            // fill again, and is said to be.
+            let mut last: Option<(Vec<u8>, Option<u64>)> = None;
+            for (age, gzipped) in [(1_000, 0), (2_345, 1), (60_000, 77), (1, 1 << 60)] {
+                h.server.gzipped = gzipped;
+                let (text, at, id) = render_at(age, Some(&h));
+                let s = String::from_utf8_lossy(&text[at..]).into_owned();
+                assert!(
+                    s.starts_with("gpu_exporter_http_gzipped_responses_total "),
+                    "{s}"
+                );
+                assert!(
+                    s.contains("# HELP gpu_exporter_snapshot_age_seconds"),
+                    "{s}"
+                );
+                let before = String::from_utf8_lossy(&text[..at]).into_owned();
+                assert!(
+                    before
+                        .lines()
+                        .all(|l| l.starts_with('#') || !l.contains("gzipped"))
+                );
+                assert!(!before.contains("snapshot_age"), "{before}");
+                assert!(id.is_some());
+                if let Some((l, was)) = &last {
+                    assert_eq!((&text[..at], id), (&l[..], *was), "{format:?}");
+                }
+                last = Some((text[..at].to_vec(), id));
+            }
+            // Another count: other text before them, and another id.
+            h.server.open = 3;
+            let (text, at, id) = render_at(1_000, Some(&h));
+            let (l, was) = last.unwrap();
+            assert_ne!(&text[..at], &l[..]);
+            assert_ne!(id, was);
+            h.server.open = 2;
         }
     }
 

@@ -18,7 +18,7 @@
 //! [`Scrape::render_shared`]: exposition::Scrape::render_shared
 //! [`Scrape::render_live`]: exposition::Scrape::render_live
 
-use exposition::Format;
+use exposition::{Format, Steady};
 use http::gzip::{Compressor, HEADER, stored, trailer};
 use http::reply::Shared;
 use miniz_oxide::deflate::core::TDEFLFlush;
@@ -123,6 +123,12 @@ pub struct Cache {
     deflated: Kept,
     crc: crc32fast::Hasher,
     len: usize,
+    /// Which text of the live part's precedes what changes on every
+    /// scrape, and the CRC state after the deflated families and it:
+    /// hashed once while the server's counts stay the same, not on every
+    /// gzipped scrape.
+    steady: Option<u64>,
+    steady_crc: crc32fast::Hasher,
     /// By format: text 0.0.4, OpenMetrics.
     plain: [Kept; 2],
 }
@@ -138,7 +144,7 @@ impl Cache {
         key: Families,
         out: &mut Vec<u8>,
         families: impl FnOnce(&mut Vec<u8>),
-        own: impl FnOnce(&mut Vec<u8>),
+        own: impl FnOnce(&mut Vec<u8>) -> Steady,
     ) -> Arc<Shared> {
         let kept = &mut self.plain[usize::from(key.format == Format::OpenMetrics)];
         let shared = kept.get(key, families);
@@ -150,16 +156,23 @@ impl Cache {
     /// (which `families` renders only when `key` changed: once per
     /// snapshot), to send first; `own`, rendered now, in stored
     /// blocks, and gzip's trailer, appended to `out` to send after them.
+    /// `own` says where what changes on every scrape begins in what it
+    /// wrote, and which text precedes that.
     pub fn scrape(
         &mut self,
         compressor: &mut Compressor,
         key: Families,
         out: &mut Vec<u8>,
         families: impl FnOnce(&mut Vec<u8>),
-        own: impl FnOnce(&mut Vec<u8>),
+        own: impl FnOnce(&mut Vec<u8>) -> Steady,
     ) -> Arc<Shared> {
         let Cache {
-            deflated, crc, len, ..
+            deflated,
+            crc,
+            len,
+            steady,
+            steady_crc,
+            ..
         } = self;
         let (gzip, spare) = compressor.parts();
         let shared = deflated.get(key, |bytes| {
@@ -170,18 +183,26 @@ impl Cache {
             *crc = crc32fast::Hasher::new();
             crc.update(spare);
             *len = spare.len();
+            *steady = None;
         });
         // The live part is rendered in place as one final stored block,
         // its header patched once its length is known: it fits one (about
         // 2.5 KB), and is copied through `spare` into several only if not.
         let at = out.len();
         out.extend_from_slice(&[1, 0, 0, 0, 0]);
-        own(out);
+        let text = own(out);
         let live = at + 5..out.len();
         // The shared part's CRC state, carried on over the rest: no
-        // combine (thousands of instructions) per scrape.
-        let mut whole = crc.clone();
-        whole.update(&out[live.clone()]);
+        // combine (thousands of instructions) per scrape; over the live
+        // part's steady text only when it is another.
+        let (same, rest) = out[live.clone()].split_at(text.at.min(live.len()));
+        if text.text.is_none() || text.text != *steady {
+            *steady = text.text;
+            *steady_crc = crc.clone();
+            steady_crc.update(same);
+        }
+        let mut whole = steady_crc.clone();
+        whole.update(rest);
         let n = live.len();
         match u16::try_from(n) {
             Ok(l) => {
@@ -235,16 +256,23 @@ mod tests {
         let long: Vec<u8> = (0..70_000u32).map(|i| b'a' + (i % 26) as u8).collect();
         let mut c = Cache::default();
         let mut z = Compressor::default();
-        let mut rendered = 0;
+        let (mut rendered, mut families) = (0, Vec::new());
         let mut out = Vec::new();
-        for (snapshot, hidden, tail, renders) in [
-            (&a, false, &b"own 1\n"[..], 1),
-            (&a, false, b"own 2\n# EOF\n", 1), // same key: cached
-            (&a, true, b"own 3\n", 2),         // hidden: another key
-            (&b, true, b"", 3),                // another snapshot
-            (&b, true, b"own 4\n", 3),
-            (&b, true, &long[..65_535], 3),
-            (&b, true, &long, 3),
+        // The live part, how much of it stays from scrape to scrape and
+        // which text that is: its CRC is carried over that text only
+        // while it and the families stay; a stale one fails the gunzip.
+        for (snapshot, hidden, tail, at, text, renders) in [
+            (&a, false, &b"own 1\n"[..], 0, None, 1),
+            (&a, false, b"own 2\n# EOF\n", 4, Some(1), 1), // same key: cached
+            (&a, false, b"own 3\n# EOF\n", 4, Some(1), 1), // the same text
+            (&a, false, b"OWN 3\n# EOF\n", 4, Some(2), 1), // another
+            (&a, true, b"OWN 4\n", 4, Some(2), 2),         // hidden: another key
+            (&b, true, b"OWN 5\n", 4, Some(2), 3),         // another snapshot
+            (&b, true, b"", 0, Some(3), 3),
+            (&b, true, b"own 4\n", 4, Some(4), 3),
+            (&b, true, &long[..65_535], 60_000, Some(5), 3),
+            (&b, true, &long, 60_000, Some(5), 3),
+            (&b, true, &long[..70], 60_000, Some(6), 3),
         ] {
             out.clear();
             let shared = c.scrape(
@@ -252,16 +280,22 @@ mod tests {
                 key(snapshot, hidden, Format::Text),
                 &mut out,
                 |o| {
+                    // Each render its own bytes, and so its own CRC.
                     rendered += 1;
+                    o.extend_from_slice(format!("# render {rendered}\n").as_bytes());
                     o.extend_from_slice(&big);
+                    families.clone_from(o);
                 },
-                |o| o.extend_from_slice(tail),
+                |o| {
+                    o.extend_from_slice(tail);
+                    Steady { at, text }
+                },
             );
             assert_eq!(rendered, renders);
             // Readers that take one member only (curl, browsers) read it all.
             let got = gunzip_one(&[&shared.bytes[..], &out].concat());
-            assert_eq!(got.len(), big.len() + tail.len());
-            assert!(got.starts_with(&big) && got.ends_with(tail));
+            assert_eq!(got.len(), families.len() + tail.len());
+            assert!(got.starts_with(&families) && got.ends_with(tail));
         }
         // Nothing cached: the families alone, empty.
         let mut fresh = Cache::default();
@@ -271,7 +305,10 @@ mod tests {
             key(&a, false, Format::Text),
             &mut out,
             |_| {},
-            |o| o.extend_from_slice(b"x 1\n"),
+            |o| {
+                o.extend_from_slice(b"x 1\n");
+                Steady::default()
+            },
         );
         assert_eq!(gunzip_one(&[&shared.bytes[..], &out].concat()), b"x 1\n");
     }
@@ -287,7 +324,10 @@ mod tests {
                 key(s, false, Format::Text),
                 &mut out,
                 |o| o.extend_from_slice(text),
-                |o| o.extend_from_slice(b"own\n"),
+                |o| {
+                    o.extend_from_slice(b"own\n");
+                    Steady::default()
+                },
             )
         };
         let held = scrape(&mut c, &a, b"first\n");
@@ -318,7 +358,7 @@ mod tests {
                 key(&snapshots[i], false, Format::Text),
                 &mut out,
                 |o| o.extend_from_slice(text.as_bytes()),
-                |_| {},
+                |_| Steady::default(),
             )
         };
         // Every new snapshot finds the last render held by a slow client,
