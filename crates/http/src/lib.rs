@@ -27,9 +27,7 @@ mod unread;
 
 pub use counts::Counts;
 pub use handler::{Exchange, Handler};
-pub use head::HEAD_ROOM;
 pub use message::{Method, Request, Response, Status};
-pub use pool::room;
 pub use server::Server;
 
 use std::time::Duration;

@@ -11,4 +11,4 @@ mod router;
 mod runbooks;
 pub mod status;
 
-pub use router::{Context, PAGE_BUDGET, Routes, is_probe};
+pub use router::{Context, Routes};
